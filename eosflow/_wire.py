@@ -1,0 +1,308 @@
+"""Kafka request/response versions that aiokafka 0.14 does not define.
+
+aiokafka ships only v0 of the transaction APIs and OffsetFetch up to v3. eosflow needs
+TxnOffsetCommit v3 (KIP-447 fencing by generation), OffsetFetch v7 (RequireStable) and
+InitProducerId v3/v4 (KIP-360 epoch bump), and the test cluster must decode every version
+it advertises. Rather than write a second codec, the versions are declared here the way
+Kafka's own JSON message specs declare them -- a field list with version ranges -- and
+turned into aiokafka ``RequestStruct``/``Response`` classes built from aiokafka's public
+protocol types. Flexible versions (KIP-482) get compact strings/arrays and tagged fields
+automatically.
+
+This module only *declares* structures; sending them is the adapter's job (``_aiokafka``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka.protocol.api import RequestStruct, Response
+from aiokafka.protocol.types import (
+    Array,
+    Boolean,
+    Bytes,
+    CompactArray,
+    CompactBytes,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    String,
+    TaggedFields,
+)
+
+__all__ = ["SPECS", "Field", "MessageSpec", "spec_classes"]
+
+_SCALARS: dict[str, Any] = {
+    "int8": Int8,
+    "int16": Int16,
+    "int32": Int32,
+    "int64": Int64,
+    "bool": Boolean,
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a message spec: ``type`` is a scalar name, ``string``, ``bytes``,
+    ``[]int32``-style scalar arrays, or a tuple of sub-fields for an array of structs."""
+
+    name: str
+    type: str | tuple[Field, ...]
+    versions: tuple[int, int] = (0, 99)
+
+    def present(self, version: int) -> bool:
+        return self.versions[0] <= version <= self.versions[1]
+
+
+def _f(name: str, type_: str | tuple[Field, ...], since: int = 0, until: int = 99) -> Field:
+    return Field(name, type_, (since, until))
+
+
+def _schema(fields: tuple[Field, ...], version: int, flexible: bool) -> Schema:
+    parts: list[tuple[str, Any]] = []
+    for fld in fields:
+        if not fld.present(version):
+            continue
+        parts.append((fld.name, _type(fld.type, version, flexible)))
+    if flexible:
+        parts.append(("tags", TaggedFields))
+    return Schema(*parts)
+
+
+def _type(type_: str | tuple[Field, ...], version: int, flexible: bool) -> Any:
+    if isinstance(type_, tuple):
+        inner = _schema(type_, version, flexible)
+        return CompactArray(inner) if flexible else Array(inner)
+    if type_.startswith("[]"):
+        elem = _SCALARS[type_[2:]] if type_[2:] in _SCALARS else _type(type_[2:], version, flexible)
+        return CompactArray(elem) if flexible else Array(elem)
+    if type_ == "string":
+        return CompactString("utf-8") if flexible else String("utf-8")
+    if type_ == "bytes":
+        return CompactBytes if flexible else Bytes
+    return _SCALARS[type_]
+
+
+@dataclass(frozen=True)
+class MessageSpec:
+    """A request/response pair across a range of versions, as in Kafka's JSON specs."""
+
+    api_key: int
+    name: str
+    versions: tuple[int, int]
+    flexible_from: int
+    request: tuple[Field, ...]
+    response: tuple[Field, ...]
+
+
+_CLASS_CACHE: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {}
+
+
+def spec_classes(spec: MessageSpec, version: int) -> tuple[type[RequestStruct], type[Response]]:
+    """The (request, response) struct classes of ``spec`` at ``version``, built once."""
+    key = (spec.api_key, version)
+    cached = _CLASS_CACHE.get(key)
+    if cached is not None:
+        return cached
+    if not spec.versions[0] <= version <= spec.versions[1]:
+        raise ValueError(f"{spec.name} has no version {version}")
+    flexible = version >= spec.flexible_from
+    resp_cls = type(
+        f"{spec.name}Response_v{version}",
+        (Response,),
+        {
+            "API_KEY": spec.api_key,
+            "API_VERSION": version,
+            "SCHEMA": _schema(spec.response, version, flexible),
+        },
+    )
+    req_cls = type(
+        f"{spec.name}Request_v{version}",
+        (RequestStruct,),
+        {
+            "API_KEY": spec.api_key,
+            "API_VERSION": version,
+            "FLEXIBLE_VERSION": flexible,
+            "RESPONSE_TYPE": resp_cls,
+            "SCHEMA": _schema(spec.request, version, flexible),
+        },
+    )
+    _CLASS_CACHE[key] = (req_cls, resp_cls)
+    return req_cls, resp_cls
+
+
+# --- The specs (field names follow aiokafka's snake_case habit) -------------------------
+
+_OFFSET_COMMIT_PARTITION_RESP = (_f("partition_index", "int32"), _f("error_code", "int16"))
+
+TXN_OFFSET_COMMIT = MessageSpec(
+    api_key=28,
+    name="TxnOffsetCommit",
+    versions=(0, 3),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("group_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("generation_id", "int32", since=3),
+        _f("member_id", "string", since=3),
+        _f("group_instance_id", "string", since=3),
+        _f(
+            "topics",
+            (
+                _f("name", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition_index", "int32"),
+                        _f("committed_offset", "int64"),
+                        _f("committed_leader_epoch", "int32", since=2),
+                        _f("committed_metadata", "string"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_COMMIT_PARTITION_RESP))),
+    ),
+)
+
+OFFSET_FETCH = MessageSpec(
+    api_key=9,
+    name="OffsetFetch",
+    versions=(1, 7),
+    flexible_from=6,
+    request=(
+        _f("group_id", "string"),
+        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
+        _f("require_stable", "bool", since=7),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=3),
+        _f(
+            "topics",
+            (
+                _f("name", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition_index", "int32"),
+                        _f("committed_offset", "int64"),
+                        _f("committed_leader_epoch", "int32", since=5),
+                        _f("metadata", "string"),
+                        _f("error_code", "int16"),
+                    ),
+                ),
+            ),
+        ),
+        _f("error_code", "int16", since=2),
+    ),
+)
+
+INIT_PRODUCER_ID = MessageSpec(
+    api_key=22,
+    name="InitProducerId",
+    versions=(0, 4),
+    flexible_from=2,
+    request=(
+        _f("transactional_id", "string"),
+        _f("transaction_timeout_ms", "int32"),
+        _f("producer_id", "int64", since=3),
+        _f("producer_epoch", "int16", since=3),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("error_code", "int16"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+    ),
+)
+
+HEARTBEAT = MessageSpec(
+    api_key=12,
+    name="Heartbeat",
+    versions=(0, 4),
+    flexible_from=4,
+    request=(
+        _f("group_id", "string"),
+        _f("generation_id", "int32"),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=3),
+    ),
+    response=(_f("throttle_time_ms", "int32", since=1), _f("error_code", "int16")),
+)
+
+_TXN_SIMPLE_RESP = (_f("throttle_time_ms", "int32"), _f("error_code", "int16"))
+
+END_TXN = MessageSpec(
+    api_key=26,
+    name="EndTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("transaction_result", "bool"),
+    ),
+    response=_TXN_SIMPLE_RESP,
+)
+
+ADD_OFFSETS_TO_TXN = MessageSpec(
+    api_key=25,
+    name="AddOffsetsToTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("group_id", "string"),
+    ),
+    response=_TXN_SIMPLE_RESP,
+)
+
+ADD_PARTITIONS_TO_TXN = MessageSpec(
+    api_key=24,
+    name="AddPartitionsToTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("topics", (_f("name", "string"), _f("partitions", "[]int32"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f(
+            "results",
+            (
+                _f("name", "string"),
+                _f("results", (_f("partition_index", "int32"), _f("error_code", "int16"))),
+            ),
+        ),
+    ),
+)
+
+SPECS: dict[int, MessageSpec] = {
+    s.api_key: s
+    for s in (
+        TXN_OFFSET_COMMIT,
+        OFFSET_FETCH,
+        INIT_PRODUCER_ID,
+        HEARTBEAT,
+        END_TXN,
+        ADD_OFFSETS_TO_TXN,
+        ADD_PARTITIONS_TO_TXN,
+    )
+}
+"""The specs eosflow declares itself, by API key. They take precedence over aiokafka's
+classes in the test cluster, so one declaration serves the client side and the server side."""

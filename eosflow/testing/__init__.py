@@ -1,0 +1,21 @@
+"""eosflow's wire-level Kafka test cluster, fixtures and exactly-once checker.
+
+``FakeCluster`` speaks the Kafka protocol on 127.0.0.1 so that aiokafka and eosflow's own
+protocol code run unchanged against it; tests inject faults with ``intercept`` and drive
+groups with ``force_rebalance``/``expire_member``. It is a test double, never a production
+path: the broker-contract tests hold it against genuine Kafka.
+"""
+
+from ._cluster import PROFILES, ClusterSettings, FakeCluster
+from ._faults import FaultRule
+from ._groups import GroupSettings
+from ._txn import TxnSettings
+
+__all__ = [
+    "PROFILES",
+    "ClusterSettings",
+    "FakeCluster",
+    "FaultRule",
+    "GroupSettings",
+    "TxnSettings",
+]

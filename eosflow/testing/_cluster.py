@@ -1,0 +1,286 @@
+"""``FakeCluster``: a one-broker Kafka cluster in-process, speaking the wire protocol.
+
+It is a test double and the demo's embedded default, never a production path. Every
+behaviour it has must also be a behaviour of genuine Kafka: the broker-contract tests in
+``tests/contract`` run unchanged against both.
+
+The broker is node 0 and coordinator of every group and transactional id. Requests on one
+connection are handled one at a time, in order, as Kafka does (a connection is muted while
+its request is in progress); clients that need concurrency open more connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _codec
+from . import _errors as E
+from ._faults import FaultRule, error_body
+from ._groups import GroupCoordinator, GroupSettings
+from ._handlers import HANDLERS
+from ._log import PartitionLog
+from ._txn import TxnCoordinator, TxnSettings
+
+log = logging.getLogger("eosflow.testing")
+
+_MAX_FRAME = 100 * 1024 * 1024
+
+# Version profiles: (floors, caps) by API key. "2.4" predates KIP-447; "2.5" has it (and
+# KIP-360 InitProducerId v3) but not KIP-588; "4.0" has the KIP-896 floors.
+PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
+    "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4}),
+    "2.5": ({}, {22: 3, 26: 1, 25: 1, 24: 1}),
+    "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1}, {}),
+}
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """How the fake broker behaves. Defaults mirror Kafka's broker defaults where one
+    exists (session timeout bounds, 10 s transaction sweep, topic auto-creation on)."""
+
+    profile: str = "4.0"
+    auto_create_topics: bool = True
+    default_partitions: int = 1
+    groups: GroupSettings = field(default_factory=GroupSettings)
+    txns: TxnSettings = field(default_factory=TxnSettings)
+    session_check_interval_s: float = 0.05
+
+    def __post_init__(self) -> None:
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown profile {self.profile!r}; known: {sorted(PROFILES)}")
+
+
+_PID_EPOCH = struct.Struct(">qh")
+
+
+class FakeCluster:
+    """An in-process Kafka broker on 127.0.0.1.
+
+    ``async with FakeCluster() as cluster:`` then connect any Kafka client to
+    ``cluster.bootstrap_servers``. Topics, logs, groups, offsets and transactions live in
+    memory and survive ``stop()``/``start()`` (and ``crash()``), not the process.
+    """
+
+    node_id = 0
+
+    def __init__(self, settings: ClusterSettings | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        self.settings = settings or ClusterSettings()
+        self.host = host
+        self.port = port
+        self.cluster_id = uuid.uuid4().hex[:22]
+        self.auto_create_topics = self.settings.auto_create_topics
+        self.default_partitions = self.settings.default_partitions
+        self.topics: dict[str, list[PartitionLog]] = {}
+        self.groups = GroupCoordinator(self.settings.groups)
+        self.txns = TxnCoordinator(self.settings.txns, self.groups, self.log)
+        self.faults: list[FaultRule] = []
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._conn_tasks: set[asyncio.Task[Any]] = set()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._floors, self._caps = PROFILES[self.settings.profile]
+
+    # --- lifecycle ------------------------------------------------------------------
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._tasks = [asyncio.create_task(self._session_sweeper()),
+                       asyncio.create_task(self._txn_sweeper())]
+        log.info("test cluster listening on %s (profile %s)", self.bootstrap_servers,
+                 self.settings.profile)
+
+    async def stop(self) -> None:
+        """Stop listening and close every connection; state is kept for ``start()``."""
+        await self._shutdown()
+
+    async def crash(self) -> None:
+        """Like ``stop()``, but requests in flight are lost without an answer."""
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
+        self._tasks = []
+        if self._server is not None:
+            self._server.close()
+            for w in list(self._writers):
+                w.close()
+            conns = list(self._conn_tasks)
+            for task in conns:
+                task.cancel()
+            await asyncio.gather(*conns, return_exceptions=True)
+            await self._server.wait_closed()
+            self._server = None
+        self._writers.clear()
+
+    async def __aenter__(self) -> FakeCluster:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- topics -----------------------------------------------------------------------
+
+    def create_topic(self, name: str, partitions: int = 1) -> None:
+        if partitions < 1:
+            raise ValueError("a topic needs at least one partition")
+        if name not in self.topics:
+            self.topics[name] = [PartitionLog() for _ in range(partitions)]
+
+    def log(self, tp: tuple[str, int]) -> PartitionLog | None:
+        parts = self.topics.get(tp[0])
+        if parts is None or not 0 <= tp[1] < len(parts):
+            return None
+        return parts[tp[1]]
+
+    def txn_produce_check(self, batch: bytes, tp: tuple[str, int]) -> int:
+        if len(batch) < 61:
+            return E.CORRUPT_MESSAGE
+        if not batch[22] & 0x10:  # attributes (low byte): not transactional
+            return E.NONE
+        pid, epoch = _PID_EPOCH.unpack_from(batch, 43)
+        return self.txns.is_member(pid, epoch, tp)
+
+    def fence_producer(self, producer_id: int, epoch: int) -> None:
+        for parts in self.topics.values():
+            for plog in parts:
+                plog.fence_epoch(producer_id, epoch)
+
+    # --- versions ---------------------------------------------------------------------
+
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        out = []
+        for key in sorted(HANDLERS):
+            impl = _codec.implemented_versions(key)
+            lo = max(impl[0], self._floors.get(key, 0))
+            hi = min(impl[-1], self._caps.get(key, impl[-1]))
+            out.append((key, lo, hi))
+        return out
+
+    def _accepts(self, api_key: int, version: int) -> bool:
+        for key, lo, hi in self.api_versions():
+            if key == api_key:
+                return lo <= version <= hi
+        return False
+
+    # --- controls ---------------------------------------------------------------------
+
+    def intercept(self, api: str | int, **kwargs: Any) -> FaultRule:
+        """Add a fault rule for an API (name like ``"EndTxn"`` or key); see ``_faults``."""
+        key = api if isinstance(api, int) else _codec.API_KEYS[api]
+        rule = FaultRule(key, **kwargs)
+        self.faults.append(rule)
+        return rule
+
+    def force_rebalance(self, group_id: str) -> None:
+        self.groups.force_rebalance(group_id)
+
+    def expire_member(self, group_id: str, member_id: str | None = None) -> list[str]:
+        return self.groups.expire_member(group_id, member_id)
+
+    # --- serving ----------------------------------------------------------------------
+
+    async def _session_sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.session_check_interval_s)
+            for mid in self.groups.expire_sessions():
+                log.info("evicted member %s: session timed out", mid)
+
+    async def _txn_sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.txns.sweep_interval_s)
+            for txn in self.txns.abort_expired():
+                log.info("aborted transaction of %s: transaction timeout", txn)
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if peer else "127.0.0.1"
+        self._writers.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._conn_tasks.add(task)
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (size,) = struct.unpack(">i", head)
+                if not 0 < size <= _MAX_FRAME:
+                    log.warning("closing %s: bad frame size %d", host, size)
+                    return
+                data = await reader.readexactly(size)
+                out = await self._answer(data, host)
+                if out is None:
+                    return
+                writer.write(out)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        except asyncio.CancelledError:
+            return  # the cluster is stopping; the connection just closes
+        finally:
+            if task is not None:
+                self._conn_tasks.discard(task)
+            self._writers.discard(writer)
+            writer.close()
+
+    async def _answer(self, data: bytes, host: str) -> bytes | None:
+        """The encoded answer to one request, or None to close the connection."""
+        try:
+            frame = _codec.decode_request(data)
+        except _codec.UnsupportedRequest as u:
+            if u.api_key == 18:
+                return _codec.encode_api_versions_error(u.correlation_id, self.api_versions())
+            log.warning("closing connection: unsupported request %s", u)
+            return None
+        except Exception as exc:  # a malformed frame closes only its connection
+            log.warning("closing connection: malformed request: %s", exc)
+            return None
+        if not self._accepts(frame.api_key, frame.version):
+            if frame.api_key == 18:
+                return _codec.encode_api_versions_error(frame.correlation_id,
+                                                        self.api_versions())
+            log.warning("closing connection: %s v%d not in profile %s", frame.api_name,
+                        frame.version, self.settings.profile)
+            return None
+        rule = self._match_fault(frame)
+        if rule is not None:
+            rule._matched.set()
+            if rule.hold:
+                await rule._released.wait()
+            if rule.delay_s:
+                await asyncio.sleep(rule.delay_s)
+            if rule.drop:
+                return None
+            if rule.error is not None:
+                return _codec.encode_response(frame, error_body(frame, rule.error))
+        body = await HANDLERS[frame.api_key](self, frame, host)
+        if rule is not None and rule.drop_response:
+            return None
+        return _codec.encode_response(frame, body)
+
+    def _match_fault(self, frame: _codec.Frame) -> FaultRule | None:
+        for rule in self.faults:
+            if rule.matches(frame):
+                rule.hits += 1
+                if rule.exhausted:
+                    self.faults.remove(rule)
+                return rule
+        return None

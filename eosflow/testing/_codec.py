@@ -1,0 +1,193 @@
+"""Request decoding and response encoding for the test cluster, on aiokafka's structs.
+
+Every (api key, version) the cluster accepts maps to a request struct class and its
+response class: aiokafka's own, overridden by the ones eosflow declares in ``_wire`` (so
+one declaration serves client and server). Handlers work on plain dicts; a response dict
+is encoded by walking the response schema of the negotiated version, so one handler
+serves every version (fields a version lacks are dropped, fields it has but the handler
+did not set get neutral defaults).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import struct
+from io import BytesIO
+from typing import Any
+
+from aiokafka.protocol.api import RequestStruct, Response
+from aiokafka.protocol.types import (
+    Array,
+    Boolean,
+    Bytes,
+    CompactBytes,
+    CompactString,
+    Int8,
+    Int16,
+    Int32,
+    Int64,
+    Schema,
+    String,
+    TaggedFields,
+    UnsignedVarInt32,
+)
+
+from .. import _wire
+
+_MODULES = ("admin", "commit", "coordination", "fetch", "group", "metadata", "offset",
+            "produce", "transaction")
+
+
+def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]]:
+    reg: dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]] = {}
+    for name in _MODULES:
+        mod = importlib.import_module(f"aiokafka.protocol.{name}")
+        for _, cls in inspect.getmembers(mod, inspect.isclass):
+            if (
+                issubclass(cls, RequestStruct)
+                and cls is not RequestStruct
+                and cls.__module__ == mod.__name__
+                and isinstance(cls.__dict__.get("API_VERSION"), int)
+            ):
+                resp = cls.RESPONSE_TYPE
+                # aiokafka's ListGroupsRequest_v2 claims API_VERSION 1; trust the response
+                version = resp.API_VERSION if isinstance(resp.API_VERSION, int) else cls.API_VERSION
+                reg[(cls.API_KEY, version)] = (cls, resp)
+    for spec in _wire.SPECS.values():
+        for v in range(spec.versions[0], spec.versions[1] + 1):
+            reg[(spec.api_key, v)] = _wire.spec_classes(spec, v)
+    return reg
+
+
+REGISTRY = _registry()
+
+API_NAMES = {
+    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
+    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
+    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
+    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
+    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+}
+API_KEYS = {name: key for key, name in API_NAMES.items()}
+
+
+def implemented_versions(api_key: int) -> list[int]:
+    return sorted(v for (k, v) in REGISTRY if k == api_key)
+
+
+class Frame:
+    """A decoded request: header fields plus the body as a dict."""
+
+    __slots__ = ("api_key", "body", "client_id", "correlation_id", "flexible", "version")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
+                 flexible: bool, body: dict[str, Any]) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+        self.flexible = flexible
+        self.body = body
+
+    @property
+    def api_name(self) -> str:
+        return API_NAMES.get(self.api_key, str(self.api_key))
+
+
+class UnsupportedRequest(Exception):
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        super().__init__(f"unsupported api {api_key} v{version}")
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+
+
+_HEAD = struct.Struct(">hhi")
+
+
+def decode_request(data: bytes) -> Frame:
+    """Decode one request frame (without its length prefix). Raises ``UnsupportedRequest``
+    for an unknown API or version, ``ValueError`` for a malformed frame."""
+    if len(data) < _HEAD.size + 2:
+        raise ValueError("frame shorter than a request header")
+    api_key, version, corr = _HEAD.unpack_from(data, 0)
+    buf = BytesIO(data)
+    buf.seek(_HEAD.size)
+    client_id = String("utf-8").decode(buf)
+    classes = REGISTRY.get((api_key, version))
+    if classes is None:
+        raise UnsupportedRequest(api_key, version, corr)
+    req_cls = classes[0]
+    flexible = bool(req_cls.FLEXIBLE_VERSION)
+    if flexible:
+        TaggedFields.decode(buf)
+    req = req_cls.decode(buf)
+    if buf.tell() != len(data):
+        raise ValueError(f"{len(data) - buf.tell()} trailing bytes after {API_NAMES.get(api_key)}")
+    return Frame(api_key, version, corr, client_id, flexible, req.to_object())
+
+
+def encode_response(frame: Frame, body: dict[str, Any]) -> bytes:
+    """Length-prefixed response frame for ``frame`` carrying ``body``."""
+    resp_cls = REGISTRY[(frame.api_key, frame.version)][1]
+    header = struct.pack(">i", frame.correlation_id)
+    if frame.flexible and frame.api_key != 18:  # ApiVersions always answers with header v0
+        header += UnsignedVarInt32.encode(0)
+    payload = resp_cls.SCHEMA.encode(_values(resp_cls.SCHEMA, body))
+    return struct.pack(">i", len(header) + len(payload)) + header + payload
+
+
+def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int, int]]) -> bytes:
+    """ApiVersions v0 body with UNSUPPORTED_VERSION, Kafka's answer to a too-new version."""
+    resp_cls = REGISTRY[(18, 0)][1]
+    body = {"error_code": 35, "api_versions": [
+        {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions]}
+    payload = struct.pack(">i", correlation_id) + resp_cls.SCHEMA.encode(
+        _values(resp_cls.SCHEMA, body))
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _values(schema: Schema, obj: dict[str, Any]) -> list[Any]:
+    out: list[Any] = []
+    for name, typ in zip(schema.names, schema.fields, strict=True):
+        val = obj.get(name, _MISSING)
+        out.append(_convert(typ, val))
+    return out
+
+
+_MISSING = object()
+
+
+def _convert(typ: Any, val: Any) -> Any:
+    if isinstance(typ, Schema):
+        return tuple(_values(typ, val if val is not _MISSING else {}))
+    if isinstance(typ, Array):  # CompactArray is an Array too
+        if val is _MISSING or val is None:
+            return []
+        inner = typ.array_of
+        if isinstance(inner, Schema):
+            return [tuple(_values(inner, item)) for item in val]
+        return list(val)
+    if val is not _MISSING:
+        return val
+    return _default(typ)
+
+
+def _default(typ: Any) -> Any:
+    if typ is TaggedFields:
+        return {}
+    if typ in (Int8, Int16, Int32, Int64):
+        return 0
+    if typ is Boolean:
+        return False
+    if typ in (Bytes, CompactBytes):
+        return None
+    if isinstance(typ, (String, CompactString)):
+        return None
+    raise TypeError(f"no default for {typ!r}")
+
+
+def response_schema(api_key: int, version: int) -> Schema:
+    schema: Schema = REGISTRY[(api_key, version)][1].SCHEMA
+    return schema

@@ -1,0 +1,426 @@
+"""The classic consumer-group coordinator of the test cluster.
+
+States follow Kafka's GroupCoordinator: Empty -> PreparingRebalance -> CompletingRebalance
+-> Stable, with generations, leader-side assignment, heartbeats that answer
+REBALANCE_IN_PROGRESS while a rebalance is being prepared, eviction of a member whose
+session times out, a rebalance timeout for members that do not rejoin, static membership
+(group.instance.id: a new member id fences the old one with FENCED_INSTANCE_ID), and
+committed offsets with generation checks.
+
+Transactional offsets (TxnOffsetCommit) are kept per transaction as *pending* until the
+transaction coordinator completes the transaction: then they are applied (commit) or
+dropped (abort). While any transaction holds a pending offset for a partition, a stable
+OffsetFetch (v7 RequireStable) answers UNSTABLE_OFFSET_COMMIT for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _errors as E
+
+TopicPartition = tuple[str, int]
+
+EMPTY = "Empty"
+PREPARING = "PreparingRebalance"
+COMPLETING = "CompletingRebalance"
+STABLE = "Stable"
+
+
+class GroupError(Exception):
+    """A request fails with ``code``; raised inside the coordinator, answered as data."""
+
+    def __init__(self, code: int, member_id: str = "") -> None:
+        super().__init__(code)
+        self.code = code
+        self.member_id = member_id
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_s: float
+    rebalance_timeout_s: float
+    protocols: list[tuple[str, bytes]]
+    assignment: bytes = b""
+    join_fut: asyncio.Future[dict[str, Any]] | None = None
+    sync_fut: asyncio.Future[bytes] | None = None
+    last_seen: float = field(default_factory=time.monotonic)
+
+    def metadata_for(self, protocol: str) -> bytes:
+        for name, meta in self.protocols:
+            if name == protocol:
+                return meta
+        return b""
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    instances: dict[str, str] = field(default_factory=dict)
+    pending_ids: set[str] = field(default_factory=set)
+    offsets: dict[TopicPartition, tuple[int, str | None]] = field(default_factory=dict)
+    # transaction token -> offsets that transaction committed but has not completed
+    pending_txn: dict[int, dict[TopicPartition, tuple[int, str | None]]] = field(
+        default_factory=dict
+    )
+    rebalance_timer: asyncio.TimerHandle | None = None
+
+
+@dataclass(frozen=True)
+class GroupSettings:
+    min_session_timeout_s: float = 6.0
+    max_session_timeout_s: float = 1800.0
+    initial_rebalance_delay_s: float = 0.0
+
+
+class GroupCoordinator:
+    def __init__(self, settings: GroupSettings) -> None:
+        self.settings = settings
+        self.groups: dict[str, Group] = {}
+        self.on_change: Callable[[], None] = lambda: None
+
+    def get(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+    def _group(self, group_id: str) -> Group:
+        g = self.groups.get(group_id)
+        if g is None:
+            g = self.groups[group_id] = Group(group_id)
+        return g
+
+    # --- membership ------------------------------------------------------------------
+
+    async def join(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        protocol_type: str,
+        protocols: list[tuple[str, bytes]],
+        session_timeout_s: float,
+        rebalance_timeout_s: float,
+        client_id: str,
+        client_host: str,
+        require_known_member_id: bool,
+    ) -> dict[str, Any]:
+        s = self.settings
+        if not s.min_session_timeout_s <= session_timeout_s <= s.max_session_timeout_s:
+            raise GroupError(E.INVALID_SESSION_TIMEOUT)
+        g = self._group(group_id)
+        if g.members and g.protocol_type not in (None, protocol_type):
+            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+        names = {p for p, _ in protocols}
+        if g.members and not all(names & {p for p, _ in m.protocols} for m in g.members.values()):
+            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+
+        if not member_id:
+            member_id = f"{client_id}-{uuid.uuid4()}"
+            if instance_id is not None:
+                old = g.instances.get(instance_id)
+                if old is not None:
+                    self._remove(g, old, E.FENCED_INSTANCE_ID)
+                g.instances[instance_id] = member_id
+            elif require_known_member_id:
+                g.pending_ids.add(member_id)
+                raise GroupError(E.MEMBER_ID_REQUIRED, member_id)
+        else:
+            if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
+                raise GroupError(E.FENCED_INSTANCE_ID)
+            if member_id not in g.members and member_id not in g.pending_ids:
+                raise GroupError(E.UNKNOWN_MEMBER_ID)
+            if instance_id is not None:
+                g.instances[instance_id] = member_id
+        g.pending_ids.discard(member_id)
+
+        member = g.members.get(member_id)
+        if member is None:
+            member = Member(
+                member_id, instance_id, client_id, client_host,
+                session_timeout_s, rebalance_timeout_s, protocols,
+            )
+            g.members[member_id] = member
+        else:
+            member.protocols = protocols
+            member.session_timeout_s = session_timeout_s
+            member.rebalance_timeout_s = rebalance_timeout_s
+        g.protocol_type = protocol_type
+        loop = asyncio.get_running_loop()
+        if member.join_fut is not None and not member.join_fut.done():
+            member.join_fut.set_exception(GroupError(E.UNKNOWN_MEMBER_ID))
+        member.join_fut = loop.create_future()
+        member.last_seen = time.monotonic()
+        if g.state != PREPARING:
+            self._prepare_rebalance(g)
+        self._maybe_complete_join(g)
+        return await member.join_fut
+
+    def _prepare_rebalance(self, g: Group) -> None:
+        if g.state == COMPLETING:
+            for m in g.members.values():
+                if m.sync_fut is not None and not m.sync_fut.done():
+                    m.sync_fut.set_exception(GroupError(E.REBALANCE_IN_PROGRESS))
+        was_empty = g.state == EMPTY
+        g.state = PREPARING
+        loop = asyncio.get_running_loop()
+        timeout = max((m.rebalance_timeout_s for m in g.members.values()), default=0.0)
+        if was_empty and self.settings.initial_rebalance_delay_s > 0:
+            timeout = self.settings.initial_rebalance_delay_s
+        if g.rebalance_timer is not None:
+            g.rebalance_timer.cancel()
+        g.rebalance_timer = loop.call_later(timeout, self._complete_join, g)
+        self.on_change()
+
+    def _maybe_complete_join(self, g: Group) -> None:
+        if g.state != PREPARING:
+            return
+        if was_delayed(g, self.settings):
+            return
+        if all(m.join_fut is not None and not m.join_fut.done() for m in g.members.values()):
+            self._complete_join(g)
+
+    def _complete_join(self, g: Group) -> None:
+        if g.state != PREPARING:
+            return
+        if g.rebalance_timer is not None:
+            g.rebalance_timer.cancel()
+            g.rebalance_timer = None
+        for mid in [
+            mid for mid, m in g.members.items() if m.join_fut is None or m.join_fut.done()
+        ]:
+            self._remove(g, mid, E.UNKNOWN_MEMBER_ID, rebalance=False)
+        g.generation += 1
+        if not g.members:
+            g.state, g.protocol, g.leader, g.protocol_type = EMPTY, None, None, None
+            self.on_change()
+            return
+        if g.leader not in g.members:
+            g.leader = next(iter(g.members))
+        leader = g.members[g.leader]
+        common = set.intersection(*({p for p, _ in m.protocols} for m in g.members.values()))
+        g.protocol = next(p for p, _ in leader.protocols if p in common)
+        g.state = COMPLETING
+        now = time.monotonic()
+        all_members = [
+            {"member_id": m.member_id, "group_instance_id": m.instance_id,
+             "member_metadata": m.metadata_for(g.protocol)}
+            for m in g.members.values()
+        ]
+        for m in g.members.values():
+            m.last_seen = now
+            assert m.join_fut is not None
+            m.join_fut.set_result(
+                {
+                    "error_code": E.NONE,
+                    "generation_id": g.generation,
+                    "group_protocol": g.protocol,
+                    "leader_id": g.leader,
+                    "member_id": m.member_id,
+                    "members": all_members if m.member_id == g.leader else [],
+                }
+            )
+        self.on_change()
+
+    async def sync(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        assignments: list[tuple[str, bytes]],
+    ) -> bytes:
+        g = self.groups.get(group_id)
+        if g is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID)
+        m = self._check_member(g, member_id, instance_id, generation)
+        if g.state == PREPARING:
+            raise GroupError(E.REBALANCE_IN_PROGRESS)
+        if g.state == STABLE:
+            return m.assignment
+        m.sync_fut = asyncio.get_running_loop().create_future()
+        m.last_seen = time.monotonic()
+        if member_id == g.leader:
+            given = dict(assignments)
+            for other in g.members.values():
+                other.assignment = given.get(other.member_id, b"")
+            g.state = STABLE
+            for other in g.members.values():
+                if other.sync_fut is not None and not other.sync_fut.done():
+                    other.sync_fut.set_result(other.assignment)
+            self.on_change()
+        return await m.sync_fut
+
+    def heartbeat(
+        self, group_id: str, generation: int, member_id: str, instance_id: str | None
+    ) -> int:
+        g = self.groups.get(group_id)
+        if g is None:
+            return E.UNKNOWN_MEMBER_ID
+        try:
+            m = self._check_member(g, member_id, instance_id, generation)
+        except GroupError as e:
+            return e.code
+        m.last_seen = time.monotonic()
+        if g.state == PREPARING:
+            return E.REBALANCE_IN_PROGRESS
+        return E.NONE
+
+    def leave(self, group_id: str, member_id: str) -> int:
+        g = self.groups.get(group_id)
+        if g is None or member_id not in g.members:
+            return E.UNKNOWN_MEMBER_ID
+        self._remove(g, member_id, E.UNKNOWN_MEMBER_ID)
+        return E.NONE
+
+    def _check_member(
+        self, g: Group, member_id: str, instance_id: str | None, generation: int
+    ) -> Member:
+        if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
+            raise GroupError(E.FENCED_INSTANCE_ID)
+        m = g.members.get(member_id)
+        if m is None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID)
+        if generation != g.generation:
+            raise GroupError(E.ILLEGAL_GENERATION)
+        return m
+
+    def _remove(self, g: Group, member_id: str, code: int, rebalance: bool = True) -> None:
+        m = g.members.pop(member_id, None)
+        if m is None:
+            return
+        if m.instance_id is not None and g.instances.get(m.instance_id) == member_id:
+            del g.instances[m.instance_id]
+        for fut in (m.join_fut, m.sync_fut):
+            if fut is not None and not fut.done():
+                fut.set_exception(GroupError(code))
+        if g.leader == member_id:
+            g.leader = None
+        if not rebalance:
+            return
+        if g.state in (STABLE, COMPLETING):
+            self._prepare_rebalance(g)
+        self._maybe_complete_join(g)
+        if g.state == PREPARING and not g.members:
+            self._complete_join(g)
+
+    def expire_sessions(self) -> list[str]:
+        """Evict members whose session timed out; returns their member ids."""
+        now = time.monotonic()
+        expired: list[str] = []
+        for g in list(self.groups.values()):
+            for mid, m in list(g.members.items()):
+                waiting = m.join_fut is not None and not m.join_fut.done()
+                if not waiting and now - m.last_seen > m.session_timeout_s:
+                    expired.append(mid)
+                    self._remove(g, mid, E.UNKNOWN_MEMBER_ID)
+        return expired
+
+    def expire_member(self, group_id: str, member_id: str | None = None) -> list[str]:
+        """Evict one member (or every member) of a group now, as a session timeout would."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return []
+        victims = [member_id] if member_id is not None else list(g.members)
+        for mid in victims:
+            self._remove(g, mid, E.UNKNOWN_MEMBER_ID)
+        return victims
+
+    def force_rebalance(self, group_id: str) -> None:
+        g = self.groups.get(group_id)
+        if g is not None and g.state in (STABLE, COMPLETING):
+            self._prepare_rebalance(g)
+
+    # --- offsets -----------------------------------------------------------------------
+
+    def commit(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, tuple[int, str | None]],
+    ) -> int:
+        g = self.groups.get(group_id)
+        if g is None:
+            if generation >= 0:
+                return E.ILLEGAL_GENERATION
+            g = self._group(group_id)
+        if generation < 0 and not member_id and g.state == EMPTY:
+            g.offsets.update(offsets)
+            return E.NONE
+        try:
+            self._check_member(g, member_id, instance_id, generation)
+        except GroupError as e:
+            return e.code
+        if g.state in (PREPARING, COMPLETING):
+            return E.REBALANCE_IN_PROGRESS
+        g.offsets.update(offsets)
+        return E.NONE
+
+    def txn_commit(
+        self,
+        group_id: str,
+        token: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, tuple[int, str | None]],
+    ) -> int:
+        """Stage offsets of transaction ``token``; KIP-447 checks when the request carries
+        a generation, member id or instance id (v3), none for the v0-v2 defaults."""
+        g = self._group(group_id)
+        if generation >= 0 or member_id or instance_id is not None:
+            try:
+                self._check_member(g, member_id, instance_id, generation)
+            except GroupError as e:
+                return e.code
+        g.pending_txn.setdefault(token, {}).update(offsets)
+        return E.NONE
+
+    def complete_txn(self, group_id: str, token: int, commit: bool) -> None:
+        g = self.groups.get(group_id)
+        if g is None:
+            return
+        staged = g.pending_txn.pop(token, None)
+        if commit and staged:
+            g.offsets.update(staged)
+
+    def fetch(
+        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
+    ) -> list[tuple[TopicPartition, int, str | None, int]]:
+        """(partition, offset, metadata, error code) for each requested partition."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return [(tp, -1, "", E.NONE) for tp in partitions or []]
+        wanted = partitions if partitions is not None else list(g.offsets)
+        unstable = set()
+        if require_stable:
+            for staged in g.pending_txn.values():
+                unstable.update(staged)
+        out = []
+        for tp in wanted:
+            if tp in unstable:
+                out.append((tp, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+            else:
+                offset, meta = g.offsets.get(tp, (-1, ""))
+                out.append((tp, offset, meta, E.NONE))
+        return out
+
+
+def was_delayed(g: Group, settings: GroupSettings) -> bool:
+    """Whether a first join into an empty group is still inside the initial delay."""
+    return settings.initial_rebalance_delay_s > 0 and g.generation == 0

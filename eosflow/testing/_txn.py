@@ -1,0 +1,275 @@
+"""The transaction coordinator of the test cluster (KIP-98, with KIP-360 and KIP-588).
+
+Per transactional id: producer id, epoch, state (Empty, Ongoing, PrepareCommit,
+PrepareAbort, CompleteCommit, CompleteAbort), the partitions and groups in the open
+transaction and its start time.
+
+Timing that matters to clients is modelled, because the runtime defends against it:
+- EndTxn answers once the decision is made; markers reach the data partitions
+  ``marker_delay_s`` later. Until then the transaction is Prepare*, and the next
+  AddPartitionsToTxn/AddOffsetsToTxn/InitProducerId gets CONCURRENT_TRANSACTIONS.
+- The group coordinator applies the committed offsets ``offset_lag_s`` after EndTxn
+  (genuine Kafka 4.0 was measured showing the previous offset for up to ~20 ms). Until
+  then a non-stable OffsetFetch returns the old offset and a stable one answers
+  UNSTABLE_OFFSET_COMMIT.
+- A sweep every ``sweep_interval_s`` aborts transactions open longer than their timeout,
+  bumping the epoch, so the timed-out producer is fenced (Kafka's default sweep is 10 s).
+
+Fencing errors by version, as Kafka answers: PRODUCER_FENCED for InitProducerId v4+,
+AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+ and TxnOffsetCommit v3+; INVALID_PRODUCER_EPOCH
+for older versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import _errors as E
+from ._groups import GroupCoordinator, TopicPartition
+from ._log import PartitionLog
+
+EMPTY = "Empty"
+ONGOING = "Ongoing"
+PREPARE_COMMIT = "PrepareCommit"
+PREPARE_ABORT = "PrepareAbort"
+COMPLETE_COMMIT = "CompleteCommit"
+COMPLETE_ABORT = "CompleteAbort"
+
+MAX_TRANSACTION_TIMEOUT_MS = 900_000
+
+
+@dataclass(frozen=True)
+class TxnSettings:
+    marker_delay_s: float = 0.002
+    offset_lag_s: float = 0.02
+    sweep_interval_s: float = 10.0
+
+
+@dataclass(eq=False)
+class TxnMeta:
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    last_epoch: int = -1
+    state: str = EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    groups: set[str] = field(default_factory=set)
+    started: float = 0.0
+    token: int = 0
+
+
+def fenced(version: int, new_since: int) -> int:
+    return E.PRODUCER_FENCED if version >= new_since else E.INVALID_PRODUCER_EPOCH
+
+
+class TxnCoordinator:
+    def __init__(
+        self,
+        settings: TxnSettings,
+        groups: GroupCoordinator,
+        log_for: Callable[[TopicPartition], PartitionLog | None],
+    ) -> None:
+        self.settings = settings
+        self.groups = groups
+        self.log_for = log_for
+        self.txns: dict[str, TxnMeta] = {}
+        self._pids = itertools.count(1000)
+        self._tokens = itertools.count(1)
+
+    # --- producer ids -----------------------------------------------------------------
+
+    def init_producer_id(
+        self,
+        transactional_id: str | None,
+        timeout_ms: int,
+        producer_id: int,
+        epoch: int,
+        version: int,
+    ) -> tuple[int, int, int]:
+        if transactional_id is None:
+            return E.NONE, next(self._pids), 0
+        if not 0 < timeout_ms <= MAX_TRANSACTION_TIMEOUT_MS:
+            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMeta(transactional_id, next(self._pids), 0, timeout_ms)
+            self.txns[transactional_id] = meta
+            return E.NONE, meta.producer_id, meta.epoch
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS, -1, -1
+        if producer_id >= 0:
+            # KIP-360: the caller names its current id and epoch; a retry after the
+            # coordinator bumped the epoch itself (timeout abort) is also accepted.
+            if producer_id != meta.producer_id or epoch not in (meta.epoch, meta.last_epoch):
+                return fenced(version, 4), -1, -1
+            if epoch == meta.last_epoch and meta.state != ONGOING:
+                meta.last_epoch = -1
+                meta.timeout_ms = timeout_ms
+                return E.NONE, meta.producer_id, meta.epoch
+        if meta.state == ONGOING:
+            self._bump(meta)
+            self._end(meta, commit=False, immediate=True)
+        self._bump(meta)
+        meta.last_epoch = -1
+        meta.timeout_ms = timeout_ms
+        meta.state = EMPTY
+        return E.NONE, meta.producer_id, meta.epoch
+
+    def _bump(self, meta: TxnMeta) -> None:
+        meta.last_epoch = meta.epoch
+        if meta.epoch >= 32766:
+            meta.producer_id, meta.epoch = next(self._pids), 0
+        else:
+            meta.epoch += 1
+
+    # --- transaction membership -------------------------------------------------------
+
+    def _check(self, txn_id: str, producer_id: int, epoch: int, version: int) -> TxnMeta | int:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != meta.epoch:
+            return fenced(version, 2)
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            return E.CONCURRENT_TRANSACTIONS
+        return meta
+
+    def _open(self, meta: TxnMeta) -> None:
+        if meta.state != ONGOING:
+            meta.state = ONGOING
+            meta.started = time.monotonic()
+            meta.partitions = set()
+            meta.groups = set()
+            meta.token = next(self._tokens)
+
+    def add_partitions(
+        self, txn_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition],
+        version: int,
+    ) -> dict[TopicPartition, int]:
+        meta = self._check(txn_id, producer_id, epoch, version)
+        if isinstance(meta, int):
+            return dict.fromkeys(partitions, meta)
+        unknown = [tp for tp in partitions if self.log_for(tp) is None]
+        if unknown:
+            return {
+                tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else 55  # OPERATION_NOT_ATTEMPTED
+                for tp in partitions
+            }
+        self._open(meta)
+        meta.partitions.update(partitions)
+        return dict.fromkeys(partitions, E.NONE)
+
+    def add_offsets(
+        self, txn_id: str, producer_id: int, epoch: int, group_id: str, version: int
+    ) -> int:
+        meta = self._check(txn_id, producer_id, epoch, version)
+        if isinstance(meta, int):
+            return meta
+        self._open(meta)
+        meta.groups.add(group_id)
+        return E.NONE
+
+    def txn_offset_commit(
+        self,
+        txn_id: str,
+        group_id: str,
+        producer_id: int,
+        epoch: int,
+        generation: int,
+        member_id: str,
+        instance_id: str | None,
+        offsets: dict[TopicPartition, tuple[int, str | None]],
+        version: int,
+    ) -> int:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != meta.epoch:
+            return fenced(version, 3)
+        if meta.state != ONGOING or group_id not in meta.groups:
+            return E.INVALID_TXN_STATE
+        return self.groups.txn_commit(
+            group_id, meta.token, generation, member_id, instance_id, offsets
+        )
+
+    def is_member(self, producer_id: int, epoch: int, tp: TopicPartition) -> int:
+        """Whether a transactional produce to ``tp`` is allowed (KIP-890 part 1
+        verification): the producer's transaction must be open and contain ``tp``."""
+        for meta in self.txns.values():
+            if meta.producer_id == producer_id:
+                if epoch < meta.epoch:
+                    return E.INVALID_PRODUCER_EPOCH
+                if meta.state != ONGOING or tp not in meta.partitions:
+                    return E.INVALID_TXN_STATE
+                return E.NONE
+        return E.INVALID_PRODUCER_ID_MAPPING
+
+    # --- ending ---------------------------------------------------------------------
+
+    def end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int
+    ) -> int:
+        meta = self.txns.get(txn_id)
+        if meta is None or meta.producer_id != producer_id:
+            return E.INVALID_PRODUCER_ID_MAPPING
+        if epoch != meta.epoch:
+            return fenced(version, 2)
+        if meta.state == ONGOING:
+            self._end(meta, commit, immediate=False)
+            return E.NONE
+        if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+            same = (meta.state == PREPARE_COMMIT) == commit
+            return E.CONCURRENT_TRANSACTIONS if same else E.INVALID_TXN_STATE
+        if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
+            same = (meta.state == COMPLETE_COMMIT) == commit
+            return E.NONE if same else E.INVALID_TXN_STATE
+        return E.INVALID_TXN_STATE
+
+    def _end(self, meta: TxnMeta, commit: bool, immediate: bool) -> None:
+        meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
+        partitions, groups, token = set(meta.partitions), set(meta.groups), meta.token
+        pid, epoch = meta.producer_id, meta.epoch
+
+        def write_markers() -> None:
+            for tp in partitions:
+                log = self.log_for(tp)
+                if log is not None:
+                    log.write_marker(pid, epoch, commit)
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.token == token:
+                meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+
+        def apply_offsets() -> None:
+            for group_id in groups:
+                self.groups.complete_txn(group_id, token, commit)
+
+        if immediate:
+            write_markers()
+            apply_offsets()
+            return
+        loop = asyncio.get_running_loop()
+        s = self.settings
+        _later(loop, s.marker_delay_s, write_markers)
+        _later(loop, max(s.offset_lag_s, s.marker_delay_s), apply_offsets)
+
+    def abort_expired(self) -> list[str]:
+        """Abort every transaction open longer than its timeout; returns their ids."""
+        now = time.monotonic()
+        expired = []
+        for meta in self.txns.values():
+            if meta.state == ONGOING and now - meta.started > meta.timeout_ms / 1000:
+                self._bump(meta)
+                self._end(meta, commit=False, immediate=True)
+                expired.append(meta.transactional_id)
+        return expired
+
+
+def _later(loop: asyncio.AbstractEventLoop, delay: float, fn: Callable[[], None]) -> None:
+    if delay <= 0:
+        fn()
+    else:
+        loop.call_later(delay, fn)
