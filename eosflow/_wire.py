@@ -15,9 +15,10 @@ This module only *declares* structures; sending them is the adapter's job (``_ai
 from __future__ import annotations
 
 from dataclasses import dataclass
+import types
 from typing import Any
 
-from aiokafka.protocol.api import RequestStruct, Response
+from aiokafka.protocol.api import Request, RequestStruct, Response
 from aiokafka.protocol.types import (
     Array,
     Boolean,
@@ -34,7 +35,7 @@ from aiokafka.protocol.types import (
     TaggedFields,
 )
 
-__all__ = ["SPECS", "Field", "MessageSpec", "spec_classes"]
+__all__ = ["SPECS", "Field", "MessageSpec", "SpecRequest", "spec_classes", "to_values"]
 
 _SCALARS: dict[str, Any] = {
     "int8": Int8,
@@ -306,3 +307,69 @@ SPECS: dict[int, MessageSpec] = {
 }
 """The specs eosflow declares itself, by API key. They take precedence over aiokafka's
 classes in the test cluster, so one declaration serves the client side and the server side."""
+
+
+# --- dicts to structs ------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def to_values(schema: Schema, obj: dict[str, Any]) -> list[Any]:
+    """The positional values of ``schema`` taken from a (nested) dict: fields the dict
+    lacks get neutral defaults (0, False, None, empty array, no tags); keys the schema
+    lacks are ignored. This is what lets one dict serve every version of a message."""
+    return [
+        _convert(typ, obj.get(name, _MISSING))
+        for name, typ in zip(schema.names, schema.fields, strict=True)
+    ]
+
+
+def _convert(typ: Any, val: Any) -> Any:
+    if isinstance(typ, Schema):
+        return tuple(to_values(typ, val if val is not _MISSING else {}))
+    if isinstance(typ, Array):  # CompactArray is an Array too
+        if val is _MISSING or val is None:
+            return []
+        inner = typ.array_of
+        if isinstance(inner, Schema):
+            return [tuple(to_values(inner, item)) for item in val]
+        return list(val)
+    if val is not _MISSING:
+        return val
+    if typ is TaggedFields:
+        return {}
+    if typ in (Int8, Int16, Int32, Int64):
+        return 0
+    if typ is Boolean:
+        return False
+    return None  # strings and bytes
+
+
+class SpecRequest:
+    """A request of a spec'd API whose version is negotiated per connection, like
+    aiokafka's own request builders: ``SpecRequest.of(spec, body, min_version=3)``."""
+
+    @staticmethod
+    def of(spec: MessageSpec, body: dict[str, Any], min_version: int | None = None) -> Any:
+        low = spec.versions[0] if min_version is None else min_version
+        classes = tuple(spec_classes(spec, v)[0] for v in range(low, spec.versions[1] + 1))
+        cls = _REQUEST_BUILDERS.get((spec.api_key, low))
+        if cls is None:
+            cls = types.new_class(
+                f"{spec.name}Request",
+                (Request[Any],),
+                exec_body=lambda ns: ns.update(
+                    API_KEY=spec.api_key,
+                    build=lambda self, struct_cls: struct_cls(
+                        *to_values(struct_cls.SCHEMA, self.body)
+                    ),
+                ),
+            )
+            cls._CLASSES = classes
+            _REQUEST_BUILDERS[(spec.api_key, low)] = cls
+        req = cls.__new__(cls)
+        req.body = body
+        return req
+
+
+_REQUEST_BUILDERS: dict[tuple[int, int], Any] = {}

@@ -17,21 +17,7 @@ from io import BytesIO
 from typing import Any
 
 from aiokafka.protocol.api import RequestStruct, Response
-from aiokafka.protocol.types import (
-    Array,
-    Boolean,
-    Bytes,
-    CompactBytes,
-    CompactString,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Schema,
-    String,
-    TaggedFields,
-    UnsignedVarInt32,
-)
+from aiokafka.protocol.types import Schema, String, TaggedFields, UnsignedVarInt32
 
 from .. import _wire
 
@@ -134,7 +120,7 @@ def encode_response(frame: Frame, body: dict[str, Any]) -> bytes:
     header = struct.pack(">i", frame.correlation_id)
     if frame.flexible and frame.api_key != 18:  # ApiVersions always answers with header v0
         header += UnsignedVarInt32.encode(0)
-    payload = resp_cls.SCHEMA.encode(_values(resp_cls.SCHEMA, body))
+    payload = resp_cls.SCHEMA.encode(_wire.to_values(resp_cls.SCHEMA, body))
     return struct.pack(">i", len(header) + len(payload)) + header + payload
 
 
@@ -144,48 +130,8 @@ def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int
     body = {"error_code": 35, "api_versions": [
         {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions]}
     payload = struct.pack(">i", correlation_id) + resp_cls.SCHEMA.encode(
-        _values(resp_cls.SCHEMA, body))
+        _wire.to_values(resp_cls.SCHEMA, body))
     return struct.pack(">i", len(payload)) + payload
-
-
-def _values(schema: Schema, obj: dict[str, Any]) -> list[Any]:
-    out: list[Any] = []
-    for name, typ in zip(schema.names, schema.fields, strict=True):
-        val = obj.get(name, _MISSING)
-        out.append(_convert(typ, val))
-    return out
-
-
-_MISSING = object()
-
-
-def _convert(typ: Any, val: Any) -> Any:
-    if isinstance(typ, Schema):
-        return tuple(_values(typ, val if val is not _MISSING else {}))
-    if isinstance(typ, Array):  # CompactArray is an Array too
-        if val is _MISSING or val is None:
-            return []
-        inner = typ.array_of
-        if isinstance(inner, Schema):
-            return [tuple(_values(inner, item)) for item in val]
-        return list(val)
-    if val is not _MISSING:
-        return val
-    return _default(typ)
-
-
-def _default(typ: Any) -> Any:
-    if typ is TaggedFields:
-        return {}
-    if typ in (Int8, Int16, Int32, Int64):
-        return 0
-    if typ is Boolean:
-        return False
-    if typ in (Bytes, CompactBytes):
-        return None
-    if isinstance(typ, (String, CompactString)):
-        return None
-    raise TypeError(f"no default for {typ!r}")
 
 
 def response_schema(api_key: int, version: int) -> Schema:
