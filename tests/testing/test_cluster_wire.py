@@ -1,0 +1,69 @@
+"""The test cluster's own wire behaviour: version profiles, bad frames, unknown APIs."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from eosflow import _aiokafka as ak
+from eosflow.testing import ClusterSettings, FakeCluster
+
+
+async def _raw(cluster: FakeCluster, frame: bytes) -> bytes:
+    reader, writer = await asyncio.open_connection(cluster.host, cluster.port)
+    try:
+        writer.write(frame)
+        await writer.drain()
+        return await asyncio.wait_for(reader.read(65536), 5)
+    finally:
+        writer.close()
+
+
+def _request(api_key: int, version: int, body: bytes = b"") -> bytes:
+    client = b"t"
+    head = struct.pack(">hhih", api_key, version, 7, len(client)) + client
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+@pytest.mark.parametrize(
+    ("profile", "kip447", "kip360"), [("2.4", False, False), ("2.5", True, True),
+                                      ("4.0", True, True)])
+async def test_profiles_shape_what_the_client_detects(
+    profile: str, kip447: bool, kip360: bool
+) -> None:
+    async with FakeCluster(ClusterSettings(profile=profile)) as c:
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await p.start()
+        try:
+            caps = await ak.capabilities(p)
+        finally:
+            await p.stop()
+    assert (caps.kip447, caps.kip360) == (kip447, kip360)
+
+
+async def test_kip896_floors_in_the_40_profile() -> None:
+    async with FakeCluster(ClusterSettings(profile="4.0")) as c:
+        floors = {k: lo for k, lo, _ in c.api_versions()}
+    assert floors[0] == 3 and floors[1] == 4 and floors[2] == 1 and floors[8] == 2
+
+
+async def test_malformed_frame_closes_only_its_connection() -> None:
+    async with FakeCluster() as c:
+        assert await _raw(c, struct.pack(">i", 3) + b"\x00\x01\x02") == b""
+        assert await _raw(c, _request(0, 8, b"\xff\xff")) == b"", "truncated body"
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await p.start()  # the broker still serves other connections
+        await p.send_and_wait("t", b"ok")
+        await p.stop()
+
+
+async def test_unknown_api_closes_and_unknown_apiversions_version_is_answered() -> None:
+    async with FakeCluster() as c:
+        assert await _raw(c, _request(57, 0)) == b"", "unknown API: connection closed"
+        answer = await _raw(c, _request(18, 9))
+    size, corr, error = struct.unpack_from(">iih", answer)
+    assert size == len(answer) - 4 and corr == 7
+    assert error == 35, "UNSUPPORTED_VERSION with the supported ranges"
