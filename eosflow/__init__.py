@@ -1,3 +1,38 @@
-"""eosflow: exactly-once consume-transform-produce on Apache Kafka for asyncio."""
+"""eosflow: exactly-once consume-transform-produce on Apache Kafka for asyncio.
 
-__all__: list[str] = []
+Subclass ``Processor``, describe the instance with ``EosConfig`` and run ``EosApp``: every
+input record affects the output exactly once, across crashes, rebalances and zombies.
+"""
+
+from ._app import EosApp, Stats
+from ._config import EosConfig, load_config
+from ._errors import (
+    CommitOutcomeUnknown,
+    ConfigError,
+    EosflowError,
+    FatalError,
+    ProcessingError,
+    ProducerFencedError,
+    TransactionError,
+)
+from ._processor import Processor
+from ._records import Output, Record
+from ._session import Outcome
+
+__all__ = [
+    "CommitOutcomeUnknown",
+    "ConfigError",
+    "EosApp",
+    "EosConfig",
+    "EosflowError",
+    "FatalError",
+    "Outcome",
+    "Output",
+    "ProcessingError",
+    "Processor",
+    "ProducerFencedError",
+    "Record",
+    "Stats",
+    "TransactionError",
+    "load_config",
+]

@@ -51,6 +51,11 @@ _TRANSACTION = 1
 _COORD = ConnectionGroup.COORDINATION
 
 
+def is_fencing(exc: BaseException) -> bool:
+    """Whether ``exc`` says another producer owns the transactional id."""
+    return getattr(exc, "errno", None) in FENCING or type(exc).__name__ == "ProducerFenced"
+
+
 def error_name(code: int) -> str:
     return str(for_code(code).__name__) if code else "NONE"
 

@@ -1,0 +1,218 @@
+"""``EosApp``: runs a ``Processor`` in exactly-once transactions until stopped.
+
+One transaction spans at most ``commit_interval_s`` (from its first record) or
+``max_records_per_txn`` records. It begins lazily when records arrive, so an idle app
+opens no transactions.
+
+Errors: a processor exception aborts the transaction (nothing past the failing record is
+committed) and ends ``run()`` with ``ProcessingError``, unless ``dead_letter_topic`` is
+set: then the failing record (per record when ``process`` is used, the whole batch when
+``process_batch`` is overridden) goes to that topic with error headers inside the same
+transaction and processing goes on. A fenced producer ends ``run()`` with
+``ProducerFencedError``.
+
+Cancellation: cancelling ``run()`` ends the open transaction explicitly -- aborted if it
+was still being filled, or the in-flight ``end`` is finished (committed, aborted or
+unknown-then-recovered) -- records the outcome in ``last_outcome``, leaves the group and
+re-raises ``CancelledError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+
+from ._config import EosConfig
+from ._errors import FatalError, ProcessingError
+from ._processor import Processor, as_outputs, overrides_batch
+from ._records import Output, Record
+from ._session import Outcome, TransactSession
+
+log = logging.getLogger("eosflow.app")
+
+
+@dataclass
+class Stats:
+    """Counters of a running app (read them for progress; they only grow)."""
+
+    records: int = 0
+    outputs: int = 0
+    committed: int = 0
+    aborted: int = 0
+    recovered: int = 0
+    dead_lettered: int = 0
+    started: float = field(default_factory=time.monotonic)
+
+
+class EosApp:
+    """Run ``processor`` under ``config``.
+
+    ``await app.run()`` runs until ``await app.stop()``, a fatal error or cancellation.
+    ``async with EosApp(...) as app:`` runs it in the background of the current event
+    loop and stops it cleanly on exit (re-raising a fatal error that ended it early).
+    """
+
+    def __init__(self, processor: Processor, config: EosConfig) -> None:
+        self.processor = processor
+        self.config = config
+        self.stats = Stats()
+        self.last_outcome: Outcome | None = None
+        self.assigned: frozenset[tuple[str, int]] = frozenset()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._session: TransactSession | None = None
+        self._ending: asyncio.Task[Outcome] | None = None
+
+    # --- public -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        session = TransactSession(self.config, self._assigned, self._revoked)
+        self._session = session
+        try:
+            await session.start()
+            await self.processor.on_start()
+            while not self._stopping.is_set():
+                await self._one_transaction(session)
+        except asyncio.CancelledError:
+            await self._end_on_cancel(session)
+            raise
+        except BaseException:
+            if session.in_transaction:
+                with contextlib.suppress(Exception):
+                    self.last_outcome = await session.end(commit=False)
+            raise
+        finally:
+            with contextlib.suppress(Exception):
+                await self.processor.on_stop()
+            await session.stop()
+
+    async def stop(self) -> None:
+        """Finish the transaction in progress (commit), leave the group, return when done."""
+        self._stopping.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError, FatalError):
+                await self._task
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The error that ended a background app (``async with``), if it has ended so."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    async def __aenter__(self) -> EosApp:
+        self._task = asyncio.create_task(self.run(), name="eosflow-app")
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stopping.set()
+        assert self._task is not None
+        await self._task  # re-raises a fatal error that ended the app
+
+    # --- the loop ---------------------------------------------------------------------
+
+    async def _one_transaction(self, session: TransactSession) -> None:
+        cfg = self.config
+        records = await session.poll(cfg.max_records_per_txn, cfg.commit_interval_s)
+        if not records:
+            return
+        await session.begin()
+        deadline = time.monotonic() + cfg.commit_interval_s
+        count = 0
+        while True:
+            await self._process(session, records)
+            count += len(records)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or count >= cfg.max_records_per_txn or self._stopping.is_set():
+                break
+            records = await session.poll(cfg.max_records_per_txn - count, remaining)
+            if not records:
+                break
+        self._ending = asyncio.ensure_future(session.end(commit=True))
+        outcome = await asyncio.shield(self._ending)
+        self._ending = None
+        self._count(outcome)
+
+    async def _process(self, session: TransactSession, records: Sequence[Record]) -> None:
+        self.stats.records += len(records)
+        if overrides_batch(self.processor):
+            try:
+                outputs = await self.processor.process_batch(records)
+            except Exception as exc:
+                outputs = self._failed(records, exc)
+            await self._send(session, outputs)
+            for r in records:
+                session.consumed(r)
+            return
+        for r in records:
+            try:
+                outs = as_outputs(await self.processor.process(r))
+            except Exception as exc:
+                outs = self._failed([r], exc)
+            await self._send(session, outs)
+            session.consumed(r)
+
+    def _failed(self, records: Sequence[Record], exc: Exception) -> list[Output]:
+        first = records[0]
+        if self.config.dead_letter_topic is None:
+            log.error("processor failed on %s[%d]@%d: %r", first.topic, first.partition,
+                      first.offset, exc)
+            raise ProcessingError(first.topic, first.partition, first.offset, exc) from exc
+        log.warning("dead-lettering %d record(s) from %s[%d]@%d: %r", len(records),
+                    first.topic, first.partition, first.offset, exc)
+        self.stats.dead_lettered += len(records)
+        return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
+
+    async def _send(self, session: TransactSession, outputs: list[Output]) -> None:
+        for o in outputs:
+            await session.send(o)
+        self.stats.outputs += len(outputs)
+
+    def _count(self, outcome: Outcome) -> None:
+        self.last_outcome = outcome
+        if outcome is Outcome.COMMITTED:
+            self.stats.committed += 1
+        elif outcome is Outcome.ABORTED:
+            self.stats.aborted += 1
+        elif outcome is Outcome.RECOVERED:
+            self.stats.recovered += 1
+
+    async def _end_on_cancel(self, session: TransactSession) -> None:
+        ending = self._ending
+        try:
+            if ending is not None:
+                self.last_outcome = await ending  # finish the end already in flight
+            elif session.in_transaction:
+                self.last_outcome = await session.end(commit=False)
+        except Exception as exc:
+            log.error("ending the transaction on cancellation failed: %r", exc)
+        if self.last_outcome is not None:
+            log.info("cancelled; last transaction %s", self.last_outcome.value)
+
+    async def _assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
+        self.assigned = self.assigned | partitions
+        await self.processor.on_assigned(partitions)
+
+    async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+        self.assigned = self.assigned - partitions
+        await self.processor.on_revoked(partitions)
+
+
+def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:
+    """The dead-letter copy of ``record``: same key and value, original headers plus the
+    error and the record's coordinates."""
+    headers = (
+        *record.headers,
+        ("eosflow.error", f"{type(exc).__name__}: {exc}".encode()),
+        ("eosflow.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
+    )
+    return Output(topic=topic, value=record.value, key=record.key, headers=headers)

@@ -1,0 +1,92 @@
+"""``EosConfig``: every setting of an eosflow app, from code or ``EOSFLOW_*`` variables.
+
+Durations are seconds (``*_s``). The defaults follow franz-go's GroupTransactSession and
+Kafka Streams under exactly-once: 45 s session, 40 s transaction timeout (kept below the
+session timeout, so a hung commit expires before the member can be expelled), 100 ms
+commit interval, stable offset fetches on, 200 ms post-commit delay where they are not
+available.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from ._errors import ConfigError
+
+
+class EosConfig(BaseSettings):
+    """Settings of one eosflow instance (frozen; validated on construction)."""
+
+    model_config = SettingsConfigDict(env_prefix="EOSFLOW_", frozen=True, extra="forbid")
+
+    bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
+    group_id: str = Field(min_length=1)
+    input_topics: Annotated[tuple[str, ...], NoDecode] = Field(
+        min_length=1, description="topics to consume; comma-separated in the environment")
+    transactional_id: str = Field(
+        min_length=1,
+        description="stable per instance: a restarted instance must reuse its id, so the "
+                    "broker aborts its predecessor's open transaction at once")
+    group_instance_id: str | None = Field(
+        default=None, description="static membership (KIP-345): restarts within the "
+                                  "session timeout do not rebalance")
+    client_id: str = "eosflow"
+
+    session_timeout_s: float = Field(default=45.0, gt=0)
+    heartbeat_interval_s: float = Field(default=3.0, gt=0)
+    rebalance_timeout_s: float = Field(default=60.0, gt=0)
+    transaction_timeout_s: float = Field(default=40.0, gt=0, le=900)
+    allow_transaction_timeout_over_session: bool = Field(
+        default=False, description="opt out of the transaction < session timeout rule")
+
+    commit_interval_s: float = Field(default=0.1, gt=0)
+    max_records_per_txn: int = Field(default=5000, gt=0)
+    require_stable_fetch_offsets: bool = True
+    post_commit_delay_s: float = Field(default=0.2, ge=0)
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+
+    dead_letter_topic: str | None = Field(
+        default=None, description="if set, a record whose processing raises goes here (with "
+                                  "error headers) inside the same transaction, and "
+                                  "processing continues; if unset the app stops")
+    retry_backoff_s: float = Field(default=0.01, gt=0)
+    linger_s: float = Field(default=0.0, ge=0)
+    max_batch_bytes: int = Field(default=256 * 1024, gt=0)
+
+    @field_validator("input_topics", mode="before")
+    @classmethod
+    def _split_topics(cls, value: object) -> object:
+        if isinstance(value, str):
+            return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
+
+    @model_validator(mode="after")
+    def _check_timeouts(self) -> EosConfig:
+        if (
+            self.transaction_timeout_s >= self.session_timeout_s
+            and not self.allow_transaction_timeout_over_session
+        ):
+            raise ValueError(
+                f"transaction_timeout_s ({self.transaction_timeout_s}) must be below "
+                f"session_timeout_s ({self.session_timeout_s}) so that a hung commit "
+                "expires before the group can move its partitions; set "
+                "allow_transaction_timeout_over_session=true to opt out")
+        if self.heartbeat_interval_s >= self.session_timeout_s:
+            raise ValueError("heartbeat_interval_s must be below session_timeout_s")
+        return self
+
+
+def load_config(**values: object) -> EosConfig:
+    """Build an ``EosConfig`` from ``values`` over the environment, raising
+    ``ConfigError`` with one line per invalid field."""
+    try:
+        return EosConfig(**values)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            field = ".".join(str(p) for p in err["loc"]) or "config"
+            lines.append(f"{field}: {err['msg']}")
+        raise ConfigError("invalid eosflow config: " + "; ".join(lines)) from None

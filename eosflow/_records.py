@@ -1,0 +1,31 @@
+"""The records a processor sees and the outputs it returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One consumed record. ``timestamp`` is in milliseconds since the epoch, as Kafka
+    stores it; ``headers`` keep Kafka's order and may repeat a key."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    """One record to produce inside the transaction. ``partition=None`` lets the producer
+    choose by key (murmur2, as the Java client)."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    partition: int | None = None

@@ -1,0 +1,364 @@
+"""``TransactSession``: franz-go's GroupTransactSession on aiokafka.
+
+One session owns the group consumer (read_committed, no auto-commit) and the
+transactional producer, so the producer always knows whether the consumer still owns
+its partitions. eosflow's own state here -- what is committed, what this transaction
+consumed, whether it is doomed -- is the source of truth; aiokafka's is only asked for
+the group identity and the producer id.
+
+``end(commit=True)`` runs, under the session lock:
+  flush -> AddOffsetsToTxn + TxnOffsetCommit (v3 on KIP-447 brokers) -> forced heartbeat
+  (awaited) -> EndTxn(commit) only if nothing was revoked, the offsets were accepted and
+  the heartbeat confirmed membership (REBALANCE_IN_PROGRESS counts as confirmed on a
+  KIP-447 broker: the generation fences stale offsets there) -> else EndTxn(abort).
+
+Invariants (each guarded by a test named in docs/design.md):
+- a revocation while a transaction is open dooms it (abort); a revocation arriving during
+  ``end`` waits for the lock, so partitions never move mid-commit;
+- after a commit on a broker without KIP-447, or with stable offset fetches off, the lock
+  stays held ``post_commit_delay_s`` more: rebalances and the next ``end`` wait, the next
+  batch's consuming and processing do not;
+- after an abort every assigned partition is rewound to its committed offset;
+- an EndTxn whose outcome is unknown is never retried as a commit: the producer id is
+  re-initialised (KIP-360 where the broker has it), the producer replaced, and positions
+  re-read from the broker's committed offsets;
+- records of a newly assigned partition are processed only after its committed offset
+  was fetched (stable fetch, waiting out pending transactions, on KIP-447 brokers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import KafkaError, ProducerFenced
+
+from . import _aiokafka as ak
+from ._config import EosConfig
+from ._errors import ProducerFencedError
+from ._records import Output, Record
+
+log = logging.getLogger("eosflow.session")
+
+PartitionsHook = Callable[[frozenset[tuple[str, int]]], Awaitable[None]]
+
+
+class Outcome(enum.Enum):
+    """How a transaction ended."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    RECOVERED = "unknown-then-recovered"  # EndTxn outcome unknown; producer re-initialised
+    EMPTY = "empty"  # no transaction was open
+
+
+class TransactSession:
+    def __init__(
+        self,
+        config: EosConfig,
+        on_assigned: PartitionsHook | None = None,
+        on_revoked: PartitionsHook | None = None,
+    ) -> None:
+        self.config = config
+        self._on_assigned = on_assigned
+        self._on_revoked = on_revoked
+        self._lock = asyncio.Lock()
+        self._in_txn = False
+        self._doomed: str | None = None
+        self._committed: dict[TopicPartition, int | None] = {}
+        self._consumed: dict[TopicPartition, int] = {}
+        self._ready: set[TopicPartition] = set()
+        self._sends: list[asyncio.Future[object]] = []
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self.caps: ak.Capabilities | None = None
+        self.last_abort_reason: str | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._producer = await self._new_producer()
+        self.caps = await ak.capabilities(self._producer)
+        log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", self.caps,
+                 self.caps.kip447, self.caps.kip360)
+        cfg = self.config
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=cfg.bootstrap_servers,
+            group_id=cfg.group_id,
+            group_instance_id=cfg.group_instance_id,
+            client_id=cfg.client_id,
+            isolation_level="read_committed",
+            enable_auto_commit=False,
+            auto_offset_reset=cfg.auto_offset_reset,
+            session_timeout_ms=int(cfg.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(cfg.heartbeat_interval_s * 1000),
+            max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
+            rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
+            retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+        )
+        self._consumer.subscribe(list(cfg.input_topics), listener=_Listener(self))
+        await self._consumer.start()
+
+    async def _new_producer(self) -> AIOKafkaProducer:
+        cfg = self.config
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cfg.bootstrap_servers,
+            client_id=cfg.client_id,
+            transactional_id=cfg.transactional_id,
+            transaction_timeout_ms=int(cfg.transaction_timeout_s * 1000),
+            retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+            linger_ms=int(cfg.linger_s * 1000),
+            max_batch_size=cfg.max_batch_bytes,
+        )
+        try:
+            await producer.start()
+        except ProducerFenced as exc:
+            raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
+        return producer
+
+    async def stop(self) -> None:
+        """Abort any open transaction, leave the group, close both clients."""
+        if self._in_txn:
+            await self.end(commit=False)
+        if self._consumer is not None:
+            with contextlib.suppress(KafkaError):
+                await self._consumer.stop()
+        if self._producer is not None:
+            with contextlib.suppress(KafkaError):
+                await self._producer.stop()
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer:
+        assert self._consumer is not None, "session not started"
+        return self._consumer
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        assert self._producer is not None, "session not started"
+        return self._producer
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._in_txn
+
+    # --- the transaction --------------------------------------------------------------
+
+    async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
+        """Records from partitions whose committed offsets are in place, in offset order."""
+        batch = await self.consumer.getmany(timeout_ms=int(timeout_s * 1000),
+                                            max_records=max_records)
+        out: list[Record] = []
+        for tp, msgs in batch.items():
+            if tp not in self._ready:
+                continue  # fetched before the stable offset was applied; seek redoes it
+            floor = self._consumed.get(tp, -1)
+            for m in msgs:
+                if m.offset < floor:
+                    continue
+                out.append(Record(m.topic, m.partition, m.offset, m.key, m.value,
+                                  tuple(m.headers or ()), m.timestamp))
+        return out
+
+    async def begin(self) -> None:
+        if not self._in_txn:
+            await self.producer.begin_transaction()
+            self._in_txn = True
+
+    async def send(self, output: Output) -> None:
+        fut = await self.producer.send(
+            output.topic, value=output.value, key=output.key, partition=output.partition,
+            headers=list(output.headers) or None)
+        self._sends.append(fut)
+
+    def consumed(self, record: Record) -> None:
+        """Mark ``record`` as processed in this transaction (its offset commits with it)."""
+        self._consumed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+
+    def doom(self, reason: str) -> None:
+        if self._in_txn and self._doomed is None:
+            self._doomed = reason
+
+    async def end(self, commit: bool) -> Outcome:
+        """End the open transaction: commit if ``commit`` and every check passes, else
+        abort. Returns the outcome; raises ``ProducerFencedError`` when fenced."""
+        if not self._in_txn:
+            return Outcome.EMPTY
+        await self._lock.acquire()
+        hold = False
+        try:
+            reason = self._doomed if commit else "abort requested"
+            offsets = dict(self._consumed)
+            try:
+                await self._flush()
+            except ProducerFenced as exc:
+                raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
+            except KafkaError as exc:
+                reason = reason or f"produce failed: {exc!r}"
+            if reason is None and offsets:
+                reason = await self._commit_offsets(offsets)
+            if reason is None and offsets:
+                reason = await self._confirm_membership()
+            reason = reason or self._doomed
+            outcome = await self._end_txn(reason is None)
+            if outcome is Outcome.COMMITTED:
+                self._committed.update(offsets)
+                hold = self._needs_post_commit_delay()
+            elif outcome is Outcome.ABORTED:
+                self.last_abort_reason = reason
+                log.info("transaction aborted: %s", reason)
+                await self._rewind()
+            return outcome
+        finally:
+            self._in_txn = False
+            self._doomed = None
+            self._consumed.clear()
+            self._sends.clear()
+            if hold:
+                asyncio.get_running_loop().call_later(
+                    self.config.post_commit_delay_s, self._lock.release)
+            else:
+                self._lock.release()
+
+    async def _flush(self) -> None:
+        if self._sends:
+            await asyncio.gather(*self._sends)
+
+    async def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> str | None:
+        assert self.caps is not None
+        code = await ak.commit_offsets_in_txn(
+            self.producer, self.config.group_id, offsets, self.caps,
+            ak.group_identity(self.consumer))
+        if code in ak.FENCING:
+            raise ProducerFencedError(self.config.transactional_id, ak.error_name(code))
+        return None if code == 0 else f"TxnOffsetCommit: {ak.error_name(code)}"
+
+    async def _confirm_membership(self) -> str | None:
+        assert self.caps is not None
+        try:
+            code = await ak.forced_heartbeat(self.consumer, self.config.group_id)
+        except KafkaError as exc:
+            return f"forced heartbeat failed: {exc!r}"
+        if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and self.caps.kip447):
+            return None
+        return f"forced heartbeat: {ak.error_name(code)}"
+
+    async def _end_txn(self, commit: bool) -> Outcome:
+        producer = self.producer
+        op = producer.commit_transaction() if commit else producer.abort_transaction()
+        try:
+            await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
+        except ProducerFenced as exc:
+            raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
+        except (KafkaError, TimeoutError, asyncio.CancelledError) as exc:
+            cancelled = isinstance(exc, asyncio.CancelledError)
+            log.warning("EndTxn(%s) outcome unknown (%r): re-initialising the producer",
+                        "commit" if commit else "abort", exc)
+            await self._recover()
+            if cancelled:
+                raise
+            return Outcome.RECOVERED
+        return Outcome.COMMITTED if commit else Outcome.ABORTED
+
+    def _needs_post_commit_delay(self) -> bool:
+        assert self.caps is not None
+        stable = self.caps.kip447 and self.config.require_stable_fetch_offsets
+        return not stable and self.config.post_commit_delay_s > 0
+
+    # --- recovery -------------------------------------------------------------------
+
+    async def _recover(self) -> None:
+        """After an unknown EndTxn outcome: abort via a new producer epoch, replace the
+        producer, and take positions from the broker's committed offsets."""
+        assert self.caps is not None
+        old = self.producer
+        if self.caps.kip360:
+            try:
+                await ak.reinit_producer_id(old, self.config.transaction_timeout_s)
+            except KafkaError as exc:
+                if ak.is_fencing(exc):
+                    raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
+                log.warning("KIP-360 re-initialisation failed (%r); replacing the producer",
+                            exc)
+        with contextlib.suppress(Exception):
+            await old.stop()
+        self._producer = await self._new_producer()
+        assigned = list(self.consumer.assignment())
+        self._committed.update(await self._fetch_committed(assigned))
+        await self._rewind()
+
+    async def _fetch_committed(
+        self, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        assert self.caps is not None
+        if not partitions:
+            return {}
+        stable = self.caps.kip447 and self.config.require_stable_fetch_offsets
+        if not stable and self.config.post_commit_delay_s > 0:
+            await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
+        return await ak.fetch_committed(
+            self.consumer, self.config.group_id, partitions, require_stable=stable,
+            timeout_s=self.config.transaction_timeout_s * 2)
+
+    async def _rewind(self) -> None:
+        for tp in self.consumer.assignment():
+            await self._seek_committed(tp)
+
+    async def _seek_committed(self, tp: TopicPartition) -> None:
+        offset = self._committed.get(tp)
+        if offset is not None:
+            self.consumer.seek(tp, offset)
+        elif self.config.auto_offset_reset == "earliest":
+            await self.consumer.seek_to_beginning(tp)
+        else:
+            await self.consumer.seek_to_end(tp)
+
+    # --- rebalances (called by the listener) ----------------------------------------
+
+    async def _revoked(self, revoked: set[TopicPartition]) -> None:
+        async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
+            if revoked:
+                self.doom("partitions revoked")
+            self._ready -= revoked
+            for tp in revoked:
+                self._committed.pop(tp, None)
+        if self._on_revoked is not None and revoked:
+            await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
+
+    async def _assigned(self, assigned: set[TopicPartition]) -> None:
+        new = [tp for tp in assigned if tp not in self._ready]
+        if not new:
+            return
+        self.consumer.pause(*new)
+        try:
+            self._committed.update(await self._fetch_committed(new))
+            for tp in new:
+                await self._seek_committed(tp)
+            self._ready.update(new)
+        finally:
+            self.consumer.resume(*new)
+        log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
+        if self._on_assigned is not None:
+            await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka awaits these before rejoining / after syncing; exceptions raised here would
+    be logged and swallowed by aiokafka, so failures are logged and the transaction
+    doomed instead."""
+
+    def __init__(self, session: TransactSession) -> None:
+        self._session = session
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._session._revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        try:
+            await self._session._assigned(set(assigned))
+        except Exception:
+            log.exception("fetching committed offsets for %s failed", assigned)
+            raise
