@@ -23,6 +23,7 @@ Private attributes used, all read-only: ``consumer._client``, ``consumer._coordi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -57,7 +58,8 @@ def is_fencing(exc: BaseException) -> bool:
 
 
 def error_name(code: int) -> str:
-    return str(for_code(code).__name__) if code else "NONE"
+    """Kafka's name of an error code, e.g. ILLEGAL_GENERATION."""
+    return str(getattr(for_code(code), "message", code)) if code else "NONE"
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,9 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
     deadline = time.monotonic() + timeout_s
     while True:
         node = await client.coordinator_lookup(_TRANSACTION, txn.transactional_id)
-        resp = await client.send(node, req, group=_COORD)
+        # Not on the coordination connection: the EndTxn whose outcome is unknown may still
+        # occupy it, and a broker answers one request per connection at a time.
+        resp = await asyncio.wait_for(client.send(node, req), timeout_s)
         code = code_of(resp)
         if code == 0:
             return int(resp.producer_id), int(resp.producer_epoch)
@@ -234,6 +238,25 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
         if code in COORDINATOR_ERRORS:
             client.force_metadata_update()
         await asyncio.sleep(0.02)
+
+
+async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
+    """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be stuck
+    retrying a request that will never be answered), cancel its sender and close its
+    connections, so no half-dead client is left behind."""
+    try:
+        await asyncio.wait_for(producer.stop(), timeout_s)
+        return
+    except (TimeoutError, KafkaError) as exc:
+        log.warning("producer did not stop cleanly (%r); closing it by force", exc)
+    sender = getattr(producer, "_sender", None)
+    task = getattr(sender, "sender_task", None)
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+    with contextlib.suppress(Exception):
+        await producer.client.close()
 
 
 async def _send_retrying(

@@ -283,8 +283,7 @@ class TransactSession:
                     raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
                 log.warning("KIP-360 re-initialisation failed (%r); replacing the producer",
                             exc)
-        with contextlib.suppress(Exception):
-            await old.stop()
+        await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
         assigned = list(self.consumer.assignment())
         self._committed.update(await self._fetch_committed(assigned))

@@ -36,6 +36,7 @@ class FaultRule:
     drop_response: bool = False
     times: int | None = 1
     client_id: str | None = None
+    version: int | None = None
     group_id: str | None = None
     transactional_id: str | None = None
     hits: int = 0
@@ -46,6 +47,8 @@ class FaultRule:
         if frame.api_key != self.api_key:
             return False
         if self.client_id is not None and frame.client_id != self.client_id:
+            return False
+        if self.version is not None and frame.version != self.version:
             return False
         body = frame.body
         if self.group_id is not None:

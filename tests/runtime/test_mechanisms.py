@@ -1,0 +1,329 @@
+"""Each runtime mechanism, driven by the test cluster's fault injection.
+
+Every test here fails when the mechanism it names is removed from the session: the
+comment above each says how.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from kit import eventually, read_all
+
+import eosflow
+from eosflow import _aiokafka as ak
+from eosflow.testing import ClusterSettings, FakeCluster
+from eosflow.testing._ladder import fake_settings
+
+N = 200
+
+
+class Gate(eosflow.Processor):
+    """Pass-through that can park on a record until the test opens the gate."""
+
+    def __init__(self, out: str, park_at: int | None = None) -> None:
+        self.out = out
+        self.park_at = park_at
+        self.parked = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.revoked_at: list[float] = []
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        if record.offset == self.park_at and not self.gate.is_set():
+            self.parked.set()
+            await self.gate.wait()
+        return eosflow.Output(self.out, record.value, key=record.key)
+
+    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+        self.revoked_at.append(time.monotonic())
+
+
+def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
+    base: dict[str, object] = dict(
+        bootstrap_servers=c.bootstrap_servers, group_id="g", input_topics=("in",),
+        transactional_id="tx-1", session_timeout_s=6.0, heartbeat_interval_s=0.2,
+        transaction_timeout_s=5.0)
+    base.update(kw)
+    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+
+
+async def seed(c: FakeCluster, n: int = N, partitions: int = 1) -> None:
+    c.create_topic("in", partitions)
+    c.create_topic("out", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    await asyncio.gather(*[await p.send("in", f"v{i}".encode(), partition=i % partitions)
+                           for i in range(n)])
+    await p.stop()
+
+
+async def until(app: eosflow.EosApp, check: object, what: str, timeout_s: float = 30) -> None:
+    async def ok() -> bool:
+        assert app.failure is None, app.failure
+        return bool(check())  # type: ignore[operator]
+    await eventually(ok, timeout_s=timeout_s, what=what)
+
+
+async def assert_exactly_once(c: FakeCluster, n: int = N) -> None:
+    values = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    assert sorted(values) == sorted(f"v{i}".encode() for i in range(n))  # type: ignore[type-var]
+
+
+def all_done(app: eosflow.EosApp, c: FakeCluster, n: int = N, parts: int = 1) -> bool:
+    g = c.groups.get("g")
+    if g is None:
+        return False
+    total = sum(off for (t, _), (off, _) in g.offsets.items() if t == "in")
+    return total == n and app.last_outcome is eosflow.Outcome.COMMITTED
+
+
+@pytest.fixture
+async def cluster() -> object:
+    async with FakeCluster(fake_settings()) as c:
+        yield c
+
+
+# Mechanism 2: the forced heartbeat decides. Remove `_confirm_membership` and the first
+# transaction commits although the coordinator said the member is unknown.
+async def test_failed_forced_heartbeat_aborts_then_work_is_redone(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("Heartbeat", version=4, error=25)  # UNKNOWN_MEMBER_ID, once
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert rule.hits == 1
+    assert app.stats.aborted >= 1 and "forced heartbeat" in (app._session.last_abort_reason or "")  # type: ignore[union-attr]
+    await assert_exactly_once(c)
+
+
+# Mechanism 2: EndTxn waits for the heartbeat's answer. Send EndTxn without awaiting the
+# heartbeat and the transaction completes while the heartbeat is still held.
+async def test_end_txn_waits_for_the_forced_heartbeat_answer(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("Heartbeat", version=4, hold=True)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await rule.matched()
+        meta = c.txns.txns["tx-1"]
+        assert meta.state == "Ongoing", "EndTxn must not be sent before the heartbeat answers"
+        rule.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    await assert_exactly_once(c)
+
+
+# Mechanism 3: a revocation while a transaction is open dooms it. Drop the `doom` call in
+# `_revoked` and the parked transaction commits after its partitions moved.
+async def test_revocation_dooms_the_open_transaction(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    proc = Gate("out", park_at=150)
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=1000, commit_interval_s=5.0))
+    async with app:
+        await asyncio.wait_for(proc.parked.wait(), 20)
+        c.force_rebalance("g")
+        await until(app, lambda: proc.revoked_at, "revocation delivered")
+        proc.gate.set()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert app.stats.aborted >= 1
+    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+    await assert_exactly_once(c)
+
+
+# Mechanism 3: a revocation waits for EndTxn in flight. Release the session lock before
+# EndTxn and `on_revoked` runs while EndTxn is held.
+async def test_revocation_waits_for_end_txn_in_flight(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    proc = Gate("out")
+    rule = c.intercept("EndTxn", hold=True)
+    app = eosflow.EosApp(proc, cfg(c))
+    async with app:
+        await rule.matched()
+        c.force_rebalance("g")
+        # the member's heartbeat learns of the rebalance within a heartbeat interval;
+        # give it several before looking
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            assert not proc.revoked_at, "revoked while EndTxn was in flight"
+            await asyncio.sleep(0.05)
+        released = time.monotonic()
+        rule.release()
+        await until(app, lambda: proc.revoked_at, "revocation after EndTxn")
+        assert proc.revoked_at[0] >= released
+        await until(app, lambda: all_done(app, c), "all committed")
+    await assert_exactly_once(c)
+
+
+# Mechanism 4: pre-KIP-447 brokers get the post-commit delay before a rebalance may go on.
+# Without it the revocation follows the commit at once.
+@pytest.mark.parametrize(("profile", "delayed"), [("2.4", True), ("4.0", False)])
+async def test_post_commit_delay_holds_rebalance_only_without_kip447(
+    profile: str, delayed: bool
+) -> None:
+    async with FakeCluster(ClusterSettings(profile=profile, groups=fake_settings().groups,
+                                           txns=fake_settings().txns)) as c:
+        await seed(c)
+        proc = Gate("out")
+        rule = c.intercept("EndTxn", hold=True)
+        app = eosflow.EosApp(proc, cfg(c, post_commit_delay_s=1.5))
+        async with app:
+            await rule.matched()
+            c.force_rebalance("g")
+            committed_at = time.monotonic()
+            rule.release()
+            await until(app, lambda: proc.revoked_at, "revocation")
+            waited = proc.revoked_at[0] - committed_at
+            await until(app, lambda: all_done(app, c), "all committed")
+        await assert_exactly_once(c)
+    if delayed:
+        assert waited >= 1.4, f"revocation after {waited:.2f} s, delay is 1.5 s"
+    else:
+        assert waited < 1.0, f"revocation after {waited:.2f} s on a KIP-447 broker"
+
+
+# Mechanisms 5 and 6: ILLEGAL_GENERATION on TxnOffsetCommit aborts (not a crash) and the
+# aborted work is consumed again. Without the rewind the aborted records are lost.
+async def test_fenced_offset_commit_aborts_and_rewinds(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    c.intercept("TxnOffsetCommit", error=22)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert app.stats.aborted == 1
+    assert "ILLEGAL_GENERATION" in (app._session.last_abort_reason or "")  # type: ignore[union-attr]
+    await assert_exactly_once(c)
+
+
+# Mechanism 5: committed offsets of a new assignment come from a stable fetch. With a
+# plain fetch the app starts from offset 0 while another producer's transaction still
+# holds offset 120 pending, and processes records 0..119 a second time.
+async def test_assignment_waits_for_pending_transactional_offsets(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    other = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="other")
+    await other.start()
+    caps = await ak.capabilities(other)
+    await other.begin_transaction()
+    tp = TopicPartition("in", 0)
+    assert await ak.commit_offsets_in_txn(other, "g", {tp: 120}, caps,
+                                          ak.GroupIdentity(-1, "", None, None)) == 0
+    proc = Gate("out")
+    seen: list[int] = []
+    orig = proc.process
+
+    async def spy(record: eosflow.Record) -> eosflow.Output:
+        seen.append(record.offset)
+        return await orig(record)
+    proc.process = spy  # type: ignore[method-assign]
+    app = eosflow.EosApp(proc, cfg(c))
+    async with app:
+        await until(app, lambda: c.groups.get("g") and c.groups.get("g").members,  # type: ignore[union-attr]
+                    "app joined")
+        await other.commit_transaction()
+        await until(app, lambda: seen and max(seen) == N - 1, "processed to the end")
+    await other.stop()
+    assert min(seen) == 120, "the app must resume from the offset the pending txn committed"
+
+
+# Mechanism 7: an EndTxn whose answer never comes is not retried as a commit: the producer
+# id is re-initialised (KIP-360), the producer replaced and positions re-read.
+async def test_unknown_end_txn_outcome_is_recovered(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("EndTxn", hold=True)
+    inits = c.intercept("InitProducerId", version=4, times=None)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transaction_timeout_s=1.0))
+    async with app:
+        await rule.matched()
+        await until(app, lambda: app.stats.recovered == 1, "recovered", timeout_s=10)
+        rule.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert inits.hits >= 1, "KIP-360 InitProducerId with the current id and epoch"
+    await assert_exactly_once(c)
+
+
+# Mechanism 7: a newer instance with the same transactional id fences this one: fatal.
+async def test_fenced_producer_is_fatal(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=20)
+    proc = Gate("out", park_at=10)
+    app = eosflow.EosApp(proc, cfg(c))
+    with pytest.raises(eosflow.ProducerFencedError, match="tx-1"):
+        async with app:
+            await asyncio.wait_for(proc.parked.wait(), 20)
+            usurper = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers,
+                                       transactional_id="tx-1")
+            await usurper.start()
+            await usurper.stop()
+            proc.gate.set()
+            await until(app, lambda: False, "never", timeout_s=20)
+
+
+# Mechanism 8: a processor error aborts, commits nothing past it, and stops the app.
+async def test_processor_error_stops_with_nothing_committed_past_it(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+
+    class Boom(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if record.offset == 150:
+                raise ValueError("bad record")
+            return await super().process(record)
+
+    app = eosflow.EosApp(Boom("out"), cfg(c))
+    with pytest.raises(eosflow.ProcessingError, match=r"in\[0\]@150"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    g = c.groups.get("g")
+    assert g is not None
+    committed = g.offsets.get(("in", 0), (0, None))[0]
+    assert committed <= 150
+    out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    assert len(out) == committed and len(set(out)) == len(out)
+
+
+# Mechanism 8: with a dead-letter topic the failing record goes there, in the transaction.
+async def test_dead_letter_policy_continues(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    c.create_topic("dlq", 1)
+
+    class Picky(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if record.offset % 50 == 7:
+                raise ValueError(f"reject {record.offset}")
+            return await super().process(record)
+
+    app = eosflow.EosApp(Picky("out"), cfg(c, dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    dlq = await read_all(c.bootstrap_servers, "dlq")
+    rejected = {f"v{i}".encode() for i in range(N) if i % 50 == 7}
+    assert {v for _, _, v in dlq} == rejected and len(dlq) == len(rejected)
+    assert sorted(out + [v for _, _, v in dlq]) == sorted(  # type: ignore[type-var]
+        f"v{i}".encode() for i in range(N))
+
+
+# Mechanism 9: cancelling run() during a commit finishes that commit and reports it.
+async def test_cancel_mid_commit_has_an_explicit_outcome(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("EndTxn", hold=True)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    task = asyncio.create_task(app.run())
+    await rule.matched()
+    task.cancel()
+    await asyncio.sleep(0)
+    rule.release()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert app.last_outcome is eosflow.Outcome.COMMITTED
+    g = c.groups.get("g")
+    assert g is not None and g.members == {}, "the app left the group"
