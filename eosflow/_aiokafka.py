@@ -116,9 +116,15 @@ async def forced_heartbeat(consumer: AIOKafkaConsumer, group_id: str) -> int:
     ident = group_identity(consumer)
     if ident.coordinator_id is None or ident.generation < 0:
         return 25  # UNKNOWN_MEMBER_ID: not in the group as far as we know
-    req = _wire.SpecRequest.of(_wire.HEARTBEAT, {
-        "group_id": group_id, "generation_id": ident.generation,
-        "member_id": ident.member_id, "group_instance_id": ident.instance_id})
+    req = _wire.SpecRequest.of(
+        _wire.HEARTBEAT,
+        {
+            "group_id": group_id,
+            "generation_id": ident.generation,
+            "member_id": ident.member_id,
+            "group_instance_id": ident.instance_id,
+        },
+    )
     resp = await consumer._client.send(ident.coordinator_id, req, group=_COORD)
     return int(resp.error_code)
 
@@ -136,25 +142,42 @@ async def commit_offsets_in_txn(
     client = producer.client
     txn_id = producer._txn_manager.transactional_id
     pid, epoch = producer_identity(producer)
-    add = _wire.SpecRequest.of(_wire.ADD_OFFSETS_TO_TXN, {
-        "transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
-        "group_id": group_id})
-    code = await _send_retrying(client, _TRANSACTION, txn_id, add,
-                                lambda r: int(r.error_code))
+    add = _wire.SpecRequest.of(
+        _wire.ADD_OFFSETS_TO_TXN,
+        {
+            "transactional_id": txn_id,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "group_id": group_id,
+        },
+    )
+    code = await _send_retrying(client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code))
     if code:
         return code
     producer._txn_manager.consumer_group_added(group_id)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, off in sorted(offsets.items()):
         by_topic.setdefault(tp.topic, []).append(
-            {"partition_index": tp.partition, "committed_offset": off,
-             "committed_leader_epoch": -1, "committed_metadata": ""})
-    body = {"transactional_id": txn_id, "group_id": group_id, "producer_id": pid,
-            "producer_epoch": epoch, "topics": [{"name": t, "partitions": ps}
-                                                for t, ps in by_topic.items()]}
+            {
+                "partition_index": tp.partition,
+                "committed_offset": off,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
+    body = {
+        "transactional_id": txn_id,
+        "group_id": group_id,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
     if caps.txn_offset_commit >= 3:
-        body.update(generation_id=ident.generation, member_id=ident.member_id,
-                    group_instance_id=ident.instance_id)
+        body.update(
+            generation_id=ident.generation,
+            member_id=ident.member_id,
+            group_instance_id=ident.instance_id,
+        )
     commit = _wire.SpecRequest.of(_wire.TXN_OFFSET_COMMIT, body)
 
     def first_error(resp: Any) -> int:
@@ -181,8 +204,11 @@ async def fetch_committed(
     topics: dict[str, list[int]] = {}
     for tp in partitions:
         topics.setdefault(tp.topic, []).append(tp.partition)
-    body = {"group_id": group_id, "require_stable": require_stable,
-            "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]}
+    body = {
+        "group_id": group_id,
+        "require_stable": require_stable,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+    }
     req = _wire.SpecRequest.of(_wire.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
     deadline = time.monotonic() + timeout_s
     while True:
@@ -214,10 +240,16 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
     client = producer.client
     txn = producer._txn_manager
     pid, epoch = producer_identity(producer)
-    req = _wire.SpecRequest.of(_wire.INIT_PRODUCER_ID, {
-        "transactional_id": txn.transactional_id,
-        "transaction_timeout_ms": txn.transaction_timeout_ms,
-        "producer_id": pid, "producer_epoch": epoch}, min_version=3)
+    req = _wire.SpecRequest.of(
+        _wire.INIT_PRODUCER_ID,
+        {
+            "transactional_id": txn.transactional_id,
+            "transaction_timeout_ms": txn.transaction_timeout_ms,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+        },
+        min_version=3,
+    )
 
     def code_of(resp: Any) -> int:
         return int(resp.error_code)
@@ -268,7 +300,7 @@ async def _send_retrying(
     for _ in range(attempts):
         try:
             node = await client.coordinator_lookup(coord_type, key)
-            code = code_of(await client.send(node, req, group=_COORD))
+            code = int(code_of(await client.send(node, req, group=_COORD)))
         except KafkaError as exc:
             log.debug("retrying %s after %r", type(req).__name__, exc)
             await asyncio.sleep(0.05)

@@ -111,7 +111,9 @@ class EosApp:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self._stopping.set()
@@ -164,11 +166,18 @@ class EosApp:
     def _failed(self, records: Sequence[Record], exc: Exception) -> list[Output]:
         first = records[0]
         if self.config.dead_letter_topic is None:
-            log.error("processor failed on %s[%d]@%d: %r", first.topic, first.partition,
-                      first.offset, exc)
+            log.error(
+                "processor failed on %s[%d]@%d: %r", first.topic, first.partition, first.offset, exc
+            )
             raise ProcessingError(first.topic, first.partition, first.offset, exc) from exc
-        log.warning("dead-lettering %d record(s) from %s[%d]@%d: %r", len(records),
-                    first.topic, first.partition, first.offset, exc)
+        log.warning(
+            "dead-lettering %d record(s) from %s[%d]@%d: %r",
+            len(records),
+            first.topic,
+            first.partition,
+            first.offset,
+            exc,
+        )
         self.stats.dead_lettered += len(records)
         return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
 

@@ -25,14 +25,18 @@ class EosConfig(BaseSettings):
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1)
     input_topics: Annotated[tuple[str, ...], NoDecode] = Field(
-        min_length=1, description="topics to consume; comma-separated in the environment")
+        min_length=1, description="topics to consume; comma-separated in the environment"
+    )
     transactional_id: str = Field(
         min_length=1,
         description="stable per instance: a restarted instance must reuse its id, so the "
-                    "broker aborts its predecessor's open transaction at once")
+        "broker aborts its predecessor's open transaction at once",
+    )
     group_instance_id: str | None = Field(
-        default=None, description="static membership (KIP-345): restarts within the "
-                                  "session timeout do not rebalance")
+        default=None,
+        description="static membership (KIP-345): restarts within the "
+        "session timeout do not rebalance",
+    )
     client_id: str = "eosflow"
 
     session_timeout_s: float = Field(default=45.0, gt=0)
@@ -40,7 +44,8 @@ class EosConfig(BaseSettings):
     rebalance_timeout_s: float = Field(default=60.0, gt=0)
     transaction_timeout_s: float = Field(default=40.0, gt=0, le=900)
     allow_transaction_timeout_over_session: bool = Field(
-        default=False, description="opt out of the transaction < session timeout rule")
+        default=False, description="opt out of the transaction < session timeout rule"
+    )
 
     commit_interval_s: float = Field(default=0.1, gt=0)
     max_records_per_txn: int = Field(default=5000, gt=0)
@@ -49,9 +54,11 @@ class EosConfig(BaseSettings):
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
 
     dead_letter_topic: str | None = Field(
-        default=None, description="if set, a record whose processing raises goes here (with "
-                                  "error headers) inside the same transaction, and "
-                                  "processing continues; if unset the app stops")
+        default=None,
+        description="if set, a record whose processing raises goes here (with "
+        "error headers) inside the same transaction, and "
+        "processing continues; if unset the app stops",
+    )
     retry_backoff_s: float = Field(default=0.01, gt=0)
     linger_s: float = Field(default=0.0, ge=0)
     max_batch_bytes: int = Field(default=256 * 1024, gt=0)
@@ -73,7 +80,8 @@ class EosConfig(BaseSettings):
                 f"transaction_timeout_s ({self.transaction_timeout_s}) must be below "
                 f"session_timeout_s ({self.session_timeout_s}) so that a hung commit "
                 "expires before the group can move its partitions; set "
-                "allow_transaction_timeout_over_session=true to opt out")
+                "allow_transaction_timeout_over_session=true to opt out"
+            )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError("heartbeat_interval_s must be below session_timeout_s")
         return self

@@ -83,8 +83,12 @@ class TransactSession:
     async def start(self) -> None:
         self._producer = await self._new_producer()
         self.caps = await ak.capabilities(self._producer)
-        log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", self.caps,
-                 self.caps.kip447, self.caps.kip360)
+        log.info(
+            "broker capabilities: %s (KIP-447 %s, KIP-360 %s)",
+            self.caps,
+            self.caps.kip447,
+            self.caps.kip360,
+        )
         cfg = self.config
         self._consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap_servers,
@@ -149,8 +153,9 @@ class TransactSession:
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
         """Records from partitions whose committed offsets are in place, in offset order."""
-        batch = await self.consumer.getmany(timeout_ms=int(timeout_s * 1000),
-                                            max_records=max_records)
+        batch = await self.consumer.getmany(
+            timeout_ms=int(timeout_s * 1000), max_records=max_records
+        )
         out: list[Record] = []
         for tp, msgs in batch.items():
             if tp not in self._ready:
@@ -159,8 +164,17 @@ class TransactSession:
             for m in msgs:
                 if m.offset < floor:
                     continue
-                out.append(Record(m.topic, m.partition, m.offset, m.key, m.value,
-                                  tuple(m.headers or ()), m.timestamp))
+                out.append(
+                    Record(
+                        m.topic,
+                        m.partition,
+                        m.offset,
+                        m.key,
+                        m.value,
+                        tuple(m.headers or ()),
+                        m.timestamp,
+                    )
+                )
         return out
 
     async def begin(self) -> None:
@@ -170,8 +184,12 @@ class TransactSession:
 
     async def send(self, output: Output) -> None:
         fut = await self.producer.send(
-            output.topic, value=output.value, key=output.key, partition=output.partition,
-            headers=list(output.headers) or None)
+            output.topic,
+            value=output.value,
+            key=output.key,
+            partition=output.partition,
+            headers=list(output.headers) or None,
+        )
         self._sends.append(fut)
 
     def consumed(self, record: Record) -> None:
@@ -219,7 +237,8 @@ class TransactSession:
             self._sends.clear()
             if hold:
                 asyncio.get_running_loop().call_later(
-                    self.config.post_commit_delay_s, self._lock.release)
+                    self.config.post_commit_delay_s, self._lock.release
+                )
             else:
                 self._lock.release()
 
@@ -230,8 +249,12 @@ class TransactSession:
     async def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> str | None:
         assert self.caps is not None
         code = await ak.commit_offsets_in_txn(
-            self.producer, self.config.group_id, offsets, self.caps,
-            ak.group_identity(self.consumer))
+            self.producer,
+            self.config.group_id,
+            offsets,
+            self.caps,
+            ak.group_identity(self.consumer),
+        )
         if code in ak.FENCING:
             raise ProducerFencedError(self.config.transactional_id, ak.error_name(code))
         return None if code == 0 else f"TxnOffsetCommit: {ak.error_name(code)}"
@@ -255,8 +278,11 @@ class TransactSession:
             raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
         except (KafkaError, TimeoutError, asyncio.CancelledError) as exc:
             cancelled = isinstance(exc, asyncio.CancelledError)
-            log.warning("EndTxn(%s) outcome unknown (%r): re-initialising the producer",
-                        "commit" if commit else "abort", exc)
+            log.warning(
+                "EndTxn(%s) outcome unknown (%r): re-initialising the producer",
+                "commit" if commit else "abort",
+                exc,
+            )
             await self._recover()
             if cancelled:
                 raise
@@ -281,8 +307,7 @@ class TransactSession:
             except KafkaError as exc:
                 if ak.is_fencing(exc):
                     raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
-                log.warning("KIP-360 re-initialisation failed (%r); replacing the producer",
-                            exc)
+                log.warning("KIP-360 re-initialisation failed (%r); replacing the producer", exc)
         await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
         assigned = list(self.consumer.assignment())
@@ -299,8 +324,12 @@ class TransactSession:
         if not stable and self.config.post_commit_delay_s > 0:
             await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
         return await ak.fetch_committed(
-            self.consumer, self.config.group_id, partitions, require_stable=stable,
-            timeout_s=self.config.transaction_timeout_s * 2)
+            self.consumer,
+            self.config.group_id,
+            partitions,
+            require_stable=stable,
+            timeout_s=self.config.transaction_timeout_s * 2,
+        )
 
     async def _rewind(self) -> None:
         for tp in self.consumer.assignment():

@@ -14,8 +14,8 @@ This module only *declares* structures; sending them is the adapter's job (``_ai
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 import types
+from dataclasses import dataclass
 from typing import Any
 
 from aiokafka.protocol.api import Request, RequestStruct, Response
@@ -365,9 +365,9 @@ class SpecRequest:
                     ),
                 ),
             )
-            cls._CLASSES = classes
+            cls._CLASSES = classes  # type: ignore[attr-defined]
             _REQUEST_BUILDERS[(spec.api_key, low)] = cls
-        req = cls.__new__(cls)
+        req = cls.__new__(cls)  # type: ignore[call-overload]
         req.body = body
         return req
 

@@ -34,7 +34,9 @@ async def read_all(
     """Every record of ``topic`` up to its current end, as (partition, offset, value)."""
     isolation = "read_committed" if committed_only else "read_uncommitted"
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap, isolation_level=isolation, enable_auto_commit=False,
+        bootstrap_servers=bootstrap,
+        isolation_level=isolation,
+        enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
     await consumer.start()

@@ -70,8 +70,9 @@ class FakeCluster:
 
     node_id = 0
 
-    def __init__(self, settings: ClusterSettings | None = None, *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+    def __init__(
+        self, settings: ClusterSettings | None = None, *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self.settings = settings or ClusterSettings()
         self.host = host
         self.port = port
@@ -99,10 +100,15 @@ class FakeCluster:
             return
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
-        self._tasks = [asyncio.create_task(self._session_sweeper()),
-                       asyncio.create_task(self._txn_sweeper())]
-        log.info("test cluster listening on %s (profile %s)", self.bootstrap_servers,
-                 self.settings.profile)
+        self._tasks = [
+            asyncio.create_task(self._session_sweeper()),
+            asyncio.create_task(self._txn_sweeper()),
+        ]
+        log.info(
+            "test cluster listening on %s (profile %s)",
+            self.bootstrap_servers,
+            self.settings.profile,
+        )
 
     async def stop(self) -> None:
         """Stop listening and close every connection; state is kept for ``start()``."""
@@ -255,10 +261,13 @@ class FakeCluster:
             return None
         if not self._accepts(frame.api_key, frame.version):
             if frame.api_key == 18:
-                return _codec.encode_api_versions_error(frame.correlation_id,
-                                                        self.api_versions())
-            log.warning("closing connection: %s v%d not in profile %s", frame.api_name,
-                        frame.version, self.settings.profile)
+                return _codec.encode_api_versions_error(frame.correlation_id, self.api_versions())
+            log.warning(
+                "closing connection: %s v%d not in profile %s",
+                frame.api_name,
+                frame.version,
+                self.settings.profile,
+            )
             return None
         rule = self._match_fault(frame)
         if rule is not None:

@@ -14,15 +14,24 @@ import importlib
 import inspect
 import struct
 from io import BytesIO
-from typing import Any
+from typing import Any, cast
 
 from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.types import Schema, String, TaggedFields, UnsignedVarInt32
 
 from .. import _wire
 
-_MODULES = ("admin", "commit", "coordination", "fetch", "group", "metadata", "offset",
-            "produce", "transaction")
+_MODULES = (
+    "admin",
+    "commit",
+    "coordination",
+    "fetch",
+    "group",
+    "metadata",
+    "offset",
+    "produce",
+    "transaction",
+)
 
 
 def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Response]]]:
@@ -30,6 +39,7 @@ def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
     for name in _MODULES:
         mod = importlib.import_module(f"aiokafka.protocol.{name}")
         for _, cls in inspect.getmembers(mod, inspect.isclass):
+            cls = cast(Any, cls)
             if (
                 issubclass(cls, RequestStruct)
                 and cls is not RequestStruct
@@ -49,11 +59,27 @@ def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
 REGISTRY = _registry()
 
 API_NAMES = {
-    0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-    9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-    13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-    18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
-    24: "AddPartitionsToTxn", 25: "AddOffsetsToTxn", 26: "EndTxn", 28: "TxnOffsetCommit",
+    0: "Produce",
+    1: "Fetch",
+    2: "ListOffsets",
+    3: "Metadata",
+    8: "OffsetCommit",
+    9: "OffsetFetch",
+    10: "FindCoordinator",
+    11: "JoinGroup",
+    12: "Heartbeat",
+    13: "LeaveGroup",
+    14: "SyncGroup",
+    15: "DescribeGroups",
+    16: "ListGroups",
+    18: "ApiVersions",
+    19: "CreateTopics",
+    20: "DeleteTopics",
+    22: "InitProducerId",
+    24: "AddPartitionsToTxn",
+    25: "AddOffsetsToTxn",
+    26: "EndTxn",
+    28: "TxnOffsetCommit",
 }
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 
@@ -67,8 +93,15 @@ class Frame:
 
     __slots__ = ("api_key", "body", "client_id", "correlation_id", "flexible", "version")
 
-    def __init__(self, api_key: int, version: int, correlation_id: int, client_id: str | None,
-                 flexible: bool, body: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        api_key: int,
+        version: int,
+        correlation_id: int,
+        client_id: str | None,
+        flexible: bool,
+        body: dict[str, Any],
+    ) -> None:
         self.api_key = api_key
         self.version = version
         self.correlation_id = correlation_id
@@ -121,17 +154,24 @@ def encode_response(frame: Frame, body: dict[str, Any]) -> bytes:
     if frame.flexible and frame.api_key != 18:  # ApiVersions always answers with header v0
         header += UnsignedVarInt32.encode(0)
     payload = resp_cls.SCHEMA.encode(_wire.to_values(resp_cls.SCHEMA, body))
-    return struct.pack(">i", len(header) + len(payload)) + header + payload
+    out: bytes = struct.pack(">i", len(header) + len(payload)) + header + payload
+    return out
 
 
 def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int, int]]) -> bytes:
     """ApiVersions v0 body with UNSUPPORTED_VERSION, Kafka's answer to a too-new version."""
     resp_cls = REGISTRY[(18, 0)][1]
-    body = {"error_code": 35, "api_versions": [
-        {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions]}
+    body = {
+        "error_code": 35,
+        "api_versions": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions
+        ],
+    }
     payload = struct.pack(">i", correlation_id) + resp_cls.SCHEMA.encode(
-        _wire.to_values(resp_cls.SCHEMA, body))
-    return struct.pack(">i", len(payload)) + payload
+        _wire.to_values(resp_cls.SCHEMA, body)
+    )
+    frame: bytes = struct.pack(">i", len(payload)) + payload
+    return frame
 
 
 def response_schema(api_key: int, version: int) -> Schema:

@@ -88,19 +88,34 @@ def error_body(frame: _codec.Frame, code: int) -> dict[str, Any]:
     for t in req_topics:
         tname = t.get("name", t.get("topic"))
         parts = t.get("partitions", t.get("partition_indexes", []))
-        idxs = [p if isinstance(p, int) else p.get("partition", p.get("partition_index"))
-                for p in parts]
+        idxs = [
+            p if isinstance(p, int) else p.get("partition", p.get("partition_index")) for p in parts
+        ]
         tfield = topic_schema.names[0]
         parr = _array_field(topic_schema)
         if parr is None:
             continue
         pname, pschema = parr
         pidx = pschema.names[0]
-        out_topics.append({tfield: tname, pname: [
-            {pidx: i, "error_code": code, "offset": -1, "committed_offset": -1,
-             "highwater_offset": -1, "last_stable_offset": -1, "log_start_offset": -1,
-             "preferred_read_replica": -1, "timestamp": -1}
-            for i in idxs]})
+        out_topics.append(
+            {
+                tfield: tname,
+                pname: [
+                    {
+                        pidx: i,
+                        "error_code": code,
+                        "offset": -1,
+                        "committed_offset": -1,
+                        "highwater_offset": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "preferred_read_replica": -1,
+                        "timestamp": -1,
+                    }
+                    for i in idxs
+                ],
+            }
+        )
     body[name] = out_topics
     return body
 

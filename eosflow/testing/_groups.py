@@ -150,8 +150,13 @@ class GroupCoordinator:
         member = g.members.get(member_id)
         if member is None:
             member = Member(
-                member_id, instance_id, client_id, client_host,
-                session_timeout_s, rebalance_timeout_s, protocols,
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                session_timeout_s,
+                rebalance_timeout_s,
+                protocols,
             )
             g.members[member_id] = member
         else:
@@ -199,9 +204,7 @@ class GroupCoordinator:
         if g.rebalance_timer is not None:
             g.rebalance_timer.cancel()
             g.rebalance_timer = None
-        for mid in [
-            mid for mid, m in g.members.items() if m.join_fut is None or m.join_fut.done()
-        ]:
+        for mid in [mid for mid, m in g.members.items() if m.join_fut is None or m.join_fut.done()]:
             self._remove(g, mid, E.UNKNOWN_MEMBER_ID, rebalance=False)
         g.generation += 1
         if not g.members:
@@ -216,8 +219,11 @@ class GroupCoordinator:
         g.state = COMPLETING
         now = time.monotonic()
         all_members = [
-            {"member_id": m.member_id, "group_instance_id": m.instance_id,
-             "member_metadata": m.metadata_for(g.protocol)}
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.instance_id,
+                "member_metadata": m.metadata_for(g.protocol),
+            }
             for m in g.members.values()
         ]
         for m in g.members.values():
@@ -407,11 +413,11 @@ class GroupCoordinator:
         if g is None:
             return [(tp, -1, "", E.NONE) for tp in partitions or []]
         wanted = partitions if partitions is not None else list(g.offsets)
-        unstable = set()
+        unstable: set[TopicPartition] = set()
         if require_stable:
             for staged in g.pending_txn.values():
                 unstable.update(staged)
-        out = []
+        out: list[tuple[TopicPartition, int, str | None, int]] = []
         for tp in wanted:
             if tp in unstable:
                 out.append((tp, -1, "", E.UNSTABLE_OFFSET_COMMIT))

@@ -35,10 +35,10 @@ def _handles(api_key: int) -> Callable[[Handler], Handler]:
 def _tp_offsets(topics: list[Body]) -> dict[TopicPartition, tuple[int, str | None]]:
     out: dict[TopicPartition, tuple[int, str | None]] = {}
     for t in topics:
-        name = t.get("name", t.get("topic"))
+        name: str = t["name"] if "name" in t else t["topic"]
         for p in t["partitions"]:
-            idx = p.get("partition_index", p.get("partition"))
-            off = p.get("committed_offset", p.get("offset"))
+            idx: int = p.get("partition_index", p.get("partition"))
+            off: int = p.get("committed_offset", p.get("offset"))
             out[(name, idx)] = (off, p.get("committed_metadata", p.get("metadata")))
     return out
 
@@ -55,8 +55,12 @@ def _by_topic(results: dict[TopicPartition, int], tkey: str, pkey: str, ikey: st
 
 @_handles(18)
 async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
-    return {"error_code": 0, "api_versions": [
-        {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()]}
+    return {
+        "error_code": 0,
+        "api_versions": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()
+        ],
+    }
 
 
 @_handles(3)
@@ -73,15 +77,40 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
             c.create_topic(name, c.default_partitions)
         parts = c.topics.get(name)
         if parts is None:
-            topics.append({"error_code": E.UNKNOWN_TOPIC_OR_PARTITION, "topic": name,
-                           "is_internal": False, "partitions": []})
+            topics.append(
+                {
+                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "topic": name,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+            )
             continue
-        topics.append({"error_code": 0, "topic": name, "is_internal": False, "partitions": [
-            {"error_code": 0, "partition": i, "leader": c.node_id, "leader_epoch": 0,
-             "replicas": [c.node_id], "isr": [c.node_id], "offline_replicas": []}
-            for i in range(len(parts))]})
-    return {"brokers": [{"node_id": c.node_id, "host": c.host, "port": c.port, "rack": None}],
-            "cluster_id": c.cluster_id, "controller_id": c.node_id, "topics": topics}
+        topics.append(
+            {
+                "error_code": 0,
+                "topic": name,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition": i,
+                        "leader": c.node_id,
+                        "leader_epoch": 0,
+                        "replicas": [c.node_id],
+                        "isr": [c.node_id],
+                        "offline_replicas": [],
+                    }
+                    for i in range(len(parts))
+                ],
+            }
+        )
+    return {
+        "brokers": [{"node_id": c.node_id, "host": c.host, "port": c.port, "rack": None}],
+        "cluster_id": c.cluster_id,
+        "controller_id": c.node_id,
+        "topics": topics,
+    }
 
 
 @_handles(19)
@@ -94,8 +123,10 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
         elif n == 0 or n < -1:
             code, msg = E.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         elif rf not in (-1, 1):
-            code, msg = E.INVALID_REPLICATION_FACTOR, (
-                f"Replication factor: {rf} larger than available brokers: 1.")
+            code, msg = (
+                E.INVALID_REPLICATION_FACTOR,
+                (f"Replication factor: {rf} larger than available brokers: 1."),
+            )
         else:
             code, msg = 0, None
             if not f.body.get("validate_only"):
@@ -115,8 +146,13 @@ async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @_handles(10)
 async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
-    return {"error_code": 0, "error_message": None, "coordinator_id": c.node_id,
-            "host": c.host, "port": c.port}
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "coordinator_id": c.node_id,
+        "host": c.host,
+        "port": c.port,
+    }
 
 
 # --- produce and fetch ---------------------------------------------------------------
@@ -140,10 +176,17 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
                     code = c.txn_produce_check(data, tp)
                 if code == E.NONE:
                     code, base = log.append(data)
-            parts.append({"partition": tp[1], "error_code": code, "offset": base,
-                          "timestamp": -1, "log_start_offset": 0 if log is None
-                          else log.log_start_offset, "record_errors": [],
-                          "error_message": None})
+            parts.append(
+                {
+                    "partition": tp[1],
+                    "error_code": code,
+                    "offset": base,
+                    "timestamp": -1,
+                    "log_start_offset": 0 if log is None else log.log_start_offset,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+            )
             _ = now
         out.append({"topic": t["topic"], "partitions": parts})
     return {"topics": out}
@@ -167,7 +210,9 @@ async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": 0, "session_id": 0, "topics": topics}
 
 
-def _fetch_once(c: FakeCluster, body: Body, read_committed: bool) -> tuple[list[Body], int, list[Any]]:
+def _fetch_once(
+    c: FakeCluster, body: Body, read_committed: bool
+) -> tuple[list[Body], int, list[Any]]:
     budget = body.get("max_bytes", 0x7FFFFFFF)
     size = 0
     topics = []
@@ -179,24 +224,40 @@ def _fetch_once(c: FakeCluster, body: Body, read_committed: bool) -> tuple[list[
             log = c.log(tp)
             offset = p.get("fetch_offset", p.get("offset"))
             if log is None:
-                parts.append({"partition": tp[1], "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
-                              "highwater_offset": -1, "last_stable_offset": -1,
-                              "log_start_offset": -1, "aborted_transactions": None,
-                              "preferred_read_replica": -1, "message_set": b""})
+                parts.append(
+                    {
+                        "partition": tp[1],
+                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "highwater_offset": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "message_set": b"",
+                    }
+                )
                 continue
             logs.append(log)
             max_bytes = min(p["max_bytes"], max(budget - size, 0))
             code, data, aborted = log.read(offset, max_bytes, read_committed, size == 0)
             size += len(data)
-            parts.append({
-                "partition": tp[1], "error_code": code,
-                "highwater_offset": log.high_watermark,
-                "last_stable_offset": log.last_stable_offset,
-                "log_start_offset": log.log_start_offset,
-                "aborted_transactions": [
-                    {"producer_id": a.producer_id, "first_offset": a.first_offset}
-                    for a in aborted] if read_committed else None,
-                "preferred_read_replica": -1, "message_set": data})
+            parts.append(
+                {
+                    "partition": tp[1],
+                    "error_code": code,
+                    "highwater_offset": log.high_watermark,
+                    "last_stable_offset": log.last_stable_offset,
+                    "log_start_offset": log.log_start_offset,
+                    "aborted_transactions": [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in aborted
+                    ]
+                    if read_committed
+                    else None,
+                    "preferred_read_replica": -1,
+                    "message_set": data,
+                }
+            )
         topics.append({"topics": t["topic"], "partitions": parts})
     return topics, size, logs
 
@@ -210,9 +271,16 @@ async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
         for p in t["partitions"]:
             log = c.log((t["topic"], p["partition"]))
             if log is None:
-                parts.append({"partition": p["partition"], "error_code":
-                              E.UNKNOWN_TOPIC_OR_PARTITION, "timestamp": -1, "offset": -1,
-                              "leader_epoch": -1, "offsets": []})
+                parts.append(
+                    {
+                        "partition": p["partition"],
+                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "leader_epoch": -1,
+                        "offsets": [],
+                    }
+                )
                 continue
             ts = p["timestamp"]
             if ts == -1:
@@ -221,8 +289,16 @@ async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
                 off = log.log_start_offset
             else:
                 off = log.offset_for_timestamp(ts)
-            parts.append({"partition": p["partition"], "error_code": 0, "timestamp": -1,
-                          "offset": off, "leader_epoch": 0, "offsets": [off]})
+            parts.append(
+                {
+                    "partition": p["partition"],
+                    "error_code": 0,
+                    "timestamp": -1,
+                    "offset": off,
+                    "leader_epoch": 0,
+                    "offsets": [off],
+                }
+            )
         out.append({"topic": t["topic"], "partitions": parts})
     return {"topics": out}
 
@@ -236,13 +312,26 @@ async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
     session = b["session_timeout"] / 1000
     try:
         return await c.groups.join(
-            b["group"], b["member_id"], b.get("group_instance_id"), b["protocol_type"],
+            b["group"],
+            b["member_id"],
+            b.get("group_instance_id"),
+            b["protocol_type"],
             [(p["protocol_name"], p["protocol_metadata"]) for p in b["group_protocols"]],
-            session, b.get("rebalance_timeout", b["session_timeout"]) / 1000,
-            f.client_id or "", host, require_known_member_id=f.version >= 4)
+            session,
+            b.get("rebalance_timeout", b["session_timeout"]) / 1000,
+            f.client_id or "",
+            host,
+            require_known_member_id=f.version >= 4,
+        )
     except GroupError as e:
-        return {"error_code": e.code, "generation_id": -1, "group_protocol": None,
-                "leader_id": "", "member_id": e.member_id, "members": []}
+        return {
+            "error_code": e.code,
+            "generation_id": -1,
+            "group_protocol": None,
+            "leader_id": "",
+            "member_id": e.member_id,
+            "members": [],
+        }
 
 
 @_handles(14)
@@ -250,8 +339,12 @@ async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     try:
         assignment = await c.groups.sync(
-            b["group"], b["generation_id"], b["member_id"], b.get("group_instance_id"),
-            [(a["member_id"], a["member_metadata"]) for a in b["group_assignment"]])
+            b["group"],
+            b["generation_id"],
+            b["member_id"],
+            b.get("group_instance_id"),
+            [(a["member_id"], a["member_metadata"]) for a in b["group_assignment"]],
+        )
     except GroupError as e:
         return {"error_code": e.code, "member_assignment": b""}
     return {"error_code": 0, "member_assignment": assignment}
@@ -260,8 +353,9 @@ async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
 @_handles(12)
 async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
-    code = c.groups.heartbeat(b["group_id"], b["generation_id"], b["member_id"],
-                              b.get("group_instance_id"))
+    code = c.groups.heartbeat(
+        b["group_id"], b["generation_id"], b["member_id"], b.get("group_instance_id")
+    )
     return {"error_code": code}
 
 
@@ -275,9 +369,13 @@ async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     offsets = _tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}
-    code = c.groups.commit(b["consumer_group"], b.get("consumer_group_generation_id", -1),
-                           b.get("consumer_id", ""), b.get("group_instance_id"),
-                           {tp: v for tp, v in offsets.items() if tp not in unknown})
+    code = c.groups.commit(
+        b["consumer_group"],
+        b.get("consumer_group_generation_id", -1),
+        b.get("consumer_id", ""),
+        b.get("group_instance_id"),
+        {tp: v for tp, v in offsets.items() if tp not in unknown},
+    )
     results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
     return {"topics": _by_topic(results, "topic", "partitions", "partition")}
 
@@ -291,11 +389,16 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     rows = c.groups.fetch(b["group_id"], wanted, bool(b.get("require_stable")))
     topics: dict[str, list[Body]] = {}
     for (topic, part), offset, meta, code in rows:
-        topics.setdefault(topic, []).append({
-            "partition_index": part, "committed_offset": offset, "committed_leader_epoch": -1,
-            "metadata": meta, "error_code": code})
-    return {"error_code": 0,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": part,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "metadata": meta,
+                "error_code": code,
+            }
+        )
+    return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
 
 @_handles(15)
@@ -304,25 +407,50 @@ async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     for gid in f.body["groups"]:
         g = c.groups.get(gid)
         if g is None:
-            out.append({"error_code": 0, "group": gid, "state": "Dead", "protocol_type": "",
-                        "protocol": "", "members": [], "authorized_operations": -2147483648})
+            out.append(
+                {
+                    "error_code": 0,
+                    "group": gid,
+                    "state": "Dead",
+                    "protocol_type": "",
+                    "protocol": "",
+                    "members": [],
+                    "authorized_operations": -2147483648,
+                }
+            )
             continue
-        out.append({"error_code": 0, "group": gid, "state": g.state,
-                    "protocol_type": g.protocol_type or "", "protocol": g.protocol or "",
-                    "members": [{"member_id": m.member_id, "client_id": m.client_id,
-                                 "client_host": m.client_host,
-                                 "member_metadata": m.metadata_for(g.protocol or ""),
-                                 "member_assignment": m.assignment}
-                                for m in g.members.values()],
-                    "authorized_operations": -2147483648})
+        out.append(
+            {
+                "error_code": 0,
+                "group": gid,
+                "state": g.state,
+                "protocol_type": g.protocol_type or "",
+                "protocol": g.protocol or "",
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata_for(g.protocol or ""),
+                        "member_assignment": m.assignment,
+                    }
+                    for m in g.members.values()
+                ],
+                "authorized_operations": -2147483648,
+            }
+        )
     return {"groups": out}
 
 
 @_handles(16)
 async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
-    return {"error_code": 0, "groups": [
-        {"group": g.group_id, "protocol_type": g.protocol_type or "consumer"}
-        for g in c.groups.groups.values()]}
+    return {
+        "error_code": 0,
+        "groups": [
+            {"group": g.group_id, "protocol_type": g.protocol_type or "consumer"}
+            for g in c.groups.groups.values()
+        ],
+    }
 
 
 # --- transactions -----------------------------------------------------------------------
@@ -332,8 +460,12 @@ async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
 async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     code, pid, epoch = c.txns.init_producer_id(
-        b["transactional_id"], b["transaction_timeout_ms"], b.get("producer_id", -1),
-        b.get("producer_epoch", -1), f.version)
+        b["transactional_id"],
+        b["transaction_timeout_ms"],
+        b.get("producer_id", -1),
+        b.get("producer_epoch", -1),
+        f.version,
+    )
     if code == E.NONE and pid >= 0:
         c.fence_producer(pid, epoch)
     return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
@@ -343,16 +475,20 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
 async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     tps = [(t["name"], p) for t in b["topics"] for p in t["partitions"]]
-    results = c.txns.add_partitions(b["transactional_id"], b["producer_id"],
-                                    b["producer_epoch"], tps, f.version)
+    results = c.txns.add_partitions(
+        b["transactional_id"], b["producer_id"], b["producer_epoch"], tps, f.version
+    )
     return {"results": _by_topic(results, "name", "results", "partition_index")}
 
 
 @_handles(25)
 async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
-    return {"error_code": c.txns.add_offsets(b["transactional_id"], b["producer_id"],
-                                             b["producer_epoch"], b["group_id"], f.version)}
+    return {
+        "error_code": c.txns.add_offsets(
+            b["transactional_id"], b["producer_id"], b["producer_epoch"], b["group_id"], f.version
+        )
+    }
 
 
 @_handles(28)
@@ -360,9 +496,16 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     offsets = _tp_offsets(b["topics"])
     code = c.txns.txn_offset_commit(
-        b["transactional_id"], b["group_id"], b["producer_id"], b["producer_epoch"],
-        b.get("generation_id", -1), b.get("member_id") or "", b.get("group_instance_id"),
-        offsets, f.version)
+        b["transactional_id"],
+        b["group_id"],
+        b["producer_id"],
+        b["producer_epoch"],
+        b.get("generation_id", -1),
+        b.get("member_id") or "",
+        b.get("group_instance_id"),
+        offsets,
+        f.version,
+    )
     results = dict.fromkeys(offsets, code)
     return {"topics": _by_topic(results, "name", "partitions", "partition_index")}
 
@@ -370,6 +513,12 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
 @_handles(26)
 async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
-    return {"error_code": c.txns.end_txn(b["transactional_id"], b["producer_id"],
-                                         b["producer_epoch"], b["transaction_result"],
-                                         f.version)}
+    return {
+        "error_code": c.txns.end_txn(
+            b["transactional_id"],
+            b["producer_id"],
+            b["producer_epoch"],
+            b["transaction_result"],
+            f.version,
+        )
+    }

@@ -76,8 +76,13 @@ async def open_broker(profile: str = "4.0") -> AsyncIterator[Broker]:
         return
     settings = fake_settings(profile)
     async with FakeCluster(settings) as cluster:
-        yield Broker(cluster.bootstrap_servers, "fake", cluster,
-                     settings.groups.min_session_timeout_s, settings.txns.sweep_interval_s)
+        yield Broker(
+            cluster.bootstrap_servers,
+            "fake",
+            cluster,
+            settings.groups.min_session_timeout_s,
+            settings.txns.sweep_interval_s,
+        )
 
 
 def _docker_kafka() -> contextlib.AbstractAsyncContextManager[str] | None:

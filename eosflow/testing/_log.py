@@ -48,7 +48,9 @@ class _ProducerEntry:
     epoch: int
     last_seq: int = -1
     # (first_seq, last_seq, base_offset) of the most recent batches, oldest first
-    recent: deque[tuple[int, int, int]] = field(default_factory=lambda: deque(maxlen=_MAX_CACHED_BATCHES))
+    recent: deque[tuple[int, int, int]] = field(
+        default_factory=lambda: deque(maxlen=_MAX_CACHED_BATCHES)
+    )
 
 
 @dataclass(slots=True)

@@ -148,7 +148,11 @@ class TxnCoordinator:
             meta.token = next(self._tokens)
 
     def add_partitions(
-        self, txn_id: str, producer_id: int, epoch: int, partitions: list[TopicPartition],
+        self,
+        txn_id: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[TopicPartition],
         version: int,
     ) -> dict[TopicPartition, int]:
         meta = self._check(txn_id, producer_id, epoch, version)
@@ -211,9 +215,7 @@ class TxnCoordinator:
 
     # --- ending ---------------------------------------------------------------------
 
-    def end_txn(
-        self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int
-    ) -> int:
+    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int) -> int:
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING

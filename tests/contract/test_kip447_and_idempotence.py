@@ -22,10 +22,15 @@ OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 
 
 async def _member(b: Broker, group: str, topic: str) -> AIOKafkaConsumer:
-    c = AIOKafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers, group_id=group,
-                         enable_auto_commit=False, isolation_level="read_committed",
-                         session_timeout_ms=int(max(b.min_session_timeout_s, 1.0) * 1000) * 3,
-                         heartbeat_interval_ms=100)
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=b.bootstrap_servers,
+        group_id=group,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        session_timeout_ms=int(max(b.min_session_timeout_s, 1.0) * 1000) * 3,
+        heartbeat_interval_ms=100,
+    )
     await c.start()
     return c
 
@@ -40,20 +45,23 @@ async def test_txn_offset_commit_v3_fences_a_stale_generation(eosflow_broker: Br
     await p.start()
     try:
         await a.getmany(timeout_ms=100)
+
         async def a_assigned() -> bool:
             await a.getmany(timeout_ms=50)
             return len(a.assignment()) == 2
+
         await eventually(a_assigned, what="first member owns both partitions")
         caps = await ak.capabilities(p)
         if not caps.kip447:
             pytest.skip(f"broker lacks KIP-447 ({caps})")
         stale = ak.group_identity(a)
         second = await _member(b, group, topic)
+
         async def moved_on() -> bool:
             await a.getmany(timeout_ms=50)
             await second.getmany(timeout_ms=50)  # type: ignore[union-attr]
-            return ak.group_identity(a).generation > stale.generation and bool(
-                second.assignment())  # type: ignore[union-attr]
+            return ak.group_identity(a).generation > stale.generation and bool(second.assignment())  # type: ignore[union-attr]
+
         await eventually(moved_on, what="group moves to a new generation")
         tp = TopicPartition(topic, 0)
         await p.begin_transaction()
@@ -82,8 +90,9 @@ async def test_require_stable_waits_for_pending_transactional_offsets(
     tp = TopicPartition(topic, 0)
     p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("tx"))
     await p.start()
-    reader = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id=group,
-                              enable_auto_commit=False)
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
     await reader.start()
     try:
         caps = await ak.capabilities(p)
@@ -113,9 +122,15 @@ async def test_idempotent_retry_is_deduplicated_and_gap_rejected(eosflow_broker:
     try:
         client = p.client
         node = client.get_random_node()
-        init = _wire.SpecRequest.of(_wire.INIT_PRODUCER_ID, {
-            "transactional_id": None, "transaction_timeout_ms": 60000,
-            "producer_id": -1, "producer_epoch": -1})
+        init = _wire.SpecRequest.of(
+            _wire.INIT_PRODUCER_ID,
+            {
+                "transactional_id": None,
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+        )
         resp = await client.send(node, init)
         assert resp.error_code == 0
         pid, epoch = resp.producer_id, resp.producer_epoch
@@ -125,8 +140,9 @@ async def test_idempotent_retry_is_deduplicated_and_gap_rejected(eosflow_broker:
         def batch(seq: int, n: int) -> bytes:
             builder = DefaultRecordBatchBuilder(2, 0, 0, pid, epoch, seq, 1 << 20)
             for i in range(n):
-                builder.append(i, timestamp=None, key=None, value=f"v{seq + i}".encode(),
-                               headers=[])
+                builder.append(
+                    i, timestamp=None, key=None, value=f"v{seq + i}".encode(), headers=[]
+                )
             return bytes(builder.build())
 
         async def produce(data: bytes) -> tuple[int, int]:

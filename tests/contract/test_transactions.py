@@ -16,19 +16,29 @@ from eosflow.testing._ladder import Broker
 
 
 async def _producer(broker: Broker, txn_id: str, timeout_ms: int = 60000) -> AIOKafkaProducer:
-    p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap_servers, transactional_id=txn_id,
-                         transaction_timeout_ms=timeout_ms)
+    p = AIOKafkaProducer(
+        bootstrap_servers=broker.bootstrap_servers,
+        transactional_id=txn_id,
+        transaction_timeout_ms=timeout_ms,
+    )
     await p.start()
     return p
 
 
-async def test_commit_and_abort_visibility_for_live_and_late_readers(eosflow_broker: Broker) -> None:
+async def test_commit_and_abort_visibility_for_live_and_late_readers(
+    eosflow_broker: Broker,
+) -> None:
     b = eosflow_broker
     topic = b.unique("vis")
     await create_topic(b.bootstrap_servers, topic, 2)
-    live = AIOKafkaConsumer(topic, bootstrap_servers=b.bootstrap_servers,
-                            isolation_level="read_committed", auto_offset_reset="earliest",
-                            enable_auto_commit=False, group_id=b.unique("live"))
+    live = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=b.bootstrap_servers,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        group_id=b.unique("live"),
+    )
     await live.start()
     p = await _producer(b, b.unique("tx"))
     try:
@@ -43,16 +53,19 @@ async def test_commit_and_abort_visibility_for_live_and_late_readers(eosflow_bro
             for i in range(6):
                 await p.send(topic, f"c2-{i}".encode(), partition=i % 2)
         seen: list[bytes] = []
+
         async def live_has_all() -> bool:
             batch = await live.getmany(timeout_ms=200)
             seen.extend(r.value for recs in batch.values() for r in recs)
             return len(seen) >= 12
+
         await eventually(live_has_all, what="live reader sees both committed transactions")
     finally:
         await p.stop()
         await live.stop()
-    assert sorted(seen) == sorted([f"c1-{i}".encode() for i in range(6)]
-                                  + [f"c2-{i}".encode() for i in range(6)])
+    assert sorted(seen) == sorted(
+        [f"c1-{i}".encode() for i in range(6)] + [f"c2-{i}".encode() for i in range(6)]
+    )
     late = [v for _, _, v in await read_all(b.bootstrap_servers, topic)]
     assert sorted(late) == sorted(seen), "a reader starting after the abort must see every commit"
     raw = [v for _, _, v in await read_all(b.bootstrap_servers, topic, committed_only=False)]
@@ -67,8 +80,9 @@ async def test_open_transaction_holds_the_last_stable_offset(eosflow_broker: Bro
     plain = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
     await plain.start()
     p = await _producer(b, b.unique("tx"))
-    committed = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers,
-                                 isolation_level="read_committed")
+    committed = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, isolation_level="read_committed"
+    )
     uncommitted = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers)
     await committed.start()
     await uncommitted.start()
@@ -80,14 +94,19 @@ async def test_open_transaction_holds_the_last_stable_offset(eosflow_broker: Bro
         assert (await committed.end_offsets([tp]))[tp] == 1, "LSO stops at the open txn"
         assert (await uncommitted.end_offsets([tp]))[tp] == 3, "HW includes everything"
         await p.commit_transaction()
+
         async def lso_moved() -> bool:
             return (await committed.end_offsets([tp]))[tp] == 4  # 3 records + marker
+
         await eventually(lso_moved, what="LSO advances past the commit marker")
     finally:
         for c in (plain, p, committed, uncommitted):
             await c.stop()
     assert [v for _, _, v in await read_all(b.bootstrap_servers, topic)] == [
-        b"before", b"open", b"after"]
+        b"before",
+        b"open",
+        b"after",
+    ]
 
 
 async def test_send_offsets_commit_and_abort(eosflow_broker: Broker) -> None:
@@ -96,15 +115,18 @@ async def test_send_offsets_commit_and_abort(eosflow_broker: Broker) -> None:
     await create_topic(b.bootstrap_servers, topic)
     tp = TopicPartition(topic, 0)
     p = await _producer(b, b.unique("tx"))
-    reader = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, group_id=group,
-                              enable_auto_commit=False)
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
     await reader.start()
     try:
         async with p.transaction():
             await p.send(topic, b"x", partition=0)
             await p.send_offsets_to_transaction({tp: OffsetAndMetadata(7, "")}, group)
+
         async def committed_is(n: int | None) -> bool:
             return await reader.committed(tp) == n
+
         await eventually(lambda: committed_is(7), what="committed offset 7 visible")
         await p.begin_transaction()
         await p.send_offsets_to_transaction({tp: OffsetAndMetadata(9, "")}, group)
@@ -140,18 +162,24 @@ async def test_transaction_timeout_aborts_and_fences(eosflow_broker: Broker) -> 
     await create_topic(b.bootstrap_servers, topic)
     tp = TopicPartition(topic, 0)
     p = await _producer(b, b.unique("tx"), timeout_ms=1000)
-    reader = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers,
-                              isolation_level="read_committed")
+    reader = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, isolation_level="read_committed"
+    )
     await reader.start()
     try:
         await p.begin_transaction()
         await (await p.send(topic, b"never", partition=0))
         assert (await reader.end_offsets([tp]))[tp] == 0
+
         async def aborted() -> bool:
             return (await reader.end_offsets([tp]))[tp] == 2  # record + abort marker
+
         # the broker's sweep period bounds how long this takes (10 s on genuine Kafka)
-        await eventually(aborted, timeout_s=b.txn_sweep_interval_s + 15,
-                         what="coordinator aborts the timed-out transaction")
+        await eventually(
+            aborted,
+            timeout_s=b.txn_sweep_interval_s + 15,
+            what="coordinator aborts the timed-out transaction",
+        )
         with pytest.raises((ProducerFenced, KafkaError)):
             await p.commit_transaction()
     finally:

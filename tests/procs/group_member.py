@@ -8,9 +8,14 @@ from aiokafka import AIOKafkaConsumer
 
 
 async def main(bootstrap: str, topic: str, group: str, session_ms: int) -> None:
-    c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                         enable_auto_commit=False, session_timeout_ms=session_ms,
-                         heartbeat_interval_ms=max(session_ms // 10, 50))
+    c = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        session_timeout_ms=session_ms,
+        heartbeat_interval_ms=max(session_ms // 10, 50),
+    )
     await c.start()
     last = -1
     while True:

@@ -23,9 +23,14 @@ class Upper(eosflow.Processor):
 def config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosConfig:
     session = max(b.min_session_timeout_s, 1.0) * 6
     base: dict[str, object] = dict(
-        bootstrap_servers=b.bootstrap_servers, group_id=group, input_topics=(src,),
-        transactional_id=b.unique("tx"), session_timeout_s=session,
-        heartbeat_interval_s=session / 10, transaction_timeout_s=session * 0.8)
+        bootstrap_servers=b.bootstrap_servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=b.unique("tx"),
+        session_timeout_s=session,
+        heartbeat_interval_s=session / 10,
+        transaction_timeout_s=session * 0.8,
+    )
     base.update(kw)
     return eosflow.EosConfig(**base)  # type: ignore[arg-type]
 
@@ -34,8 +39,10 @@ async def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
     p = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await p.start()
     try:
-        futs = [await p.send(topic, f"v{i}".encode(), key=str(i).encode(),
-                             partition=i % partitions) for i in range(n)]
+        futs = [
+            await p.send(topic, f"v{i}".encode(), key=str(i).encode(), partition=i % partitions)
+            for i in range(n)
+        ]
         await asyncio.gather(*futs)
     finally:
         await p.stop()
@@ -49,9 +56,11 @@ async def test_pass_through_is_exactly_once(eosflow_broker: Broker) -> None:
     await seed(b.bootstrap_servers, src, 3000, 3)
     app = eosflow.EosApp(Upper(dst), config(b, src, group))
     async with app:
+
         async def done() -> bool:
             assert app.failure is None, app.failure
             return app.stats.records >= 3000 and app.last_outcome is eosflow.Outcome.COMMITTED
+
         await eventually(done, timeout_s=60, what="all input processed and committed")
     out = sorted(v for _, _, v in await read_all(b.bootstrap_servers, dst) if v is not None)
     assert out == sorted(f"V{i}".encode() for i in range(3000))

@@ -43,9 +43,14 @@ class Gate(eosflow.Processor):
 
 def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
     base: dict[str, object] = dict(
-        bootstrap_servers=c.bootstrap_servers, group_id="g", input_topics=("in",),
-        transactional_id="tx-1", session_timeout_s=6.0, heartbeat_interval_s=0.2,
-        transaction_timeout_s=5.0)
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="tx-1",
+        session_timeout_s=6.0,
+        heartbeat_interval_s=0.2,
+        transaction_timeout_s=5.0,
+    )
     base.update(kw)
     return eosflow.EosConfig(**base)  # type: ignore[arg-type]
 
@@ -55,8 +60,9 @@ async def seed(c: FakeCluster, n: int = N, partitions: int = 1) -> None:
     c.create_topic("out", 1)
     p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
     await p.start()
-    await asyncio.gather(*[await p.send("in", f"v{i}".encode(), partition=i % partitions)
-                           for i in range(n)])
+    await asyncio.gather(
+        *[await p.send("in", f"v{i}".encode(), partition=i % partitions) for i in range(n)]
+    )
     await p.stop()
 
 
@@ -64,6 +70,7 @@ async def until(app: eosflow.EosApp, check: object, what: str, timeout_s: float 
     async def ok() -> bool:
         assert app.failure is None, app.failure
         return bool(check())  # type: ignore[operator]
+
     await eventually(ok, timeout_s=timeout_s, what=what)
 
 
@@ -165,8 +172,9 @@ async def test_revocation_waits_for_end_txn_in_flight(cluster: FakeCluster) -> N
 async def test_post_commit_delay_holds_rebalance_only_without_kip447(
     profile: str, delayed: bool
 ) -> None:
-    async with FakeCluster(ClusterSettings(profile=profile, groups=fake_settings().groups,
-                                           txns=fake_settings().txns)) as c:
+    async with FakeCluster(
+        ClusterSettings(profile=profile, groups=fake_settings().groups, txns=fake_settings().txns)
+    ) as c:
         await seed(c)
         proc = Gate("out")
         rule = c.intercept("EndTxn", hold=True)
@@ -211,8 +219,12 @@ async def test_assignment_waits_for_pending_transactional_offsets(cluster: FakeC
     caps = await ak.capabilities(other)
     await other.begin_transaction()
     tp = TopicPartition("in", 0)
-    assert await ak.commit_offsets_in_txn(other, "g", {tp: 120}, caps,
-                                          ak.GroupIdentity(-1, "", None, None)) == 0
+    assert (
+        await ak.commit_offsets_in_txn(
+            other, "g", {tp: 120}, caps, ak.GroupIdentity(-1, "", None, None)
+        )
+        == 0
+    )
     proc = Gate("out")
     seen: list[int] = []
     orig = proc.process
@@ -220,11 +232,15 @@ async def test_assignment_waits_for_pending_transactional_offsets(cluster: FakeC
     async def spy(record: eosflow.Record) -> eosflow.Output:
         seen.append(record.offset)
         return await orig(record)
+
     proc.process = spy  # type: ignore[method-assign]
     app = eosflow.EosApp(proc, cfg(c))
     async with app:
-        await until(app, lambda: c.groups.get("g") and c.groups.get("g").members,  # type: ignore[union-attr]
-                    "app joined")
+        await until(
+            app,
+            lambda: c.groups.get("g") and c.groups.get("g").members,  # type: ignore[union-attr]
+            "app joined",
+        )
         await other.commit_transaction()
         await until(app, lambda: seen and max(seen) == N - 1, "processed to the end")
     await other.stop()
@@ -257,8 +273,9 @@ async def test_fenced_producer_is_fatal(cluster: FakeCluster) -> None:
     with pytest.raises(eosflow.ProducerFencedError, match="tx-1"):
         async with app:
             await asyncio.wait_for(proc.parked.wait(), 20)
-            usurper = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers,
-                                       transactional_id="tx-1")
+            usurper = AIOKafkaProducer(
+                bootstrap_servers=c.bootstrap_servers, transactional_id="tx-1"
+            )
             await usurper.start()
             await usurper.stop()
             proc.gate.set()
@@ -308,7 +325,8 @@ async def test_dead_letter_policy_continues(cluster: FakeCluster) -> None:
     rejected = {f"v{i}".encode() for i in range(N) if i % 50 == 7}
     assert {v for _, _, v in dlq} == rejected and len(dlq) == len(rejected)
     assert sorted(out + [v for _, _, v in dlq]) == sorted(  # type: ignore[type-var]
-        f"v{i}".encode() for i in range(N))
+        f"v{i}".encode() for i in range(N)
+    )
 
 
 # Mechanism 9: cancelling run() during a commit finishes that commit and reports it.

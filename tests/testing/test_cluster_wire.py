@@ -29,8 +29,9 @@ def _request(api_key: int, version: int, body: bytes = b"") -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("profile", "kip447", "kip360"), [("2.4", False, False), ("2.5", True, True),
-                                      ("4.0", True, True)])
+    ("profile", "kip447", "kip360"),
+    [("2.4", False, False), ("2.5", True, True), ("4.0", True, True)],
+)
 async def test_profiles_shape_what_the_client_detects(
     profile: str, kip447: bool, kip360: bool
 ) -> None:
