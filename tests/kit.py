@@ -1,4 +1,4 @@
-"""Helpers shared by the tests: topic set-up and complete reads, on any broker."""
+"""Helpers shared by the tests: topic set-up, complete reads and polling, on any broker."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from eosflow.testing import read_topic
 
 
 async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
@@ -19,43 +20,12 @@ async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
         await admin.close()
 
 
-async def partitions_of(bootstrap: str, topic: str) -> list[int]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        return sorted(await producer.partitions_for(topic))
-    finally:
-        await producer.stop()
-
-
 async def read_all(
-    bootstrap: str, topic: str, *, committed_only: bool = True, timeout_s: float = 20.0
+    bootstrap: str, topic: str, *, committed_only: bool = True
 ) -> list[tuple[int, int, bytes | None]]:
     """Every record of ``topic`` up to its current end, as (partition, offset, value)."""
-    isolation = "read_committed" if committed_only else "read_uncommitted"
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level=isolation,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in await partitions_of(bootstrap, topic)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        out: list[tuple[int, int, bytes | None]] = []
-        deadline = time.monotonic() + timeout_s
-        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} did not reach {ends}")
-            batch = await consumer.getmany(timeout_ms=200)
-            for tp, recs in batch.items():
-                out.extend((tp.partition, r.offset, r.value) for r in recs)
-        return out
-    finally:
-        await consumer.stop()
+    records = await read_topic(bootstrap, topic, committed_only=committed_only)
+    return [(p, o, v) for p, o, _k, v in records]
 
 
 async def eventually(

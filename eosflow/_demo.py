@@ -1,0 +1,121 @@
+"""``eosflow demo``: exactly-once under a crash, end to end, on one machine.
+
+Starts the embedded test cluster, seeds an ``orders`` topic, runs several ``eosflow run``
+instances of ``Enrich`` as separate processes, SIGKILLs one of them midway and restarts
+it, shows progress, stops the rest with SIGTERM, and checks that every order appears in
+``orders-enriched`` exactly once and the group's committed offsets reached the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+import time
+
+from aiokafka import AIOKafkaProducer
+
+from ._processor import Processor
+from ._records import Output, Record
+from .testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings
+from .testing import check_exactly_once
+
+IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
+
+
+class Enrich(Processor):
+    """Adds a price band and the amount with tax to each JSON order; keeps the key."""
+
+    async def process(self, record: Record) -> Output:
+        order = json.loads(record.value or b"{}")
+        amount = float(order["amount"])
+        order["band"] = "large" if amount >= 500 else "small"
+        order["amount_with_tax"] = round(amount * 1.2, 2)
+        return Output(OUT, json.dumps(order).encode(), key=record.key)
+
+
+async def run_demo(records: int, instances: int) -> bool:
+    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
+    settings = ClusterSettings(groups=GroupSettings(min_session_timeout_s=1.0),
+                               txns=TxnSettings(sweep_interval_s=1.0))
+    async with FakeCluster(settings) as cluster:
+        cluster.create_topic(IN, 6)
+        cluster.create_topic(OUT, 3)
+        print(f"test cluster on {cluster.bootstrap_servers}; seeding {records} orders ...",
+              flush=True)
+        await _seed(cluster.bootstrap_servers, records)
+        procs = [await _spawn(cluster.bootstrap_servers, i) for i in range(instances)]
+        killed = restarted = False
+        started = last_print = time.monotonic()
+        try:
+            while (done := _committed(cluster)) < records:
+                elapsed = time.monotonic() - started
+                if time.monotonic() - last_print >= 0.5:
+                    last_print = time.monotonic()
+                    alive = sum(p.returncode is None for p in procs)
+                    print(f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
+                          f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
+                          flush=True)
+                if not killed and done >= records * 0.25:
+                    print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
+                    procs[0].send_signal(signal.SIGKILL)
+                    await procs[0].wait()
+                    killed = True
+                elif killed and not restarted:
+                    print("  >> restarting instance 0 with the same transactional id",
+                          flush=True)
+                    procs[0] = await _spawn(cluster.bootstrap_servers, 0)
+                    restarted = True
+                if any(p.returncode not in (None, -signal.SIGKILL) for p in procs):
+                    print("an instance exited unexpectedly", flush=True)
+                    return False
+                if elapsed > 600:
+                    print("gave up after 600 s", flush=True)
+                    return False
+                await asyncio.sleep(0.1)
+            print(f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
+                  "stopping instances with SIGTERM", flush=True)
+        finally:
+            for p in procs:
+                if p.returncode is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in procs:
+                await p.wait()
+        report = await check_exactly_once(cluster.bootstrap_servers, IN, OUT, match="key",
+                                          group_id=GROUP)
+        print(report.summary(), flush=True)
+        return report.ok
+
+
+async def _seed(bootstrap: str, n: int) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        futs = []
+        for i in range(n):
+            order = {"id": i, "customer": f"c{i % 97}", "amount": (i * 37) % 1000}
+            futs.append(await producer.send(IN, json.dumps(order).encode(),
+                                            key=f"order-{i}".encode()))
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+
+
+async def _spawn(bootstrap: str, index: int) -> asyncio.subprocess.Process:
+    env = dict(os.environ, EOSFLOW_SESSION_TIMEOUT_S="3", EOSFLOW_HEARTBEAT_INTERVAL_S="0.3",
+               EOSFLOW_TRANSACTION_TIMEOUT_S="2.5")
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eosflow", "--log-level", "warning", "run",
+        "eosflow._demo:Enrich", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
+        "--input-topic", IN, "--transactional-id", f"demo-enrich-{index}", env=env)
+
+
+def _committed(cluster: FakeCluster) -> int:
+    group = cluster.groups.get(GROUP)
+    if group is None:
+        return 0
+    return sum(off for (topic, _), (off, _) in group.offsets.items() if topic == IN)
