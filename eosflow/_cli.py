@@ -25,8 +25,9 @@ log = logging.getLogger("eosflow.cli")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         code: int = args.func(args)
         return code
@@ -42,16 +43,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eosflow", description=__doc__.splitlines()[0])
-    p.add_argument("--log-level", default="info",
-                   choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a Processor subclass as an exactly-once service")
     run.add_argument("target", help="package.module:ClassName of a Processor subclass")
     run.add_argument("--bootstrap-servers")
     run.add_argument("--group-id")
-    run.add_argument("--input-topic", action="append", dest="input_topics",
-                     help="repeatable; falls back to EOSFLOW_INPUT_TOPICS")
+    run.add_argument(
+        "--input-topic",
+        action="append",
+        dest="input_topics",
+        help="repeatable; falls back to EOSFLOW_INPUT_TOPICS",
+    )
     run.add_argument("--transactional-id")
     run.add_argument("--group-instance-id")
     run.add_argument("--dead-letter-topic")
@@ -65,8 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--match", choices=["key", "value"], default="key")
     chk.set_defaults(func=_cmd_check)
 
-    demo = sub.add_parser("demo", help="an end-to-end exactly-once run on the embedded "
-                                       "test cluster, with a crash in the middle")
+    demo = sub.add_parser(
+        "demo",
+        help="an end-to-end exactly-once run on the embedded "
+        "test cluster, with a crash in the middle",
+    )
     demo.add_argument("--records", type=int, default=50_000)
     demo.add_argument("--instances", type=int, default=2)
     demo.set_defaults(func=_cmd_demo)
@@ -89,14 +96,16 @@ def load_processor(target: str) -> Processor:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     overrides = {
-        k: v for k, v in {
+        k: v
+        for k, v in {
             "bootstrap_servers": args.bootstrap_servers,
             "group_id": args.group_id,
             "input_topics": tuple(args.input_topics) if args.input_topics else None,
             "transactional_id": args.transactional_id,
             "group_instance_id": args.group_instance_id,
             "dead_letter_topic": args.dead_letter_topic,
-        }.items() if v is not None
+        }.items()
+        if v is not None
     }
     config = load_config(**overrides)
     processor = load_processor(args.target)
@@ -116,16 +125,26 @@ async def _serve(app: EosApp) -> None:
         loop.add_signal_handler(sig, on_signal, sig.name)
     await task
     s = app.stats
-    log.info("stopped: %d records, %d transactions committed, %d aborted", s.records,
-             s.committed, s.aborted)
+    log.info(
+        "stopped: %d records, %d transactions committed, %d aborted",
+        s.records,
+        s.committed,
+        s.aborted,
+    )
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from .testing import check_exactly_once
 
-    report = asyncio.run(check_exactly_once(
-        args.bootstrap_servers, args.input_topic, args.output_topic, match=args.match,
-        group_id=args.group_id))
+    report = asyncio.run(
+        check_exactly_once(
+            args.bootstrap_servers,
+            args.input_topic,
+            args.output_topic,
+            match=args.match,
+            group_id=args.group_id,
+        )
+    )
     print(report.summary())
     return 0 if report.ok else 1
 

@@ -40,13 +40,15 @@ class Enrich(Processor):
 async def run_demo(records: int, instances: int) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
-    settings = ClusterSettings(groups=GroupSettings(min_session_timeout_s=1.0),
-                               txns=TxnSettings(sweep_interval_s=1.0))
+    settings = ClusterSettings(
+        groups=GroupSettings(min_session_timeout_s=1.0), txns=TxnSettings(sweep_interval_s=1.0)
+    )
     async with FakeCluster(settings) as cluster:
         cluster.create_topic(IN, 6)
         cluster.create_topic(OUT, 3)
-        print(f"test cluster on {cluster.bootstrap_servers}; seeding {records} orders ...",
-              flush=True)
+        print(
+            f"test cluster on {cluster.bootstrap_servers}; seeding {records} orders ...", flush=True
+        )
         await _seed(cluster.bootstrap_servers, records)
         procs = [await _spawn(cluster.bootstrap_servers, i) for i in range(instances)]
         killed = restarted = False
@@ -57,17 +59,18 @@ async def run_demo(records: int, instances: int) -> bool:
                 if time.monotonic() - last_print >= 0.5:
                     last_print = time.monotonic()
                     alive = sum(p.returncode is None for p in procs)
-                    print(f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
-                          f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
-                          flush=True)
+                    print(
+                        f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
+                        f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
+                        flush=True,
+                    )
                 if not killed and done >= records * 0.25:
                     print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
                     procs[0].send_signal(signal.SIGKILL)
                     await procs[0].wait()
                     killed = True
                 elif killed and not restarted:
-                    print("  >> restarting instance 0 with the same transactional id",
-                          flush=True)
+                    print("  >> restarting instance 0 with the same transactional id", flush=True)
                     procs[0] = await _spawn(cluster.bootstrap_servers, 0)
                     restarted = True
                 if any(p.returncode not in (None, -signal.SIGKILL) for p in procs):
@@ -77,16 +80,20 @@ async def run_demo(records: int, instances: int) -> bool:
                     print("gave up after 600 s", flush=True)
                     return False
                 await asyncio.sleep(0.1)
-            print(f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
-                  "stopping instances with SIGTERM", flush=True)
+            print(
+                f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
+                "stopping instances with SIGTERM",
+                flush=True,
+            )
         finally:
             for p in procs:
                 if p.returncode is None:
                     p.send_signal(signal.SIGTERM)
             for p in procs:
                 await p.wait()
-        report = await check_exactly_once(cluster.bootstrap_servers, IN, OUT, match="key",
-                                          group_id=GROUP)
+        report = await check_exactly_once(
+            cluster.bootstrap_servers, IN, OUT, match="key", group_id=GROUP
+        )
         print(report.summary(), flush=True)
         return report.ok
 
@@ -98,20 +105,39 @@ async def _seed(bootstrap: str, n: int) -> None:
         futs = []
         for i in range(n):
             order = {"id": i, "customer": f"c{i % 97}", "amount": (i * 37) % 1000}
-            futs.append(await producer.send(IN, json.dumps(order).encode(),
-                                            key=f"order-{i}".encode()))
+            futs.append(
+                await producer.send(IN, json.dumps(order).encode(), key=f"order-{i}".encode())
+            )
         await asyncio.gather(*futs)
     finally:
         await producer.stop()
 
 
 async def _spawn(bootstrap: str, index: int) -> asyncio.subprocess.Process:
-    env = dict(os.environ, EOSFLOW_SESSION_TIMEOUT_S="3", EOSFLOW_HEARTBEAT_INTERVAL_S="0.3",
-               EOSFLOW_TRANSACTION_TIMEOUT_S="2.5")
+    env = dict(
+        os.environ,
+        EOSFLOW_SESSION_TIMEOUT_S="3",
+        EOSFLOW_HEARTBEAT_INTERVAL_S="0.3",
+        EOSFLOW_TRANSACTION_TIMEOUT_S="2.5",
+    )
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "eosflow", "--log-level", "warning", "run",
-        "eosflow._demo:Enrich", "--bootstrap-servers", bootstrap, "--group-id", GROUP,
-        "--input-topic", IN, "--transactional-id", f"demo-enrich-{index}", env=env)
+        sys.executable,
+        "-m",
+        "eosflow",
+        "--log-level",
+        "warning",
+        "run",
+        "eosflow._demo:Enrich",
+        "--bootstrap-servers",
+        bootstrap,
+        "--group-id",
+        GROUP,
+        "--input-topic",
+        IN,
+        "--transactional-id",
+        f"demo-enrich-{index}",
+        env=env,
+    )
 
 
 def _committed(cluster: FakeCluster) -> int:

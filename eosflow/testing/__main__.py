@@ -35,8 +35,9 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(prog="python -m eosflow.testing",
-                                description="eosflow's wire-level Kafka test cluster")
+    p = argparse.ArgumentParser(
+        prog="python -m eosflow.testing", description="eosflow's wire-level Kafka test cluster"
+    )
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--profile", choices=sorted(PROFILES), default="4.0")
     p.add_argument("--topic", action="append", help="name:partitions, repeatable")
