@@ -117,9 +117,11 @@ async def _serve(app: EosApp) -> None:
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(app.run())
 
+    stopping: list[asyncio.Task[None]] = []
+
     def on_signal(name: str) -> None:
         log.info("%s received: finishing the open transaction and leaving the group", name)
-        loop.create_task(app.stop())
+        stopping.append(loop.create_task(app.stop()))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)

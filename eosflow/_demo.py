@@ -20,8 +20,7 @@ from aiokafka import AIOKafkaProducer
 
 from ._processor import Processor
 from ._records import Output, Record
-from .testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings
-from .testing import check_exactly_once
+from .testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings, check_exactly_once
 
 IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
 

@@ -23,9 +23,15 @@ class Shout(eosflow.Processor):
         return eosflow.Output("greetings-loud", (record.value or b"").upper(), key=record.key)
 
 
-async def ticker(stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        await asyncio.sleep(0.2)  # the host program's own periodic work
+async def ticker(stop: asyncio.Event) -> int:
+    """The host program's own periodic work, until told to stop."""
+    ticks = 0
+    while True:
+        try:
+            await asyncio.wait_for(stop.wait(), 0.2)
+            return ticks
+        except TimeoutError:
+            ticks += 1
 
 
 async def main() -> None:

@@ -98,10 +98,10 @@ async def check_exactly_once(
     match: Match = "key",
     group_id: str | None = None,
 ) -> CheckReport:
-    idx = 2 if match == "key" else 3
     in_records = await read_topic(bootstrap, input_topic)
-    inputs = [r[idx] for r in in_records]
-    outputs = [r[idx] for r in await read_topic(bootstrap, output_topic)]
+    out_records = await read_topic(bootstrap, output_topic)
+    inputs = [r[2] if match == "key" else r[3] for r in in_records]
+    outputs = [r[2] if match == "key" else r[3] for r in out_records]
     want = Counter(i for i in inputs if i is not None)
     if len(want) != len(inputs):
         raise ValueError(f"input identities ({match}) must be unique and not null")
