@@ -276,6 +276,11 @@ async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
     """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be stuck
     retrying a request that will never be answered), cancel its sender and close its
     connections, so no half-dead client is left behind."""
+    # A fenced or failed transaction leaves its error on aiokafka's waiter future; retrieve
+    # it so asyncio does not report it as never retrieved (eosflow has handled it).
+    waiter = getattr(producer._txn_manager, "_transaction_waiter", None)
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        waiter.exception()
     try:
         await asyncio.wait_for(producer.stop(), timeout_s)
         return

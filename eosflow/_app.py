@@ -35,6 +35,8 @@ from ._session import Outcome, TransactSession
 
 log = logging.getLogger("eosflow.app")
 
+_FIRST_CHUNK = 100  # records in the first poll, before the processing cost is known
+
 
 @dataclass
 class Stats:
@@ -67,6 +69,7 @@ class EosApp:
         self._task: asyncio.Task[None] | None = None
         self._session: TransactSession | None = None
         self._ending: asyncio.Task[Outcome] | None = None
+        self._record_cost_s = 0.0  # moving average of processing time per record
 
     # --- public -----------------------------------------------------------------------
 
@@ -122,21 +125,42 @@ class EosApp:
 
     # --- the loop ---------------------------------------------------------------------
 
+    def _chunk(self, room: int, remaining_s: float) -> int:
+        """How many records to poll: what fits in the time left at the measured cost per
+        record. Records left in aiokafka's buffer cost nothing, while records polled and
+        not processed in time must be given back and fetched again."""
+        if self._record_cost_s <= 0:
+            return min(room, _FIRST_CHUNK)
+        return max(1, min(room, int(remaining_s / self._record_cost_s)))
+
     async def _one_transaction(self, session: TransactSession) -> None:
         cfg = self.config
-        records = await session.poll(cfg.max_records_per_txn, cfg.commit_interval_s)
+        records = await session.poll(
+            self._chunk(cfg.max_records_per_txn, cfg.commit_interval_s), cfg.commit_interval_s
+        )
         if not records:
             return
         await session.begin()
         deadline = time.monotonic() + cfg.commit_interval_s
         count = 0
         while True:
-            await self._process(session, records)
-            count += len(records)
+            started = time.monotonic()
+            done = await self._process(session, records, deadline)
+            if done:
+                cost = (time.monotonic() - started) / done
+                self._record_cost_s = (
+                    cost if self._record_cost_s <= 0 else (0.8 * self._record_cost_s + 0.2 * cost)
+                )
+            count += done
+            if done < len(records):
+                session.give_back(records[done:])  # past the deadline: next transaction
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0 or count >= cfg.max_records_per_txn or self._stopping.is_set():
                 break
-            records = await session.poll(cfg.max_records_per_txn - count, remaining)
+            records = await session.poll(
+                self._chunk(cfg.max_records_per_txn - count, remaining), remaining
+            )
             if not records:
                 break
         self._ending = asyncio.ensure_future(session.end(commit=True))
@@ -144,8 +168,13 @@ class EosApp:
         self._ending = None
         self._count(outcome)
 
-    async def _process(self, session: TransactSession, records: Sequence[Record]) -> None:
-        self.stats.records += len(records)
+    async def _process(
+        self, session: TransactSession, records: Sequence[Record], deadline: float | None
+    ) -> int:
+        """Process ``records`` into the open transaction; returns how many were processed.
+        Per-record processing stops at ``deadline`` (after at least one record, so a
+        slow record still makes progress): a transaction must not grow past the commit
+        interval, or it risks the transaction timeout."""
         if overrides_batch(self.processor):
             try:
                 outputs = await self.processor.process_batch(records)
@@ -154,14 +183,21 @@ class EosApp:
             await self._send(session, outputs)
             for r in records:
                 session.consumed(r)
-            return
+            self.stats.records += len(records)
+            return len(records)
+        done = 0
         for r in records:
+            if deadline is not None and done and time.monotonic() >= deadline:
+                break
             try:
                 outs = as_outputs(await self.processor.process(r))
             except Exception as exc:
                 outs = self._failed([r], exc)
             await self._send(session, outs)
             session.consumed(r)
+            done += 1
+        self.stats.records += done
+        return done
 
     def _failed(self, records: Sequence[Record], exc: Exception) -> list[Output]:
         first = records[0]

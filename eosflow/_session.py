@@ -35,7 +35,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import KafkaError, ProducerFenced
+from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 
 from . import _aiokafka as ak
 from ._config import EosConfig
@@ -177,6 +177,18 @@ class TransactSession:
                 )
         return out
 
+    def give_back(self, records: list[Record]) -> None:
+        """Return polled but unprocessed records: their partitions are sought back to the
+        first of them, so the next poll delivers them again."""
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            first[tp] = min(first.get(tp, r.offset), r.offset)
+        for tp, offset in first.items():
+            if tp in self._ready:
+                with contextlib.suppress(IllegalStateError):  # moved away meanwhile
+                    self.consumer.seek(tp, offset)
+
     async def begin(self) -> None:
         if not self._in_txn:
             await self.producer.begin_transaction()
@@ -211,17 +223,12 @@ class TransactSession:
             reason = self._doomed if commit else "abort requested"
             offsets = dict(self._consumed)
             try:
-                await self._flush()
-            except ProducerFenced as exc:
-                raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
-            except KafkaError as exc:
-                reason = reason or f"produce failed: {exc!r}"
-            if reason is None and offsets:
-                reason = await self._commit_offsets(offsets)
-            if reason is None and offsets:
-                reason = await self._confirm_membership()
-            reason = reason or self._doomed
-            outcome = await self._end_txn(reason is None)
+                outcome, reason = await self._decide_and_end(reason, offsets)
+            except _Fenced as fenced:
+                # A timed-out transaction also bumps the epoch: KIP-360 tells the two apart.
+                log.warning("producer epoch fenced (%s): trying KIP-360 recovery", fenced)
+                await self._recover(fenced=str(fenced))
+                outcome, reason = Outcome.RECOVERED, f"fenced: {fenced}"
             if outcome is Outcome.COMMITTED:
                 self._committed.update(offsets)
                 hold = self._needs_post_commit_delay()
@@ -242,6 +249,22 @@ class TransactSession:
             else:
                 self._lock.release()
 
+    async def _decide_and_end(
+        self, reason: str | None, offsets: dict[TopicPartition, int]
+    ) -> tuple[Outcome, str | None]:
+        try:
+            await self._flush()
+        except ProducerFenced as exc:
+            raise _Fenced(repr(exc)) from None
+        except KafkaError as exc:
+            reason = reason or f"produce failed: {exc!r}"
+        if reason is None and offsets:
+            reason = await self._commit_offsets(offsets)
+        if reason is None and offsets:
+            reason = await self._confirm_membership()
+        reason = reason or self._doomed
+        return await self._end_txn(reason is None), reason
+
     async def _flush(self) -> None:
         if self._sends:
             await asyncio.gather(*self._sends)
@@ -256,7 +279,7 @@ class TransactSession:
             ak.group_identity(self.consumer),
         )
         if code in ak.FENCING:
-            raise ProducerFencedError(self.config.transactional_id, ak.error_name(code))
+            raise _Fenced(f"TxnOffsetCommit: {ak.error_name(code)}")
         return None if code == 0 else f"TxnOffsetCommit: {ak.error_name(code)}"
 
     async def _confirm_membership(self) -> str | None:
@@ -275,7 +298,7 @@ class TransactSession:
         try:
             await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
         except ProducerFenced as exc:
-            raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
+            raise _Fenced(f"EndTxn: {exc!r}") from None
         except (KafkaError, TimeoutError, asyncio.CancelledError) as exc:
             cancelled = isinstance(exc, asyncio.CancelledError)
             log.warning(
@@ -296,17 +319,25 @@ class TransactSession:
 
     # --- recovery -------------------------------------------------------------------
 
-    async def _recover(self) -> None:
-        """After an unknown EndTxn outcome: abort via a new producer epoch, replace the
-        producer, and take positions from the broker's committed offsets."""
+    async def _recover(self, fenced: str | None = None) -> None:
+        """After an unknown EndTxn outcome, or a fencing answer: abort via a new producer
+        epoch (KIP-360: InitProducerId with the current id and epoch), replace the
+        producer, and take positions from the broker's committed offsets.
+
+        Fatal when the broker says another instance owns the transactional id, or --
+        without KIP-360 -- whenever we were ``fenced``: a transaction timeout and a newer
+        instance then look the same, and only the second is safe to assume."""
         assert self.caps is not None
         old = self.producer
+        txn_id = self.config.transactional_id
+        if fenced is not None and not self.caps.kip360:
+            raise ProducerFencedError(txn_id, fenced)
         if self.caps.kip360:
             try:
                 await ak.reinit_producer_id(old, self.config.transaction_timeout_s)
-            except KafkaError as exc:
-                if ak.is_fencing(exc):
-                    raise ProducerFencedError(self.config.transactional_id, str(exc)) from None
+            except (KafkaError, TimeoutError) as exc:
+                if ak.is_fencing(exc) or fenced is not None:
+                    raise ProducerFencedError(txn_id, fenced or repr(exc)) from None
                 log.warning("KIP-360 re-initialisation failed (%r); replacing the producer", exc)
         await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
@@ -336,22 +367,32 @@ class TransactSession:
             await self._seek_committed(tp)
 
     async def _seek_committed(self, tp: TopicPartition) -> None:
+        """Position ``tp`` at its committed offset (or the reset policy's end). A partition
+        a concurrent rebalance took away is skipped: its next owner starts from the
+        committed offset anyway."""
         offset = self._committed.get(tp)
-        if offset is not None:
-            self.consumer.seek(tp, offset)
-        elif self.config.auto_offset_reset == "earliest":
-            await self.consumer.seek_to_beginning(tp)
-        else:
-            await self.consumer.seek_to_end(tp)
+        try:
+            if offset is not None:
+                self.consumer.seek(tp, offset)
+            elif self.config.auto_offset_reset == "earliest":
+                await self.consumer.seek_to_beginning(tp)
+            else:
+                await self.consumer.seek_to_end(tp)
+        except IllegalStateError:
+            log.debug("%s no longer assigned; not repositioned", tp)
 
     # --- rebalances (called by the listener) ----------------------------------------
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
-            if revoked:
+            # aiokafka reports an empty set when the assignment was already lost (e.g.
+            # the member was evicted); eager rebalancing gives up every partition either
+            # way, so whatever we still held is gone too.
+            gone = revoked | self._ready
+            if gone:
                 self.doom("partitions revoked")
-            self._ready -= revoked
-            for tp in revoked:
+            self._ready.clear()
+            for tp in gone:
                 self._committed.pop(tp, None)
         if self._on_revoked is not None and revoked:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
@@ -367,10 +408,15 @@ class TransactSession:
                 await self._seek_committed(tp)
             self._ready.update(new)
         finally:
-            self.consumer.resume(*new)
+            with contextlib.suppress(IllegalStateError):
+                self.consumer.resume(*new)
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+
+
+class _Fenced(Exception):
+    """Internal: the broker answered with a fencing error; ``end`` decides what it means."""
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -115,7 +115,8 @@ class TxnCoordinator:
             self._bump(meta)
             self._end(meta, commit=False, immediate=True)
         self._bump(meta)
-        meta.last_epoch = -1
+        if producer_id < 0:
+            meta.last_epoch = -1  # a new incarnation: the previous epoch is fenced for good
         meta.timeout_ms = timeout_ms
         meta.state = EMPTY
         return E.NONE, meta.producer_id, meta.epoch
