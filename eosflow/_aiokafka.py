@@ -272,6 +272,21 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
         await asyncio.sleep(0.02)
 
 
+def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """The error that put aiokafka's transaction manager into its fatal state (after which
+    every send is refused), or None while the producer is usable."""
+    txn = producer._txn_manager
+    if not txn.is_fatal_error():
+        return None
+    waiter = getattr(txn, "_transaction_waiter", None)
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        exc: BaseException | None = waiter.exception()
+        if exc is not None:
+            return exc
+    failure: BaseException = KafkaError("transactional producer in fatal state")
+    return failure
+
+
 async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
     """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be stuck
     retrying a request that will never be answered), cancel its sender and close its

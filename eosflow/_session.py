@@ -195,14 +195,26 @@ class TransactSession:
             self._in_txn = True
 
     async def send(self, output: Output) -> None:
-        fut = await self.producer.send(
+        """Produce ``output`` in the open transaction. A refused send (the producer went
+        fatal, e.g. fenced, under us) dooms the transaction; ``end`` sorts out why."""
+        if self._doomed is not None and self._doomed.startswith("produce refused"):
+            return
+        try:
+            fut = await self._send(output)
+        except (KafkaError, ProducerFenced) as exc:
+            self.doom(f"produce refused: {exc!r}")
+            return
+        self._sends.append(fut)
+
+    async def _send(self, output: Output) -> asyncio.Future[object]:
+        fut: asyncio.Future[object] = await self.producer.send(
             output.topic,
             value=output.value,
             key=output.key,
             partition=output.partition,
             headers=list(output.headers) or None,
         )
-        self._sends.append(fut)
+        return fut
 
     def consumed(self, record: Record) -> None:
         """Mark ``record`` as processed in this transaction (its offset commits with it)."""
@@ -241,6 +253,8 @@ class TransactSession:
             self._in_txn = False
             self._doomed = None
             self._consumed.clear()
+            for fut in self._sends:  # their errors are accounted for by the outcome
+                fut.add_done_callback(_consume_error)
             self._sends.clear()
             if hold:
                 asyncio.get_running_loop().call_later(
@@ -252,6 +266,13 @@ class TransactSession:
     async def _decide_and_end(
         self, reason: str | None, offsets: dict[TopicPartition, int]
     ) -> tuple[Outcome, str | None]:
+        failure = ak.producer_failure(self.producer)
+        if failure is not None:
+            if ak.is_fencing(failure):
+                raise _Fenced(repr(failure))
+            log.warning("producer failed (%r): recovering", failure)
+            await self._recover()
+            return Outcome.RECOVERED, f"producer failed: {failure!r}"
         try:
             await self._flush()
         except ProducerFenced as exc:
@@ -413,6 +434,11 @@ class TransactSession:
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+
+
+def _consume_error(fut: asyncio.Future[object]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 class _Fenced(Exception):

@@ -293,6 +293,59 @@ ADD_PARTITIONS_TO_TXN = MessageSpec(
     ),
 )
 
+# JoinGroup and SyncGroup keep aiokafka's field names, so the test cluster's handlers read
+# every version alike; aiokafka itself defines only some of these versions.
+JOIN_GROUP = MessageSpec(
+    api_key=11,
+    name="JoinGroup",
+    versions=(0, 5),
+    flexible_from=6,
+    request=(
+        _f("group", "string"),
+        _f("session_timeout", "int32"),
+        _f("rebalance_timeout", "int32", since=1),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=5),
+        _f("protocol_type", "string"),
+        _f("group_protocols", (_f("protocol_name", "string"), _f("protocol_metadata", "bytes"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=2),
+        _f("error_code", "int16"),
+        _f("generation_id", "int32"),
+        _f("group_protocol", "string"),
+        _f("leader_id", "string"),
+        _f("member_id", "string"),
+        _f(
+            "members",
+            (
+                _f("member_id", "string"),
+                _f("group_instance_id", "string", since=5),
+                _f("member_metadata", "bytes"),
+            ),
+        ),
+    ),
+)
+
+SYNC_GROUP = MessageSpec(
+    api_key=14,
+    name="SyncGroup",
+    versions=(0, 3),
+    flexible_from=4,
+    request=(
+        _f("group", "string"),
+        _f("generation_id", "int32"),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=3),
+        _f("group_assignment", (_f("member_id", "string"), _f("member_metadata", "bytes"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=1),
+        _f("error_code", "int16"),
+        _f("member_assignment", "bytes"),
+    ),
+)
+
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
@@ -303,6 +356,8 @@ SPECS: dict[int, MessageSpec] = {
         END_TXN,
         ADD_OFFSETS_TO_TXN,
         ADD_PARTITIONS_TO_TXN,
+        JOIN_GROUP,
+        SYNC_GROUP,
     )
 }
 """The specs eosflow declares itself, by API key. They take precedence over aiokafka's

@@ -38,3 +38,106 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout_s} s")
         await asyncio.sleep(0.05)
+
+
+class RawGroup:
+    """Drives the classic group protocol by hand (JoinGroup, SyncGroup, Heartbeat,
+    OffsetCommit), to test the broker's group rules directly, on any broker."""
+
+    def __init__(self, bootstrap: str, group: str) -> None:
+        from aiokafka.client import AIOKafkaClient
+
+        self.client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="raw-group")
+        self.group = group
+        self.node: int | None = None
+
+    async def start(self) -> None:
+        await self.client.bootstrap()
+        self.node = await self.client.coordinator_lookup(0, self.group)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def _send(self, spec: object, body: dict[str, object]) -> dict[str, object]:
+        from aiokafka.client import ConnectionGroup
+
+        from eosflow import _wire
+
+        assert self.node is not None
+        req = _wire.SpecRequest.of(spec, body)  # type: ignore[arg-type]
+        resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
+        return resp.to_object()  # type: ignore[no-any-return]
+
+    async def join(
+        self,
+        member_id: str = "",
+        instance_id: str | None = None,
+        session_ms: int = 10000,
+        rebalance_ms: int = 10000,
+    ) -> dict[str, object]:
+        """JoinGroup v5, answering MEMBER_ID_REQUIRED once as clients do."""
+        from eosflow import _wire
+
+        body: dict[str, object] = {
+            "group": self.group,
+            "session_timeout": session_ms,
+            "rebalance_timeout": rebalance_ms,
+            "member_id": member_id,
+            "group_instance_id": instance_id,
+            "protocol_type": "consumer",
+            "group_protocols": [{"protocol_name": "range", "protocol_metadata": b""}],
+        }
+        resp = await self._send(_wire.JOIN_GROUP, body)
+        if resp["error_code"] == 79:  # MEMBER_ID_REQUIRED
+            body["member_id"] = resp["member_id"]
+            resp = await self._send(_wire.JOIN_GROUP, body)
+        return resp
+
+    async def sync(
+        self,
+        generation: int,
+        member_id: str,
+        instance_id: str | None = None,
+        assignments: dict[str, bytes] | None = None,
+    ) -> dict[str, object]:
+        from eosflow import _wire
+
+        return await self._send(
+            _wire.SYNC_GROUP,
+            {
+                "group": self.group,
+                "generation_id": generation,
+                "member_id": member_id,
+                "group_instance_id": instance_id,
+                "group_assignment": [
+                    {"member_id": m, "member_metadata": a} for m, a in (assignments or {}).items()
+                ],
+            },
+        )
+
+    async def heartbeat(
+        self, generation: int, member_id: str, instance_id: str | None = None
+    ) -> int:
+        from eosflow import _wire
+
+        resp = await self._send(
+            _wire.HEARTBEAT,
+            {
+                "group_id": self.group,
+                "generation_id": generation,
+                "member_id": member_id,
+                "group_instance_id": instance_id,
+            },
+        )
+        return int(resp["error_code"])  # type: ignore[call-overload]
+
+    async def commit(self, generation: int, member_id: str, topic: str, offset: int) -> int:
+        from aiokafka.client import ConnectionGroup
+        from aiokafka.protocol.commit import OffsetCommitRequest
+
+        assert self.node is not None
+        req = OffsetCommitRequest(
+            self.group, generation, member_id, -1, [(topic, [(0, offset, "")])]
+        )
+        resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
+        return int(resp.topics[0][1][0][1])

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import struct
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,8 @@ class FakeCluster:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._conn_tasks: set[asyncio.Task[Any]] = set()
+        self._busy: set[asyncio.Task[Any]] = set()  # connections answering a request
+        self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._floors, self._caps = PROFILES[self.settings.profile]
 
@@ -110,15 +113,23 @@ class FakeCluster:
             self.settings.profile,
         )
 
-    async def stop(self) -> None:
-        """Stop listening and close every connection; state is kept for ``start()``."""
-        await self._shutdown()
+    async def stop(self, grace_s: float = 5.0) -> None:
+        """Stop listening, let requests in flight finish and answer (up to ``grace_s``),
+        then close every connection. State is kept for ``start()``."""
+        await self._shutdown(grace_s)
 
     async def crash(self) -> None:
-        """Like ``stop()``, but requests in flight are lost without an answer."""
-        await self._shutdown()
+        """Stop at once: requests in flight are lost without an answer, as when a broker
+        process dies. State is kept for ``start()``."""
+        await self._shutdown(0.0)
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, grace_s: float) -> None:
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        deadline = time.monotonic() + grace_s
+        while self._busy and time.monotonic() < deadline:  # noqa: ASYNC110 (bounded drain)
+            await asyncio.sleep(0.01)
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -126,7 +137,6 @@ class FakeCluster:
                 await t
         self._tasks = []
         if self._server is not None:
-            self._server.close()
             for w in list(self._writers):
                 w.close()
             conns = list(self._conn_tasks)
@@ -136,6 +146,7 @@ class FakeCluster:
             await self._server.wait_closed()
             self._server = None
         self._writers.clear()
+        self._closing = False
 
     async def __aenter__(self) -> FakeCluster:
         await self.start()
@@ -232,11 +243,19 @@ class FakeCluster:
                     log.warning("closing %s: bad frame size %d", host, size)
                     return
                 data = await reader.readexactly(size)
-                out = await self._answer(data, host)
-                if out is None:
+                if task is not None:
+                    self._busy.add(task)
+                try:
+                    out = await self._answer(data, host)
+                    if out is None:
+                        return
+                    writer.write(out)
+                    await writer.drain()
+                finally:
+                    if task is not None:
+                        self._busy.discard(task)
+                if self._closing:
                     return
-                writer.write(out)
-                await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             return
         except asyncio.CancelledError:

@@ -345,3 +345,17 @@ async def test_cancel_mid_commit_has_an_explicit_outcome(cluster: FakeCluster) -
     assert app.last_outcome is eosflow.Outcome.COMMITTED
     g = c.groups.get("g")
     assert g is not None and g.members == {}, "the app left the group"
+
+
+# Mechanism 7: aiokafka goes fatal on a fencing answer and refuses further sends. The
+# session must not leak its IllegalOperation: the doomed transaction is resolved by
+# KIP-360 (here the epoch is really ours, so it recovers and carries on).
+async def test_producer_gone_fatal_mid_transaction_is_recovered(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("AddPartitionsToTxn", error=47)  # INVALID_PRODUCER_EPOCH, once
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert rule.hits == 1 and app.stats.recovered >= 1
+    await assert_exactly_once(c)
