@@ -3,13 +3,15 @@ on OffsetCommit, and the rebalance timeout for a member that does not rejoin."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-from kit import RawGroup, create_topic
+from kit import RawGroup, create_topic, eventually
 
 from eosflow.testing._ladder import Broker
 
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID = 22, 25, 82
+ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
+FENCED_INSTANCE_ID = 82
 
 
 async def _stable_member(
@@ -70,7 +72,13 @@ async def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(
         gen, mid = int(joined["generation_id"]), str(joined["member_id"])  # type: ignore[call-overload]
         await silent.sync(gen, mid, None, {mid: b""})
         started = time.monotonic()
-        answer = await newcomer.join(rebalance_ms=1000, session_ms=session_ms)
+        joining = asyncio.create_task(newcomer.join(rebalance_ms=1000, session_ms=session_ms))
+
+        async def rebalancing() -> bool:
+            return await silent.heartbeat(gen, mid) == REBALANCE_IN_PROGRESS
+
+        await eventually(rebalancing, timeout_s=10, what="heartbeat says REBALANCE_IN_PROGRESS")
+        answer = await joining
         waited = time.monotonic() - started
         assert answer["error_code"] == 0
         members = [m["member_id"] for m in answer["members"]]  # type: ignore[attr-defined]

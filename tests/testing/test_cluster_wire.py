@@ -68,3 +68,17 @@ async def test_unknown_api_closes_and_unknown_apiversions_version_is_answered() 
     size, corr, error = struct.unpack_from(">iih", answer)
     assert size == len(answer) - 4 and corr == 7
     assert error == 35, "UNSUPPORTED_VERSION with the supported ranges"
+
+
+async def test_unknown_topics_are_errors_when_auto_creation_is_off() -> None:
+    from aiokafka.errors import KafkaTimeoutError, UnknownTopicOrPartitionError
+
+    async with FakeCluster(ClusterSettings(auto_create_topics=False)) as c:
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, request_timeout_ms=2000)
+        await p.start()
+        try:
+            with pytest.raises((KafkaTimeoutError, UnknownTopicOrPartitionError)):
+                await p.send_and_wait("missing", b"x")
+        finally:
+            await p.stop()
+        assert "missing" not in c.topics
