@@ -7,4 +7,6 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install --quiet --upgrade pip
 fi
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[${EOSFLOW_EXTRAS:-}]"
+spec="."
+if [ -n "${EOSFLOW_EXTRAS:-}" ]; then spec=".[${EOSFLOW_EXTRAS}]"; fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec"
