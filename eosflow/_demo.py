@@ -11,16 +11,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import signal
-import sys
 import time
 
 from aiokafka import AIOKafkaProducer
 
 from ._processor import Processor
 from ._records import Output, Record
-from .testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings, check_exactly_once
+from .testing import (
+    ClusterSettings,
+    FakeCluster,
+    GroupSettings,
+    TxnSettings,
+    check_exactly_once,
+    spawn_run,
+)
 
 IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
 
@@ -113,34 +118,19 @@ async def _seed(bootstrap: str, n: int) -> None:
 
 
 async def _spawn(bootstrap: str, index: int) -> asyncio.subprocess.Process:
-    env = dict(
-        os.environ,
-        EOSFLOW_SESSION_TIMEOUT_S="3",
-        EOSFLOW_HEARTBEAT_INTERVAL_S="0.3",
-        EOSFLOW_TRANSACTION_TIMEOUT_S="2.5",
-    )
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "eosflow",
-        "--log-level",
-        "warning",
-        "run",
+    return await spawn_run(
         "eosflow._demo:Enrich",
-        "--bootstrap-servers",
-        bootstrap,
-        "--group-id",
-        GROUP,
-        "--input-topic",
-        IN,
-        "--transactional-id",
-        f"demo-enrich-{index}",
-        env=env,
+        bootstrap_servers=bootstrap,
+        group_id=GROUP,
+        input_topics=(IN,),
+        transactional_id=f"demo-enrich-{index}",
+        env={
+            "EOSFLOW_SESSION_TIMEOUT_S": "3",
+            "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
+            "EOSFLOW_TRANSACTION_TIMEOUT_S": "2.5",
+        },
     )
 
 
 def _committed(cluster: FakeCluster) -> int:
-    group = cluster.groups.get(GROUP)
-    if group is None:
-        return 0
-    return sum(off for (topic, _), (off, _) in group.offsets.items() if topic == IN)
+    return sum(cluster.committed(GROUP, IN).values())

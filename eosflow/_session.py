@@ -132,8 +132,7 @@ class TransactSession:
             with contextlib.suppress(KafkaError):
                 await self._consumer.stop()
         if self._producer is not None:
-            with contextlib.suppress(KafkaError):
-                await self._producer.stop()
+            await ak.close_producer(self._producer, timeout_s=10.0)
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
@@ -350,21 +349,28 @@ class TransactSession:
         instance then look the same, and only the second is safe to assume."""
         assert self.caps is not None
         old = self.producer
-        txn_id = self.config.transactional_id
-        if fenced is not None and not self.caps.kip360:
-            raise ProducerFencedError(txn_id, fenced)
-        if self.caps.kip360:
-            try:
-                await ak.reinit_producer_id(old, self.config.transaction_timeout_s)
-            except (KafkaError, TimeoutError) as exc:
-                if ak.is_fencing(exc) or fenced is not None:
-                    raise ProducerFencedError(txn_id, fenced or repr(exc)) from None
-                log.warning("KIP-360 re-initialisation failed (%r); replacing the producer", exc)
-        await ak.close_producer(old, timeout_s=5.0)
+        try:
+            await self._reinit(old, fenced)
+        finally:  # whether we go on or not, the old producer is done
+            await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
         assigned = list(self.consumer.assignment())
         self._committed.update(await self._fetch_committed(assigned))
         await self._rewind()
+
+    async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
+        txn_id = self.config.transactional_id
+        assert self.caps is not None
+        if fenced is not None and not self.caps.kip360:
+            raise ProducerFencedError(txn_id, fenced)
+        if not self.caps.kip360:
+            return  # the replacement producer's InitProducerId aborts and bumps instead
+        try:
+            await ak.reinit_producer_id(producer, self.config.transaction_timeout_s)
+        except (KafkaError, TimeoutError) as exc:
+            if ak.is_fencing(exc) or fenced is not None:
+                raise ProducerFencedError(txn_id, fenced or repr(exc)) from None
+            log.warning("KIP-360 re-initialisation failed (%r); replacing the producer", exc)
 
     async def _fetch_committed(
         self, partitions: list[TopicPartition]

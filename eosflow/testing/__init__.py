@@ -10,6 +10,7 @@ from ._checker import CheckReport, check_exactly_once, read_topic
 from ._cluster import PROFILES, ClusterSettings, FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
+from ._procs import spawn_run
 from ._txn import TxnSettings
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "TxnSettings",
     "check_exactly_once",
     "read_topic",
+    "spawn_run",
 ]

@@ -208,6 +208,14 @@ class FakeCluster:
         self.faults.append(rule)
         return rule
 
+    def committed(self, group_id: str, topic: str | None = None) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (optionally of one topic), as a reader of
+        ``__consumer_offsets`` would see them now."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return {}
+        return {tp: off for tp, (off, _) in g.offsets.items() if topic in (None, tp[0])}
+
     def force_rebalance(self, group_id: str) -> None:
         self.groups.force_rebalance(group_id)
 

@@ -13,14 +13,13 @@ import contextlib
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kit import create_topic
 
-from eosflow.testing import check_exactly_once
+from eosflow.testing import check_exactly_once, spawn_run
 from eosflow.testing._ladder import Broker
 
 ROOT = Path(__file__).parents[2]
@@ -34,31 +33,19 @@ class Fleet:
         self.run_id = b.unique("chaos")
 
     async def start(self, i: int) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
-        env.update(
-            PYTHONPATH=f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
-            CHAOS_OUT=self.dst,
-            EOSFLOW_SESSION_TIMEOUT_S=str(self.session_s),
-            EOSFLOW_HEARTBEAT_INTERVAL_S=str(self.session_s / 10),
-            EOSFLOW_TRANSACTION_TIMEOUT_S=str(self.session_s * 0.8),
-        )
-        self.procs[i] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "eosflow",
-            "--log-level",
-            "warning",
-            "run",
+        self.procs[i] = await spawn_run(
             "slow_copy:SlowCopy",
-            "--bootstrap-servers",
-            self.b.bootstrap_servers,
-            "--group-id",
-            self.group,
-            "--input-topic",
-            self.src,
-            "--transactional-id",
-            f"{self.run_id}-{i}",
-            env=env,
+            bootstrap_servers=self.b.bootstrap_servers,
+            group_id=self.group,
+            input_topics=(self.src,),
+            transactional_id=f"{self.run_id}-{i}",
+            env={
+                "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
+                "CHAOS_OUT": self.dst,
+                "EOSFLOW_SESSION_TIMEOUT_S": str(self.session_s),
+                "EOSFLOW_HEARTBEAT_INTERVAL_S": str(self.session_s / 10),
+                "EOSFLOW_TRANSACTION_TIMEOUT_S": str(self.session_s * 0.8),
+            },
         )
 
     def signal(self, i: int, sig: signal.Signals) -> None:

@@ -11,34 +11,28 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from kit import eventually
 
-from eosflow.testing import FakeCluster, check_exactly_once
+from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
 
 ROOT = Path(__file__).parents[2]
+ENV = {
+    "PYTHONPATH": str(ROOT),
+    "EOSFLOW_SESSION_TIMEOUT_S": "6",
+    "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
+    "EOSFLOW_TRANSACTION_TIMEOUT_S": "5",
+}
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
-    env.update(
-        PYTHONPATH=str(ROOT),
-        EOSFLOW_SESSION_TIMEOUT_S="6",
-        EOSFLOW_HEARTBEAT_INTERVAL_S="0.3",
-        EOSFLOW_TRANSACTION_TIMEOUT_S="5",
-        **extra,
-    )
-    return env
-
-
-async def _run(*args: str, **env: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "eosflow",
-        "--log-level",
-        "warning",
-        *args,
-        env=_env(**env),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+async def _instance(
+    c: FakeCluster, target: str, group: str, topic: str, txn_id: str, **env: str
+) -> asyncio.subprocess.Process:
+    return await spawn_run(
+        target,
+        bootstrap_servers=c.bootstrap_servers,
+        group_id=group,
+        input_topics=(topic,),
+        transactional_id=txn_id,
+        env={**ENV, **env},
+        capture=True,
     )
 
 
@@ -50,32 +44,28 @@ async def _seed(bootstrap: str, topic: str, values: list[bytes]) -> None:
     await p.stop()
 
 
+async def _until_committed(c: FakeCluster, group: str, n: int) -> None:
+    async def caught_up() -> bool:
+        return sum(c.committed(group).values()) == n
+
+    await eventually(caught_up, timeout_s=60, what=f"{group} committed {n} offsets")
+
+
+async def _sigterm(proc: asyncio.subprocess.Process) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    return err.decode()
+
+
 async def test_sigterm_commits_leaves_and_exits_zero(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     c.create_topic("in", 2)
     c.create_topic("in-copy", 1)
     await _seed(c.bootstrap_servers, "in", [f"v{i}".encode() for i in range(500)])
-    proc = await _run(
-        "run",
-        "examples.passthrough:PassThrough",
-        "--bootstrap-servers",
-        c.bootstrap_servers,
-        "--group-id",
-        "g",
-        "--input-topic",
-        "in",
-        "--transactional-id",
-        "cli-1",
-    )
-
-    async def caught_up() -> bool:
-        g = c.groups.get("g")
-        return g is not None and sum(o for o, _ in g.offsets.values()) == 500
-
-    await eventually(caught_up, timeout_s=60, what="service processed everything")
-    proc.send_signal(signal.SIGTERM)
-    _, err = await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0, err.decode()
+    proc = await _instance(c, "examples.passthrough:PassThrough", "g", "in", "cli-1")
+    await _until_committed(c, "g", 500)
+    err = await _sigterm(proc)
+    assert proc.returncode == 0, err
     g = c.groups.get("g")
     assert g is not None and not g.members, "left the group on SIGTERM"
     report = await check_exactly_once(c.bootstrap_servers, "in", "in-copy", group_id="g")
@@ -86,18 +76,7 @@ async def test_fenced_instance_exits_nonzero_with_one_line(eosflow_cluster: Fake
     c = eosflow_cluster
     c.create_topic("in", 1)
     await _seed(c.bootstrap_servers, "in", [b"x"])
-    first = await _run(
-        "run",
-        "examples.passthrough:PassThrough",
-        "--bootstrap-servers",
-        c.bootstrap_servers,
-        "--group-id",
-        "g",
-        "--input-topic",
-        "in",
-        "--transactional-id",
-        "same",
-    )
+    first = await _instance(c, "examples.passthrough:PassThrough", "g", "in", "same")
 
     async def running() -> bool:
         return "same" in c.txns.txns
@@ -113,43 +92,24 @@ async def test_fenced_instance_exits_nonzero_with_one_line(eosflow_cluster: Fake
     assert len(lines) == 1 and "fenced" in lines[0], err.decode()
 
 
-async def test_bad_config_exits_two_naming_the_field() -> None:
-    proc = await _run(
-        "run",
-        "examples.passthrough:PassThrough",
-        "--bootstrap-servers",
-        "x:1",
-        "--group-id",
-        "g",
-        "--input-topic",
-        "in",
-        "--transactional-id",
-        "t",
-        EOSFLOW_COMMIT_INTERVAL_S="-1",
+async def test_bad_config_exits_two_naming_the_field(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    proc = await _instance(
+        c, "examples.passthrough:PassThrough", "g", "in", "t", EOSFLOW_COMMIT_INTERVAL_S="-1"
     )
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and "commit_interval_s" in err.decode()
-    proc = await _run(
-        "run",
-        "examples.passthrough:Nope",
-        "--bootstrap-servers",
-        "x:1",
-        "--group-id",
-        "g",
-        "--input-topic",
-        "in",
-        "--transactional-id",
-        "t",
-    )
+    proc = await _instance(c, "examples.passthrough:Nope", "g", "in", "t")
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and "Processor subclass" in err.decode()
 
 
 async def test_embedded_example_runs_as_written() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(ROOT / "examples" / "embedded.py"),
-        env=_env(),
+        env={**env, **ENV},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -164,33 +124,18 @@ async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: Fa
         c.create_topic(t, 1)
     orders = [f'{{"id": {i}, "customer": "c{i % 4}"}}'.encode() for i in range(40)]
     await _seed(c.bootstrap_servers, "orders", orders)  # c0 is unknown: 10 dead letters
-    proc = await _run(
-        "run",
+    proc = await _instance(
+        c,
         "examples.enrich:EnrichOrders",
-        "--bootstrap-servers",
-        c.bootstrap_servers,
-        "--group-id",
         "e",
-        "--input-topic",
         "orders",
-        "--transactional-id",
         "e-1",
-        "--dead-letter-topic",
-        "orders-dlq",
+        EOSFLOW_DEAD_LETTER_TOPIC="orders-dlq",
     )
-
-    async def caught_up() -> bool:
-        g = c.groups.get("e")
-        return g is not None and sum(o for o, _ in g.offsets.values()) == 40
-
-    await eventually(caught_up, timeout_s=60, what="all orders handled")
-    proc.send_signal(signal.SIGTERM)
-    await asyncio.wait_for(proc.communicate(), 30)
-    assert proc.returncode == 0
-    enriched = c.topics["orders-enriched"][0].high_watermark
-    dlq = c.topics["orders-dlq"][0].high_watermark
-    assert enriched > 0 and dlq > 0
-    from eosflow.testing import read_topic
-
+    await _until_committed(c, "e", 40)
+    err = await _sigterm(proc)
+    assert proc.returncode == 0, err
     assert len(await read_topic(c.bootstrap_servers, "orders-enriched")) == 30
-    assert len(await read_topic(c.bootstrap_servers, "orders-dlq")) == 10
+    dlq = await read_topic(c.bootstrap_servers, "orders-dlq")
+    assert len(dlq) == 10
+    assert all(v is not None and b'"customer": "c0"' in v for _, _, _, v in dlq)

@@ -79,11 +79,8 @@ async def assert_exactly_once(c: FakeCluster, n: int = N) -> None:
     assert sorted(values) == sorted(f"v{i}".encode() for i in range(n))  # type: ignore[type-var]
 
 
-def all_done(app: eosflow.EosApp, c: FakeCluster, n: int = N, parts: int = 1) -> bool:
-    g = c.groups.get("g")
-    if g is None:
-        return False
-    total = sum(off for (t, _), (off, _) in g.offsets.items() if t == "in")
+def all_done(app: eosflow.EosApp, c: FakeCluster, n: int = N) -> bool:
+    total = sum(c.committed("g", "in").values())
     return total == n and app.last_outcome is eosflow.Outcome.COMMITTED
 
 
@@ -297,9 +294,7 @@ async def test_processor_error_stops_with_nothing_committed_past_it(cluster: Fak
     with pytest.raises(eosflow.ProcessingError, match=r"in\[0\]@150"):
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
-    g = c.groups.get("g")
-    assert g is not None
-    committed = g.offsets.get(("in", 0), (0, None))[0]
+    committed = c.committed("g").get(("in", 0), 0)
     assert committed <= 150
     out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
     assert len(out) == committed and len(set(out)) == len(out)
