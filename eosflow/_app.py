@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from ._config import EosConfig
-from ._errors import FatalError, ProcessingError
+from ._errors import FatalError, ProcessingError, TransactionError
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
 from ._session import Outcome, TransactSession
@@ -70,6 +70,7 @@ class EosApp:
         self._session: TransactSession | None = None
         self._ending: asyncio.Task[Outcome] | None = None
         self._record_cost_s = 0.0  # moving average of processing time per record
+        self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
 
     # --- public -----------------------------------------------------------------------
 
@@ -135,59 +136,96 @@ class EosApp:
 
     async def _one_transaction(self, session: TransactSession) -> None:
         cfg = self.config
-        records = await session.poll(
-            self._chunk(cfg.max_records_per_txn, cfg.commit_interval_s), cfg.commit_interval_s
-        )
+        limit = min(cfg.max_records_per_txn, self._batch_limit)
+        first = self._chunk(limit, cfg.commit_interval_s)
+        records = await session.poll(first, cfg.commit_interval_s)
         if not records:
             return
         await session.begin()
         deadline = time.monotonic() + cfg.commit_interval_s
-        count = 0
+        try:
+            if overrides_batch(self.processor):
+                await self._batch_transaction(session, records, deadline, limit)
+            else:
+                await self._stream_transaction(session, records, deadline, limit)
+        except TransactionError as exc:
+            # retriable: abort, rewind, and try again with half the records
+            self._batch_limit = max(1, min(limit, self._batch_limit) // 2)
+            log.error(
+                "%s; transaction aborted, retrying with at most %d records", exc, self._batch_limit
+            )
+            session.doom(str(exc))
+        self._ending = asyncio.ensure_future(session.end(commit=True))
+        outcome = await asyncio.shield(self._ending)
+        self._ending = None
+        self._count(outcome)
+
+    async def _stream_transaction(
+        self, session: TransactSession, records: list[Record], deadline: float, limit: int
+    ) -> None:
+        """Per-record processing as records arrive, until the deadline or a limit."""
+        count = size = 0
         while True:
             started = time.monotonic()
-            done = await self._process(session, records, deadline)
+            done = await self._process_each(session, records, deadline)
             if done:
                 cost = (time.monotonic() - started) / done
                 self._record_cost_s = (
                     cost if self._record_cost_s <= 0 else (0.8 * self._record_cost_s + 0.2 * cost)
                 )
             count += done
+            size += _bytes(records[:done])
             if done < len(records):
                 session.give_back(records[done:])  # past the deadline: next transaction
-                break
+                return
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or count >= cfg.max_records_per_txn or self._stopping.is_set():
-                break
-            records = await session.poll(
-                self._chunk(cfg.max_records_per_txn - count, remaining), remaining
-            )
+            if remaining <= 0 or count >= limit or self._full(size) or self._stopping.is_set():
+                return
+            records = await session.poll(self._chunk(limit - count, remaining), remaining)
             if not records:
-                break
-        self._ending = asyncio.ensure_future(session.end(commit=True))
-        outcome = await asyncio.shield(self._ending)
-        self._ending = None
-        self._count(outcome)
+                return
 
-    async def _process(
-        self, session: TransactSession, records: Sequence[Record], deadline: float | None
+    async def _batch_transaction(
+        self, session: TransactSession, records: list[Record], deadline: float, limit: int
+    ) -> None:
+        """Collect one transaction's records (interval, record and byte limits), then hand
+        them to ``process_batch`` in one call: a batch engine pays per call, not per record."""
+        batch = list(records)
+        size = _bytes(batch)
+        while len(batch) < limit and not self._full(size) and not self._stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            more = await session.poll(limit - len(batch), remaining)
+            if not more:
+                break
+            batch.extend(more)
+            size += _bytes(more)
+        try:
+            outputs = await self.processor.process_batch(batch)
+        except TransactionError:
+            raise
+        except Exception as exc:
+            outputs = self._failed(batch, exc)
+        await self._send(session, outputs)
+        for r in batch:
+            session.consumed(r)
+        self.stats.records += len(batch)
+
+    def _full(self, size: int) -> bool:
+        cap = self.config.max_bytes_per_txn
+        return cap is not None and size >= cap
+
+    async def _process_each(
+        self, session: TransactSession, records: Sequence[Record], deadline: float
     ) -> int:
-        """Process ``records`` into the open transaction; returns how many were processed.
-        Per-record processing stops at ``deadline`` (after at least one record, so a
-        slow record still makes progress): a transaction must not grow past the commit
-        interval, or it risks the transaction timeout."""
-        if overrides_batch(self.processor):
-            try:
-                outputs = await self.processor.process_batch(records)
-            except Exception as exc:
-                outputs = self._failed(records, exc)
-            await self._send(session, outputs)
-            for r in records:
-                session.consumed(r)
-            self.stats.records += len(records)
-            return len(records)
+        """Process ``records`` one by one into the open transaction; returns how many were
+        processed. Stops at ``deadline`` (after at least one record, so a slow record
+        still makes progress): a transaction must not grow past the commit interval, or it
+        risks the transaction timeout."""
         done = 0
         for r in records:
-            if deadline is not None and done and time.monotonic() >= deadline:
+            if done and time.monotonic() >= deadline:
                 break
             try:
                 outs = as_outputs(await self.processor.process(r))
@@ -250,6 +288,10 @@ class EosApp:
     async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned - partitions
         await self.processor.on_revoked(partitions)
+
+
+def _bytes(records: Sequence[Record]) -> int:
+    return sum(len(r.value or b"") + len(r.key or b"") for r in records)
 
 
 def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:

@@ -49,6 +49,12 @@ class EosConfig(BaseSettings):
 
     commit_interval_s: float = Field(default=0.1, gt=0)
     max_records_per_txn: int = Field(default=5000, gt=0)
+    max_bytes_per_txn: int | None = Field(
+        default=None,
+        gt=0,
+        description="stop adding records to a transaction past this many "
+        "key+value bytes (batch engines: bound memory)",
+    )
     require_stable_fetch_offsets: bool = True
     post_commit_delay_s: float = Field(default=0.2, ge=0)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
