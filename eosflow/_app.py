@@ -78,8 +78,9 @@ class EosApp:
         session = TransactSession(self.config, self._assigned, self._revoked)
         self._session = session
         try:
-            await session.start()
+            self.processor.configure(self.config)
             await self.processor.on_start()
+            await session.start()
             while not self._stopping.is_set():
                 await self._one_transaction(session)
         except asyncio.CancelledError:

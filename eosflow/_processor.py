@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ._records import Output, Record
+
+if TYPE_CHECKING:
+    from ._config import EosConfig
 
 ProcessResult = Output | Iterable[Output] | None
 
@@ -31,6 +35,9 @@ class Processor:
         for record in records:
             out.extend(as_outputs(await self.process(record)))
         return out
+
+    def configure(self, config: EosConfig) -> None:
+        """Called once with the app's config, before ``on_start``."""
 
     async def on_start(self) -> None:
         """Called once before the first record."""

@@ -96,3 +96,15 @@ def test_modules_stay_small() -> None:
         p.relative_to(PKG).as_posix(): len(p.read_text().splitlines()) for p in PKG.rglob("*.py")
     }
     assert max(sizes.values()) < 800, sizes
+
+
+def test_spark_all_is_pinned() -> None:
+    import eosflow.spark
+
+    assert sorted(eosflow.spark.__all__) == [
+        "SparkJobError",
+        "SparkJobTimeout",
+        "SparkProcessor",
+        "SparkSettings",
+        "spark_message",
+    ]

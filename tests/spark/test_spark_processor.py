@@ -1,0 +1,227 @@
+"""The Spark offload with a real local Spark session (no mocks of Spark)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from kit import eventually
+from spark_procs import Broken, Enrich, Slow, enrich_in_python
+
+import eosflow
+from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
+
+ROOT = Path(__file__).parents[2]
+
+
+def orders(n: int) -> list[eosflow.Record]:
+    return [
+        eosflow.Record(
+            "in",
+            i % 3,
+            i,
+            f"o{i}".encode(),
+            json.dumps({"id": i, "amount": (i * 37) % 1000}).encode(),
+            (("h", b"v"),),
+            1_700_000_000_000 + i,
+        )
+        for i in range(n)
+    ]
+
+
+def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
+    base: dict[str, object] = dict(
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="spark-1",
+        session_timeout_s=20.0,
+        heartbeat_interval_s=0.3,
+        transaction_timeout_s=15.0,
+        commit_interval_s=1.0,
+        max_records_per_txn=20_000,
+    )
+    base.update(kw)
+    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+
+
+async def seed(c: FakeCluster, n: int, partitions: int = 3) -> None:
+    c.create_topic("in", partitions)
+    c.create_topic("out", 2)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
+    await p.start()
+    await asyncio.gather(
+        *[
+            await p.send("in", r.value, key=r.key, partition=r.partition % partitions)
+            for r in orders(n)
+        ]
+    )
+    await p.stop()
+
+
+async def test_spark_transform_equals_the_same_transform_in_python() -> None:
+    records = orders(2000)
+    proc = Enrich()
+    await proc.on_start()
+    try:
+        outputs = await proc.process_batch(records)
+    finally:
+        await proc.on_stop()
+    got = {o.key: json.loads(o.value or b"") for o in outputs}
+    assert len(outputs) == len(records)
+    assert got == dict(enrich_in_python(records))
+    assert all(o.topic == "out" for o in outputs)
+
+
+async def test_spark_pipeline_is_exactly_once_end_to_end(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, 5000)
+    app = eosflow.EosApp(Enrich(), cfg(c))
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return sum(c.committed("g").values()) == 5000
+
+        await eventually(done, timeout_s=120, what="all orders committed")
+    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    assert report.ok, report.summary()
+    out = {k: json.loads(v or b"") for _, _, k, v in await read_topic(c.bootstrap_servers, "out")}
+    assert out == {k: d for k, d in enrich_in_python(orders(5000))}
+    assert app.stats.committed < 5000 / 100, "transactions are large on the Spark path"
+
+
+async def test_failing_spark_job_aborts_with_sparks_message(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, 50)
+    app = eosflow.EosApp(Broken(), cfg(c))
+    with pytest.raises(eosflow.ProcessingError) as info:
+        async with app:
+
+            async def stopped() -> bool:
+                return app.failure is not None
+
+            await eventually(stopped, timeout_s=120, what="the app stopped on the failure")
+    message = str(info.value)
+    assert "ValueError: bad value" in message, message
+    assert "org.apache" not in message, "Spark's message, not a JVM stack"
+    assert c.committed("g") == {}, "nothing committed past the failure"
+    assert await read_topic(c.bootstrap_servers, "out") == []
+
+
+async def test_heartbeats_continue_during_a_long_spark_job(
+    eosflow_cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_UDF_S", "0.5")
+    c = eosflow_cluster
+    await seed(c, 8, partitions=1)
+    # 8 rows x 0.5 s on one Spark partition: a 4 s job against a 1.5 s session timeout
+    app = eosflow.EosApp(
+        Slow(),
+        cfg(
+            c,
+            session_timeout_s=1.5,
+            heartbeat_interval_s=0.2,
+            transaction_timeout_s=10.0,
+            allow_transaction_timeout_over_session=True,
+        ),
+    )
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return sum(c.committed("g").values()) == 8
+
+        await eventually(done, timeout_s=120, what="the slow batch committed")
+        g = c.groups.get("g")  # before the app leaves (leaving starts a new generation)
+        assert g is not None and g.generation == 1, "the member was never expelled"
+    assert app.stats.aborted == 0
+    assert app.processor.last_job_s >= 1.5  # type: ignore[attr-defined]
+
+
+async def test_job_outliving_its_budget_is_aborted_and_retried_smaller(
+    eosflow_cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLOW_UDF_S", "0.4")
+    c = eosflow_cluster
+    await seed(c, 8, partitions=1)
+    proc = Slow()
+    proc._job_timeout_s = 1.5  # 8 rows x 0.4 s = 3.2 s: too long; 2 rows fit
+    proc.configure = lambda config: None  # type: ignore[method-assign]
+    app = eosflow.EosApp(proc, cfg(c))
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return sum(c.committed("g").values()) == 8
+
+        await eventually(done, timeout_s=180, what="all committed after retries")
+    assert app.stats.aborted >= 1
+    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    assert report.ok, report.summary()
+
+
+async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 40, partitions=1)
+    env = {
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'procs'}",
+        "SLOW_UDF_S": "0.2",
+        "EOSFLOW_SESSION_TIMEOUT_S": "3",
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": "20",
+        "EOSFLOW_ALLOW_TRANSACTION_TIMEOUT_OVER_SESSION": "true",
+        "EOSFLOW_COMMIT_INTERVAL_S": "1",
+        "EOSFLOW_MAX_RECORDS_PER_TXN": "20",
+    }
+
+    async def start() -> asyncio.subprocess.Process:
+        return await spawn_run(
+            "spark_procs:Slow",
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="g",
+            input_topics=("in",),
+            transactional_id="sk-1",
+            env=env,
+        )
+
+    proc = await start()
+
+    # the first transaction holds 20 records: a ~4 s job; kill it while it runs
+    async def in_job() -> bool:
+        meta = c.txns.txns.get("sk-1")
+        g = c.groups.get("g")
+        return meta is not None and g is not None and g.state == "Stable"
+
+    await eventually(in_job, timeout_s=120, what="instance joined")
+    await asyncio.sleep(2.0)  # inside the first ~4 s Spark job (nothing committed yet)
+    assert c.committed("g") == {}
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    proc = await start()
+
+    async def done() -> bool:
+        return sum(c.committed("g").values()) == 40
+
+    try:
+        await eventually(done, timeout_s=180, what="restarted instance finished")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(proc.wait(), 60)
+    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    assert report.ok, report.summary()
+
+
+def test_import_without_pyspark_gives_an_install_hint() -> None:
+    code = "import sys; sys.modules['pyspark'] = None; import eosflow; import eosflow.spark"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1
+    assert "pip install 'eosflow[spark]'" in run.stderr.splitlines()[-1]
