@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eosflow.spark import SparkSettings
-from eosflow.spark import _session
+from eosflow.spark import SparkSettings, _session
 
 
 @pytest.fixture(scope="session", autouse=True)
