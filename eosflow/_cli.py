@@ -76,6 +76,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--records", type=int, default=50_000)
     demo.add_argument("--instances", type=int, default=2)
+    demo.add_argument(
+        "--spark",
+        action="store_true",
+        help="enrich with a Spark job per transaction (needs the spark extra)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return p
 
@@ -154,4 +159,6 @@ def _cmd_check(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from ._demo import run_demo
 
-    return 0 if asyncio.run(run_demo(args.records, args.instances)) else 1
+    if args.spark:
+        import eosflow.spark  # noqa: F401  (fails early with the install hint)
+    return 0 if asyncio.run(run_demo(args.records, args.instances, args.spark)) else 1

@@ -41,7 +41,7 @@ class Enrich(Processor):
         return Output(OUT, json.dumps(order).encode(), key=record.key)
 
 
-async def run_demo(records: int, instances: int) -> bool:
+async def run_demo(records: int, instances: int, spark: bool = False) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = ClusterSettings(
@@ -54,14 +54,16 @@ async def run_demo(records: int, instances: int) -> bool:
             f"test cluster on {cluster.bootstrap_servers}; seeding {records} orders ...", flush=True
         )
         await _seed(cluster.bootstrap_servers, records)
-        procs = [await _spawn(cluster.bootstrap_servers, i) for i in range(instances)]
+        procs = [await _spawn(cluster.bootstrap_servers, i, spark) for i in range(instances)]
         killed = restarted = False
         started = last_print = time.monotonic()
+        shown = -1
         try:
             while (done := _committed(cluster)) < records:
                 elapsed = time.monotonic() - started
-                if time.monotonic() - last_print >= 0.5:
-                    last_print = time.monotonic()
+                since = time.monotonic() - last_print
+                if (since >= 0.5 and done != shown) or since >= 3.0:  # progress, or a heartbeat
+                    last_print, shown = time.monotonic(), done
                     alive = sum(p.returncode is None for p in procs)
                     print(
                         f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
@@ -75,7 +77,7 @@ async def run_demo(records: int, instances: int) -> bool:
                     killed = True
                 elif killed and not restarted:
                     print("  >> restarting instance 0 with the same transactional id", flush=True)
-                    procs[0] = await _spawn(cluster.bootstrap_servers, 0)
+                    procs[0] = await _spawn(cluster.bootstrap_servers, 0, spark)
                     restarted = True
                 if any(p.returncode not in (None, -signal.SIGKILL) for p in procs):
                     print("an instance exited unexpectedly", flush=True)
@@ -117,18 +119,26 @@ async def _seed(bootstrap: str, n: int) -> None:
         await producer.stop()
 
 
-async def _spawn(bootstrap: str, index: int) -> asyncio.subprocess.Process:
+async def _spawn(bootstrap: str, index: int, spark: bool) -> asyncio.subprocess.Process:
+    env = {
+        "EOSFLOW_SESSION_TIMEOUT_S": "3",
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": "2.5",
+    }
+    if spark:  # one Spark job per transaction: fewer, larger transactions
+        env.update(
+            EOSFLOW_SESSION_TIMEOUT_S="10",
+            EOSFLOW_TRANSACTION_TIMEOUT_S="8",
+            EOSFLOW_COMMIT_INTERVAL_S="1",
+            EOSFLOW_MAX_RECORDS_PER_TXN="20000",
+        )
     return await spawn_run(
-        "eosflow._demo:Enrich",
+        "eosflow._demo_spark:SparkEnrich" if spark else "eosflow._demo:Enrich",
         bootstrap_servers=bootstrap,
         group_id=GROUP,
         input_topics=(IN,),
         transactional_id=f"demo-enrich-{index}",
-        env={
-            "EOSFLOW_SESSION_TIMEOUT_S": "3",
-            "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
-            "EOSFLOW_TRANSACTION_TIMEOUT_S": "2.5",
-        },
+        env=env,
     )
 
 
