@@ -1,11 +1,16 @@
-"""The records a processor sees and the outputs it returns."""
+"""The records a processor sees and the outputs it returns.
+
+Both are slots dataclasses, not frozen ones: one is built per consumed and per produced
+record, and a frozen dataclass costs ~2.5x as much to construct (measured: 0.16 s vs
+0.06 s per 100,000). Treat them as values all the same: eosflow never mutates them.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
     """One consumed record. ``timestamp`` is in milliseconds since the epoch, as Kafka
     stores it; ``headers`` keep Kafka's order and may repeat a key."""
@@ -19,7 +24,7 @@ class Record:
     timestamp: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Output:
     """One record to produce inside the transaction. ``partition=None`` lets the producer
     choose by key (murmur2, as the Java client)."""

@@ -12,7 +12,9 @@ error: it usually means a missing ``select``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import gc
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +36,43 @@ INPUT_SCHEMA = pa.schema(
 OUTPUT_COLUMNS = ("value", "key", "topic", "partition", "headers")
 
 
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building ~10^5 acyclic objects: creating
+    them triggers collections that rescan every live object, which measured 66 of the
+    102 ms of turning 100,000 rows into outputs. Reference counting still frees memory;
+    the collector is restored (if it was on) as soon as the conversion ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def records_to_arrow(records: Sequence[Record]) -> pa.Table:
+    with _gc_paused():
+        return _records_to_arrow(records)
+
+
+def _records_to_arrow(records: Sequence[Record]) -> pa.Table:
+    # headers as flat key/value arrays plus list offsets: no per-record dicts
+    offsets = [0]
+    header_keys: list[str] = []
+    header_values: list[bytes] = []
+    for r in records:
+        for k, v in r.headers:
+            header_keys.append(k)
+            header_values.append(v)
+        offsets.append(len(header_keys))
+    headers = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.StructArray.from_arrays(
+            [pa.array(header_keys, pa.string()), pa.array(header_values, pa.binary())],
+            names=["key", "value"],
+        ),
+    )
     return pa.table(
         [
             pa.array([r.key for r in records], pa.binary()),
@@ -46,15 +84,18 @@ def records_to_arrow(records: Sequence[Record]) -> pa.Table:
                 [r.timestamp if r.timestamp >= 0 else None for r in records],
                 pa.timestamp("ms", tz="UTC"),
             ),
-            pa.array(
-                [[{"key": k, "value": v} for k, v in r.headers] for r in records], HEADER_TYPE
-            ),
+            headers,
         ],
         schema=INPUT_SCHEMA,
     )
 
 
 def arrow_to_outputs(table: pa.Table, default_topic: str | None) -> list[Output]:
+    with _gc_paused():
+        return _arrow_to_outputs(table, default_topic)
+
+
+def _arrow_to_outputs(table: pa.Table, default_topic: str | None) -> list[Output]:
     names = table.column_names
     extra = [n for n in names if n not in OUTPUT_COLUMNS]
     if extra or "value" not in names:
@@ -74,17 +115,18 @@ def arrow_to_outputs(table: pa.Table, default_topic: str | None) -> list[Output]
             "transform() returned no 'topic' column and the processor has no output_topic"
         )
     parts = table.column("partition").to_pylist() if "partition" in names else [None] * n
-    heads = table.column("headers").to_pylist() if "headers" in names else [None] * n
-    out = []
-    for i in range(n):
-        topic = topics[i]
-        if topic is None:
-            if default_topic is None:
-                raise ValueError(f"row {i} of transform() output has a null topic")
-            topic = default_topic
-        headers = tuple((h["key"], h["value"]) for h in heads[i] or ())
-        out.append(Output(topic, values[i], key=keys[i], headers=headers, partition=parts[i]))
-    return out
+    if None in topics:
+        if default_topic is None:
+            raise ValueError("transform() output has rows with a null topic")
+        topics = [default_topic if t is None else t for t in topics]
+    if "headers" in names:
+        headers = [
+            tuple((h["key"], h["value"]) for h in hs or ())
+            for hs in table.column("headers").to_pylist()
+        ]
+    else:
+        headers = [()] * n
+    return list(map(Output, topics, values, keys, headers, parts))
 
 
 def _bytes_column(table: pa.Table, name: str) -> list[bytes | None]:
@@ -92,5 +134,5 @@ def _bytes_column(table: pa.Table, name: str) -> list[bytes | None]:
     if pa.types.is_binary(col.type) or pa.types.is_large_binary(col.type):
         return col.to_pylist()  # type: ignore[no-any-return]
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        return [None if v is None else v.encode() for v in col.to_pylist()]
+        return col.cast(pa.binary()).to_pylist()  # type: ignore[no-any-return]  # UTF-8 bytes
     raise ValueError(f"output column {name!r} is {col.type}; cast it to binary or string")
