@@ -70,6 +70,13 @@ class SparkProcessor(Processor):
         return self._spark
 
     def configure(self, config: EosConfig) -> None:
+        if config.commit_interval_s < 1.0:
+            log.warning(
+                "commit_interval_s is %.2f s: every transaction pays a Spark job's "
+                "fixed cost (~0.2 s here); 1-5 s and a larger max_records_per_txn "
+                "suit the Spark path",
+                config.commit_interval_s,
+            )
         if self._settings.job_timeout_s is None:
             self._job_timeout_s = config.transaction_timeout_s * 0.75
         budget = config.transaction_timeout_s - config.commit_interval_s
