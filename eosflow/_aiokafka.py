@@ -31,7 +31,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
-from aiokafka.errors import KafkaError, for_code
+from aiokafka.errors import IllegalOperation, KafkaError, for_code
 from aiokafka.protocol.admin import ApiVersionRequest
 
 from . import _wire
@@ -50,6 +50,11 @@ _TRANSACTION = 1
 # coordinator traffic on its own connections, as aiokafka does: a long-polling fetch on the
 # default connection must not delay a heartbeat or a commit
 _COORD = ConnectionGroup.COORDINATION
+
+
+SEND_REFUSED: tuple[type[BaseException], ...] = (KafkaError, IllegalOperation)
+"""What ``AIOKafkaProducer.send`` raises when it refuses a record: Kafka errors, and
+``IllegalOperation`` (not a KafkaError) once the transaction manager went fatal."""
 
 
 def is_fencing(exc: BaseException) -> bool:

@@ -200,7 +200,7 @@ class TransactSession:
             return
         try:
             fut = await self._send(output)
-        except (KafkaError, ProducerFenced) as exc:
+        except ak.SEND_REFUSED as exc:
             self.doom(f"produce refused: {exc!r}")
             return
         self._sends.append(fut)

@@ -354,3 +354,23 @@ async def test_producer_gone_fatal_mid_transaction_is_recovered(cluster: FakeClu
         await until(app, lambda: all_done(app, c), "all committed")
     assert rule.hits == 1 and app.stats.recovered >= 1
     await assert_exactly_once(c)
+
+
+# Mechanism 7, the race the CLI test once hit: sends continue after aiokafka went fatal
+# (the fencing answer arrives mid-transaction), so `send` raises IllegalOperation, which is
+# not a KafkaError. It must doom the transaction, not escape from run().
+async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+
+    class Slowish(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            await asyncio.sleep(0.005)  # 200 records: ~1 s of sends in one transaction
+            return await super().process(record)
+
+    rule = c.intercept("AddPartitionsToTxn", error=47, delay_s=0.3)
+    app = eosflow.EosApp(Slowish("out"), cfg(c, commit_interval_s=1.5))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert rule.hits == 1 and app.stats.recovered >= 1
+    await assert_exactly_once(c)
