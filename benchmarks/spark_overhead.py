@@ -88,7 +88,7 @@ async def measure(sizes: list[int], reps: int) -> list[dict[str, float]]:
             print(
                 f"{n:>7} records: bare Spark job {row['bare_s']:.3f} s, eosflow Spark path "
                 f"{row['eosflow_s']:.3f} s ({n / row['eosflow_s']:,.0f} rec/s, "
-                f"+{row['overhead_pct']:.0f}% over bare), plain Python {row['python_s']:.3f} s "
+                f"{row['overhead_pct']:+.0f}% over bare), plain Python {row['python_s']:.3f} s "
                 f"({n / row['python_s']:,.0f} rec/s)",
                 flush=True,
             )
@@ -127,7 +127,7 @@ async def end_to_end(sizes: list[int], batches: int) -> list[dict[str, float]]:
                     group_id=f"g-{tag}",
                     input_topics=(src,),
                     transactional_id=f"t-{tag}",
-                    commit_interval_s=30.0,
+                    commit_interval_s=5.0,
                     max_records_per_txn=n,
                     session_timeout_s=60.0,
                     transaction_timeout_s=50.0,
@@ -188,7 +188,7 @@ def main() -> None:
         n = r["records"]
         print(
             f"| {n:,.0f} | {r['bare_s']:.3f} s | {r['eosflow_s']:.3f} s "
-            f"({n / r['eosflow_s']:,.0f} rec/s) | +{r['overhead_pct']:.0f}% | "
+            f"({n / r['eosflow_s']:,.0f} rec/s) | {r['overhead_pct']:+.0f}% | "
             f"{r['python_s']:.3f} s ({n / r['python_s']:,.0f} rec/s) |"
         )
 
