@@ -346,6 +346,52 @@ SYNC_GROUP = MessageSpec(
     ),
 )
 
+# aiokafka's own ListOffsets v4/v5 classes declare current_leader_epoch as int64 (Kafka's
+# spec: int32); aiokafka never sends them, but other clients (librdkafka) do.
+LIST_OFFSETS = MessageSpec(
+    api_key=2,
+    name="ListOffsets",
+    versions=(1, 5),
+    flexible_from=6,
+    request=(
+        _f("replica_id", "int32"),
+        _f("isolation_level", "int8", since=2),
+        _f(
+            "topics",
+            (
+                _f("topic", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition", "int32"),
+                        _f("current_leader_epoch", "int32", since=4),
+                        _f("timestamp", "int64"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=2),
+        _f(
+            "topics",
+            (
+                _f("topic", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition", "int32"),
+                        _f("error_code", "int16"),
+                        _f("timestamp", "int64"),
+                        _f("offset", "int64"),
+                        _f("leader_epoch", "int32", since=4),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
@@ -358,6 +404,7 @@ SPECS: dict[int, MessageSpec] = {
         ADD_PARTITIONS_TO_TXN,
         JOIN_GROUP,
         SYNC_GROUP,
+        LIST_OFFSETS,
     )
 }
 """The specs eosflow declares itself, by API key. They take precedence over aiokafka's

@@ -81,6 +81,7 @@ class FakeCluster:
         self.auto_create_topics = self.settings.auto_create_topics
         self.default_partitions = self.settings.default_partitions
         self.topics: dict[str, list[PartitionLog]] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}  # set by CreateTopics
         self.groups = GroupCoordinator(self.settings.groups)
         self.txns = TxnCoordinator(self.settings.txns, self.groups, self.log)
         self.faults: list[FaultRule] = []

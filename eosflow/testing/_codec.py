@@ -80,6 +80,7 @@ API_NAMES = {
     25: "AddOffsetsToTxn",
     26: "EndTxn",
     28: "TxnOffsetCommit",
+    32: "DescribeConfigs",
 }
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 

@@ -131,6 +131,9 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
             code, msg = 0, None
             if not f.body.get("validate_only"):
                 c.create_topic(name, c.default_partitions if n == -1 else n)
+                c.topic_configs[name] = {
+                    e["config_key"]: e["config_value"] for e in t.get("configs") or []
+                }
         results.append({"topic": name, "error_code": code, "error_message": msg})
     return {"topic_errors": results}
 
@@ -142,6 +145,64 @@ async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
         code = E.NONE if c.topics.pop(name, None) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
         results.append({"topic": name, "error_code": code})
     return {"topic_error_codes": results}
+
+
+# Topic defaults as a Kafka 4.0 broker reports them (config source 5: DEFAULT_CONFIG).
+TOPIC_DEFAULTS = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "min.insync.replicas": "1",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "segment.bytes": "1073741824",
+}
+_TOPIC, _BROKER = 2, 4
+
+
+@_handles(32)
+async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
+    out = []
+    for r in f.body["resources"]:
+        rtype, name, wanted = r["resource_type"], r["resource_name"], r["config_names"]
+        if rtype == _TOPIC and name not in c.topics:
+            out.append(
+                {
+                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                    "config_entries": [],
+                }
+            )
+            continue
+        configs = (
+            {**TOPIC_DEFAULTS, **c.topic_configs.get(name, {})}
+            if rtype == _TOPIC
+            else {"broker.id": str(c.node_id), "transaction.max.timeout.ms": "900000"}
+        )
+        entries = [
+            {
+                "config_names": k,
+                "config_value": v,
+                "read_only": False,
+                "is_default": k not in c.topic_configs.get(name, {}),
+                "config_source": 5 if k not in c.topic_configs.get(name, {}) else 1,
+                "is_sensitive": False,
+                "config_synonyms": [],
+            }
+            for k, v in sorted(configs.items())
+            if not wanted or k in wanted
+        ]
+        out.append(
+            {
+                "error_code": 0,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": name,
+                "config_entries": entries,
+            }
+        )
+    return {"resources": out}
 
 
 @_handles(10)

@@ -82,3 +82,25 @@ async def test_unknown_topics_are_errors_when_auto_creation_is_off() -> None:
         finally:
             await p.stop()
         assert "missing" not in c.topics
+
+
+async def test_list_offsets_v5_as_kafkas_spec_lays_it_out() -> None:
+    # ListOffsets v5, built from Kafka's message spec by hand: current_leader_epoch is an
+    # int32 (aiokafka's own v5 class says int64; only clients other than aiokafka send v5)
+    topic = b"lo"
+    body = struct.pack(">ib", -1, 1)  # replica id, isolation level (read_committed)
+    body += struct.pack(">ih", 1, len(topic)) + topic  # one topic
+    body += struct.pack(">i", 1) + struct.pack(">iiq", 0, -1, -1)  # partition 0, latest
+    async with FakeCluster() as c:
+        c.create_topic("lo", 1)
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await p.start()
+        for _ in range(3):
+            await p.send_and_wait("lo", b"x", partition=0)
+        await p.stop()
+        answer = await _raw(c, _request(2, 5, body))
+    # size, correlation, throttle, [topic: name, [partition, error, timestamp, offset, epoch]]
+    _, corr, _, ntopics, nlen = struct.unpack_from(">iiiih", answer)
+    at = 18 + nlen
+    nparts, part, error, _ts, offset, _epoch = struct.unpack_from(">iihqqi", answer, at)
+    assert (corr, ntopics, nparts, part, error, offset) == (7, 1, 1, 0, 0, 3)
