@@ -293,9 +293,12 @@ def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:
 
 
 async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
-    """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be stuck
-    retrying a request that will never be answered), cancel its sender and close its
-    connections, so no half-dead client is left behind."""
+    """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be
+    stuck retrying a request that will never be answered), cancel its sender and close
+    its connections, so no half-dead client is left behind. Its cached coordinators go."""
+    client_id = id(producer.client)
+    for slot in [s for s in _coordinators if s[0] == client_id]:
+        del _coordinators[slot]
     # A fenced or failed transaction leaves its error on aiokafka's waiter future; retrieve
     # it so asyncio does not report it as never retrieved (eosflow has handled it).
     waiter = getattr(producer._txn_manager, "_transaction_waiter", None)
@@ -316,6 +319,25 @@ async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
         await producer.client.close()
 
 
+_coordinators: dict[tuple[int, int, str], int] = {}
+
+
+async def _coordinator(client: Any, coord_type: int, key: str) -> int:
+    """The coordinator node of ``key``, cached per client. aiokafka's
+    ``coordinator_lookup`` asks the cluster every time: two extra round trips per commit
+    otherwise. ``_forget`` drops an entry when the broker says it moved."""
+    slot = (id(client), coord_type, key)
+    node = _coordinators.get(slot)
+    if node is None:
+        node = int(await client.coordinator_lookup(coord_type, key))
+        _coordinators[slot] = node
+    return node
+
+
+def _forget(client: Any, coord_type: int, key: str) -> None:
+    _coordinators.pop((id(client), coord_type, key), None)
+
+
 async def _send_retrying(
     client: Any, coord_type: int, key: str, req: Any, code_of: Any, attempts: int = 50
 ) -> int:
@@ -324,12 +346,15 @@ async def _send_retrying(
     code = 0
     for _ in range(attempts):
         try:
-            node = await client.coordinator_lookup(coord_type, key)
+            node = await _coordinator(client, coord_type, key)
             code = int(code_of(await client.send(node, req, group=_COORD)))
         except KafkaError as exc:
             log.debug("retrying %s after %r", type(req).__name__, exc)
+            _forget(client, coord_type, key)
             await asyncio.sleep(0.05)
             continue
+        if code in COORDINATOR_ERRORS:
+            _forget(client, coord_type, key)
         if code in COORDINATOR_ERRORS or code == CONCURRENT_TRANSACTIONS:
             await asyncio.sleep(0.02)
             continue

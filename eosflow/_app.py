@@ -104,6 +104,11 @@ class EosApp:
                 await self._task
 
     @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open (records processed but not yet committed)."""
+        return self._session is not None and self._session.in_transaction
+
+    @property
     def failure(self) -> BaseException | None:
         """The error that ended a background app (``async with``), if it has ended so."""
         task = self._task
@@ -232,7 +237,9 @@ class EosApp:
                 outs = as_outputs(await self.processor.process(r))
             except Exception as exc:
                 outs = self._failed([r], exc)
-            await self._send(session, outs)
+            for o in outs:
+                await session.send(o)
+            self.stats.outputs += len(outs)
             session.consumed(r)
             done += 1
         self.stats.records += done

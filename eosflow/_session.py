@@ -73,6 +73,7 @@ class TransactSession:
         self._consumed: dict[TopicPartition, int] = {}
         self._ready: set[TopicPartition] = set()
         self._sends: list[asyncio.Future[object]] = []
+        self._refused = False  # the producer refused a send in this transaction
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self.caps: ak.Capabilities | None = None
@@ -196,24 +197,21 @@ class TransactSession:
     async def send(self, output: Output) -> None:
         """Produce ``output`` in the open transaction. A refused send (the producer went
         fatal, e.g. fenced, under us) dooms the transaction; ``end`` sorts out why."""
-        if self._doomed is not None and self._doomed.startswith("produce refused"):
+        if self._refused:
             return
-        try:
-            fut = await self._send(output)
+        try:  # the hot path: one call per produced record
+            fut = await self.producer.send(
+                output.topic,
+                value=output.value,
+                key=output.key,
+                partition=output.partition,
+                headers=list(output.headers) if output.headers else None,
+            )
         except ak.SEND_REFUSED as exc:
+            self._refused = True
             self.doom(f"produce refused: {exc!r}")
             return
         self._sends.append(fut)
-
-    async def _send(self, output: Output) -> asyncio.Future[object]:
-        fut: asyncio.Future[object] = await self.producer.send(
-            output.topic,
-            value=output.value,
-            key=output.key,
-            partition=output.partition,
-            headers=list(output.headers) or None,
-        )
-        return fut
 
     def consumed(self, record: Record) -> None:
         """Mark ``record`` as processed in this transaction (its offset commits with it)."""
@@ -229,7 +227,7 @@ class TransactSession:
         if not self._in_txn:
             return Outcome.EMPTY
         await self._lock.acquire()
-        hold = False
+        hold = flushed = False
         try:
             reason = self._doomed if commit else "abort requested"
             offsets = dict(self._consumed)
@@ -241,6 +239,7 @@ class TransactSession:
                 await self._recover(fenced=str(fenced))
                 outcome, reason = Outcome.RECOVERED, f"fenced: {fenced}"
             if outcome is Outcome.COMMITTED:
+                flushed = True  # every send future was awaited and its result read
                 self._committed.update(offsets)
                 hold = self._needs_post_commit_delay()
             elif outcome is Outcome.ABORTED:
@@ -252,9 +251,11 @@ class TransactSession:
             self._in_txn = False
             self._doomed = None
             self._consumed.clear()
-            for fut in self._sends:  # their errors are accounted for by the outcome
-                fut.add_done_callback(_consume_error)
+            if not flushed:  # their errors are accounted for by the outcome
+                for fut in self._sends:
+                    fut.add_done_callback(_consume_error)
             self._sends.clear()
+            self._refused = False
             if hold:
                 asyncio.get_running_loop().call_later(
                     self.config.post_commit_delay_s, self._lock.release
@@ -286,8 +287,18 @@ class TransactSession:
         return await self._end_txn(reason is None), reason
 
     async def _flush(self) -> None:
-        if self._sends:
-            await asyncio.gather(*self._sends)
+        """Wait until every record of the transaction is acknowledged; raise the first
+        send error. (One ``flush`` then a synchronous scan is much cheaper than gathering
+        a thousand futures.)"""
+        if not self._sends:
+            return
+        await self.producer.flush()
+        pending = [f for f in self._sends if not f.done()]
+        if pending:
+            await asyncio.gather(*pending)
+        for f in self._sends:
+            if f.exception() is not None:
+                raise f.exception()  # type: ignore[misc]
 
     async def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> str | None:
         assert self.caps is not None

@@ -180,7 +180,7 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
             if rtype == _TOPIC
             else {"broker.id": str(c.node_id), "transaction.max.timeout.ms": "900000"}
         )
-        entries = [
+        entries: list[Body] = [
             {
                 "config_names": k,
                 "config_value": v,
