@@ -70,7 +70,9 @@ class TransactSession:
         self._in_txn = False
         self._doomed: str | None = None
         self._committed: dict[TopicPartition, int | None] = {}
-        self._consumed: dict[TopicPartition, int] = {}
+        # (topic, partition) -> next offset; plain tuples (TopicPartition is a namedtuple and
+        # compares equal) because this is written once per record
+        self._consumed: dict[tuple[str, int], int] = {}
         self._ready: set[TopicPartition] = set()
         self._sends: list[asyncio.Future[object]] = []
         self._refused = False  # the producer refused a send in this transaction
@@ -215,7 +217,7 @@ class TransactSession:
 
     def consumed(self, record: Record) -> None:
         """Mark ``record`` as processed in this transaction (its offset commits with it)."""
-        self._consumed[TopicPartition(record.topic, record.partition)] = record.offset + 1
+        self._consumed[(record.topic, record.partition)] = record.offset + 1
 
     def doom(self, reason: str) -> None:
         if self._in_txn and self._doomed is None:
@@ -230,7 +232,7 @@ class TransactSession:
         hold = flushed = False
         try:
             reason = self._doomed if commit else "abort requested"
-            offsets = dict(self._consumed)
+            offsets = {TopicPartition(t, p): off for (t, p), off in self._consumed.items()}
             try:
                 outcome, reason = await self._decide_and_end(reason, offsets)
             except _Fenced as fenced:
