@@ -15,11 +15,21 @@ import resource
 import sys
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 
 def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """This process's own peak RSS. Not ``getrusage().ru_maxrss``: Linux carries the
+    parent's high-water mark across fork+exec into it, so every contender would report
+    the benchmark parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 async def run_eosflow(boot: str, src: str, dst: str, n: int, interval: float, txn: int) -> float:

@@ -1,0 +1,24 @@
+"""``python -m benchmarks run|cluster|spark [options]``: the benchmark entry point.
+
+- ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
+- ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
+- ``spark``: the Spark path against plain Python (``spark_overhead.py``).
+
+Options after the command go to that benchmark (``--help`` lists them).
+"""
+
+import runpy
+import sys
+
+COMMANDS = {
+    "run": "benchmarks.compare",
+    "cluster": "benchmarks.cluster_throughput",
+    "spark": "benchmarks.spark_overhead",
+}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        sys.exit(f"usage: python -m benchmarks {{{'|'.join(COMMANDS)}}} [options]")
+    module = COMMANDS[sys.argv[1]]
+    sys.argv = [module, *sys.argv[2:]]
+    runpy.run_module(module, run_name="__main__")
