@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from kit import eventually
-from spark_procs import Broken, Enrich, Slow, enrich_in_python
+from spark_procs import Broken, Slow
 
 import eosflow
+from eosflow._demo import OUT, Enrich
+from eosflow._demo_spark import SparkEnrich
 from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
 
 ROOT = Path(__file__).parents[2]
@@ -27,7 +29,7 @@ def orders(n: int) -> list[eosflow.Record]:
             i % 3,
             i,
             f"o{i}".encode(),
-            json.dumps({"id": i, "amount": (i * 37) % 1000}).encode(),
+            json.dumps({"id": i, "customer": f"c{i % 7}", "amount": (i * 37) % 1000}).encode(),
             (("h", b"v"),),
             1_700_000_000_000 + i,
         )
@@ -54,6 +56,7 @@ def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
 async def seed(c: FakeCluster, n: int, partitions: int = 3) -> None:
     c.create_topic("in", partitions)
     c.create_topic("out", 2)
+    c.create_topic(OUT, 2)
     p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
     await p.start()
     await asyncio.gather(
@@ -65,9 +68,14 @@ async def seed(c: FakeCluster, n: int, partitions: int = 3) -> None:
     await p.stop()
 
 
+async def in_python(records: list[eosflow.Record]) -> dict[bytes | None, object]:
+    """The demo's enrichment as a plain Python processor: the reference result."""
+    return {o.key: json.loads(o.value or b"") for o in await Enrich().process_batch(records)}
+
+
 async def test_spark_transform_equals_the_same_transform_in_python() -> None:
     records = orders(2000)
-    proc = Enrich()
+    proc = SparkEnrich()
     await proc.on_start()
     try:
         outputs = await proc.process_batch(records)
@@ -75,14 +83,14 @@ async def test_spark_transform_equals_the_same_transform_in_python() -> None:
         await proc.on_stop()
     got = {o.key: json.loads(o.value or b"") for o in outputs}
     assert len(outputs) == len(records)
-    assert got == dict(enrich_in_python(records))
-    assert all(o.topic == "out" for o in outputs)
+    assert got == await in_python(records)
+    assert all(o.topic == OUT for o in outputs)
 
 
 async def test_spark_pipeline_is_exactly_once_end_to_end(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     await seed(c, 5000)
-    app = eosflow.EosApp(Enrich(), cfg(c))
+    app = eosflow.EosApp(SparkEnrich(), cfg(c))
     async with app:
 
         async def done() -> bool:
@@ -90,10 +98,10 @@ async def test_spark_pipeline_is_exactly_once_end_to_end(eosflow_cluster: FakeCl
             return sum(c.committed("g").values()) == 5000
 
         await eventually(done, timeout_s=120, what="all orders committed")
-    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    report = await check_exactly_once(c.bootstrap_servers, "in", OUT, group_id="g")
     assert report.ok, report.summary()
-    out = {k: json.loads(v or b"") for _, _, k, v in await read_topic(c.bootstrap_servers, "out")}
-    assert out == {k: d for k, d in enrich_in_python(orders(5000))}
+    out = {k: json.loads(v or b"") for _, _, k, v in await read_topic(c.bootstrap_servers, OUT)}
+    assert out == await in_python(orders(5000))
     assert app.stats.committed < 5000 / 100, "transactions are large on the Spark path"
 
 
