@@ -213,7 +213,9 @@ class EosApp:
             raise
         except Exception as exc:
             outputs = self._failed(batch, exc)
-        await self._send(session, outputs)
+        for o in outputs:
+            await session.send(o)
+        self.stats.outputs += len(outputs)
         for r in batch:
             session.consumed(r)
         self.stats.records += len(batch)
@@ -262,11 +264,6 @@ class EosApp:
         )
         self.stats.dead_lettered += len(records)
         return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
-
-    async def _send(self, session: TransactSession, outputs: list[Output]) -> None:
-        for o in outputs:
-            await session.send(o)
-        self.stats.outputs += len(outputs)
 
     def _count(self, outcome: Outcome) -> None:
         self.last_outcome = outcome
