@@ -39,7 +39,7 @@ from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 
 from . import _aiokafka as ak
 from ._config import EosConfig
-from ._errors import ProducerFencedError
+from ._errors import FatalError, ProducerFencedError
 from ._records import Output, Record
 
 log = logging.getLogger("eosflow.session")
@@ -80,6 +80,8 @@ class TransactSession:
         self._producer: AIOKafkaProducer | None = None
         self.caps: ak.Capabilities | None = None
         self.last_abort_reason: str | None = None
+        # an error the rebalance listener met (aiokafka swallows them); raised by poll()
+        self._failure: FatalError | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -154,7 +156,10 @@ class TransactSession:
     # --- the transaction --------------------------------------------------------------
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
-        """Records from partitions whose committed offsets are in place, in offset order."""
+        """Records from partitions whose committed offsets are in place, in offset order.
+        Raises the ``FatalError`` the rebalance listener recorded, if any."""
+        if self._failure is not None:
+            raise self._failure
         batch = await self.consumer.getmany(
             timeout_ms=int(timeout_s * 1000), max_records=max_records
         )
@@ -345,10 +350,15 @@ class TransactSession:
             return Outcome.RECOVERED
         return Outcome.COMMITTED if commit else Outcome.ABORTED
 
-    def _needs_post_commit_delay(self) -> bool:
+    @property
+    def _stable_fetches(self) -> bool:
+        """Whether committed offsets are fetched with RequireStable (KIP-447 and wanted);
+        without, commits hold rebalances back for the post-commit delay."""
         assert self.caps is not None
-        stable = self.caps.kip447 and self.config.require_stable_fetch_offsets
-        return not stable and self.config.post_commit_delay_s > 0
+        return self.caps.kip447 and self.config.require_stable_fetch_offsets
+
+    def _needs_post_commit_delay(self) -> bool:
+        return not self._stable_fetches and self.config.post_commit_delay_s > 0
 
     # --- recovery -------------------------------------------------------------------
 
@@ -388,10 +398,9 @@ class TransactSession:
     async def _fetch_committed(
         self, partitions: list[TopicPartition]
     ) -> dict[TopicPartition, int | None]:
-        assert self.caps is not None
         if not partitions:
             return {}
-        stable = self.caps.kip447 and self.config.require_stable_fetch_offsets
+        stable = self._stable_fetches
         if not stable and self.config.post_commit_delay_s > 0:
             await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
         return await ak.fetch_committed(
@@ -465,9 +474,9 @@ class _Fenced(Exception):
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """aiokafka awaits these before rejoining / after syncing; exceptions raised here would
-    be logged and swallowed by aiokafka, so failures are logged and the transaction
-    doomed instead."""
+    """aiokafka awaits these before rejoining / after syncing, and logs and swallows any
+    exception raised here; so a failure is recorded on the session, whose next ``poll``
+    raises it (a partition without its committed offset must not silently stall)."""
 
     def __init__(self, session: TransactSession) -> None:
         self._session = session
@@ -478,6 +487,8 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
         try:
             await self._session._assigned(set(assigned))
-        except Exception:
+        except Exception as exc:
             log.exception("fetching committed offsets for %s failed", assigned)
-            raise
+            self._session._failure = FatalError(
+                f"fetching the committed offsets of newly assigned partitions failed: {exc!r}"
+            )

@@ -374,3 +374,18 @@ async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster)
         await until(app, lambda: all_done(app, c), "all committed")
     assert rule.hits == 1 and app.stats.recovered >= 1
     await assert_exactly_once(c)
+
+
+# Mechanism 5's failure mode: if the committed offsets of a new assignment cannot be
+# fetched (a non-retriable error), the app must stop with a clear error -- aiokafka
+# swallows exceptions from the rebalance listener, so without the session recording the
+# failure the partition would silently never be processed.
+async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=10)
+    c.intercept("OffsetFetch", version=7, error=30, times=None)  # GROUP_AUTHORIZATION_FAILED
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    with pytest.raises(eosflow.FatalError, match="committed offsets"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    assert c.committed("g") == {}
