@@ -38,7 +38,6 @@ from . import _wire
 
 log = logging.getLogger("eosflow.adapter")
 
-NONE = 0
 UNSTABLE_OFFSET_COMMIT = 88
 CONCURRENT_TRANSACTIONS = 51
 COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator
@@ -217,19 +216,24 @@ async def fetch_committed(
     req = _wire.SpecRequest.of(_wire.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
     deadline = time.monotonic() + timeout_s
     while True:
-        node = await client.coordinator_lookup(_GROUP, group_id)
+        node = await _coordinator(client, _GROUP, group_id)
         resp = (await client.send(node, req, group=_COORD)).to_object()
         out: dict[TopicPartition, int | None] = {}
-        retry = resp.get("error_code", 0) in COORDINATOR_ERRORS
+        moved = resp.get("error_code", 0) in COORDINATOR_ERRORS
+        retry = moved
         for t in resp["topics"]:
             for p in t["partitions"]:
                 err = p["error_code"]
-                if err in (UNSTABLE_OFFSET_COMMIT, *COORDINATOR_ERRORS):
+                if err in COORDINATOR_ERRORS:
+                    moved = retry = True
+                elif err == UNSTABLE_OFFSET_COMMIT:
                     retry = True
                 elif err:
                     raise for_code(err)()
                 off = p["committed_offset"]
                 out[TopicPartition(t["name"], p["partition_index"])] = off if off >= 0 else None
+        if moved:
+            _forget(client, _GROUP, group_id)
         if not retry:
             return out
         if time.monotonic() > deadline:
@@ -261,7 +265,7 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
 
     deadline = time.monotonic() + timeout_s
     while True:
-        node = await client.coordinator_lookup(_TRANSACTION, txn.transactional_id)
+        node = await _coordinator(client, _TRANSACTION, txn.transactional_id)
         # Not on the coordination connection: the EndTxn whose outcome is unknown may still
         # occupy it, and a broker answers one request per connection at a time.
         resp = await asyncio.wait_for(client.send(node, req), timeout_s)
@@ -273,7 +277,7 @@ async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tu
         ):
             raise for_code(code)()
         if code in COORDINATOR_ERRORS:
-            client.force_metadata_update()
+            _forget(client, _TRANSACTION, txn.transactional_id)
         await asyncio.sleep(0.02)
 
 
