@@ -223,7 +223,6 @@ async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
 async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
     txn_id = f.body.get("transactional_id")
     out = []
-    now = int(time.time() * 1000)
     for t in f.body["topics"]:
         parts = []
         for p in t["partitions"]:
@@ -248,7 +247,6 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
                     "error_message": None,
                 }
             )
-            _ = now
         out.append({"topic": t["topic"], "partitions": parts})
     return {"topics": out}
 
