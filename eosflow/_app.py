@@ -4,6 +4,14 @@ One transaction spans at most ``commit_interval_s`` (from its first record) or
 ``max_records_per_txn`` records. It begins lazily when records arrive, so an idle app
 opens no transactions.
 
+Pipelining (``process_ahead``, on by default): while one transaction commits, the next
+records are polled and processed, their outputs held back (aiokafka runs one transaction
+at a time). The next transaction adopts that work only if the commit succeeded and no
+partition came or went meanwhile; otherwise it is dropped and its partitions put back at
+their committed offsets. The gain is the overlap of processing with the commit's round
+trips: large for processors that do real work, none for a pass-through whose cost is all
+in producing (see ``benchmarks/README.md``).
+
 Errors: a processor exception aborts the transaction (nothing past the failing record is
 committed) and ends ``run()`` with ``ProcessingError``, unless ``dead_letter_topic`` is
 set: then the failing record (per record when ``process`` is used, the whole batch when
@@ -36,6 +44,24 @@ from ._session import Outcome, TransactSession
 log = logging.getLogger("eosflow.app")
 
 _FIRST_CHUNK = 100  # records in the first poll, before the processing cost is known
+# While a commit is in flight and the consumer has nothing buffered, look again this
+# often (aiokafka's getmany is not safe to cancel: it would leave its poll counter raised).
+_IDLE_WAIT_S = 0.005
+# Work ahead yields to the event loop this often, so that each step of the commit in
+# flight (flush, offsets, heartbeat, EndTxn) is sent as soon as the previous one answered
+# rather than after a whole chunk of processing.
+_AHEAD_YIELD_EVERY = 16
+
+
+@dataclass(slots=True)
+class _Ahead:
+    """Work done while the previous transaction was ending (see ``EosApp._work_ahead``)."""
+
+    epoch: int  # the session's epoch when it started
+    records: list[Record] = field(default_factory=list)  # processed
+    outputs: list[list[Output]] = field(default_factory=list)  # per processed record
+    pending: list[Record] = field(default_factory=list)  # polled, not processed yet
+    size: int = 0  # key + value bytes of ``records``
 
 
 @dataclass
@@ -48,6 +74,9 @@ class Stats:
     aborted: int = 0
     recovered: int = 0
     dead_lettered: int = 0
+    # processed ahead while a commit was in flight, then dropped because that commit did
+    # not succeed or partitions moved (they are processed again)
+    dropped_ahead: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -69,6 +98,7 @@ class EosApp:
         self._task: asyncio.Task[None] | None = None
         self._session: TransactSession | None = None
         self._ending: asyncio.Task[Outcome] | None = None
+        self._ahead: _Ahead | None = None  # adopted by the next transaction
         self._record_cost_s = 0.0  # moving average of processing time per record
         self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
 
@@ -143,17 +173,23 @@ class EosApp:
     async def _one_transaction(self, session: TransactSession) -> None:
         cfg = self.config
         limit = min(cfg.max_records_per_txn, self._batch_limit)
-        first = self._chunk(limit, cfg.commit_interval_s)
-        records = await session.poll(first, cfg.commit_interval_s)
-        if not records:
-            return
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            records = ahead.pending
+        else:
+            first = self._chunk(limit, cfg.commit_interval_s)
+            records = await session.poll(first, cfg.commit_interval_s)
+            if not records:
+                return
         await session.begin()
         deadline = time.monotonic() + cfg.commit_interval_s
         try:
             if overrides_batch(self.processor):
                 await self._batch_transaction(session, records, deadline, limit)
             else:
-                await self._stream_transaction(session, records, deadline, limit)
+                if ahead is not None:
+                    await self._adopt(session, ahead)
+                await self._stream_transaction(session, records, deadline, limit, ahead)
         except TransactionError as exc:
             # retriable: abort, rewind, and try again with half the records
             self._batch_limit = max(1, min(limit, self._batch_limit) // 2)
@@ -161,16 +197,85 @@ class EosApp:
                 "%s; transaction aborted, retrying with at most %d records", exc, self._batch_limit
             )
             session.doom(str(exc))
-        self._ending = asyncio.ensure_future(session.end(commit=True))
-        outcome = await asyncio.shield(self._ending)
+        ending = self._ending = asyncio.ensure_future(session.end(commit=True))
+        failure: Exception | None = None
+        try:
+            ahead = await self._work_ahead(session, ending, limit)
+        except Exception as exc:  # raised once the transaction in flight has ended
+            ahead, failure = None, exc
+        outcome = await asyncio.shield(ending)
         self._ending = None
         self._count(outcome)
+        if failure is not None:
+            raise failure
+        if ahead is None:
+            return
+        committed = outcome is Outcome.COMMITTED
+        if committed and ahead.epoch == session.epoch and not self._stopping.is_set():
+            self._ahead = ahead
+        else:
+            self.stats.dropped_ahead += len(ahead.records)
+            await session.reposition(ahead.records + ahead.pending, committed)
+
+    async def _work_ahead(
+        self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
+    ) -> _Ahead | None:
+        """While ``ending`` commits, poll what the consumer has buffered and process it
+        into outputs held back for the next transaction (aiokafka runs one transaction
+        at a time, so nothing is sent yet). Stops when ``ending`` is done, at the record
+        or byte limit, or when stopping; records polled but not yet processed then stay
+        pending. The next transaction adopts all this only if ``ending`` committed and no
+        rebalance happened meanwhile; otherwise it is dropped and repositioned."""
+        if (
+            not self.config.process_ahead
+            or self._stopping.is_set()
+            or overrides_batch(self.processor)
+        ):
+            return None
+        ahead = _Ahead(session.epoch)
+        while not ending.done() and len(ahead.records) < limit and not self._full(ahead.size):
+            records = await session.poll(limit - len(ahead.records), 0)
+            if not records:
+                await asyncio.wait([ending], timeout=_IDLE_WAIT_S)
+                continue
+            for i, r in enumerate(records):
+                if not i % _AHEAD_YIELD_EVERY:
+                    await asyncio.sleep(0)  # let the commit's next request go out first
+                if ending.done():
+                    ahead.pending = records[i:]
+                    return ahead
+                try:
+                    outs = as_outputs(await self.processor.process(r))
+                except Exception as exc:
+                    outs = self._failed([r], exc)
+                ahead.outputs.append(outs)
+                ahead.records.append(r)
+                ahead.size += len(r.value or b"") + len(r.key or b"")
+        return ahead if ahead.records or ahead.pending else None
+
+    async def _adopt(self, session: TransactSession, ahead: _Ahead) -> None:
+        """Move work done ahead into the transaction just begun: outputs sent, offsets
+        marked consumed, counted."""
+        outputs = 0
+        for r, outs in zip(ahead.records, ahead.outputs, strict=True):
+            for o in outs:
+                await session.send(o)
+            outputs += len(outs)
+            session.consumed(r)
+        self.stats.records += len(ahead.records)
+        self.stats.outputs += outputs
 
     async def _stream_transaction(
-        self, session: TransactSession, records: list[Record], deadline: float, limit: int
+        self,
+        session: TransactSession,
+        records: list[Record],
+        deadline: float,
+        limit: int,
+        ahead: _Ahead | None,
     ) -> None:
         """Per-record processing as records arrive, until the deadline or a limit."""
-        count = size = 0
+        count = len(ahead.records) if ahead is not None else 0
+        size = ahead.size if ahead is not None else 0
         while True:
             started = time.monotonic()
             done = await self._process_each(session, records, deadline)

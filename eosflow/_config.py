@@ -55,6 +55,12 @@ class EosConfig(BaseSettings):
         description="stop adding records to a transaction past this many "
         "key+value bytes (batch engines: bound memory)",
     )
+    process_ahead: bool = Field(
+        default=True,
+        description="process the next records while the previous transaction commits; "
+        "their outputs are held back and sent only once it committed, or dropped and "
+        "redone if it did not (processing runs more than once then, as after any abort)",
+    )
     require_stable_fetch_offsets: bool = True
     post_commit_delay_s: float = Field(default=0.2, ge=0)
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"

@@ -74,6 +74,9 @@ class TransactSession:
         # compares equal) because this is written once per record
         self._consumed: dict[tuple[str, int], int] = {}
         self._ready: set[TopicPartition] = set()
+        # bumped whenever partitions come or go (or positions are re-read after recovery):
+        # work done ahead of a transaction is only adopted if it did not change meanwhile
+        self._epoch = 0
         self._sends: list[asyncio.Future[object]] = []
         self._refused = False  # the producer refused a send in this transaction
         self._consumer: AIOKafkaConsumer | None = None
@@ -153,6 +156,12 @@ class TransactSession:
     def in_transaction(self) -> bool:
         return self._in_txn
 
+    @property
+    def epoch(self) -> int:
+        """Changes whenever the set of processable partitions (or their positions, after a
+        recovery) changed; equal values mean records polled in between are still ours."""
+        return self._epoch
+
     # --- the transaction --------------------------------------------------------------
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
@@ -195,6 +204,26 @@ class TransactSession:
             if tp in self._ready:
                 with contextlib.suppress(IllegalStateError):  # moved away meanwhile
                     self.consumer.seek(tp, offset)
+
+    async def reposition(self, records: list[Record], committed: bool) -> None:
+        """Undo polling ``records`` that will not be processed in a transaction (work done
+        ahead that could not be adopted): each of their partitions still ours goes back to
+        its committed offset. ``committed`` says whether the previous transaction
+        committed; if it did, a partition with nothing committed yet goes back to the
+        first of these records (nothing before them is pending), else it follows the reset
+        policy exactly as the abort's rewind did (the aborted records precede these)."""
+        first: dict[TopicPartition, int] = {}
+        for r in records:
+            tp = TopicPartition(r.topic, r.partition)
+            first[tp] = min(first.get(tp, r.offset), r.offset)
+        for tp, offset in first.items():
+            if tp not in self._ready:
+                continue  # moved away: its next owner starts from the committed offset
+            if committed and self._committed.get(tp) is None:
+                with contextlib.suppress(IllegalStateError):
+                    self.consumer.seek(tp, offset)
+            else:
+                await self._seek_committed(tp)
 
     async def begin(self) -> None:
         if not self._in_txn:
@@ -377,6 +406,7 @@ class TransactSession:
         finally:  # whether we go on or not, the old producer is done
             await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
+        self._epoch += 1
         assigned = list(self.consumer.assignment())
         self._committed.update(await self._fetch_committed(assigned))
         await self._rewind()
@@ -439,6 +469,7 @@ class TransactSession:
             # way, so whatever we still held is gone too.
             gone = revoked | self._ready
             if gone:
+                self._epoch += 1
                 self.doom("partitions revoked")
             self._ready.clear()
             for tp in gone:
@@ -456,6 +487,7 @@ class TransactSession:
             for tp in new:
                 await self._seek_committed(tp)
             self._ready.update(new)
+            self._epoch += 1
         finally:
             with contextlib.suppress(IllegalStateError):
                 self.consumer.resume(*new)

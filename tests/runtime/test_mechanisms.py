@@ -389,3 +389,133 @@ async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) 
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g") == {}
+
+
+class Spy(Gate):
+    """Pass-through that records every offset it processes, per partition."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__(out)
+        self.seen: list[tuple[int, int]] = []
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        self.seen.append((record.partition, record.offset))
+        return await super().process(record)
+
+
+# Invariant 16 (docs/design.md): the next records are processed while a commit is in
+# flight, and adopted by the next transaction when it committed. With EndTxn held, the
+# app must process records past the first transaction (never more than one transaction's
+# worth) -- and none with process_ahead off; every record is processed exactly once
+# (adopted, not redone).
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_records_are_processed_while_the_commit_is_in_flight(
+    cluster: FakeCluster, ahead: bool
+) -> None:
+    c = cluster
+    await seed(c)
+    proc = Spy("out")
+    rule = c.intercept("EndTxn", hold=True)
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=ahead))
+    async with app:
+        await rule.matched()
+        if ahead:
+            await until(app, lambda: len(proc.seen) >= 100, "50 records processed ahead")
+        # a window in which nothing more may happen: the next transaction cannot begin
+        await asyncio.sleep(0.5)
+        assert c.txns.txns["tx-1"].state == "Ongoing", "EndTxn is still held"
+        assert sorted(o for _, o in proc.seen) == list(range(100 if ahead else 50))
+        rule.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert sorted(o for _, o in proc.seen) == list(range(N)), "each record processed once"
+    assert app.stats.dropped_ahead == 0 and app.stats.records == N
+    await assert_exactly_once(c)
+
+
+# Invariant 16: work done ahead of an aborted commit is dropped and redone from the
+# committed offsets. The offset commit is answered ILLEGAL_GENERATION after a delay in
+# which records 50..99 are processed ahead; they must be processed again, output once.
+async def test_work_ahead_of_an_aborted_commit_is_redone(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    proc = Spy("out")
+    rule = c.intercept("TxnOffsetCommit", error=22, delay_s=0.5)
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert rule.hits == 1 and app.stats.aborted == 1
+    assert app.stats.dropped_ahead == 50
+    offsets = [o for _, o in proc.seen]
+    assert offsets[:100] == list(range(100)), "0..49 in the aborted txn, 50..99 ahead of it"
+    assert sorted(offsets[100:]) == list(range(N)), "everything redone from offset 0"
+    await assert_exactly_once(c)
+
+
+# Invariant 16 under a rebalance: a second member joins while the first member's commit is
+# held and it has processed records of both partitions ahead. After the commit the
+# revocation goes through; the work ahead must not be committed for a partition that moved.
+async def test_work_ahead_across_a_rebalance_is_exactly_once(cluster: FakeCluster) -> None:
+    c = cluster
+    n = 2000
+    await seed(c, n=n, partitions=2)
+
+    class Paced(Spy):  # ~2 s of work for one member: the rebalance completes well before
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            await asyncio.sleep(0.001)
+            return await super().process(record)
+
+    first, second = Paced("out"), Paced("out")
+    rule = c.intercept("EndTxn", hold=True, transactional_id="tx-1")
+    app1 = eosflow.EosApp(first, cfg(c, max_records_per_txn=50))
+    async with app1:
+        await rule.matched()
+        await until(app1, lambda: len(first.seen) == 100, "50 records processed ahead")
+        app2 = eosflow.EosApp(second, cfg(c, transactional_id="tx-2", max_records_per_txn=50))
+        async with app2:
+            group = c.groups.get("g")
+            assert group is not None
+            await until(app1, lambda: len(group.members) == 2, "second member joining")
+            rule.release()
+            await until(app1, lambda: sum(c.committed("g", "in").values()) == n, "all committed")
+            assert app2.failure is None
+            assert second.seen, "the second member got a partition"
+    assert app1.stats.dropped_ahead + app1.stats.aborted >= 1
+    await assert_exactly_once(c, n)
+
+
+# Invariant 16, the safety net: work ahead that is not adopted is put back. Records polled
+# after an abort's rewind (a window the app cannot rule out) would otherwise be skipped.
+# After a commit, a partition with nothing committed goes back to the first record put
+# back (not to the reset policy's start); otherwise it goes to its committed offset.
+async def test_reposition_puts_unadopted_records_back(cluster: FakeCluster) -> None:
+    from eosflow._session import TransactSession
+
+    c = cluster
+    await seed(c)
+
+    async def poll_all(s: TransactSession, n: int) -> list[eosflow.Record]:
+        got: list[eosflow.Record] = []
+        while len(got) < n:
+            got += await s.poll(n - len(got), 1.0)
+        return got
+
+    session = TransactSession(cfg(c))
+    await session.start()
+    try:
+        records = await poll_all(session, 100)
+        await session.reposition(records[10:], committed=True)  # nothing committed yet
+        assert (await poll_all(session, 1))[0].offset == 10
+        await session.reposition(records[20:], committed=False)  # reset policy: earliest
+        assert (await poll_all(session, 1))[0].offset == 0
+        await session.reposition(records, committed=False)
+
+        await session.begin()
+        for r in await poll_all(session, 30):
+            session.consumed(r)
+        assert await session.end(commit=True) is eosflow.Outcome.COMMITTED
+        for committed in (True, False):
+            ahead = await poll_all(session, 50)
+            assert ahead[0].offset == 30
+            await session.reposition(ahead[5:], committed=committed)  # to committed: 30
+    finally:
+        await session.stop()
