@@ -1,15 +1,21 @@
 """One benchmark contender in its own process: copy ``src`` to ``dst`` exactly once.
 
-    python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS COMMIT_INTERVAL_S TXN_RECORDS
+    python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS COMMIT_INTERVAL_S TXN_RECORDS \
+        WORK_ROUNDS
 
-NAME is ``eosflow``, ``aiokafka`` or ``quixstreams``. Prints one JSON line: records,
+NAME is ``eosflow``, ``eosflow-serial`` (eosflow with ``process_ahead`` off: nothing is
+processed while a commit is in flight), ``aiokafka`` or ``quixstreams``. Prints one JSON
+line: records,
 seconds from the first record processed to the last commit, and peak RSS (MiB). Every
 contender copies values verbatim, so the parent can measure latency from the values.
+WORK_ROUNDS > 0 gives every contender the same CPU work per record (``work``: that many
+chained SHA-256 rounds over the value, the digest discarded); 0 is a pass-through.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import resource
 import sys
@@ -17,6 +23,15 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+WORK_ROUNDS = 0  # set by main()
+
+
+def work(value: bytes | None) -> None:
+    """The per-record work every contender does (nothing when WORK_ROUNDS is 0)."""
+    v = value or b""
+    for _ in range(WORK_ROUNDS):
+        v = hashlib.sha256(v).digest()
 
 
 def _peak_rss_mb() -> float:
@@ -32,7 +47,9 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-async def run_eosflow(boot: str, src: str, dst: str, n: int, interval: float, txn: int) -> float:
+async def run_eosflow(
+    boot: str, src: str, dst: str, n: int, interval: float, txn: int, ahead: bool = True
+) -> float:
     import eosflow
 
     first: list[float] = []
@@ -41,6 +58,7 @@ async def run_eosflow(boot: str, src: str, dst: str, n: int, interval: float, tx
         async def process(self, record: eosflow.Record) -> eosflow.Output:
             if not first:
                 first.append(time.monotonic())
+            work(record.value)
             return eosflow.Output(dst, record.value, key=record.key, partition=record.partition)
 
     config = eosflow.EosConfig(
@@ -50,6 +68,7 @@ async def run_eosflow(boot: str, src: str, dst: str, n: int, interval: float, tx
         transactional_id=f"bench-{uuid.uuid4().hex[:8]}",
         commit_interval_s=interval,
         max_records_per_txn=txn,
+        process_ahead=ahead,
     )
     app = eosflow.EosApp(Copy(), config)
     async with app:
@@ -89,6 +108,7 @@ async def run_aiokafka(boot: str, src: str, dst: str, n: int, interval: float, t
                 offsets = {}
                 for tp, records in batch.items():
                     for r in records:
+                        work(r.value)
                         await producer.send(dst, r.value, key=r.key, partition=tp.partition)
                     offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
                     done += len(records)
@@ -119,6 +139,7 @@ def run_quixstreams(boot: str, src: str, dst: str, n: int, interval: float, txn:
     def count(value: Any) -> None:
         if not first:
             first.append(time.monotonic())
+        work(value)
         seen[0] += 1
         if seen[0] >= n:
             app.stop()  # graceful: the final checkpoint commits the last transaction
@@ -131,11 +152,17 @@ def run_quixstreams(boot: str, src: str, dst: str, n: int, interval: float, txn:
 def main() -> None:
     name, boot, src, dst = sys.argv[1:5]
     n, interval, txn = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+    global WORK_ROUNDS
+    WORK_ROUNDS = int(sys.argv[8])
     if name == "quixstreams":
         seconds = run_quixstreams(boot, src, dst, n, interval, txn)
+    elif name == "aiokafka":
+        seconds = asyncio.run(run_aiokafka(boot, src, dst, n, interval, txn))
+    elif name in ("eosflow", "eosflow-serial"):
+        ahead = name == "eosflow"
+        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, txn, ahead))
     else:
-        runner = run_eosflow if name == "eosflow" else run_aiokafka
-        seconds = asyncio.run(runner(boot, src, dst, n, interval, txn))
+        raise SystemExit(f"unknown contender {name!r}")
     print(
         json.dumps(
             {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}

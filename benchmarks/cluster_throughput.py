@@ -30,7 +30,7 @@ from aiokafka.structs import OffsetAndMetadata
 RESULTS = Path(__file__).parent / "results"
 
 
-async def start_cluster() -> tuple[asyncio.subprocess.Process | None, str]:
+async def start_cluster(latency_ms: float = 0.0) -> tuple[asyncio.subprocess.Process | None, str]:
     named = os.environ.get("EOSFLOW_BENCH_BOOTSTRAP")
     if named:
         return None, named
@@ -40,6 +40,8 @@ async def start_cluster() -> tuple[asyncio.subprocess.Process | None, str]:
         "eosflow.testing",
         "--log-level",
         "error",
+        "--latency-ms",
+        str(latency_ms),
         stdout=asyncio.subprocess.PIPE,
     )
     assert proc.stdout is not None

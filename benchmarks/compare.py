@@ -57,7 +57,14 @@ async def seed(boot: str, topic: str, n: int, size: int, partitions: int) -> Non
 
 
 async def contender(
-    name: str, boot: str, src: str, dst: str, n: int, interval: float, txn: int
+    name: str,
+    boot: str,
+    src: str,
+    dst: str,
+    n: int,
+    interval: float,
+    txn: int,
+    work_rounds: int,
 ) -> dict[str, Any]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
@@ -70,6 +77,7 @@ async def contender(
         str(n),
         str(interval),
         str(txn),
+        str(work_rounds),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -92,10 +100,12 @@ async def throughput(
         for name in names:  # in turns, so drift on a shared machine hits everyone
             dst = f"cmp-out-{uuid.uuid4().hex[:8]}"
             await create(boot, (dst, partitions))
-            r = await contender(name, boot, src, dst, args.records, interval, args.txn_records)
+            r = await contender(
+                name, boot, src, dst, args.records, interval, args.txn_records, args.work_rounds
+            )
             runs[name].append(r)
             print(
-                f"  interval {interval:g} s, {partitions} partitions, rep {rep + 1}: {name:12s}"
+                f"  interval {interval:g} s, {partitions} partitions, rep {rep + 1}: {name:14s}"
                 f" {r['rate']:9,.0f} rec/s, peak RSS {r['rss_peak_mb']:.0f} MiB",
                 flush=True,
             )
@@ -107,7 +117,9 @@ async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, f
     src, dst = f"lat-in-{uuid.uuid4().hex[:8]}", f"lat-out-{uuid.uuid4().hex[:8]}"
     await create(boot, (src, 3), (dst, 3))
     n = int(args.rate * args.latency_s)
-    runner = asyncio.create_task(contender(name, boot, src, dst, n, 0.1, args.txn_records))
+    runner = asyncio.create_task(
+        contender(name, boot, src, dst, n, 0.1, args.txn_records, args.work_rounds)
+    )
     reader = AIOKafkaConsumer(
         dst,
         bootstrap_servers=boot,
@@ -148,20 +160,26 @@ async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, f
 
 
 async def main(args: argparse.Namespace) -> None:
-    names = ["eosflow", "aiokafka"]
-    if importlib.util.find_spec("quixstreams") is not None:
-        names.append("quixstreams")
-    else:
+    names: list[str] = args.contenders or ["eosflow", "aiokafka", "quixstreams"]
+    if "aiokafka" not in names:
+        names.append("aiokafka")  # every ratio is to the loop
+    if "quixstreams" in names and importlib.util.find_spec("quixstreams") is None:
+        names.remove("quixstreams")
         print("quixstreams not installed: pip install 'eosflow[bench]' to compare it")
-    proc, boot = await start_cluster()
+    if args.broker_latency_ms and os.environ.get("EOSFLOW_BENCH_BOOTSTRAP"):
+        raise SystemExit("--broker-latency-ms applies to the test cluster only")
+    proc, boot = await start_cluster(args.broker_latency_ms)
     result: dict[str, Any] = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
-        "broker": os.environ.get("EOSFLOW_BENCH_BOOTSTRAP") or "eosflow test cluster (own process)",
+        "broker": os.environ.get("EOSFLOW_BENCH_BOOTSTRAP")
+        or "eosflow test cluster (own process)"
+        + (f", +{args.broker_latency_ms:g} ms per request" if args.broker_latency_ms else ""),
         "records": args.records,
         "size": args.size,
         "txn_records": args.txn_records,
+        "work_rounds": args.work_rounds,
         "throughput": [],
         "latency": {},
     }
@@ -172,11 +190,11 @@ async def main(args: argparse.Namespace) -> None:
                 result["throughput"].append(
                     {"interval_s": interval, "partitions": partitions, "runs": runs}
                 )
-        for name in names:
+        for name in names if args.latency_s > 0 else []:
             result["latency"][name] = await latency(boot, name, args)
             lat = result["latency"][name]
             print(
-                f"  latency {name:12s} p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms "
+                f"  latency {name:14s} p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms "
                 f"at {args.rate:g} rec/s",
                 flush=True,
             )
@@ -194,7 +212,12 @@ def print_table(result: dict[str, Any], names: list[str]) -> None:
     print(
         f"\n{result['date']}, {result['machine']}, broker: {result['broker']}, "
         f"{result['records']:,} x {result['size']} B, {result['txn_records']}-record "
-        "transactions at most\n"
+        "transactions at most, "
+        + (
+            f"{result['work_rounds']} SHA-256 rounds of work per record\n"
+            if result.get("work_rounds")
+            else "pass-through\n"
+        )
     )
     print("| commit interval | partitions | contender | median rec/s | vs aiokafka | peak RSS |")
     print("|---|---|---|---|---|---|")
@@ -249,5 +272,25 @@ if __name__ == "__main__":
     p.add_argument("--intervals", type=float, nargs="+", default=[0.1])
     p.add_argument("--partitions", type=int, nargs="+", default=[3])
     p.add_argument("--rate", type=float, default=2000.0, help="records/s in the latency run")
-    p.add_argument("--latency-s", type=float, default=10.0)
+    p.add_argument("--latency-s", type=float, default=10.0, help="0 skips the latency runs")
+    p.add_argument(
+        "--work-rounds",
+        type=int,
+        default=0,
+        help="CPU work per record for every contender: chained SHA-256 rounds "
+        "(0: pass-through; 30 is ~25 us here)",
+    )
+    p.add_argument(
+        "--broker-latency-ms",
+        type=float,
+        default=0.0,
+        help="test cluster only: delay every request (a stand-in for network round trips)",
+    )
+    p.add_argument(
+        "--contenders",
+        nargs="+",
+        choices=["eosflow", "eosflow-serial", "aiokafka", "quixstreams"],
+        help="default: eosflow aiokafka quixstreams; eosflow-serial is eosflow with "
+        "process_ahead off (shows what overlapping the commit buys)",
+    )
     asyncio.run(main(p.parse_args()))

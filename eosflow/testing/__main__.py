@@ -21,6 +21,7 @@ async def _serve(args: argparse.Namespace) -> None:
         default_partitions=args.default_partitions,
         groups=GroupSettings(min_session_timeout_s=args.min_session_timeout_s),
         txns=TxnSettings(sweep_interval_s=args.txn_sweep_interval_s),
+        latency_s=args.latency_ms / 1000,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -44,6 +45,12 @@ def main() -> None:
     p.add_argument("--default-partitions", type=int, default=1)
     p.add_argument("--min-session-timeout-s", type=float, default=6.0)
     p.add_argument("--txn-sweep-interval-s", type=float, default=10.0)
+    p.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="delay every request by this much (a stand-in for network round trips)",
+    )
     p.add_argument("--log-level", default="warning")
     args = p.parse_args()
     logging.basicConfig(level=args.log_level.upper())

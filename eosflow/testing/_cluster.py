@@ -52,6 +52,10 @@ class ClusterSettings:
     groups: GroupSettings = field(default_factory=GroupSettings)
     txns: TxnSettings = field(default_factory=TxnSettings)
     session_check_interval_s: float = 0.05
+    # added before every request is handled: a stand-in for the network round trip (and
+    # replication) of a real cluster; requests on one connection are served one at a
+    # time, as Kafka does. For benchmarks; 0 in tests.
+    latency_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -255,6 +259,8 @@ class FakeCluster:
                 if task is not None:
                     self._busy.add(task)
                 try:
+                    if self.settings.latency_s:
+                        await asyncio.sleep(self.settings.latency_s)
                     out = await self._answer(data, host)
                     if out is None:
                         return
