@@ -12,11 +12,14 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - the forced heartbeat before EndTxn, with the consumer's current generation and member id;
 - stable committed-offset fetches (OffsetFetch v7 RequireStable, retrying
   UNSTABLE_OFFSET_COMMIT);
-- KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch).
+- KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
+- the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
+  the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
 
 Private attributes used, all read-only: ``consumer._client``, ``consumer._coordinator``
 (generation, member_id, coordinator_id, _group_instance_id), ``producer._txn_manager``
-(producer_id, producer_epoch, consumer_group_added). Errors come back as Kafka error codes
+(producer_id, producer_epoch, consumer_group_added), ``producer.client._wait_on_metadata``
+and ``producer._partition``. Errors come back as Kafka error codes
 (ints) and are mapped to eosflow's error tree by the session.
 """
 
@@ -52,8 +55,27 @@ _COORD = ConnectionGroup.COORDINATION
 
 
 SEND_REFUSED: tuple[type[BaseException], ...] = (KafkaError, IllegalOperation)
-"""What ``AIOKafkaProducer.send`` raises when it refuses a record: Kafka errors, and
-``IllegalOperation`` (not a KafkaError) once the transaction manager went fatal."""
+"""What ``AIOKafkaProducer.send``/``send_batch`` raise when they refuse records: Kafka
+errors, and ``IllegalOperation`` (not a KafkaError) once the transaction manager went
+fatal."""
+
+
+class Partitioner:
+    """The partition ``producer.send`` would pick for a record without one: the producer's
+    partitioner (murmur2 of the key; any available partition for a null key) over the
+    topic's current metadata. ``ready`` fetches the topic's metadata the first time."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self._known: set[str] = set()
+
+    async def ready(self, topic: str) -> None:
+        if topic not in self._known:
+            await self._producer.client._wait_on_metadata(topic)
+            self._known.add(topic)
+
+    def partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
+        return int(self._producer._partition(topic, None, key, value, key, value))
 
 
 def is_fencing(exc: BaseException) -> bool:

@@ -31,7 +31,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -47,21 +47,23 @@ _FIRST_CHUNK = 100  # records in the first poll, before the processing cost is k
 # While a commit is in flight and the consumer has nothing buffered, look again this
 # often (aiokafka's getmany is not safe to cancel: it would leave its poll counter raised).
 _IDLE_WAIT_S = 0.005
-# Work ahead yields to the event loop this often, so that each step of the commit in
-# flight (flush, offsets, heartbeat, EndTxn) is sent as soon as the previous one answered
-# rather than after a whole chunk of processing.
-_AHEAD_YIELD_EVERY = 16
+# Processing yields to the event loop every this many records, so that each step of a
+# commit in flight (flush, offsets, heartbeat, EndTxn) goes out as soon as the previous
+# one answered rather than after a whole chunk of processing.
+_YIELD_EVERY = 16
 
 
 @dataclass(slots=True)
-class _Ahead:
-    """Work done while the previous transaction was ending (see ``EosApp._work_ahead``)."""
+class _Work:
+    """Records processed into outputs that are not sent yet: a chunk of the open
+    transaction, or work done ahead of the next one (``EosApp._work_ahead``)."""
 
-    epoch: int  # the session's epoch when it started
+    epoch: int = 0  # work ahead: the session's epoch when it started
     records: list[Record] = field(default_factory=list)  # processed
-    outputs: list[list[Output]] = field(default_factory=list)  # per processed record
-    pending: list[Record] = field(default_factory=list)  # polled, not processed yet
-    size: int = 0  # key + value bytes of ``records``
+    outputs: list[Output] = field(default_factory=list)
+    offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
+    pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
+    size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
 
 @dataclass
@@ -98,7 +100,7 @@ class EosApp:
         self._task: asyncio.Task[None] | None = None
         self._session: TransactSession | None = None
         self._ending: asyncio.Task[Outcome] | None = None
-        self._ahead: _Ahead | None = None  # adopted by the next transaction
+        self._ahead: _Work | None = None  # adopted by the next transaction
         self._record_cost_s = 0.0  # moving average of processing time per record
         self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
 
@@ -188,7 +190,7 @@ class EosApp:
                 await self._batch_transaction(session, records, deadline, limit)
             else:
                 if ahead is not None:
-                    await self._adopt(session, ahead)
+                    await self._send(session, ahead)  # adopt the work done ahead
                 await self._stream_transaction(session, records, deadline, limit, ahead)
         except TransactionError as exc:
             # retriable: abort, rewind, and try again with half the records
@@ -219,7 +221,7 @@ class EosApp:
 
     async def _work_ahead(
         self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
-    ) -> _Ahead | None:
+    ) -> _Work | None:
         """While ``ending`` commits, poll what the consumer has buffered and process it
         into outputs held back for the next transaction (aiokafka runs one transaction
         at a time, so nothing is sent yet). Stops when ``ending`` is done, at the record
@@ -232,38 +234,24 @@ class EosApp:
             or overrides_batch(self.processor)
         ):
             return None
-        ahead = _Ahead(session.epoch)
+        ahead = _Work(epoch=session.epoch)
         while not ending.done() and len(ahead.records) < limit and not self._full(ahead.size):
             records = await session.poll(limit - len(ahead.records), 0)
             if not records:
                 await asyncio.wait([ending], timeout=_IDLE_WAIT_S)
                 continue
-            for i, r in enumerate(records):
-                if not i % _AHEAD_YIELD_EVERY:
-                    await asyncio.sleep(0)  # let the commit's next request go out first
-                if ending.done():
-                    ahead.pending = records[i:]
-                    return ahead
-                try:
-                    outs = as_outputs(await self.processor.process(r))
-                except Exception as exc:
-                    outs = self._failed([r], exc)
-                ahead.outputs.append(outs)
-                ahead.records.append(r)
-                ahead.size += len(r.value or b"") + len(r.key or b"")
+            done = await self._process(records, ahead, ending.done)
+            if done < len(records):
+                ahead.pending = records[done:]
+                break
         return ahead if ahead.records or ahead.pending else None
 
-    async def _adopt(self, session: TransactSession, ahead: _Ahead) -> None:
-        """Move work done ahead into the transaction just begun: outputs sent, offsets
-        marked consumed, counted."""
-        outputs = 0
-        for r, outs in zip(ahead.records, ahead.outputs, strict=True):
-            for o in outs:
-                await session.send(o)
-            outputs += len(outs)
-            session.consumed(r)
-        self.stats.records += len(ahead.records)
-        self.stats.outputs += outputs
+    async def _send(self, session: TransactSession, work: _Work) -> None:
+        """Put ``work`` into the open transaction: outputs produced, offsets marked."""
+        await session.send_all(work.outputs)
+        session.mark_consumed(work.offsets)
+        self.stats.records += len(work.records)
+        self.stats.outputs += len(work.outputs)
 
     async def _stream_transaction(
         self,
@@ -271,21 +259,29 @@ class EosApp:
         records: list[Record],
         deadline: float,
         limit: int,
-        ahead: _Ahead | None,
+        ahead: _Work | None,
     ) -> None:
-        """Per-record processing as records arrive, until the deadline or a limit."""
+        """Per-record processing as records arrive, until the deadline or a limit. A
+        transaction must not grow past the commit interval, or it risks the transaction
+        timeout: processing stops at the deadline and the rest is given back."""
         count = len(ahead.records) if ahead is not None else 0
         size = ahead.size if ahead is not None else 0
+
+        def past_deadline() -> bool:
+            return time.monotonic() >= deadline
+
         while True:
             started = time.monotonic()
-            done = await self._process_each(session, records, deadline)
+            chunk = _Work()
+            done = await self._process(records, chunk, past_deadline)
+            await self._send(session, chunk)
             if done:
                 cost = (time.monotonic() - started) / done
                 self._record_cost_s = (
                     cost if self._record_cost_s <= 0 else (0.8 * self._record_cost_s + 0.2 * cost)
                 )
             count += done
-            size += _bytes(records[:done])
+            size += chunk.size
             if done < len(records):
                 session.give_back(records[done:])  # past the deadline: next transaction
                 return
@@ -318,38 +314,44 @@ class EosApp:
             raise
         except Exception as exc:
             outputs = self._failed(batch, exc)
-        for o in outputs:
-            await session.send(o)
+        await session.send_all(outputs)
+        session.mark_consumed({(r.topic, r.partition): r.offset + 1 for r in batch})
         self.stats.outputs += len(outputs)
-        for r in batch:
-            session.consumed(r)
         self.stats.records += len(batch)
 
     def _full(self, size: int) -> bool:
         cap = self.config.max_bytes_per_txn
         return cap is not None and size >= cap
 
-    async def _process_each(
-        self, session: TransactSession, records: Sequence[Record], deadline: float
+    async def _process(
+        self, records: Sequence[Record], work: _Work, stop: Callable[[], bool]
     ) -> int:
-        """Process ``records`` one by one into the open transaction; returns how many were
-        processed. Stops at ``deadline`` (after at least one record, so a slow record
-        still makes progress): a transaction must not grow past the commit interval, or it
-        risks the transaction timeout."""
+        """Process ``records`` one by one into ``work`` until ``stop()`` holds (asked from
+        the second record on, so a slow record still makes progress); returns how many
+        were processed. A processor error goes to ``_failed`` (dead letter or stop)."""
+        process = self.processor.process
+        outputs, offsets = work.outputs, work.offsets
         done = 0
         for r in records:
-            if done and time.monotonic() >= deadline:
-                break
+            if done:
+                if stop():
+                    break
+                if not done % _YIELD_EVERY:
+                    await asyncio.sleep(0)
             try:
-                outs = as_outputs(await self.processor.process(r))
+                result = await process(r)
             except Exception as exc:
-                outs = self._failed([r], exc)
-            for o in outs:
-                await session.send(o)
-            self.stats.outputs += len(outs)
-            session.consumed(r)
+                result = self._failed([r], exc)
+            if type(result) is Output:  # the common case, without as_outputs' checks
+                outputs.append(result)
+            elif result is not None:
+                outputs.extend(as_outputs(result))
+            offsets[(r.topic, r.partition)] = r.offset + 1
             done += 1
-        self.stats.records += done
+        processed = records[:done] if done < len(records) else records
+        work.records.extend(processed)
+        if self.config.max_bytes_per_txn is not None:
+            work.size += _bytes(processed)
         return done
 
     def _failed(self, records: Sequence[Record], exc: Exception) -> list[Output]:
