@@ -3,14 +3,17 @@
     .venv/bin/python -m benchmarks.compare --records 200000 --reps 3
 
 Contenders, each in its own process and run in turns (A B C A B C ...): eosflow with a
-pass-through processor; a hand-written aiokafka loop (getmany, send, send_offsets, commit)
-at the same transaction size; quixstreams in exactly-once mode (when installed). Reports
+pass-through processor; optionally eosflow with ``process_ahead`` off (``eosflow-serial``);
+a hand-written aiokafka loop (getmany, send, send_offsets, commit) at the same
+transaction size; quixstreams in exactly-once mode (when installed). Reports
 median records/s, the ratio to the aiokafka loop, peak RSS, and end-to-end latency from a
 record's production to its visibility for a read_committed reader (p50/p99) under a
 steady load. ``--intervals`` sweeps the commit interval, ``--partitions`` the input
-partitions. The broker is the test cluster in its own process unless
-``EOSFLOW_BENCH_BOOTSTRAP`` names one. Writes ``benchmarks/results/compare.json`` (and
-``compare.png`` when matplotlib is installed) and prints a markdown table.
+partitions, ``--work-rounds`` gives every contender the same CPU work per record, and
+``--broker-latency-ms`` slows the test cluster's every request. The broker is the test
+cluster in its own process unless ``EOSFLOW_BENCH_BOOTSTRAP`` names one. Writes
+``benchmarks/results/compare.json`` (and ``compare.png`` when matplotlib is installed) and
+prints a markdown table.
 """
 
 from __future__ import annotations
