@@ -18,9 +18,9 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 
 Private attributes used, all read-only: ``consumer._client``, ``consumer._coordinator``
 (generation, member_id, coordinator_id, _group_instance_id), ``producer._txn_manager``
-(producer_id, producer_epoch, consumer_group_added), ``producer.client._wait_on_metadata``
-and ``producer._partition``. Errors come back as Kafka error codes
-(ints) and are mapped to eosflow's error tree by the session.
+(producer_id, producer_epoch, consumer_group_added), ``producer.client._wait_on_metadata``,
+``producer._partition`` and ``producer._max_request_size``. Errors come back as Kafka
+error codes (ints) and are mapped to eosflow's error tree by the session.
 """
 
 from __future__ import annotations
@@ -58,6 +58,12 @@ SEND_REFUSED: tuple[type[BaseException], ...] = (KafkaError, IllegalOperation)
 """What ``AIOKafkaProducer.send``/``send_batch`` raise when they refuse records: Kafka
 errors, and ``IllegalOperation`` (not a KafkaError) once the transaction manager went
 fatal."""
+
+
+def max_request_bytes(producer: AIOKafkaProducer) -> int:
+    """The largest record ``producer.send`` accepts (its ``max_request_size``): batches
+    built by hand skip that check."""
+    return int(producer._max_request_size)
 
 
 class Partitioner:

@@ -246,6 +246,7 @@ class TransactSession:
         producer = self.producer
         partitioner = self._partitioner
         assert partitioner is not None
+        max_bytes = ak.max_request_bytes(producer)
         open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
         try:
             for o in outputs:
@@ -257,12 +258,22 @@ class TransactSession:
                 if batch is None:
                     batch = open_[(topic, partition)] = producer.create_batch()
                 headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
-                if batch.append(key=o.key, value=o.value, timestamp=None, headers=headers) is None:
-                    # full: send it; the record always fits an empty batch (an oversized
-                    # one then fails at the broker, aborting the transaction, as send())
+                meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
+                if meta is None:
+                    # full: send it. An empty batch takes any record; should that ever
+                    # change, stop rather than drop the record.
                     await self._send_batch(batch, topic, partition)
                     batch = open_[(topic, partition)] = producer.create_batch()
-                    batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
+                    meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
+                    if meta is None:
+                        raise FatalError(
+                            f"aiokafka refused an output for {topic} into an empty batch"
+                        )
+                if meta.size > max_bytes:  # send() would refuse it; the broker would too
+                    raise FatalError(
+                        f"an output for {topic} is {meta.size} bytes, over the producer's "
+                        f"max request size ({max_bytes}): it can never be produced"
+                    )
             for (topic, partition), batch in open_.items():
                 await self._send_batch(batch, topic, partition)
         except ak.SEND_REFUSED as exc:

@@ -519,3 +519,23 @@ async def test_reposition_puts_unadopted_records_back(cluster: FakeCluster) -> N
             await session.reposition(ahead[5:], committed=committed)  # to committed: 30
     finally:
         await session.stop()
+
+
+# Outputs are produced as hand-built batches, which skip the size check producer.send
+# makes. An output that can never be produced must stop the app with a clear error, not
+# abort and retry the same transaction forever.
+async def test_output_over_the_max_request_size_is_fatal(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=20)
+
+    class Huge(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if record.offset == 10:
+                return eosflow.Output(self.out, b"x" * 2_000_000)
+            return await super().process(record)
+
+    app = eosflow.EosApp(Huge("out"), cfg(c))
+    with pytest.raises(eosflow.FatalError, match=r"max request size"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    assert c.committed("g").get(("in", 0), 0) <= 10
