@@ -19,7 +19,8 @@ class Processor:
     ``process`` is called once per record (in offset order within a partition) and
     returns None, one ``Output`` or an iterable of them. Everything it returns for the
     records of one transaction is produced and committed atomically with their offsets.
-    A record may be processed more than once (after an abort or a crash), but its outputs
+    A record may be processed more than once (after an abort or a crash, or when work
+    done ahead of a commit is dropped -- see ``EosConfig.process_ahead``), but its outputs
     become visible to read_committed readers exactly once, so ``process`` must not have
     side effects outside Kafka that cannot be repeated.
 
