@@ -6,7 +6,6 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from eosflow.testing import read_topic
@@ -19,15 +18,6 @@ async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
         await admin.create_topics([NewTopic(name, partitions, 1)])
     finally:
         await admin.close()
-
-
-async def partitions_of(bootstrap: str, topic: str) -> list[int]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
-    try:
-        return sorted(await producer.partitions_for(topic))
-    finally:
-        await producer.stop()
 
 
 async def read_all(

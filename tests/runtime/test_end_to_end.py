@@ -6,9 +6,10 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import create_topic, eventually, partitions_of, read_all
+from kit import create_topic, eventually, read_all
 
 import eosflow
+from eosflow.testing._checker import _partitions as partitions_of
 from eosflow.testing._ladder import Broker
 
 
