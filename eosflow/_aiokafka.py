@@ -69,16 +69,16 @@ def max_request_bytes(producer: AIOKafkaProducer) -> int:
 class Partitioner:
     """The partition ``producer.send`` would pick for a record without one: the producer's
     partitioner (murmur2 of the key; any available partition for a null key) over the
-    topic's current metadata. ``ready`` fetches the topic's metadata the first time."""
+    topic's current metadata. ``ready`` fetches a topic's metadata; topics in ``known``
+    have it (checked without a coroutine per record on the hot path)."""
 
     def __init__(self, producer: AIOKafkaProducer) -> None:
         self._producer = producer
-        self._known: set[str] = set()
+        self.known: set[str] = set()
 
     async def ready(self, topic: str) -> None:
-        if topic not in self._known:
-            await self._producer.client._wait_on_metadata(topic)
-            self._known.add(topic)
+        await self._producer.client._wait_on_metadata(topic)
+        self.known.add(topic)
 
     def partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
         return int(self._producer._partition(topic, None, key, value, key, value))

@@ -252,7 +252,8 @@ class TransactSession:
             for o in outputs:
                 topic, partition = o.topic, o.partition
                 if partition is None:
-                    await partitioner.ready(topic)
+                    if topic not in partitioner.known:
+                        await partitioner.ready(topic)
                     partition = partitioner.partition(topic, o.key, o.value)
                 batch = open_.get((topic, partition))
                 if batch is None:
