@@ -77,11 +77,16 @@ class Partitioner:
         self.known: set[str] = set()
 
     async def ready(self, topic: str) -> None:
-        await self._producer.client._wait_on_metadata(topic)
-        self.known.add(topic)
+        if topic not in self.known:
+            await self._producer.client._wait_on_metadata(topic)
+            self.known.add(topic)
 
     def partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
         return int(self._producer._partition(topic, None, key, value, key, value))
+
+    def partitions(self, topic: str) -> set[int]:
+        """The topic's partitions as the producer's metadata knows them (after ``ready``)."""
+        return set(self._producer.client.cluster.partitions_for_topic(topic) or ())
 
 
 def is_fencing(exc: BaseException) -> bool:

@@ -252,11 +252,12 @@ class TransactSession:
             for o in outputs:
                 topic, partition = o.topic, o.partition
                 if partition is None:
-                    if topic not in partitioner.known:
+                    if topic not in partitioner.known:  # no coroutine per record otherwise
                         await partitioner.ready(topic)
                     partition = partitioner.partition(topic, o.key, o.value)
                 batch = open_.get((topic, partition))
-                if batch is None:
+                if batch is None:  # first output to this partition in this call
+                    await self._check_partition(topic, partition)
                     batch = open_[(topic, partition)] = producer.create_batch()
                 headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
                 meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
@@ -280,6 +281,18 @@ class TransactSession:
         except ak.SEND_REFUSED as exc:
             self._refused = True
             self.doom(f"produce refused: {exc!r}")
+
+    async def _check_partition(self, topic: str, partition: int) -> None:
+        """An output naming a partition the topic does not have can never be produced
+        (``send_batch`` would fail an assertion deep in aiokafka): stop, saying so."""
+        partitioner = self._partitioner
+        assert partitioner is not None
+        await partitioner.ready(topic)
+        known = partitioner.partitions(topic)
+        if partition not in known:
+            raise FatalError(
+                f"an output names {topic}[{partition}], but {topic} has partitions {sorted(known)}"
+            )
 
     async def _send_batch(self, batch: Any, topic: str, partition: int) -> None:
         self._sends.append(await self.producer.send_batch(batch, topic, partition=partition))

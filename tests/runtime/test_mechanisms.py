@@ -539,3 +539,20 @@ async def test_output_over_the_max_request_size_is_fatal(cluster: FakeCluster) -
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g").get(("in", 0), 0) <= 10
+
+
+# An output naming a partition its topic does not have can never be produced: the app
+# stops saying which, instead of failing an assertion inside aiokafka.
+async def test_output_to_a_missing_partition_is_fatal(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=20)
+
+    class Misrouted(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            return eosflow.Output(self.out, record.value, partition=7)
+
+    app = eosflow.EosApp(Misrouted("out"), cfg(c))
+    with pytest.raises(eosflow.FatalError, match=r"out\[7\], but out has partitions \[0\]"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    assert c.committed("g") == {}
