@@ -65,12 +65,15 @@ class _Work:
     outputs: list[Output] = field(default_factory=list)
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
     pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
+    dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
     size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
 
 @dataclass
 class Stats:
-    """Counters of a running app (read them for progress; they only grow)."""
+    """Counters of a running app (read them for progress; they only grow). ``records``,
+    ``outputs`` and ``dead_lettered`` count work put into transactions, so work redone
+    after an abort counts again."""
 
     records: int = 0
     outputs: int = 0
@@ -254,6 +257,7 @@ class EosApp:
         session.mark_consumed(work.offsets)
         self.stats.records += len(work.records)
         self.stats.outputs += len(work.outputs)
+        self.stats.dead_lettered += work.dead_lettered
 
     async def _stream_transaction(
         self,
@@ -316,6 +320,7 @@ class EosApp:
             raise
         except Exception as exc:
             outputs = self._failed(batch, exc)
+            self.stats.dead_lettered += len(batch)
         await session.send_all(outputs)
         session.mark_consumed({(r.topic, r.partition): r.offset + 1 for r in batch})
         self.stats.outputs += len(outputs)
@@ -344,6 +349,7 @@ class EosApp:
                 result = await process(r)
             except Exception as exc:
                 result = self._failed([r], exc)
+                work.dead_lettered += 1
             if type(result) is Output:  # the common case, without as_outputs' checks
                 outputs.append(result)
             elif result is not None:
@@ -371,7 +377,6 @@ class EosApp:
             first.offset,
             exc,
         )
-        self.stats.dead_lettered += len(records)
         return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
 
     def _count(self, outcome: Outcome) -> None:

@@ -319,6 +319,7 @@ async def test_dead_letter_policy_continues(cluster: FakeCluster) -> None:
     dlq = await read_all(c.bootstrap_servers, "dlq")
     rejected = {f"v{i}".encode() for i in range(N) if i % 50 == 7}
     assert {v for _, _, v in dlq} == rejected and len(dlq) == len(rejected)
+    assert app.stats.dead_lettered == len(rejected) and app.stats.aborted == 0
     assert sorted(out + [v for _, _, v in dlq]) == sorted(  # type: ignore[type-var]
         f"v{i}".encode() for i in range(N)
     )
