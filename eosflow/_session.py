@@ -201,11 +201,7 @@ class TransactSession:
     def give_back(self, records: list[Record]) -> None:
         """Return polled but unprocessed records: their partitions are sought back to the
         first of them, so the next poll delivers them again."""
-        first: dict[TopicPartition, int] = {}
-        for r in records:
-            tp = TopicPartition(r.topic, r.partition)
-            first[tp] = min(first.get(tp, r.offset), r.offset)
-        for tp, offset in first.items():
+        for tp, offset in _first_offsets(records).items():
             if tp in self._ready:
                 with contextlib.suppress(IllegalStateError):  # moved away meanwhile
                     self.consumer.seek(tp, offset)
@@ -217,11 +213,7 @@ class TransactSession:
         committed; if it did, a partition with nothing committed yet goes back to the
         first of these records (nothing before them is pending), else it follows the reset
         policy exactly as the abort's rewind did (the aborted records precede these)."""
-        first: dict[TopicPartition, int] = {}
-        for r in records:
-            tp = TopicPartition(r.topic, r.partition)
-            first[tp] = min(first.get(tp, r.offset), r.offset)
-        for tp, offset in first.items():
+        for tp, offset in _first_offsets(records).items():
             if tp not in self._ready:
                 continue  # moved away: its next owner starts from the committed offset
             if committed and self._committed.get(tp) is None:
@@ -544,6 +536,15 @@ class TransactSession:
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+
+
+def _first_offsets(records: list[Record]) -> dict[TopicPartition, int]:
+    """The lowest offset among ``records`` per partition."""
+    first: dict[TopicPartition, int] = {}
+    for r in records:
+        tp = TopicPartition(r.topic, r.partition)
+        first[tp] = min(first.get(tp, r.offset), r.offset)
+    return first
 
 
 def _consume_error(fut: asyncio.Future[object]) -> None:
