@@ -314,17 +314,15 @@ class EosApp:
                 break
             batch.extend(more)
             size += _bytes(more)
+        work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
         try:
-            outputs = await self.processor.process_batch(batch)
+            work.outputs = await self.processor.process_batch(batch)
         except TransactionError:
             raise
         except Exception as exc:
-            outputs = self._failed(batch, exc)
-            self.stats.dead_lettered += len(batch)
-        await session.send_all(outputs)
-        session.mark_consumed({(r.topic, r.partition): r.offset + 1 for r in batch})
-        self.stats.outputs += len(outputs)
-        self.stats.records += len(batch)
+            work.outputs = self._failed(batch, exc)
+            work.dead_lettered = len(batch)
+        await self._send(session, work)
 
     def _full(self, size: int) -> bool:
         cap = self.config.max_bytes_per_txn
