@@ -358,7 +358,7 @@ async def test_producer_gone_fatal_mid_transaction_is_recovered(cluster: FakeClu
 
 
 # Mechanism 7, the race the CLI test once hit: sends continue after aiokafka went fatal
-# (the fencing answer arrives mid-transaction), so `send` raises IllegalOperation, which is
+# (the fencing answer arrives mid-transaction), so `send_batch` raises IllegalOperation, which is
 # not a KafkaError. It must doom the transaction, not escape from run().
 async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster) -> None:
     c = cluster
