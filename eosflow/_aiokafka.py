@@ -147,11 +147,17 @@ def producer_identity(producer: AIOKafkaProducer) -> tuple[int, int]:
     return int(txn.producer_id), int(txn.producer_epoch)
 
 
-async def forced_heartbeat(consumer: AIOKafkaConsumer, group_id: str) -> int:
-    """Send a heartbeat now with the current generation and member id and wait for its
-    answer; returns the Kafka error code (0 when the membership is confirmed)."""
-    ident = group_identity(consumer)
-    if ident.coordinator_id is None or ident.generation < 0:
+async def forced_heartbeat(
+    consumer: AIOKafkaConsumer, group_id: str, identity: GroupIdentity | None = None
+) -> int:
+    """Send a heartbeat now and wait for its answer; returns the Kafka error code (0 when
+    the membership is confirmed). It carries ``identity``'s generation and member id --
+    those the transaction's partitions were assigned under -- so a member that has moved
+    on to a newer generation since is not confirmed for older work (ILLEGAL_GENERATION);
+    without ``identity``, the consumer's current ones."""
+    current = group_identity(consumer)
+    ident = identity or current
+    if current.coordinator_id is None or ident.generation < 0:
         return 25  # UNKNOWN_MEMBER_ID: not in the group as far as we know
     req = _wire.SpecRequest.of(
         _wire.HEARTBEAT,
@@ -162,7 +168,7 @@ async def forced_heartbeat(consumer: AIOKafkaConsumer, group_id: str) -> int:
             "group_instance_id": ident.instance_id,
         },
     )
-    resp = await consumer._client.send(ident.coordinator_id, req, group=_COORD)
+    resp = await consumer._client.send(current.coordinator_id, req, group=_COORD)
     return int(resp.error_code)
 
 

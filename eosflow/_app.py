@@ -182,13 +182,14 @@ class EosApp:
         limit = min(cfg.max_records_per_txn, self._batch_limit)
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
-            records = ahead.pending
+            records, epoch = ahead.pending, ahead.epoch
         else:
             first = self._chunk(limit, cfg.commit_interval_s)
             records = await session.poll(first, cfg.commit_interval_s)
+            epoch = session.epoch  # the assignment these records were polled under
             if not records:
                 return
-        await session.begin()
+        await session.begin(epoch)
         deadline = time.monotonic() + cfg.commit_interval_s
         try:
             if overrides_batch(self.processor):

@@ -42,6 +42,7 @@ from . import _aiokafka as ak
 from ._config import EosConfig
 from ._errors import FatalError, ProducerFencedError
 from ._records import Output, Record
+from ._transaction import Transaction
 
 log = logging.getLogger("eosflow.session")
 
@@ -70,18 +71,15 @@ class TransactSession:
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._lock = asyncio.Lock()
-        self._in_txn = False
-        self._doomed: str | None = None
+        self._txn: Transaction | None = None  # the open transaction
         self._committed: dict[TopicPartition, int | None] = {}
-        # (topic, partition) -> next offset; plain tuples (TopicPartition is a namedtuple and
-        # compares equal) because this is written once per record
-        self._consumed: dict[tuple[str, int], int] = {}
         self._ready: set[TopicPartition] = set()
         # bumped whenever partitions come or go (or positions are re-read after recovery):
-        # work done ahead of a transaction is only adopted if it did not change meanwhile
+        # records polled under one epoch may only be committed under the same epoch
         self._epoch = 0
-        self._sends: list[asyncio.Future[object]] = []
-        self._refused = False  # the producer refused a send in this transaction
+        # the group generation and member id under which the partitions of this epoch
+        # were assigned: what TxnOffsetCommit and the forced heartbeat carry
+        self._identity: ak.GroupIdentity | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._partitioner: ak.Partitioner | None = None
@@ -139,7 +137,7 @@ class TransactSession:
 
     async def stop(self) -> None:
         """Abort any open transaction, leave the group, close both clients."""
-        if self._in_txn:
+        if self._txn is not None:
             await self.end(commit=False)
         if self._consumer is not None:
             with contextlib.suppress(KafkaError):
@@ -159,12 +157,13 @@ class TransactSession:
 
     @property
     def in_transaction(self) -> bool:
-        return self._in_txn
+        return self._txn is not None
 
     @property
     def epoch(self) -> int:
         """Changes whenever the set of processable partitions (or their positions, after a
-        recovery) changed; equal values mean records polled in between are still ours."""
+        recovery) changed; equal values mean records polled in between are still ours.
+        Read it right after ``poll`` (no await between) and pass it to ``begin``."""
         return self._epoch
 
     # --- the transaction --------------------------------------------------------------
@@ -178,10 +177,11 @@ class TransactSession:
             timeout_ms=int(timeout_s * 1000), max_records=max_records
         )
         out: list[Record] = []
+        consumed = self._txn.consumed if self._txn is not None else {}
         for tp, msgs in batch.items():
             if tp not in self._ready:
                 continue  # fetched before the stable offset was applied; seek redoes it
-            floor = self._consumed.get(tp, -1)
+            floor = consumed.get(tp, -1)
             for m in msgs:
                 if m.offset < floor:
                     continue
@@ -222,10 +222,16 @@ class TransactSession:
             else:
                 await self._seek_committed(tp)
 
-    async def begin(self) -> None:
-        if not self._in_txn:
-            await self.producer.begin_transaction()
-            self._in_txn = True
+    async def begin(self, epoch: int) -> None:
+        """Open a transaction for records polled (or work adopted) under ``epoch``. If the
+        assignment changed since -- before this call, during its await (aiokafka's
+        ``begin_transaction`` always yields) or later -- ``end`` sees that the epoch moved
+        and aborts it."""
+        if self._txn is not None:
+            return
+        identity = self._identity  # before the await: the identity of this epoch, if current
+        await self.producer.begin_transaction()
+        self._txn = Transaction(epoch, identity)
 
     async def send_all(self, outputs: Sequence[Output]) -> None:
         """Produce ``outputs`` in the open transaction, in order per partition, as whole
@@ -233,7 +239,9 @@ class TransactSession:
         per record -- the producer's per-record path is most of the cost of a light
         processor). A refused send (the producer went fatal, e.g. fenced, under us) dooms
         the transaction and drops the rest; ``end`` sorts out why."""
-        if self._refused or not outputs:
+        txn = self._txn
+        assert txn is not None, "send_all outside a transaction"
+        if txn.refused or not outputs:
             return
         producer = self.producer
         partitioner = self._partitioner
@@ -256,7 +264,7 @@ class TransactSession:
                 if meta is None:
                     # full: send it. An empty batch takes any record; should that ever
                     # change, stop rather than drop the record.
-                    await self._send_batch(batch, topic, partition)
+                    txn.sends.append(await producer.send_batch(batch, topic, partition=partition))
                     batch = open_[(topic, partition)] = producer.create_batch()
                     meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
                     if meta is None:
@@ -269,10 +277,10 @@ class TransactSession:
                         f"max request size ({max_bytes}): it can never be produced"
                     )
             for (topic, partition), batch in open_.items():
-                await self._send_batch(batch, topic, partition)
+                txn.sends.append(await producer.send_batch(batch, topic, partition=partition))
         except ak.SEND_REFUSED as exc:
-            self._refused = True
-            self.doom(f"produce refused: {exc!r}")
+            txn.refused = True
+            txn.doom(f"produce refused: {exc!r}")
 
     async def _check_partition(self, topic: str, partition: int) -> None:
         """An output naming a partition the topic does not have can never be produced
@@ -286,30 +294,31 @@ class TransactSession:
                 f"an output names {topic}[{partition}], but {topic} has partitions {sorted(known)}"
             )
 
-    async def _send_batch(self, batch: Any, topic: str, partition: int) -> None:
-        self._sends.append(await self.producer.send_batch(batch, topic, partition=partition))
-
     def mark_consumed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Record the next offset per (topic, partition) processed in this transaction;
-        they commit with it."""
-        self._consumed.update(offsets)
+        they commit with it. An offset that does not grow is a ``FatalError``."""
+        txn = self._txn
+        assert txn is not None, "mark_consumed outside a transaction"
+        txn.mark(offsets, self._committed)  # type: ignore[arg-type]
 
     def doom(self, reason: str) -> None:
-        if self._in_txn and self._doomed is None:
-            self._doomed = reason
+        if self._txn is not None:
+            self._txn.doom(reason)
 
     async def end(self, commit: bool) -> Outcome:
         """End the open transaction: commit if ``commit`` and every check passes, else
         abort. Returns the outcome; raises ``ProducerFencedError`` when fenced."""
-        if not self._in_txn:
+        txn = self._txn
+        if txn is None:
             return Outcome.EMPTY
         await self._lock.acquire()
         hold = flushed = False
         try:
-            reason = self._doomed if commit else "abort requested"
-            offsets = {TopicPartition(t, p): off for (t, p), off in self._consumed.items()}
+            # Under the lock no revocation can run: checked here, it holds until EndTxn.
+            reason = (txn.doomed or self._stale(txn)) if commit else "abort requested"
+            offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
             try:
-                outcome, reason = await self._decide_and_end(reason, offsets)
+                outcome, reason = await self._decide_and_end(txn, reason, offsets)
             except _Fenced as fenced:
                 # A timed-out transaction also bumps the epoch: KIP-360 tells the two apart.
                 log.warning("producer epoch fenced (%s): trying KIP-360 recovery", fenced)
@@ -325,14 +334,10 @@ class TransactSession:
                 await self._rewind()
             return outcome
         finally:
-            self._in_txn = False
-            self._doomed = None
-            self._consumed.clear()
+            self._txn = None
             if not flushed:  # their errors are accounted for by the outcome
-                for fut in self._sends:
+                for fut in txn.sends:
                     fut.add_done_callback(_consume_error)
-            self._sends.clear()
-            self._refused = False
             if hold:
                 asyncio.get_running_loop().call_later(
                     self.config.post_commit_delay_s, self._lock.release
@@ -340,8 +345,19 @@ class TransactSession:
             else:
                 self._lock.release()
 
+    def _stale(self, txn: Transaction) -> str | None:
+        """Why ``txn`` may not commit because of the assignment, if it may not: the
+        assignment changed since its records were polled, or it marked offsets of a
+        partition the session no longer holds."""
+        if txn.epoch != self._epoch:
+            return "partitions revoked"
+        gone = sorted(f"{t}[{p}]" for t, p in txn.consumed if (t, p) not in self._ready)
+        if gone:
+            return f"offsets of partitions no longer held: {', '.join(gone)}"
+        return None
+
     async def _decide_and_end(
-        self, reason: str | None, offsets: dict[TopicPartition, int]
+        self, txn: Transaction, reason: str | None, offsets: dict[TopicPartition, int]
     ) -> tuple[Outcome, str | None]:
         failure = ak.producer_failure(self.producer)
         if failure is not None:
@@ -351,49 +367,51 @@ class TransactSession:
             await self._recover()
             return Outcome.RECOVERED, f"producer failed: {failure!r}"
         try:
-            await self._flush()
+            await self._flush(txn)
         except ProducerFenced as exc:
             raise _Fenced(repr(exc)) from None
         except KafkaError as exc:
             reason = reason or f"produce failed: {exc!r}"
         if reason is None and offsets:
-            reason = await self._commit_offsets(offsets)
+            reason = await self._commit_offsets(offsets, txn.identity)
         if reason is None and offsets:
-            reason = await self._confirm_membership()
-        reason = reason or self._doomed
+            reason = await self._confirm_membership(txn.identity)
+        reason = reason or txn.doomed
         return await self._end_txn(reason is None), reason
 
-    async def _flush(self) -> None:
+    async def _flush(self, txn: Transaction) -> None:
         """Wait until every record of the transaction is acknowledged; raise the first
         send error. (One ``flush`` then a synchronous scan is much cheaper than gathering
         a thousand futures.)"""
-        if not self._sends:
+        if not txn.sends:
             return
         await self.producer.flush()
-        pending = [f for f in self._sends if not f.done()]
+        pending = [f for f in txn.sends if not f.done()]
         if pending:
             await asyncio.gather(*pending)
-        for f in self._sends:
+        for f in txn.sends:
             if f.exception() is not None:
                 raise f.exception()  # type: ignore[misc]
 
-    async def _commit_offsets(self, offsets: dict[TopicPartition, int]) -> str | None:
+    async def _commit_offsets(
+        self, offsets: dict[TopicPartition, int], identity: ak.GroupIdentity | None
+    ) -> str | None:
         assert self.caps is not None
         code = await ak.commit_offsets_in_txn(
             self.producer,
             self.config.group_id,
             offsets,
             self.caps,
-            ak.group_identity(self.consumer),
+            identity or ak.group_identity(self.consumer),
         )
         if code in ak.FENCING:
             raise _Fenced(f"TxnOffsetCommit: {ak.error_name(code)}")
         return None if code == 0 else f"TxnOffsetCommit: {ak.error_name(code)}"
 
-    async def _confirm_membership(self) -> str | None:
+    async def _confirm_membership(self, identity: ak.GroupIdentity | None) -> str | None:
         assert self.caps is not None
         try:
-            code = await ak.forced_heartbeat(self.consumer, self.config.group_id)
+            code = await ak.forced_heartbeat(self.consumer, self.config.group_id, identity)
         except KafkaError as exc:
             return f"forced heartbeat failed: {exc!r}"
         if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and self.caps.kip447):
@@ -520,6 +538,8 @@ class TransactSession:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
+        # the generation these partitions were assigned under, before anything can move on
+        self._identity = ak.group_identity(self.consumer)
         new = [tp for tp in assigned if tp not in self._ready]
         if not new:
             return

@@ -510,7 +510,7 @@ async def test_reposition_puts_unadopted_records_back(cluster: FakeCluster) -> N
         assert (await poll_all(session, 1))[0].offset == 0
         await session.reposition(records, committed=False)
 
-        await session.begin()
+        await session.begin(session.epoch)
         done = await poll_all(session, 30)
         session.mark_consumed({("in", 0): done[-1].offset + 1})
         assert await session.end(commit=True) is eosflow.Outcome.COMMITTED
@@ -557,3 +557,64 @@ async def test_output_to_a_missing_partition_is_fatal(cluster: FakeCluster) -> N
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g") == {}
+
+
+class Counting(Spy):
+    """Spy that counts completed assignments (``on_assigned`` runs after the committed
+    offsets of the new partitions were fetched and applied)."""
+
+    def __init__(self, out: str) -> None:
+        super().__init__(out)
+        self.assignments = 0
+
+    async def on_assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
+        self.assignments += 1
+
+
+# Invariant 17 (the rebalance race of issue 10): a revocation that lands after records were
+# polled (or work ahead adopted) but before the transaction is formally open must still
+# abort that transaction. aiokafka's `begin_transaction` always yields to the event loop;
+# this test makes a whole rebalance -- revocation, rejoin with a new generation, stable
+# offset fetch and seek back -- happen inside that yield of the second `begin`. Without
+# the assignment epoch carried into the transaction AND without the TxnOffsetCommit and
+# forced heartbeat carrying the generation of that assignment (the broker's fence, kept as
+# defence in depth), records 50..99 commit twice: once in the transaction begun across
+# the rebalance, once after the seek back. Without the epoch alone, the broker's fence
+# aborts it, with another reason.
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_rebalance_inside_begin_aborts_the_transaction(
+    cluster: FakeCluster, ahead: bool
+) -> None:
+    c = cluster
+    await seed(c)
+    proc = Counting("out")
+    hold = c.intercept("EndTxn", hold=True)  # the first commit, until work ahead is done
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=ahead))
+    async with app:
+        await hold.matched()
+        if ahead:
+            await until(app, lambda: len(proc.seen) == 100, "50 records processed ahead")
+        session = app._session
+        assert session is not None
+        producer = session.producer
+        original = producer.begin_transaction
+        begins = 0
+
+        async def begin_across_a_rebalance() -> None:
+            nonlocal begins
+            begins += 1
+            if begins == 1:  # the transaction after the held commit
+                before = proc.assignments
+                c.force_rebalance("g")
+                await until(app, lambda: proc.assignments > before, "rebalance done")
+            await original()
+
+        producer.begin_transaction = begin_across_a_rebalance  # type: ignore[method-assign]
+        hold.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert begins >= 1 and proc.revoked_at, "the rebalance ran inside begin"
+    await assert_exactly_once(c)
+    # decided by the session from the assignment epoch, before any request; with only the
+    # broker's generation fence left it would read "TxnOffsetCommit: ILLEGAL_GENERATION"
+    assert app.stats.aborted == 1
+    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]

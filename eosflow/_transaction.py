@@ -1,0 +1,64 @@
+"""``Transaction``: what one open Kafka transaction holds, replaced whole each time.
+
+``TransactSession.begin`` creates one and ``end`` consumes it: "in a transaction" means
+one exists. It holds the next offset consumed per partition, the send futures of its
+outputs, whether a send was refused, and why it is doomed if it is.
+
+It is tied to the assignment under which its records were polled: ``epoch`` is the
+session's assignment epoch at that moment (bumped by every revocation, assignment and
+recovery) and ``identity`` the group generation and member id captured when those
+partitions were assigned. A transaction whose epoch is no longer the session's can only
+abort -- whether the revocation came while it was open or before it formally began (the
+gap between polling and ``begin``, which aiokafka's ``begin_transaction`` widens by
+always yielding). Its offsets are committed under ``identity``, not under the consumer's
+generation at commit time, so the broker's KIP-447 fence rejects them too if they are
+stale.
+
+Offsets only grow: marking a partition's next offset at or below what this transaction
+already marked, or at or below what is committed, would commit a position that re-reads or
+skips records; it is a ``FatalError`` (a bug, never a condition to retry).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ._aiokafka import GroupIdentity
+from ._errors import FatalError
+
+Partition = tuple[str, int]
+"""(topic, partition): the one shape of a partition key from poll to commit."""
+
+
+@dataclass(eq=False, slots=True)
+class Transaction:
+    epoch: int
+    identity: GroupIdentity | None
+    consumed: dict[Partition, int] = field(default_factory=dict)
+    sends: list[asyncio.Future[object]] = field(default_factory=list)
+    doomed: str | None = None
+    refused: bool = False  # the producer refused a send: the rest were dropped
+
+    def doom(self, reason: str) -> None:
+        """Make the transaction abort at ``end``; the first reason is kept."""
+        if self.doomed is None:
+            self.doomed = reason
+
+    def mark(
+        self, offsets: Mapping[Partition, int], committed: Mapping[Partition, int | None]
+    ) -> None:
+        """Record the next offset per partition processed in this transaction."""
+        for tp, offset in offsets.items():
+            ours = self.consumed.get(tp)
+            floor = ours if ours is not None else committed.get(tp)
+            if floor is not None and offset <= floor:
+                where = (
+                    "what this transaction marked" if ours is not None else "its committed offset"
+                )
+                raise FatalError(
+                    f"the next offset of {tp[0]}[{tp[1]}] would be {offset}, not past {where} "
+                    f"({floor}): records would be committed twice"
+                )
+        self.consumed.update(offsets)
