@@ -19,8 +19,16 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 Private attributes used, all read-only: ``consumer._client``, ``consumer._coordinator``
 (generation, member_id, coordinator_id, _group_instance_id), ``producer._txn_manager``
 (producer_id, producer_epoch, consumer_group_added), ``producer.client._wait_on_metadata``,
-``producer._partition`` and ``producer._max_request_size``. Errors come back as Kafka
-error codes (ints) and are mapped to eosflow's error tree by the session.
+``producer._partition`` and ``producer._max_request_size``.
+
+Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
+``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
+(``_errors.py``): fencing answers into ``Fenced`` (the session resolves them by KIP-360),
+authorization failures into ``AuthorizationError``, broker and network failures worth a
+retry into ``TransientError``, anything else into ``FatalError`` naming the step. The
+session wraps each step in ``mapped(step)`` and catches only eosflow's errors. Retry loops
+here are bounded in time, and running out of retries raises ``TransientError``: it never
+comes back as "no error".
 """
 
 from __future__ import annotations
@@ -29,23 +37,58 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
-from aiokafka.errors import IllegalOperation, KafkaError, for_code
+from aiokafka.errors import IllegalOperation, IllegalStateError, KafkaError, for_code
 from aiokafka.protocol.admin import ApiVersionRequest
 
+from . import _codes as codes
 from . import _wire
+from ._errors import AuthorizationError, EosflowError, FatalError, TransientError
 
 log = logging.getLogger("eosflow.adapter")
 
-UNSTABLE_OFFSET_COMMIT = 88
-CONCURRENT_TRANSACTIONS = 51
-COORDINATOR_ERRORS = frozenset({14, 15, 16})  # load in progress, not available, not coordinator
-REBALANCE_IN_PROGRESS = 27
-FENCING = frozenset({47, 90})  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
+UNKNOWN_SERVER_ERROR = codes.UNKNOWN_SERVER_ERROR
+REQUEST_TIMED_OUT = codes.REQUEST_TIMED_OUT
+NETWORK_EXCEPTION = codes.NETWORK_EXCEPTION
+UNKNOWN_MEMBER_ID = codes.UNKNOWN_MEMBER_ID
+REBALANCE_IN_PROGRESS = codes.REBALANCE_IN_PROGRESS
+CONCURRENT_TRANSACTIONS = codes.CONCURRENT_TRANSACTIONS
+UNSTABLE_OFFSET_COMMIT = codes.UNSTABLE_OFFSET_COMMIT
+COORDINATOR_ERRORS = frozenset(
+    {codes.COORDINATOR_LOAD_IN_PROGRESS, codes.COORDINATOR_NOT_AVAILABLE, codes.NOT_COORDINATOR}
+)
+FENCING = frozenset({codes.INVALID_PRODUCER_EPOCH, codes.PRODUCER_FENCED})
+# answers worth sending the same request again for (within the step's time budget)
+RETRY_CODES = COORDINATOR_ERRORS | {REQUEST_TIMED_OUT, NETWORK_EXCEPTION, CONCURRENT_TRANSACTIONS}
+# broker answers that abort the transaction and retry it, rather than stop the app
+TRANSIENT_CODES = RETRY_CODES | {
+    UNKNOWN_SERVER_ERROR,
+    codes.UNKNOWN_TOPIC_OR_PARTITION,  # metadata not yet propagated
+    codes.LEADER_NOT_AVAILABLE,
+    codes.NOT_LEADER_OR_FOLLOWER,
+    codes.NOT_ENOUGH_REPLICAS,
+    codes.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    REBALANCE_IN_PROGRESS,
+    UNSTABLE_OFFSET_COMMIT,
+    # the producer's own state is off (sequences, id mapping): a new epoch (KIP-360) fixes it
+    codes.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    codes.INVALID_TXN_STATE,
+    codes.INVALID_PRODUCER_ID_MAPPING,
+    codes.UNKNOWN_PRODUCER_ID,
+    codes.TRANSACTION_ABORTABLE,
+}
+# Kafka's authorization failures: the permission and resource kind each one means
+AUTHORIZATION = {
+    codes.TOPIC_AUTHORIZATION_FAILED: ("READ or WRITE", "a topic"),
+    codes.GROUP_AUTHORIZATION_FAILED: ("READ", "the group"),
+    codes.CLUSTER_AUTHORIZATION_FAILED: ("the needed ACL", "the cluster"),
+    codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: ("WRITE and DESCRIBE", "the transactional id"),
+}
 
 _GROUP = 0
 _TRANSACTION = 1
@@ -89,6 +132,59 @@ class Partitioner:
         return set(self._producer.client.cluster.partitions_for_topic(topic) or ())
 
 
+class Fenced(EosflowError):
+    """The broker answered a fencing error (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED):
+    either a newer instance owns the transactional id or our epoch timed out. Only the
+    session can tell which (KIP-360); it never leaves the session."""
+
+
+def map_error(exc: BaseException, step: str) -> EosflowError:
+    """eosflow's error for ``exc`` raised during ``step`` (see the module docstring)."""
+    if isinstance(exc, EosflowError):
+        return exc
+    code = getattr(exc, "errno", None)
+    if is_fencing(exc):
+        return Fenced(f"{step}: {exc!r}")
+    if isinstance(code, int) and code in AUTHORIZATION:
+        permission, resource = AUTHORIZATION[code]
+        return AuthorizationError(step, permission, resource, error_name(code))
+    if isinstance(code, int) and code in TRANSIENT_CODES:
+        return TransientError(step, error_name(code))
+    if isinstance(exc, KafkaError) and (exc.retriable or type(exc).__name__ == "KafkaError"):
+        # aiokafka's bare KafkaError wraps an error answer it gave up on (e.g. "Unexpected
+        # error during batch delivery"): a retry of the transaction may do
+        return TransientError(step, _describe(exc))
+    if isinstance(exc, (TimeoutError, OSError)):
+        return TransientError(step, _describe(exc))
+    if isinstance(exc, (IllegalOperation, AssertionError)) or type(exc).__name__ in (
+        "IllegalStateError",
+        "ConsumerStoppedError",
+    ):
+        # aiokafka's transaction manager or consumer in a state it cannot leave (e.g.
+        # "Invalid state transition FATAL_ERROR -> ABORTING_TRANSACTION"): the session
+        # replaces the producer (KIP-360) and goes on
+        return TransientError(step, f"client state: {_describe(exc)}")
+    if isinstance(exc, KafkaError):
+        return FatalError(f"{step}: {_describe(exc)}")
+    return FatalError(f"{step}: unexpected {_describe(exc)}")
+
+
+@contextlib.contextmanager
+def mapped(step: str) -> Iterator[None]:
+    """Run a step, mapping whatever it raises into eosflow's tree (cancellation passes)."""
+    try:
+        yield
+    except EosflowError:
+        raise
+    except Exception as exc:
+        raise map_error(exc, step) from exc
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def is_fencing(exc: BaseException) -> bool:
     """Whether ``exc`` says another producer owns the transactional id."""
     return getattr(exc, "errno", None) in FENCING or type(exc).__name__ == "ProducerFenced"
@@ -96,7 +192,7 @@ def is_fencing(exc: BaseException) -> bool:
 
 def error_name(code: int) -> str:
     """Kafka's name of an error code, e.g. ILLEGAL_GENERATION."""
-    return str(getattr(for_code(code), "message", code)) if code else "NONE"
+    return codes.name(code)
 
 
 @dataclass(frozen=True)
@@ -158,7 +254,7 @@ async def forced_heartbeat(
     current = group_identity(consumer)
     ident = identity or current
     if current.coordinator_id is None or ident.generation < 0:
-        return 25  # UNKNOWN_MEMBER_ID: not in the group as far as we know
+        return UNKNOWN_MEMBER_ID  # not in the group as far as we know
     req = _wire.SpecRequest.of(
         _wire.HEARTBEAT,
         {
@@ -178,10 +274,13 @@ async def commit_offsets_in_txn(
     offsets: dict[TopicPartition, int],
     caps: Capabilities,
     ident: GroupIdentity,
+    timeout_s: float = 10.0,
 ) -> int:
     """AddOffsetsToTxn then TxnOffsetCommit (v3 with ``ident`` -- generation, member id,
-    instance id -- when the broker has it). Returns 0 or the first Kafka error code;
-    retries coordinator moves and CONCURRENT_TRANSACTIONS."""
+    instance id -- when the broker has it). Returns 0 or the first Kafka error code that
+    is not worth resending; resends coordinator moves, CONCURRENT_TRANSACTIONS, timeouts
+    and dropped connections for at most ``timeout_s`` per request, then raises
+    ``TransientError`` -- the offsets were not committed."""
     client = producer.client
     txn_id = producer._txn_manager.transactional_id
     pid, epoch = producer_identity(producer)
@@ -194,7 +293,9 @@ async def commit_offsets_in_txn(
             "group_id": group_id,
         },
     )
-    code = await _send_retrying(client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code))
+    code = await _send_retrying(
+        client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
+    )
     if code:
         return code
     producer._txn_manager.consumer_group_added(group_id)
@@ -230,7 +331,9 @@ async def commit_offsets_in_txn(
                     return int(part["error_code"])
         return 0
 
-    return await _send_retrying(client, _GROUP, group_id, commit, first_error)
+    return await _send_retrying(
+        client, _GROUP, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
+    )
 
 
 async def fetch_committed(
@@ -253,31 +356,43 @@ async def fetch_committed(
         "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
     }
     req = _wire.SpecRequest.of(_wire.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
+    step = "OffsetFetch"
     deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
     while True:
-        node = await _coordinator(client, _GROUP, group_id)
-        resp = (await client.send(node, req, group=_COORD)).to_object()
-        out: dict[TopicPartition, int | None] = {}
-        moved = resp.get("error_code", 0) in COORDINATOR_ERRORS
-        retry = moved
-        for t in resp["topics"]:
-            for p in t["partitions"]:
-                err = p["error_code"]
-                if err in COORDINATOR_ERRORS:
-                    moved = retry = True
-                elif err == UNSTABLE_OFFSET_COMMIT:
-                    retry = True
-                elif err:
-                    raise for_code(err)()
-                off = p["committed_offset"]
-                out[TopicPartition(t["name"], p["partition_index"])] = off if off >= 0 else None
-        if moved:
+        try:
+            node = await _coordinator(client, _GROUP, group_id)
+            resp = (await client.send(node, req, group=_COORD)).to_object()
+        except (KafkaError, OSError) as exc:
+            error = map_error(exc, step)
+            if not isinstance(error, TransientError):
+                raise error from exc
             _forget(client, _GROUP, group_id)
-        if not retry:
-            return out
+            last = error.cause
+        else:
+            out: dict[TopicPartition, int | None] = {}
+            codes = {resp.get("error_code", 0)}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    codes.add(p["error_code"])
+                    off = p["committed_offset"]
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    out[tp] = off if off >= 0 else None
+            codes.discard(0)
+            if not codes:
+                return out
+            for code in codes:
+                if code not in RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}:
+                    raise map_error(for_code(code)(), step)
+            if codes & COORDINATOR_ERRORS:
+                _forget(client, _GROUP, group_id)
+            last = ", ".join(sorted(error_name(c) for c in codes))
         if time.monotonic() > deadline:
-            raise TimeoutError(f"committed offsets of {group_id} stayed unstable")
-        await asyncio.sleep(0.02)
+            raise TransientError(
+                step, f"committed offsets of {group_id} not read within {timeout_s:g} s ({last})"
+            )
+        await backoff.sleep(deadline)
 
 
 async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tuple[int, int]:
@@ -381,25 +496,94 @@ def _forget(client: Any, coord_type: int, key: str) -> None:
     _coordinators.pop((id(client), coord_type, key), None)
 
 
+class _Backoff:
+    """Exponential backoff from 20 ms, doubling to a 1 s cap (as Kafka's clients grow
+    ``retry.backoff.ms`` towards ``retry.backoff.max.ms``), never past a deadline."""
+
+    def __init__(self, first_s: float = 0.02, cap_s: float = 1.0) -> None:
+        self._next = first_s
+        self._cap = cap_s
+
+    async def sleep(self, deadline: float) -> None:
+        await asyncio.sleep(max(0.0, min(self._next, deadline - time.monotonic())))
+        self._next = min(self._next * 2, self._cap)
+
+
 async def _send_retrying(
-    client: Any, coord_type: int, key: str, req: Any, code_of: Any, attempts: int = 50
+    client: Any,
+    coord_type: int,
+    key: str,
+    req: Any,
+    code_of: Any,
+    step: str,
+    timeout_s: float,
 ) -> int:
-    """Send to the coordinator of ``key``, retrying coordinator moves and
-    CONCURRENT_TRANSACTIONS a bounded number of times; returns the final error code."""
-    code = 0
-    for _ in range(attempts):
+    """Send ``req`` to the coordinator of ``key`` and return its error code (0 or one not
+    worth resending). Coordinator moves, CONCURRENT_TRANSACTIONS, timeouts and dropped
+    connections are resent with a growing backoff for at most ``timeout_s``; then
+    ``TransientError`` names ``step`` and the last cause. Running out of retries is an
+    error, never "no error": a manufactured 0 would commit a transaction without its
+    offsets."""
+    deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TransientError(step, f"no usable answer within {timeout_s:g} s (last: {last})")
         try:
-            node = await _coordinator(client, coord_type, key)
-            code = int(code_of(await client.send(node, req, group=_COORD)))
-        except KafkaError as exc:
-            log.debug("retrying %s after %r", type(req).__name__, exc)
+            node = await asyncio.wait_for(_coordinator(client, coord_type, key), remaining)
+            resp = await asyncio.wait_for(client.send(node, req, group=_COORD), remaining)
+            code = int(code_of(resp))
+        except (KafkaError, OSError, TimeoutError) as exc:
+            error = map_error(exc, step)
+            if not isinstance(error, TransientError):
+                raise error from exc
+            log.debug("resending %s after %r", step, exc)
             _forget(client, coord_type, key)
-            await asyncio.sleep(0.05)
-            continue
-        if code in COORDINATOR_ERRORS:
-            _forget(client, coord_type, key)
-        if code in COORDINATOR_ERRORS or code == CONCURRENT_TRANSACTIONS:
-            await asyncio.sleep(0.02)
-            continue
-        return code
-    return code
+            last = error.cause
+        else:
+            if code not in RETRY_CODES:
+                return code
+            if code in COORDINATOR_ERRORS:
+                _forget(client, coord_type, key)
+            last = error_name(code)
+        await backoff.sleep(deadline)
+
+
+def error_for(code: int) -> KafkaError:
+    """aiokafka's exception for a Kafka error code (for ``map_error``)."""
+    exc: KafkaError = for_code(code)()
+    return exc
+
+
+def seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> bool:
+    """Move ``tp``'s position; False when ``tp`` is no longer assigned (a rebalance took
+    it: its next owner starts from the committed offset anyway)."""
+    try:
+        consumer.seek(tp, offset)
+    except IllegalStateError:
+        return False
+    return True
+
+
+async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: str) -> bool:
+    """Move ``tp`` to the start or end of its log per ``reset``; False when unassigned."""
+    try:
+        if reset == "earliest":
+            await consumer.seek_to_beginning(tp)
+        else:
+            await consumer.seek_to_end(tp)
+    except IllegalStateError:
+        return False
+    return True
+
+
+def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    consumer.pause(*partitions)
+
+
+def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    """Resume ``partitions`` that are still assigned."""
+    with contextlib.suppress(IllegalStateError):
+        consumer.resume(*partitions)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from ._config import EosConfig
-from ._errors import FatalError, ProcessingError, TransactionError
+from ._errors import EosflowError, FatalError, ProcessingError, TransactionError, TransientError
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
 from ._session import Outcome, TransactSession
@@ -108,6 +108,7 @@ class EosApp:
         self._ahead: _Work | None = None  # adopted by the next transaction
         self._record_cost_s = 0.0  # moving average of processing time per record
         self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
+        self._failures = _Failures(config)
 
     # --- public -----------------------------------------------------------------------
 
@@ -119,14 +120,20 @@ class EosApp:
             await self.processor.on_start()
             await session.start()
             while not self._stopping.is_set():
-                await self._one_transaction(session)
+                try:
+                    await self._one_transaction(session)
+                except TransientError as exc:  # poll, begin or a recovery met a broker failure
+                    await self._failures.failed(str(exc), exc, self._stopping)
         except asyncio.CancelledError:
             await self._end_on_cancel(session)
             raise
-        except BaseException:
+        except BaseException as exc:
             if session.in_transaction:
                 with contextlib.suppress(Exception):
                     self.last_outcome = await session.end(commit=False)
+            if isinstance(exc, Exception) and not isinstance(exc, EosflowError):
+                # the last line of the boundary: nothing but eosflow's errors leaves run()
+                raise FatalError(f"unexpected {type(exc).__name__}: {exc}") from exc
             raise
         finally:
             with contextlib.suppress(Exception):
@@ -198,6 +205,8 @@ class EosApp:
                 if ahead is not None:
                     await self._send(session, ahead)  # adopt the work done ahead
                 await self._stream_transaction(session, records, deadline, limit, ahead)
+        except TransientError as exc:  # a poll met a broker failure: abort, try again
+            session.doom(str(exc))
         except TransactionError as exc:
             # retriable: abort, rewind, and try again with half the records
             self._batch_limit = max(1, min(limit, self._batch_limit) // 2)
@@ -211,11 +220,22 @@ class EosApp:
             ahead = await self._work_ahead(session, ending, limit)
         except Exception as exc:  # raised once the transaction in flight has ended
             ahead, failure = None, exc
-        outcome = await asyncio.shield(ending)
-        self._ending = None
+        try:
+            outcome = await asyncio.shield(ending)
+        except TransientError:  # the outcome was unknown and recovery could not finish
+            if ahead is not None:  # the next begin recovers and rewinds: redone
+                self.stats.dropped_ahead += len(ahead.records)
+            raise
+        finally:
+            self._ending = None
         self._count(outcome)
         if failure is not None:
             raise failure
+        if outcome is Outcome.COMMITTED:
+            self._failures.reset()
+        elif outcome is not Outcome.EMPTY:
+            reason = session.last_abort_reason or outcome.value
+            await self._failures.failed(reason, None, self._stopping)
         if ahead is None:
             return
         committed = outcome is Outcome.COMMITTED
@@ -406,6 +426,62 @@ class EosApp:
     async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned - partitions
         await self.processor.on_revoked(partitions)
+
+
+class _Failures:
+    """Consecutive failed transactions (aborted, recovered, or a step that could not
+    reach the broker) since the last commit: each waits a backoff that doubles from
+    ``retry_backoff_s`` to ``retry_backoff_max_s``, and once failures have gone on for
+    ``retry_timeout_s`` the app stops with a ``FatalError`` carrying the last cause.
+    Warnings are summarised: one when failures start, then at most one per 10 s. A
+    failure long after the previous one (more than ``retry_timeout_s``) starts afresh."""
+
+    _REPORT_EVERY_S = 10.0
+
+    def __init__(self, config: EosConfig) -> None:
+        self._config = config
+        self._since: float | None = None
+        self._last = 0.0
+        self._count = 0
+        self._reported = 0.0
+        self._backoff = config.retry_backoff_s
+
+    def reset(self) -> None:
+        if self._since is not None and self._count > 1:
+            log.info(
+                "committing again after %d failed attempts over %.1f s",
+                self._count,
+                time.monotonic() - self._since,
+            )
+        self._since = None
+        self._count = 0
+        self._backoff = self._config.retry_backoff_s
+
+    async def failed(self, reason: str, exc: BaseException | None, stopping: asyncio.Event) -> None:
+        cfg = self._config
+        now = time.monotonic()
+        if self._since is None or now - self._last > cfg.retry_timeout_s:
+            self.reset()
+            self._since = self._reported = now
+            log.warning("transaction failed: %s; retrying", reason)
+        elif now - self._since > cfg.retry_timeout_s:
+            raise FatalError(
+                f"no transaction committed for {now - self._since:.0f} s "
+                f"({self._count + 1} failed attempts); last: {reason}"
+            ) from exc
+        elif now - self._reported >= self._REPORT_EVERY_S:
+            self._reported = now
+            log.warning(
+                "still failing after %.0f s (%d attempts); last: %s",
+                now - self._since,
+                self._count + 1,
+                reason,
+            )
+        self._count += 1
+        self._last = now
+        with contextlib.suppress(TimeoutError):  # a stop cuts the wait short
+            await asyncio.wait_for(stopping.wait(), self._backoff)
+        self._backoff = min(self._backoff * 2, cfg.retry_backoff_max_s)
 
 
 def _bytes(records: Sequence[Record]) -> int:

@@ -71,7 +71,22 @@ class EosConfig(BaseSettings):
         "error headers) inside the same transaction, and "
         "processing continues; if unset the app stops",
     )
-    retry_backoff_s: float = Field(default=0.01, gt=0)
+    retry_backoff_s: float = Field(
+        default=0.01,
+        gt=0,
+        description="first backoff after a failure (aiokafka's fixed retry backoff too); "
+        "eosflow's own retries and failed transactions double it up to retry_backoff_max_s",
+    )
+    retry_backoff_max_s: float = Field(
+        default=1.0, gt=0, description="cap of the growing backoff between retries"
+    )
+    retry_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="how long broker or network failures may go on without a committed "
+        "transaction before the app stops with the last cause (as Kafka Streams' "
+        "task.timeout.ms)",
+    )
     linger_s: float = Field(default=0.0, ge=0)
     max_batch_bytes: int = Field(default=256 * 1024, gt=0)
 

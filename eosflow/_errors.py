@@ -1,14 +1,20 @@
-"""eosflow's errors. Third-party (aiokafka, pydantic) errors are mapped to these in the
-session and the config; nothing else leaks out of ``EosApp.run()``.
+"""eosflow's errors. Every third-party error (aiokafka's exceptions, Kafka error codes,
+pydantic's validation errors) is mapped into this tree in one place -- the adapter
+(``_aiokafka.map_error``) and the config loader -- and nothing else leaves
+``EosApp.run()`` (cancellation aside).
 
     EosflowError                  base; ``retriable`` says whether running again can help
     ├── ConfigError               invalid settings (names the field)
     ├── FatalError                the app cannot go on; ``run()`` ends with it
     │   ├── ProducerFencedError   a newer instance owns the transactional id
+    │   ├── AuthorizationError    the broker refused a permission (names it and the resource)
     │   └── ProcessingError       the processor raised and the policy is "stop"
     └── TransactionError          retriable: the transaction was aborted and its input
-        └── CommitOutcomeUnknown  will be consumed again; for the unknown case after
-                                  the producer id was re-initialised
+        ├── TransientError        will be consumed again. A broker or network failure
+        │                         of one step (names it); retried with a growing
+        │                         backoff, fatal once it persists past ``retry_timeout_s``
+        └── CommitOutcomeUnknown  for the unknown case after the producer id was
+                                  re-initialised
 """
 
 from __future__ import annotations
@@ -35,6 +41,16 @@ class ProducerFencedError(FatalError):
         self.transactional_id = transactional_id
 
 
+class AuthorizationError(FatalError):
+    def __init__(self, step: str, permission: str, resource: str, detail: str = "") -> None:
+        super().__init__(
+            f"{step}: not authorized: the broker refused {permission} on {resource}"
+            f"{' (' + detail + ')' if detail else ''}"
+        )
+        self.permission = permission
+        self.resource = resource
+
+
 class ProcessingError(FatalError):
     def __init__(self, topic: str, partition: int, offset: int, cause: BaseException) -> None:
         super().__init__(
@@ -49,6 +65,15 @@ class ProcessingError(FatalError):
 
 class TransactionError(EosflowError):
     retriable = True
+
+
+class TransientError(TransactionError):
+    """A broker or network failure of one step (``step``), worth retrying."""
+
+    def __init__(self, step: str, cause: str) -> None:
+        super().__init__(f"{step}: {cause}")
+        self.step = step
+        self.cause = cause
 
 
 class CommitOutcomeUnknown(TransactionError):

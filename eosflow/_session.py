@@ -29,24 +29,26 @@ Invariants (each guarded by a test named in docs/design.md):
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import IllegalStateError, KafkaError, ProducerFenced
 
 from . import _aiokafka as ak
+from . import _produce
 from ._config import EosConfig
-from ._errors import FatalError, ProducerFencedError
+from ._errors import (
+    AuthorizationError,
+    EosflowError,
+    FatalError,
+    ProducerFencedError,
+    TransientError,
+)
 from ._records import Output, Record
 from ._transaction import Transaction
 
 log = logging.getLogger("eosflow.session")
-
-_NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 
 PartitionsHook = Callable[[frozenset[tuple[str, int]]], Awaitable[None]]
 
@@ -82,6 +84,9 @@ class TransactSession:
         self._identity: ak.GroupIdentity | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
+        # a recovery did not finish (the broker was unreachable): the producer must be
+        # replaced and positions re-read before the next transaction
+        self._broken = False
         self._partitioner: ak.Partitioner | None = None
         self.caps: ak.Capabilities | None = None
         self.last_abort_reason: str | None = None
@@ -91,9 +96,23 @@ class TransactSession:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        """Start the producer (InitProducerId) and join the group. Any failure is fatal
+        (``FatalError`` naming the bootstrap servers); ``stop`` closes what started."""
+        where = f"starting against {self.config.bootstrap_servers}"
+        try:
+            await self._start()
+        except (TransientError, ak.Fenced) as exc:
+            raise FatalError(f"{where}: {exc}") from exc
+        except FatalError:
+            raise
+        except EosflowError as exc:
+            raise FatalError(f"{where}: {exc}") from exc
+
+    async def _start(self) -> None:
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
-        self.caps = await ak.capabilities(self._producer)
+        with ak.mapped("ApiVersions"):
+            self.caps = await ak.capabilities(self._producer)
         log.info(
             "broker capabilities: %s (KIP-447 %s, KIP-360 %s)",
             self.caps,
@@ -116,7 +135,8 @@ class TransactSession:
             retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
         )
         self._consumer.subscribe(list(cfg.input_topics), listener=_Listener(self))
-        await self._consumer.start()
+        with ak.mapped("joining the group"):
+            await self._consumer.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:
         cfg = self.config
@@ -130,18 +150,28 @@ class TransactSession:
             max_batch_size=cfg.max_batch_bytes,
         )
         try:
-            await producer.start()
-        except ProducerFenced as exc:
-            raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
+            with ak.mapped("InitProducerId"):
+                await producer.start()
+        except BaseException as exc:
+            await ak.close_producer(producer, timeout_s=5.0)  # no half-started client left
+            if isinstance(exc, ak.Fenced):
+                raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
+            raise
         return producer
 
     async def stop(self) -> None:
-        """Abort any open transaction, leave the group, close both clients."""
+        """Abort any open transaction, leave the group, close both clients. Never raises
+        for the broker's sake: what cannot be closed cleanly is closed by force."""
         if self._txn is not None:
-            await self.end(commit=False)
+            try:
+                await self.end(commit=False)
+            except EosflowError as exc:
+                log.warning("aborting on stop failed (%s); the broker aborts it on timeout", exc)
         if self._consumer is not None:
-            with contextlib.suppress(KafkaError):
+            try:
                 await self._consumer.stop()
+            except Exception as exc:
+                log.warning("consumer did not stop cleanly: %r", exc)
         if self._producer is not None:
             await ak.close_producer(self._producer, timeout_s=10.0)
 
@@ -173,9 +203,10 @@ class TransactSession:
         Raises the ``FatalError`` the rebalance listener recorded, if any."""
         if self._failure is not None:
             raise self._failure
-        batch = await self.consumer.getmany(
-            timeout_ms=int(timeout_s * 1000), max_records=max_records
-        )
+        with ak.mapped("consuming (fetch and group membership)"):
+            batch = await self.consumer.getmany(
+                timeout_ms=int(timeout_s * 1000), max_records=max_records
+            )
         out: list[Record] = []
         consumed = self._txn.consumed if self._txn is not None else {}
         for tp, msgs in batch.items():
@@ -203,8 +234,7 @@ class TransactSession:
         first of them, so the next poll delivers them again."""
         for tp, offset in _first_offsets(records).items():
             if tp in self._ready:
-                with contextlib.suppress(IllegalStateError):  # moved away meanwhile
-                    self.consumer.seek(tp, offset)
+                ak.seek(self.consumer, tp, offset)  # False if it moved away meanwhile
 
     async def reposition(self, records: list[Record], committed: bool) -> None:
         """Undo polling ``records`` that will not be processed in a transaction (work done
@@ -217,8 +247,7 @@ class TransactSession:
             if tp not in self._ready:
                 continue  # moved away: its next owner starts from the committed offset
             if committed and self._committed.get(tp) is None:
-                with contextlib.suppress(IllegalStateError):
-                    self.consumer.seek(tp, offset)
+                ak.seek(self.consumer, tp, offset)
             else:
                 await self._seek_committed(tp)
 
@@ -230,69 +259,33 @@ class TransactSession:
         if self._txn is not None:
             return
         identity = self._identity  # before the await: the identity of this epoch, if current
-        await self.producer.begin_transaction()
+        if self._broken or self._producer is None or ak.producer_failure(self._producer):
+            await self._recover()  # bumps the epoch: records polled before it are stale
+        try:
+            with ak.mapped("beginning a transaction"):
+                await self.producer.begin_transaction()
+        except TransientError:
+            self._broken = True  # a producer that cannot begin is replaced next time
+            raise
         self._txn = Transaction(epoch, identity)
 
     async def send_all(self, outputs: Sequence[Output]) -> None:
-        """Produce ``outputs`` in the open transaction, in order per partition, as whole
-        batches (``send_batch``: one future and one accumulator call per batch instead of
-        per record -- the producer's per-record path is most of the cost of a light
-        processor). A refused send (the producer went fatal, e.g. fenced, under us) dooms
-        the transaction and drops the rest; ``end`` sorts out why."""
+        """Produce ``outputs`` in the open transaction as whole batches (``_produce``). A
+        refusal (the producer went fatal under us, e.g. fenced, or the broker failed)
+        dooms the transaction and drops the rest; ``end`` sorts out why. An output that
+        can never be produced is a ``FatalError``."""
         txn = self._txn
         assert txn is not None, "send_all outside a transaction"
         if txn.refused or not outputs:
             return
-        producer = self.producer
-        partitioner = self._partitioner
-        assert partitioner is not None
-        max_bytes = ak.max_request_bytes(producer)
-        open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
+        assert self._partitioner is not None
         try:
-            for o in outputs:
-                topic, partition = o.topic, o.partition
-                if partition is None:
-                    if topic not in partitioner.known:  # no coroutine per record otherwise
-                        await partitioner.ready(topic)
-                    partition = partitioner.partition(topic, o.key, o.value)
-                batch = open_.get((topic, partition))
-                if batch is None:  # first output to this partition in this call
-                    await self._check_partition(topic, partition)
-                    batch = open_[(topic, partition)] = producer.create_batch()
-                headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
-                meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
-                if meta is None:
-                    # full: send it. An empty batch takes any record; should that ever
-                    # change, stop rather than drop the record.
-                    txn.sends.append(await producer.send_batch(batch, topic, partition=partition))
-                    batch = open_[(topic, partition)] = producer.create_batch()
-                    meta = batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
-                    if meta is None:
-                        raise FatalError(
-                            f"aiokafka refused an output for {topic} into an empty batch"
-                        )
-                if meta.size > max_bytes:  # send() would refuse it; the broker would too
-                    raise FatalError(
-                        f"an output for {topic} is {meta.size} bytes, over the producer's "
-                        f"max request size ({max_bytes}): it can never be produced"
-                    )
-            for (topic, partition), batch in open_.items():
-                txn.sends.append(await producer.send_batch(batch, topic, partition=partition))
-        except ak.SEND_REFUSED as exc:
-            txn.refused = True
-            txn.doom(f"produce refused: {exc!r}")
-
-    async def _check_partition(self, topic: str, partition: int) -> None:
-        """An output naming a partition the topic does not have can never be produced
-        (``send_batch`` would fail an assertion deep in aiokafka): stop, saying so."""
-        partitioner = self._partitioner
-        assert partitioner is not None
-        await partitioner.ready(topic)
-        known = partitioner.partitions(topic)
-        if partition not in known:
-            raise FatalError(
-                f"an output names {topic}[{partition}], but {topic} has partitions {sorted(known)}"
+            await _produce.send_all(
+                self.producer, self._partitioner, outputs, txn.sends, self._step_timeout_s
             )
+        except (TransientError, ak.Fenced) as exc:
+            txn.refused = True
+            txn.doom(f"produce refused: {exc}")
 
     def mark_consumed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Record the next offset per (topic, partition) processed in this transaction;
@@ -307,7 +300,10 @@ class TransactSession:
 
     async def end(self, commit: bool) -> Outcome:
         """End the open transaction: commit if ``commit`` and every check passes, else
-        abort. Returns the outcome; raises ``ProducerFencedError`` when fenced."""
+        abort. Returns the outcome. Raises ``ProducerFencedError`` when a newer instance
+        owns the transactional id, ``TransientError`` when the outcome was unknown and
+        the recovery could not reach the broker (the next ``begin`` recovers again), and
+        ``FatalError`` for what no retry can fix (e.g. a refused authorization)."""
         txn = self._txn
         if txn is None:
             return Outcome.EMPTY
@@ -319,7 +315,7 @@ class TransactSession:
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
             try:
                 outcome, reason = await self._decide_and_end(txn, reason, offsets)
-            except _Fenced as fenced:
+            except ak.Fenced as fenced:
                 # A timed-out transaction also bumps the epoch: KIP-360 tells the two apart.
                 log.warning("producer epoch fenced (%s): trying KIP-360 recovery", fenced)
                 await self._recover(fenced=str(fenced))
@@ -328,10 +324,11 @@ class TransactSession:
                 flushed = True  # every send future was awaited and its result read
                 self._committed.update(offsets)
                 hold = self._needs_post_commit_delay()
-            elif outcome is Outcome.ABORTED:
+            else:
                 self.last_abort_reason = reason
-                log.info("transaction aborted: %s", reason)
-                await self._rewind()
+                if outcome is Outcome.ABORTED:
+                    log.info("transaction aborted: %s", reason)
+                    await self._rewind()
             return outcome
         finally:
             self._txn = None
@@ -356,22 +353,31 @@ class TransactSession:
             return f"offsets of partitions no longer held: {', '.join(gone)}"
         return None
 
+    @property
+    def _step_timeout_s(self) -> float:
+        """The time budget of one step of ``end`` (offsets, heartbeat): a quarter of the
+        transaction timeout, so the whole commit stays within it."""
+        return self.config.transaction_timeout_s / 4
+
     async def _decide_and_end(
         self, txn: Transaction, reason: str | None, offsets: dict[TopicPartition, int]
     ) -> tuple[Outcome, str | None]:
         failure = ak.producer_failure(self.producer)
         if failure is not None:
             if ak.is_fencing(failure):
-                raise _Fenced(repr(failure))
+                raise ak.Fenced(repr(failure))
             log.warning("producer failed (%r): recovering", failure)
             await self._recover()
             return Outcome.RECOVERED, f"producer failed: {failure!r}"
         try:
             await self._flush(txn)
-        except ProducerFenced as exc:
-            raise _Fenced(repr(exc)) from None
-        except KafkaError as exc:
-            reason = reason or f"produce failed: {exc!r}"
+        except TransientError as exc:
+            # A failed batch leaves the idempotent producer's sequence numbers out of step
+            # with the broker's: aborting alone would fail every later transaction the
+            # same way. A new epoch (KIP-360) aborts this one and starts them afresh.
+            log.warning("produce failed (%s): re-initialising the producer", exc)
+            await self._recover()
+            return Outcome.RECOVERED, f"produce failed: {exc}"
         if reason is None and offsets:
             reason = await self._commit_offsets(offsets, txn.identity)
         if reason is None and offsets:
@@ -381,56 +387,75 @@ class TransactSession:
 
     async def _flush(self, txn: Transaction) -> None:
         """Wait until every record of the transaction is acknowledged; raise the first
-        send error. (One ``flush`` then a synchronous scan is much cheaper than gathering
-        a thousand futures.)"""
+        send error, mapped. (One ``flush`` then a synchronous scan is much cheaper than
+        gathering a thousand futures.)"""
         if not txn.sends:
             return
-        await self.producer.flush()
-        pending = [f for f in txn.sends if not f.done()]
-        if pending:
-            await asyncio.gather(*pending)
-        for f in txn.sends:
-            if f.exception() is not None:
-                raise f.exception()  # type: ignore[misc]
+        with ak.mapped("Produce"):
+            await self.producer.flush()
+            pending = [f for f in txn.sends if not f.done()]
+            if pending:
+                await asyncio.gather(*pending)
+            for f in txn.sends:
+                if f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
 
     async def _commit_offsets(
         self, offsets: dict[TopicPartition, int], identity: ak.GroupIdentity | None
     ) -> str | None:
+        """AddOffsetsToTxn + TxnOffsetCommit; None when accepted, else why not (abort).
+        Retries that ran out are a reason to abort, never an acceptance."""
         assert self.caps is not None
-        code = await ak.commit_offsets_in_txn(
-            self.producer,
-            self.config.group_id,
-            offsets,
-            self.caps,
-            identity or ak.group_identity(self.consumer),
-        )
-        if code in ak.FENCING:
-            raise _Fenced(f"TxnOffsetCommit: {ak.error_name(code)}")
-        return None if code == 0 else f"TxnOffsetCommit: {ak.error_name(code)}"
+        try:
+            code = await ak.commit_offsets_in_txn(
+                self.producer,
+                self.config.group_id,
+                offsets,
+                self.caps,
+                identity or ak.group_identity(self.consumer),
+                self._step_timeout_s,
+            )
+        except TransientError as exc:
+            return str(exc)
+        if code == 0:
+            return None
+        error = ak.map_error(ak.error_for(code), "TxnOffsetCommit")
+        if isinstance(error, (ak.Fenced, AuthorizationError)):
+            raise error
+        return f"TxnOffsetCommit: {ak.error_name(code)}"
 
     async def _confirm_membership(self, identity: ak.GroupIdentity | None) -> str | None:
         assert self.caps is not None
         try:
-            code = await ak.forced_heartbeat(self.consumer, self.config.group_id, identity)
-        except KafkaError as exc:
-            return f"forced heartbeat failed: {exc!r}"
+            with ak.mapped("forced heartbeat"):
+                code = await asyncio.wait_for(
+                    ak.forced_heartbeat(self.consumer, self.config.group_id, identity),
+                    self._step_timeout_s,
+                )
+        except (TransientError, FatalError) as exc:
+            return f"forced heartbeat failed: {exc}"
         if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and self.caps.kip447):
             return None
         return f"forced heartbeat: {ak.error_name(code)}"
 
     async def _end_txn(self, commit: bool) -> Outcome:
+        """EndTxn. Any failure but a fencing answer leaves the outcome unknown: it is never
+        retried as a commit, but resolved by re-initialising the producer (``_recover``)."""
         producer = self.producer
         op = producer.commit_transaction() if commit else producer.abort_transaction()
         try:
-            await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
-        except ProducerFenced as exc:
-            raise _Fenced(f"EndTxn: {exc!r}") from None
-        except (KafkaError, TimeoutError, asyncio.CancelledError) as exc:
+            with ak.mapped("EndTxn"):
+                await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
+        except ak.Fenced:
+            raise
+        except (EosflowError, asyncio.CancelledError) as exc:
+            if isinstance(exc, AuthorizationError):
+                raise
             cancelled = isinstance(exc, asyncio.CancelledError)
             log.warning(
-                "EndTxn(%s) outcome unknown (%r): re-initialising the producer",
+                "EndTxn(%s) outcome unknown (%s): re-initialising the producer",
                 "commit" if commit else "abort",
-                exc,
+                "cancelled" if cancelled else exc,
             )
             await self._recover()
             if cancelled:
@@ -451,25 +476,29 @@ class TransactSession:
     # --- recovery -------------------------------------------------------------------
 
     async def _recover(self, fenced: str | None = None) -> None:
-        """After an unknown EndTxn outcome, or a fencing answer: abort via a new producer
-        epoch (KIP-360: InitProducerId with the current id and epoch), replace the
-        producer, and take positions from the broker's committed offsets.
+        """After an unknown EndTxn outcome, a failed produce or a fencing answer: abort via
+        a new producer epoch (KIP-360: InitProducerId with the current id and epoch),
+        replace the producer, and take positions from the broker's committed offsets.
 
         Fatal when the broker says another instance owns the transactional id, or --
         without KIP-360 -- whenever we were ``fenced``: a transaction timeout and a newer
-        instance then look the same, and only the second is safe to assume."""
-        assert self.caps is not None
-        old = self.producer
-        try:
-            await self._reinit(old, fenced)
-        finally:  # whether we go on or not, the old producer is done
-            await ak.close_producer(old, timeout_s=5.0)
+        instance then look the same, and only the second is safe to assume. When the
+        broker cannot be reached, raises ``TransientError`` and leaves the session
+        ``_broken``: the next ``begin`` recovers again."""
+        self._broken = True
+        self._epoch += 1  # records polled before this are not ours to commit
+        old, self._producer, self._partitioner = self._producer, None, None
+        if old is not None:
+            try:
+                await self._reinit(old, fenced)
+            finally:  # whether we go on or not, the old producer is done
+                await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
-        self._epoch += 1
         assigned = list(self.consumer.assignment())
         self._committed.update(await self._fetch_committed(assigned))
         await self._rewind()
+        self._broken = False
 
     async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
         txn_id = self.config.transactional_id
@@ -479,11 +508,16 @@ class TransactSession:
         if not self.caps.kip360:
             return  # the replacement producer's InitProducerId aborts and bumps instead
         try:
-            await ak.reinit_producer_id(producer, self.config.transaction_timeout_s)
-        except (KafkaError, TimeoutError) as exc:
-            if ak.is_fencing(exc) or fenced is not None:
-                raise ProducerFencedError(txn_id, fenced or repr(exc)) from None
-            log.warning("KIP-360 re-initialisation failed (%r); replacing the producer", exc)
+            with ak.mapped("InitProducerId (KIP-360)"):
+                await ak.reinit_producer_id(producer, self.config.transaction_timeout_s)
+        except ak.Fenced as exc:
+            raise ProducerFencedError(txn_id, fenced or str(exc)) from None
+        except AuthorizationError:
+            raise
+        except EosflowError as exc:
+            if fenced is not None:
+                raise ProducerFencedError(txn_id, fenced) from None
+            log.warning("KIP-360 re-initialisation failed (%s); replacing the producer", exc)
 
     async def _fetch_committed(
         self, partitions: list[TopicPartition]
@@ -510,14 +544,12 @@ class TransactSession:
         a concurrent rebalance took away is skipped: its next owner starts from the
         committed offset anyway."""
         offset = self._committed.get(tp)
-        try:
+        with ak.mapped(f"positioning {tp.topic}[{tp.partition}]"):
             if offset is not None:
-                self.consumer.seek(tp, offset)
-            elif self.config.auto_offset_reset == "earliest":
-                await self.consumer.seek_to_beginning(tp)
+                moved = ak.seek(self.consumer, tp, offset)
             else:
-                await self.consumer.seek_to_end(tp)
-        except IllegalStateError:
+                moved = await ak.seek_to_reset(self.consumer, tp, self.config.auto_offset_reset)
+        if not moved:
             log.debug("%s no longer assigned; not repositioned", tp)
 
     # --- rebalances (called by the listener) ----------------------------------------
@@ -543,7 +575,7 @@ class TransactSession:
         new = [tp for tp in assigned if tp not in self._ready]
         if not new:
             return
-        self.consumer.pause(*new)
+        ak.pause(self.consumer, new)
         try:
             self._committed.update(await self._fetch_committed(new))
             for tp in new:
@@ -551,8 +583,7 @@ class TransactSession:
             self._ready.update(new)
             self._epoch += 1
         finally:
-            with contextlib.suppress(IllegalStateError):
-                self.consumer.resume(*new)
+            ak.resume(self.consumer, new)
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
@@ -570,10 +601,6 @@ def _first_offsets(records: list[Record]) -> dict[TopicPartition, int]:
 def _consume_error(fut: asyncio.Future[object]) -> None:
     if not fut.cancelled():
         fut.exception()
-
-
-class _Fenced(Exception):
-    """Internal: the broker answered with a fencing error; ``end`` decides what it means."""
 
 
 class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]

@@ -14,6 +14,7 @@ from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow import _wire
+from eosflow._errors import TransientError
 from eosflow.testing._ladder import Broker
 
 ILLEGAL_GENERATION = 22
@@ -101,7 +102,7 @@ async def test_require_stable_waits_for_pending_transactional_offsets(
         no_group = ak.GroupIdentity(-1, "", None, None)
         await p.begin_transaction()
         assert await ak.commit_offsets_in_txn(p, group, {tp: 5}, caps, no_group) == 0
-        with pytest.raises(TimeoutError):
+        with pytest.raises(TransientError, match="UNSTABLE_OFFSET_COMMIT"):
             await ak.fetch_committed(reader, group, [tp], require_stable=True, timeout_s=0.5)
         plain = await ak.fetch_committed(reader, group, [tp], require_stable=False, timeout_s=1)
         assert plain == {tp: None}, "without RequireStable the pending offset is invisible"

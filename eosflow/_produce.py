@@ -1,0 +1,113 @@
+"""Batched produce: outputs into aiokafka batches, one builder per partition.
+
+``send_all`` fills one ``BatchBuilder`` per (topic, partition) and hands each to
+``send_batch``: one future and one accumulator call per batch instead of per record (the
+producer's per-record ``send`` path was most of a light processor's cost). Partition-less
+outputs get the producer's own partitioner (``_aiokafka.Partitioner``), so keys land
+where ``send`` would put them.
+
+Hand-built batches skip ``send``'s checks, so they are made here, each a ``FatalError``
+naming the output (retrying cannot help): an output over the producer's max request
+size, a partition its topic lacks, an output topic that has no metadata within
+``metadata_timeout_s`` (it does not exist and auto-creation is off), a value or key that
+is not bytes. A refusal by the producer or the broker is raised as eosflow's error
+(``TransientError`` or ``_aiokafka.Fenced``) for the caller to decide; the send futures
+of batches already handed over are in ``sends`` either way. This module knows nothing
+of sessions or transactions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from . import _aiokafka as ak
+from ._errors import FatalError
+from ._records import Output
+
+_NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
+
+
+async def send_all(
+    producer: AIOKafkaProducer,
+    partitioner: ak.Partitioner,
+    outputs: Sequence[Output],
+    sends: list[asyncio.Future[object]],
+    metadata_timeout_s: float,
+) -> None:
+    """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
+    batch to ``sends``."""
+    max_bytes = ak.max_request_bytes(producer)
+    open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
+    with ak.mapped("producing outputs"):
+        for o in outputs:
+            topic, partition = o.topic, o.partition
+            if partition is None:
+                if topic not in partitioner.known:  # no coroutine per record otherwise
+                    await _ready(partitioner, topic, metadata_timeout_s)
+                partition = partitioner.partition(topic, o.key, o.value)
+            batch = open_.get((topic, partition))
+            if batch is None:  # first output to this partition in this call
+                await _check_partition(partitioner, topic, partition, metadata_timeout_s)
+                batch = open_[(topic, partition)] = producer.create_batch()
+            headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
+            meta = _append(batch, o, headers)
+            if meta is None:
+                # full: send it. An empty batch takes any record; should that ever change,
+                # stop rather than drop the record.
+                sends.append(await producer.send_batch(batch, topic, partition=partition))
+                batch = open_[(topic, partition)] = producer.create_batch()
+                meta = _append(batch, o, headers)
+                if meta is None:
+                    raise FatalError(f"aiokafka refused an output for {topic} into an empty batch")
+            if meta.size > max_bytes:  # send() would refuse it; the broker would too
+                raise FatalError(
+                    f"an output for {topic} is {meta.size} bytes, over the producer's "
+                    f"max request size ({max_bytes}): it can never be produced"
+                )
+        for (topic, partition), batch in open_.items():
+            sends.append(await producer.send_batch(batch, topic, partition=partition))
+
+
+def _append(batch: Any, o: Output, headers: list[tuple[str, bytes]]) -> Any:
+    try:
+        return batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
+    except TypeError as exc:  # the C builder's words for a str or int value
+        raise FatalError(
+            f"an output for {o.topic} has a key or value that is not bytes "
+            f"(key {type(o.key).__name__}, value {type(o.value).__name__}): {exc}"
+        ) from None
+
+
+async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> None:
+    """Metadata of ``topic``, or a ``FatalError`` naming it after ``timeout_s`` (aiokafka
+    alone would wait its request timeout, then the transaction would abort and retry
+    forever)."""
+    try:
+        await asyncio.wait_for(partitioner.ready(topic), timeout_s)
+    except TimeoutError:
+        raise FatalError(
+            f"output topic {topic!r} has no metadata after {timeout_s:g} s: it does not "
+            "exist (and the broker does not create topics automatically)"
+        ) from None
+    except Exception as exc:
+        error = ak.map_error(exc, f"metadata of output topic {topic!r}")
+        if error.retriable:  # UNKNOWN_TOPIC_OR_PARTITION after aiokafka's own wait
+            raise FatalError(f"output topic {topic!r} does not exist ({error})") from exc
+        raise error from exc
+
+
+async def _check_partition(
+    partitioner: ak.Partitioner, topic: str, partition: int, timeout_s: float
+) -> None:
+    """An output naming a partition the topic does not have can never be produced
+    (``send_batch`` would fail an assertion deep in aiokafka): stop, saying so."""
+    await _ready(partitioner, topic, timeout_s)
+    known = partitioner.partitions(topic)
+    if partition not in known:
+        raise FatalError(
+            f"an output names {topic}[{partition}], but {topic} has partitions {sorted(known)}"
+        )

@@ -1,0 +1,143 @@
+"""Failure outcomes (issue 10): exhausted retries are errors, transient broker failures
+abort and retry, persistent ones end ``run()`` with an eosflow error naming the step, and
+nothing but eosflow's errors leaves ``run()``. Each test says what it guards and how it
+fails without that mechanism."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from kit import read_all
+from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
+
+import eosflow
+from eosflow import _codes as codes
+from eosflow.testing import FakeCluster, check_exactly_once, spawn_run
+from eosflow.testing._ladder import fake_settings
+
+ROOT = Path(__file__).parents[2]
+
+
+@pytest.fixture
+async def cluster() -> object:
+    async with FakeCluster(fake_settings()) as c:
+        yield c
+
+
+# Exhausted retries are an error. Every TxnOffsetCommit is dropped: no transaction may
+# commit (its outputs would become visible without their offsets), and once failures
+# outlast retry_timeout_s the app stops naming the step. With `_send_retrying` returning
+# 0 ("no error") after its last attempt -- the old behaviour -- outputs are committed
+# while the group's offsets stay empty.
+async def test_offsets_that_never_commit_never_let_the_transaction_commit(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c, n=50)
+    rule = c.intercept("TxnOffsetCommit", drop=True, times=None)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transaction_timeout_s=2.0, retry_timeout_s=3.0))
+    with pytest.raises(eosflow.FatalError, match="TxnOffsetCommit"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=30)
+    assert rule.hits > 1
+    assert app.stats.committed == 0 and app.stats.aborted >= 1
+    assert c.committed("g") == {}
+    assert await read_all(c.bootstrap_servers, "out") == []
+
+
+# The issue's reproduction: TxnOffsetCommit dropped 60 times (longer than one step's
+# retry budget), then the instance is SIGKILLed and restarted. Every transaction that
+# committed had its offsets, so the restart redoes nothing that was committed. Without
+# the fix, transactions committed without offsets and the restart duplicated them.
+async def test_dropped_offset_commits_then_a_crash_is_exactly_once(cluster: FakeCluster) -> None:
+    c = cluster
+    n = 800
+    await seed(c, n=n, partitions=2)
+    rule = c.intercept("TxnOffsetCommit", drop=True, times=60)
+    env = {
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
+        "CHAOS_OUT": "out",
+        "EOSFLOW_SESSION_TIMEOUT_S": "6",
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.2",
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": "2",
+        "EOSFLOW_MAX_RECORDS_PER_TXN": "50",
+    }
+
+    async def start() -> asyncio.subprocess.Process:
+        return await spawn_run(
+            "slow_copy:SlowCopy",
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="g",
+            input_topics=("in",),
+            transactional_id="tx-crash",
+            env=env,
+        )
+
+    proc = await start()
+    try:
+        deadline = asyncio.get_running_loop().time() + 60
+        while not rule.exhausted or not c.committed("g"):
+            assert proc.returncode is None, f"instance died ({proc.returncode})"
+            assert asyncio.get_running_loop().time() < deadline, "no commit after the drops"
+            await asyncio.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        proc = await start()
+        while sum(c.committed("g", "in").values()) < n:
+            assert proc.returncode is None, f"restarted instance died ({proc.returncode})"
+            assert asyncio.get_running_loop().time() < deadline + 60, "stalled after restart"
+            await asyncio.sleep(0.1)
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(proc.wait(), 30)
+    report = await check_exactly_once(c.bootstrap_servers, "in", "out", match="value")
+    assert report.ok, report.summary()
+
+
+# One transient error answer to AddPartitionsToTxn (aiokafka's producer goes fatal on
+# it, and its abort then fails an internal assertion) aborts or recovers the transaction;
+# it does not end the app. Before, run() ended with aiokafka's KafkaError or
+# AssertionError('Invalid state transition FATAL_ERROR -> ABORTING_TRANSACTION').
+@pytest.mark.parametrize("error", [codes.REQUEST_TIMED_OUT, codes.UNKNOWN_SERVER_ERROR])
+async def test_one_transient_add_partitions_error_is_survived(
+    cluster: FakeCluster, error: int
+) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("AddPartitionsToTxn", error=error)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert rule.hits == 1 and app.stats.aborted + app.stats.recovered >= 1
+    await assert_exactly_once(c)
+
+
+# Three UNKNOWN_SERVER_ERROR answers to Produce broke the idempotent producer's sequence
+# state and left the app aborting forever (1,809 aborts, no progress). A failed produce
+# now re-initialises the producer (a new epoch clears the sequences).
+async def test_failed_produce_does_not_livelock(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept("Produce", error=codes.UNKNOWN_SERVER_ERROR, times=3)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed", timeout_s=30)
+    assert rule.hits == 3 and app.stats.recovered >= 1
+    assert app.stats.aborted + app.stats.recovered < 20, app.stats
+    await assert_exactly_once(c)
+
+
+# Nothing listens on the bootstrap address: run() ends with a FatalError naming it (not
+# aiokafka's KafkaConnectionError), having closed the producer it tried to start.
+async def test_unreachable_bootstrap_is_fatal_and_named() -> None:
+    config = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1", group_id="g", input_topics=("in",), transactional_id="t"
+    )
+    app = eosflow.EosApp(Gate("out"), config)
+    with pytest.raises(eosflow.FatalError, match=r"127\.0\.0\.1:1"):
+        await asyncio.wait_for(app.run(), 60)
