@@ -124,7 +124,7 @@ class Partitioner:
             await self._producer.client._wait_on_metadata(topic)
             self.known.add(topic)
 
-    def partition(self, topic: str, key: bytes | None, value: bytes | None) -> int:
+    def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
         return int(self._producer._partition(topic, None, key, value, key, value))
 
     def partitions(self, topic: str) -> set[int]:

@@ -337,7 +337,7 @@ class EosApp:
             size += _bytes(more)
         work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
         try:
-            work.outputs = await self.processor.process_batch(batch)
+            work.outputs = as_outputs(await self.processor.process_batch(batch))
         except TransactionError:
             raise
         except Exception as exc:
@@ -366,13 +366,17 @@ class EosApp:
                     await asyncio.sleep(0)
             try:
                 result = await process(r)
+                if (
+                    type(result) is Output  # the common case, without as_outputs' checks
+                    and (result.value is None or type(result.value) is bytes)
+                    and (result.key is None or type(result.key) is bytes)
+                ):
+                    outputs.append(result)
+                elif result is not None:
+                    outputs.extend(as_outputs(result))  # checked: a TypeError names it
             except Exception as exc:
-                result = self._failed([r], exc)
+                outputs.extend(self._failed([r], exc))
                 work.dead_lettered += 1
-            if type(result) is Output:  # the common case, without as_outputs' checks
-                outputs.append(result)
-            elif result is not None:
-                outputs.extend(as_outputs(result))
             offsets[(r.topic, r.partition)] = r.offset + 1
             done += 1
         processed = records[:done] if done < len(records) else records

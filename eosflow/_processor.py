@@ -53,16 +53,48 @@ class Processor:
         """Partitions about to move away, after any transaction in flight has ended."""
 
 
-def as_outputs(result: ProcessResult) -> list[Output]:
+def as_outputs(result: object) -> list[Output]:
+    """``process``'s result as a list of outputs whose keys and values are bytes (a
+    ``str`` is encoded as UTF-8). Anything else is a ``TypeError`` saying what was
+    returned; the caller names the record and applies the error policy."""
     if result is None:
         return []
     if isinstance(result, Output):
-        return [result]
+        return [normalised(result)]
+    if isinstance(result, (str, bytes, bytearray, dict)) or not isinstance(result, Iterable):
+        raise TypeError(
+            f"process() returned {type(result).__name__}; expected an Output, "
+            "an iterable of Outputs, or None"
+        )
     out = list(result)
-    for item in out:
+    for i, item in enumerate(out):
         if not isinstance(item, Output):
-            raise TypeError(f"process() returned {type(item).__name__}, expected Output")
+            raise TypeError(
+                f"process() returned an iterable holding {type(item).__name__} "
+                f"(item {i}); expected Outputs"
+            )
+        out[i] = normalised(item)
     return out
+
+
+def normalised(o: Output) -> Output:
+    """``o`` with a ``str`` key or value encoded as UTF-8; other non-bytes types are a
+    ``TypeError`` naming the field."""
+    key, value = o.key, o.value
+    if (key is None or type(key) is bytes) and (value is None or type(value) is bytes):
+        return o
+    for field, v in (("key", key), ("value", value)):
+        if v is not None and not isinstance(v, (bytes, str)):
+            raise TypeError(
+                f"Output.{field} for {o.topic} is {type(v).__name__}; expected bytes, str or None"
+            )
+    return Output(
+        o.topic,
+        value.encode() if isinstance(value, str) else value,
+        key=key.encode() if isinstance(key, str) else key,
+        headers=o.headers,
+        partition=o.partition,
+    )
 
 
 def overrides_batch(processor: Processor) -> bool:

@@ -27,10 +27,13 @@ class Record:
 @dataclass(slots=True)
 class Output:
     """One record to produce inside the transaction. ``partition=None`` lets the producer
-    choose by key (murmur2, as the Java client)."""
+    choose by key (murmur2, as the Java client). ``key`` and ``value`` are bytes; a ``str``
+    is accepted and encoded as UTF-8 (checked when ``process`` returns it, at no cost for
+    bytes); any other type stops the app or dead-letters the record, per the error
+    policy, naming the record."""
 
     topic: str
-    value: bytes | None
-    key: bytes | None = None
+    value: bytes | str | None
+    key: bytes | str | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
     partition: int | None = None

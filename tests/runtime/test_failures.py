@@ -141,3 +141,103 @@ async def test_unreachable_bootstrap_is_fatal_and_named() -> None:
     app = eosflow.EosApp(Gate("out"), config)
     with pytest.raises(eosflow.FatalError, match=r"127\.0\.0\.1:1"):
         await asyncio.wait_for(app.run(), 60)
+
+
+# A missing output topic with auto-creation off used to livelock the app (40 s metadata
+# waits, abort, retry with half the records, forever). It stops naming the topic, after
+# a bounded wait, with nothing committed. Without the bound in `_produce._ready` the app
+# waits aiokafka's 40 s request timeout, then aborts and retries: the test times out.
+async def test_missing_output_topic_is_fatal_and_named() -> None:
+    async with FakeCluster(fake_settings()) as c:
+        c.auto_create_topics = False
+        c.create_topic("in", 1)
+        await seed_input_only(c, 20)
+
+        class ToNowhere(Gate):
+            async def process(self, record: eosflow.Record) -> eosflow.Output:
+                return eosflow.Output("nowhere", record.value)
+
+        app = eosflow.EosApp(ToNowhere("out"), cfg(c, transaction_timeout_s=2.0))
+        # the bound: well under aiokafka's own 40 s metadata wait
+        with pytest.raises(eosflow.FatalError, match="output topic 'nowhere'"):
+            await asyncio.wait_for(app.run(), 20)
+        assert c.committed("g") == {}
+
+
+async def seed_input_only(c: FakeCluster, n: int) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    try:
+        await asyncio.gather(*[await p.send("in", f"v{i}".encode()) for i in range(n)])
+    finally:
+        await p.stop()
+
+
+class Returns(Gate):
+    """Returns ``bad`` for record 5 and pass-through outputs otherwise."""
+
+    def __init__(self, out: str, bad: object) -> None:
+        super().__init__(out)
+        self.bad = bad
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        if record.offset == 5:
+            return self.bad  # type: ignore[return-value]
+        return await super().process(record)
+
+
+# A process() result of the wrong type names the record and follows the error policy:
+# fatal without a dead-letter topic (before: a raw TypeError traceback that did not name
+# the record, and said "str" for a dict) ...
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ("text", "returned str"),
+        ({"k": "v"}, "returned dict"),
+        (eosflow.Output("out", 42), "Output.value for out is int"),  # type: ignore[arg-type]
+    ],
+)
+async def test_wrong_result_type_names_the_record(
+    cluster: FakeCluster, bad: object, said: str
+) -> None:
+    c = cluster
+    await seed(c, n=20)
+    app = eosflow.EosApp(Returns("out", bad), cfg(c))
+    with pytest.raises(eosflow.ProcessingError, match=rf"in\[0\]@5: TypeError: .*{said}"):
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    assert c.committed("g").get(("in", 0), 0) <= 5
+
+
+# ... and dead-lettered with one (before: the app stopped all the same).
+async def test_wrong_result_type_is_dead_lettered(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=20)
+    c.create_topic("dlq", 1)
+    app = eosflow.EosApp(Returns("out", {"k": "v"}), cfg(c, dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: all_done(app, c, 20), "all committed")
+    dlq = await read_all(c.bootstrap_servers, "dlq")
+    assert [v for _, _, v in dlq] == [b"v5"]
+    out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    assert sorted(out) == sorted(f"v{i}".encode() for i in range(20) if i != 5)  # type: ignore[type-var]
+
+
+# Output accepts str for key and value, encoded as UTF-8 (documented on Output); before,
+# a str value failed deep inside aiokafka's record builder.
+async def test_str_outputs_are_utf8(cluster: FakeCluster) -> None:
+    c = cluster
+    await seed(c, n=20)
+
+    class Text(Gate):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            assert record.value is not None
+            return eosflow.Output("out", record.value.decode() + "é", key="k")
+
+    app = eosflow.EosApp(Text("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c, 20), "all committed")
+    out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    assert sorted(out) == sorted(f"v{i}é".encode() for i in range(20))  # type: ignore[type-var]
