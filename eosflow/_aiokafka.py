@@ -181,8 +181,10 @@ def mapped(step: str) -> Iterator[None]:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    text, kind = str(exc), type(exc).__name__
+    if not text:
+        return kind
+    return text if text.startswith(kind) else f"{kind}: {text}"
 
 
 def is_fencing(exc: BaseException) -> bool:

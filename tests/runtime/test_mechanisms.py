@@ -104,18 +104,26 @@ async def test_failed_forced_heartbeat_aborts_then_work_is_redone(cluster: FakeC
     await assert_exactly_once(c)
 
 
-# Mechanism 2: EndTxn waits for the heartbeat's answer. Send EndTxn without awaiting the
-# heartbeat and the transaction completes while the heartbeat is still held.
+# Mechanism 2: EndTxn waits for the heartbeat's answer. While the forced heartbeat is
+# held, no EndTxn may reach the broker; it comes once the heartbeat is answered. Fire the
+# heartbeat without awaiting it and EndTxn arrives while the heartbeat is still held.
+# (Checked: that mutant fails here; the earlier version of this test, which looked at
+# the transaction's state right after the heartbeat matched, passed with it.)
 async def test_end_txn_waits_for_the_forced_heartbeat_answer(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c)
     rule = c.intercept("Heartbeat", version=4, hold=True)
+    end_txn = c.intercept("EndTxn", hold=True)  # observes the first EndTxn, then lets it go
     app = eosflow.EosApp(Gate("out"), cfg(c))
     async with app:
         await rule.matched()
-        meta = c.txns.txns["tx-1"]
-        assert meta.state == "Ongoing", "EndTxn must not be sent before the heartbeat answers"
+        # an event that must not happen: bounded by several heartbeat and retry periods
+        with pytest.raises(TimeoutError):
+            await end_txn.matched(timeout_s=1.0)
+        assert c.txns.txns["tx-1"].state == "Ongoing"
         rule.release()
+        await end_txn.matched(timeout_s=10.0)
+        end_txn.release()
         await until(app, lambda: all_done(app, c), "all committed")
     await assert_exactly_once(c)
 
@@ -618,3 +626,22 @@ async def test_rebalance_inside_begin_aborts_the_transaction(
     # broker's generation fence left it would read "TxnOffsetCommit: ILLEGAL_GENERATION"
     assert app.stats.aborted == 1
     assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+
+
+# Invariant 9 without KIP-360 (a 2.4 broker: InitProducerId below v3): a fencing answer
+# cannot be told apart from a timed-out epoch, so it is fatal -- assuming a timeout and
+# carrying on could run beside a newer instance. Remove the raise in `_reinit`'s
+# non-KIP-360 path and the app recovers and carries on instead.
+async def test_fencing_without_kip360_is_fatal() -> None:
+    settings = fake_settings()
+    async with FakeCluster(
+        ClusterSettings(profile="2.4", groups=settings.groups, txns=settings.txns)
+    ) as c:
+        await seed(c)
+        rule = c.intercept("AddPartitionsToTxn", error=47)  # INVALID_PRODUCER_EPOCH, once
+        app = eosflow.EosApp(Gate("out"), cfg(c))
+        with pytest.raises(eosflow.ProducerFencedError, match="tx-1"):
+            async with app:
+                await until(app, lambda: False, "never", timeout_s=20)
+        assert rule.hits == 1
+        assert app.stats.committed == 0 and c.committed("g") == {}
