@@ -1,6 +1,9 @@
 """``python -m eosflow.testing``: the test cluster in its own process.
 
 Prints ``BOOTSTRAP host:port`` on stdout once listening, then serves until SIGTERM/SIGINT.
+Topics are auto-created on first Metadata request, as Kafka's default
+``auto.create.topics.enable=true``; ``--no-auto-create-topics`` answers unknown topics
+with UNKNOWN_TOPIC_OR_PARTITION instead, as Kafka does with it set to false.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ._txn import TxnSettings
 async def _serve(args: argparse.Namespace) -> None:
     settings = ClusterSettings(
         profile=args.profile,
+        auto_create_topics=args.auto_create_topics,
         default_partitions=args.default_partitions,
         groups=GroupSettings(min_session_timeout_s=args.min_session_timeout_s),
         txns=TxnSettings(sweep_interval_s=args.txn_sweep_interval_s),
@@ -42,6 +46,12 @@ def main() -> None:
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--profile", choices=sorted(PROFILES), default="4.0")
     p.add_argument("--topic", action="append", help="name:partitions, repeatable")
+    p.add_argument(
+        "--auto-create-topics",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="create an unknown topic when a Metadata request names it (Kafka's default)",
+    )
     p.add_argument("--default-partitions", type=int, default=1)
     p.add_argument("--min-session-timeout-s", type=float, default=6.0)
     p.add_argument("--txn-sweep-interval-s", type=float, default=10.0)

@@ -17,7 +17,8 @@ from io import BytesIO
 from typing import Any, cast
 
 from aiokafka.protocol.api import RequestStruct, Response
-from aiokafka.protocol.types import Schema, String, TaggedFields, UnsignedVarInt32
+from aiokafka.protocol.struct import Struct
+from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
 from .. import _wire
 
@@ -145,7 +146,39 @@ def decode_request(data: bytes) -> Frame:
     req = req_cls.decode(buf)
     if buf.tell() != len(data):
         raise ValueError(f"{len(data) - buf.tell()} trailing bytes after {API_NAMES.get(api_key)}")
-    return Frame(api_key, version, corr, client_id, flexible, req.to_object())
+    nullable = {
+        name for (key, name), since in NULLABLE_FROM.items() if key == api_key and version >= since
+    }
+    body = _to_object(req_cls.SCHEMA, req, nullable)
+    return Frame(api_key, version, corr, client_id, flexible, body)
+
+
+# Request arrays of structs that Kafka's message specs let be null, from which version:
+# (api key, field) -> first version. A null anywhere else is a malformed request, as
+# Kafka's generated readers throw for a non-nullable field serialized as null.
+NULLABLE_FROM = {
+    (9, "topics"): 2,  # OffsetFetch: null asks for every partition with a committed offset
+}
+
+
+def _to_object(
+    schema: Schema, data: Struct | tuple[Any, ...], nullable: set[str]
+) -> dict[str, Any]:
+    """A decoded struct as a dict, like aiokafka's ``to_object`` but keeping a null
+    array of structs as None where ``nullable`` names the (top-level) field."""
+    obj: dict[str, Any] = {}
+    for idx, (name, type_) in enumerate(zip(schema.names, schema.fields, strict=True)):
+        val = data.get_item(name) if isinstance(data, Struct) else data[idx]
+        if isinstance(type_, Schema):
+            val = _to_object(type_, val, set())
+        elif isinstance(type_, Array) and isinstance(type_.array_of, Schema):
+            if val is None:
+                if name not in nullable:
+                    raise ValueError(f"non-nullable field {name} was serialized as null")
+            else:
+                val = [_to_object(type_.array_of, x, set()) for x in val]
+        obj[name] = val
+    return obj
 
 
 def encode_response(frame: Frame, body: dict[str, Any]) -> bytes:

@@ -408,7 +408,9 @@ class GroupCoordinator:
     def fetch(
         self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
     ) -> list[tuple[TopicPartition, int, str | None, int]]:
-        """(partition, offset, metadata, error code) for each requested partition."""
+        """(partition, offset, metadata, error code) for each requested partition.
+        ``None`` asks for all, as Kafka answers it: every partition with a committed
+        offset; one holding only a staged transactional offset is not listed."""
         g = self.groups.get(group_id)
         if g is None:
             return [(tp, -1, "", E.NONE) for tp in partitions or []]

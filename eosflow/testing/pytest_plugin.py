@@ -6,6 +6,11 @@
 
 A test that calls ``broker.require_fake(...)`` on a genuine broker is skipped with the
 reason, never silently passed.
+
+The fixtures are async and need pytest-asyncio. Installing eosflow registers this plugin
+for every pytest run in that environment, so it must load without pytest-asyncio: then
+the fixtures stand in as plain ones that fail the test with one line naming what to
+install, and nothing else changes for projects that never ask for them.
 """
 
 from __future__ import annotations
@@ -13,22 +18,40 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from ._cluster import FakeCluster
 from ._ladder import Broker, NotOnThisBroker, fake_settings, open_broker
 
+try:
+    import pytest_asyncio
+except ImportError:  # eosflow installed without its test extra
+    HAVE_ASYNCIO = False
+else:
+    HAVE_ASYNCIO = True
 
-@pytest_asyncio.fixture
-async def eosflow_broker() -> AsyncIterator[Broker]:
-    async with open_broker() as broker:
-        yield broker
+NEEDS_ASYNCIO = "the {} fixture needs pytest-asyncio: pip install pytest-asyncio"
 
+if HAVE_ASYNCIO:
 
-@pytest_asyncio.fixture
-async def eosflow_cluster() -> AsyncIterator[FakeCluster]:
-    async with FakeCluster(fake_settings()) as cluster:
-        yield cluster
+    @pytest_asyncio.fixture
+    async def eosflow_broker() -> AsyncIterator[Broker]:
+        async with open_broker() as broker:
+            yield broker
+
+    @pytest_asyncio.fixture
+    async def eosflow_cluster() -> AsyncIterator[FakeCluster]:
+        async with FakeCluster(fake_settings()) as cluster:
+            yield cluster
+
+else:
+
+    @pytest.fixture(name="eosflow_broker")
+    def _broker_without_asyncio() -> None:
+        pytest.fail(NEEDS_ASYNCIO.format("eosflow_broker"), pytrace=False)
+
+    @pytest.fixture(name="eosflow_cluster")
+    def _cluster_without_asyncio() -> None:
+        pytest.fail(NEEDS_ASYNCIO.format("eosflow_cluster"), pytrace=False)
 
 
 @pytest.hookimpl(hookwrapper=True)

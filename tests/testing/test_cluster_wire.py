@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaProducer
 
 from eosflow import _aiokafka as ak
 from eosflow.testing import ClusterSettings, FakeCluster
+from eosflow.testing import _errors as E
 
 
 async def _raw(cluster: FakeCluster, frame: bytes) -> bytes:
@@ -104,3 +105,23 @@ async def test_list_offsets_v5_as_kafkas_spec_lays_it_out() -> None:
     at = 18 + nlen
     nparts, part, error, _ts, offset, _epoch = struct.unpack_from(">iihqqi", answer, at)
     assert (corr, ntopics, nparts, part, error, offset) == (7, 1, 1, 0, 0, 3)
+
+
+async def test_offset_fetch_null_topics_is_answered_from_v2_and_malformed_before() -> None:
+    # OffsetFetchRequest.json: topics nullable from v2 ("all committed partitions"); a
+    # null in v1 is a non-nullable field serialized as null, which Kafka cannot parse
+    group = b"g"
+    body = struct.pack(">h", len(group)) + group + struct.pack(">i", -1)
+    async with FakeCluster() as c:
+        c.create_topic("t", 2)
+        c.groups.commit("g", -1, "", None, {("t", 1): (4, "")})
+        assert await _raw(c, _request(9, 1, body)) == b"", "v1: connection closed"
+        answer = await _raw(c, _request(9, 2, body))
+    # size, correlation, [topic: name, [partition, offset, metadata, error]], error
+    _, corr, ntopics, nlen = struct.unpack_from(">iiih", answer)
+    at = 14 + nlen
+    nparts, part, offset, mlen = struct.unpack_from(">iiqh", answer, at)
+    error, top_error = struct.unpack_from(">hh", answer, at + 18 + mlen)
+    assert answer[14:at] == b"t"
+    assert (corr, ntopics, nparts, part, offset) == (7, 1, 1, 1, 4)
+    assert error == top_error == E.NONE
