@@ -23,9 +23,9 @@ class EosConfig(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="EOSFLOW_", frozen=True, extra="forbid")
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
-    group_id: str = Field(min_length=1)
+    group_id: str = Field(min_length=1, description="consumer group shared by all instances")
     input_topics: Annotated[tuple[str, ...], NoDecode] = Field(
-        min_length=1, description="topics to consume; comma-separated in the environment"
+        min_length=1, description="topics to consume, comma-separated"
     )
     transactional_id: str = Field(
         min_length=1,
@@ -37,18 +37,37 @@ class EosConfig(BaseSettings):
         description="static membership (KIP-345): restarts within the "
         "session timeout do not rebalance",
     )
-    client_id: str = "eosflow"
+    client_id: str = Field(default="eosflow", description="client id sent to the brokers")
 
-    session_timeout_s: float = Field(default=45.0, gt=0)
-    heartbeat_interval_s: float = Field(default=3.0, gt=0)
-    rebalance_timeout_s: float = Field(default=60.0, gt=0)
-    transaction_timeout_s: float = Field(default=40.0, gt=0, le=900)
+    session_timeout_s: float = Field(
+        default=45.0, gt=0, description="group session timeout, seconds"
+    )
+    heartbeat_interval_s: float = Field(
+        default=3.0, gt=0, description="background heartbeat period, seconds"
+    )
+    rebalance_timeout_s: float = Field(
+        default=60.0, gt=0, description="time members get to rejoin a rebalance, seconds"
+    )
+    transaction_timeout_s: float = Field(
+        default=40.0,
+        gt=0,
+        le=900,
+        description="broker-side transaction timeout, seconds; must be below "
+        "session_timeout_s (a hung commit then expires before the group can move "
+        "partitions) unless allow_transaction_timeout_over_session",
+    )
     allow_transaction_timeout_over_session: bool = Field(
         default=False, description="opt out of the transaction < session timeout rule"
     )
 
-    commit_interval_s: float = Field(default=0.1, gt=0)
-    max_records_per_txn: int = Field(default=5000, gt=0)
+    commit_interval_s: float = Field(
+        default=0.1,
+        gt=0,
+        description="a transaction spans at most this long from its first record, seconds",
+    )
+    max_records_per_txn: int = Field(
+        default=5000, gt=0, description="a transaction holds at most this many records"
+    )
     max_bytes_per_txn: int | None = Field(
         default=None,
         gt=0,
@@ -61,9 +80,18 @@ class EosConfig(BaseSettings):
         "their outputs are held back and sent only once it committed, or dropped and "
         "redone if it did not (processing runs more than once then, as after any abort)",
     )
-    require_stable_fetch_offsets: bool = True
-    post_commit_delay_s: float = Field(default=0.2, ge=0)
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    require_stable_fetch_offsets: bool = Field(
+        default=True, description="fetch committed offsets with RequireStable (KIP-447)"
+    )
+    post_commit_delay_s: float = Field(
+        default=0.2,
+        ge=0,
+        description="where stable offset fetches are unavailable or off: how long a "
+        "commit holds back rebalances, seconds",
+    )
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        default="earliest", description="where a partition without a committed offset starts"
+    )
 
     dead_letter_topic: str | None = Field(
         default=None,
@@ -71,9 +99,17 @@ class EosConfig(BaseSettings):
         "error headers) inside the same transaction, and "
         "processing continues; if unset the app stops",
     )
-    retry_backoff_s: float = Field(default=0.01, gt=0)
-    linger_s: float = Field(default=0.0, ge=0)
-    max_batch_bytes: int = Field(default=256 * 1024, gt=0)
+    retry_backoff_s: float = Field(
+        default=0.01,
+        gt=0,
+        description="client retry backoff, seconds (aiokafka's 100 ms default dominates latency)",
+    )
+    linger_s: float = Field(
+        default=0.0, ge=0, description="producer linger before sending a batch, seconds"
+    )
+    max_batch_bytes: int = Field(
+        default=256 * 1024, gt=0, description="producer batch size limit, bytes"
+    )
 
     @field_validator("input_topics", mode="before")
     @classmethod

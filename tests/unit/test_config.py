@@ -50,3 +50,8 @@ def test_config_is_frozen() -> None:
     c = eosflow.EosConfig(**BASE)  # type: ignore[arg-type]
     with pytest.raises(Exception, match="frozen"):
         c.group_id = "other"  # type: ignore[misc]
+
+
+def test_every_field_has_a_description() -> None:
+    missing = [n for n, f in eosflow.EosConfig.model_fields.items() if not f.description]
+    assert missing == []
