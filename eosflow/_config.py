@@ -9,18 +9,39 @@ available.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from ._errors import ConfigError
+
+ENV_PREFIX = "EOSFLOW_"
+
+#: The ``EOSFLOW_*`` variables that are not ``EosConfig`` fields (the one list of them):
+#: read by other parts of eosflow and its tooling, so ``EosConfig`` lets them through.
+#: Any other ``EOSFLOW_*`` variable is an error naming the closest field. Entries ending
+#: in ``_`` are namespaces owned by the component named.
+OTHER_ENV_VARS: Mapping[str, str] = {
+    "EOSFLOW_SPARK_": "eosflow.spark.SparkSettings (master, remote, conf, job_timeout_s, ...)",
+    "EOSFLOW_TEST_": "the test broker ladder (EOSFLOW_TEST_BOOTSTRAP, EOSFLOW_TEST_KAFKA_IMAGE)",
+    "EOSFLOW_BENCH_": "the benchmarks (EOSFLOW_BENCH_BOOTSTRAP)",
+    "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
+}
 
 
 class EosConfig(BaseSettings):
     """Settings of one eosflow instance (frozen; validated on construction)."""
 
-    model_config = SettingsConfigDict(env_prefix="EOSFLOW_", frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="consumer group shared by all instances")
@@ -111,6 +132,19 @@ class EosConfig(BaseSettings):
         default=256 * 1024, gt=0, description="producer batch size limit, bytes"
     )
 
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # called on every construction, before the environment is read
+        check_environment(os.environ, cls)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
+
     @field_validator("input_topics", mode="before")
     @classmethod
     def _split_topics(cls, value: object) -> object:
@@ -146,3 +180,23 @@ def load_config(**values: object) -> EosConfig:
             field = ".".join(str(p) for p in err["loc"]) or "config"
             lines.append(f"{field}: {err['msg']}")
         raise ConfigError("invalid eosflow config: " + "; ".join(lines)) from None
+
+
+def check_environment(environ: Mapping[str, str], cls: type[BaseSettings] = EosConfig) -> None:
+    """Raise ``ConfigError`` for an ``EOSFLOW_*`` variable that is neither a field of
+    ``cls`` nor in ``OTHER_ENV_VARS``, naming the closest field (a misspelt setting
+    would otherwise be ignored silently)."""
+    known = [ENV_PREFIX + name.upper() for name in cls.model_fields]
+    for var in sorted(environ):
+        upper = var.upper()  # pydantic-settings reads the environment case-insensitively
+        if not upper.startswith(ENV_PREFIX) or upper in known or _is_other(upper):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1)
+        hint = f"did you mean {close[0]}?" if close else "see eosflow run --help for the settings"
+        raise ConfigError(f"unknown setting {var}; {hint}")
+
+
+def _is_other(var: str) -> bool:
+    return any(
+        var.startswith(name) if name.endswith("_") else var == name for name in OTHER_ENV_VARS
+    )
