@@ -139,3 +139,11 @@ async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: Fa
     dlq = await read_topic(c.bootstrap_servers, "orders-dlq")
     assert len(dlq) == 10
     assert all(v is not None and b'"customer": "c0"' in v for _, _, _, v in dlq)
+    report = await check_exactly_once(
+        c.bootstrap_servers,
+        "orders",
+        "orders-enriched",
+        group_id="e",
+        dead_letter_topic="orders-dlq",
+    )
+    assert report.ok and report.dead_lettered == 10, report.summary()
