@@ -12,14 +12,22 @@ import importlib
 import logging
 import signal
 import sys
+import types
 from collections.abc import Sequence
+from typing import Any, Literal, Union, get_args, get_origin
+
+from pydantic.fields import FieldInfo
 
 from ._app import EosApp
-from ._config import load_config
+from ._config import ENV_PREFIX, EosConfig, load_config
 from ._errors import ConfigError, FatalError
 from ._processor import Processor
 
 log = logging.getLogger("eosflow.cli")
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+# extra spellings of generated flags (``--input-topic`` reads better repeated)
+_ALIASES = {"input_topics": ("--input-topic",)}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,25 +51,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eosflow", description=__doc__.splitlines()[0])
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    # the same option on every command, so it may also follow the command's name; not
+    # given there, it leaves the value given before the command (or the default) alone
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="log level (default: info; also accepted before the command)",
+    )
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a Processor subclass as an exactly-once service")
-    run.add_argument("target", help="package.module:ClassName of a Processor subclass")
-    run.add_argument("--bootstrap-servers")
-    run.add_argument("--group-id")
-    run.add_argument(
-        "--input-topic",
-        action="append",
-        dest="input_topics",
-        help="repeatable; falls back to EOSFLOW_INPUT_TOPICS",
+    run = sub.add_parser(
+        "run", parents=[common], help="run a Processor subclass as an exactly-once service"
     )
-    run.add_argument("--transactional-id")
-    run.add_argument("--group-instance-id")
-    run.add_argument("--dead-letter-topic")
+    run.add_argument("target", help="package.module:ClassName of a Processor subclass")
+    _add_config_flags(run)
     run.set_defaults(func=_cmd_run)
 
-    chk = sub.add_parser("check", help="verify an output topic holds every input exactly once")
+    chk = sub.add_parser(
+        "check", parents=[common], help="verify an output topic holds every input exactly once"
+    )
     chk.add_argument("--bootstrap-servers", required=True)
     chk.add_argument("--input-topic", required=True)
     chk.add_argument("--output-topic", required=True)
@@ -71,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser(
         "demo",
+        parents=[common],
         help="an end-to-end exactly-once run on the embedded "
         "test cluster, with a crash in the middle",
     )
@@ -83,6 +95,78 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(func=_cmd_demo)
     return p
+
+
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``EosConfig`` field, its help the field's description. Values stay
+    strings for pydantic to validate, so a bad one is a ``ConfigError`` naming the field."""
+    group = parser.add_argument_group(
+        "settings",
+        f"every EosConfig field; a flag not given falls back to {ENV_PREFIX}<FIELD> in "
+        "the environment, then to the default",
+    )
+    for name, field in EosConfig.model_fields.items():
+        flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
+        kind, choices = _kind(name, field)
+        kw: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, field)}
+        if kind == "bool":
+            group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
+        elif kind == "tuple":
+            kw["metavar"] = "A[,B...]"
+            kw["help"] = "repeatable; " + kw["help"]
+            group.add_argument(*flags, action="extend", type=_split_commas, **kw)
+        else:
+            kw["metavar"] = "SECONDS" if name.endswith("_s") else None
+            if field.annotation in (int, int | None):
+                kw["metavar"] = "N"
+            group.add_argument(*flags, choices=choices, **kw)
+
+
+def _kind(name: str, field: FieldInfo) -> tuple[str, list[str] | None]:
+    annotation = field.annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"EosConfig.{name}: no flag for the type {annotation}")
+        annotation = inner[0]
+    if annotation is bool:
+        return "bool", None
+    if get_origin(annotation) is tuple:
+        return "tuple", None
+    if get_origin(annotation) is Literal:
+        return "value", [str(a) for a in get_args(annotation)]
+    if annotation in (str, int, float):
+        return "value", None
+    raise TypeError(f"EosConfig.{name}: no flag for the type {annotation}")
+
+
+def _help(name: str, field: FieldInfo) -> str:
+    if field.is_required():
+        default = "required"
+    elif field.default is None:
+        default = "default: unset"
+    elif isinstance(field.default, bool):
+        default = "default: " + str(field.default).lower()
+    elif isinstance(field.default, float):
+        default = f"default: {field.default:g}"
+    else:
+        default = f"default: {field.default}"
+    text = f"{field.description} ({default}; env {ENV_PREFIX}{name.upper()})"
+    return text.replace("%", "%%")
+
+
+def _split_commas(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def config_values(args: argparse.Namespace) -> dict[str, object]:
+    """The settings given as flags (the rest comes from the environment or defaults)."""
+    values: dict[str, object] = {}
+    for name in EosConfig.model_fields:
+        value = getattr(args, name, None)
+        if value is not None:
+            values[name] = value
+    return values
 
 
 def load_processor(target: str) -> Processor:
@@ -100,19 +184,7 @@ def load_processor(target: str) -> Processor:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    overrides = {
-        k: v
-        for k, v in {
-            "bootstrap_servers": args.bootstrap_servers,
-            "group_id": args.group_id,
-            "input_topics": tuple(args.input_topics) if args.input_topics else None,
-            "transactional_id": args.transactional_id,
-            "group_instance_id": args.group_instance_id,
-            "dead_letter_topic": args.dead_letter_topic,
-        }.items()
-        if v is not None
-    }
-    config = load_config(**overrides)
+    config = load_config(**config_values(args))
     processor = load_processor(args.target)
     asyncio.run(_serve(EosApp(processor, config)))
     return 0
