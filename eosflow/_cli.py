@@ -1,7 +1,9 @@
 """The ``eosflow`` command: ``run``, ``check`` and ``demo``.
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT end the open transaction, leave the
-group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config.
+group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config
+(including a processor that cannot be imported or built). An error that is not eosflow's
+counts as fatal too: one line, its traceback only at ``--log-level debug``.
 """
 
 from __future__ import annotations
@@ -9,18 +11,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
 import logging
 import signal
 import sys
 import types
-from collections.abc import Sequence
-from typing import Any, Literal, Union, get_args, get_origin
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic.fields import FieldInfo
 
 from ._app import EosApp
 from ._config import ENV_PREFIX, EosConfig, load_config
-from ._errors import ConfigError, FatalError
+from ._errors import ConfigError, EosflowError, FatalError
 from ._processor import Processor
 
 log = logging.getLogger("eosflow.cli")
@@ -28,6 +31,8 @@ log = logging.getLogger("eosflow.cli")
 LOG_LEVELS = ["debug", "info", "warning", "error"]
 # extra spellings of generated flags (``--input-topic`` reads better repeated)
 _ALIASES = {"input_topics": ("--input-topic",)}
+
+T = TypeVar("T")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -40,13 +45,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except ConfigError as exc:
-        print(f"eosflow: {exc}", file=sys.stderr)
+        print(f"eosflow: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except FatalError as exc:
-        print(f"eosflow: fatal: {exc}", file=sys.stderr)
+    except EosflowError as exc:  # FatalError, and any other eosflow error reaching here
+        print(f"eosflow: fatal: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -170,23 +179,65 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
 
 
 def load_processor(target: str) -> Processor:
+    """An instance of the ``Processor`` subclass ``package.module:ClassName``; anything
+    that stops it being built is a ``ConfigError`` naming ``target``."""
     module_name, sep, class_name = target.partition(":")
     if not sep or not module_name or not class_name:
         raise ConfigError(f"target must look like package.module:ClassName, got {target!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code may raise anything
+        raise ConfigError(
+            f"cannot import {module_name!r} for {target!r}: {_describe(exc)}"
+        ) from None
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Processor)):
-        raise ConfigError(f"{target!r} is not a eosflow.Processor subclass")
-    return cls()
+        raise ConfigError(f"{target!r} is not an eosflow.Processor subclass")
+    needed = _required_parameters(cls)
+    if needed:
+        raise ConfigError(
+            f"{target!r} cannot be built without arguments: its __init__ needs "
+            f"{', '.join(needed)} (eosflow run calls {class_name}())"
+        )
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(f"{target!r} failed to build: {_describe(exc)}") from None
+
+
+def _required_parameters(cls: type) -> list[str]:
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: calling it will tell
+        return []
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [p.name for p in params if p.default is p.empty and p.kind not in variadic]
+
+
+def _describe(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = _one_line(exc)
+    if text.startswith(name + ": "):  # some libraries (aiokafka) put the name in str()
+        text = text[len(name) + 2 :]
+    return f"{name}: {text}" if text else name
+
+
+def _guarded(call: Callable[[], T]) -> T:
+    """Run ``call``; an exception that is not eosflow's becomes a one-line
+    ``FatalError`` (its traceback is logged at debug level only)."""
+    try:
+        return call()
+    except EosflowError:
+        raise
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        raise FatalError(f"unexpected {_describe(exc)}") from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(**config_values(args))
     processor = load_processor(args.target)
-    asyncio.run(_serve(EosApp(processor, config)))
+    _guarded(lambda: asyncio.run(_serve(EosApp(processor, config))))
     return 0
 
 
@@ -215,13 +266,15 @@ async def _serve(app: EosApp) -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .testing import check_exactly_once
 
-    report = asyncio.run(
-        check_exactly_once(
-            args.bootstrap_servers,
-            args.input_topic,
-            args.output_topic,
-            match=args.match,
-            group_id=args.group_id,
+    report = _guarded(
+        lambda: asyncio.run(
+            check_exactly_once(
+                args.bootstrap_servers,
+                args.input_topic,
+                args.output_topic,
+                match=args.match,
+                group_id=args.group_id,
+            )
         )
     )
     print(report.summary())

@@ -1,6 +1,9 @@
-"""`eosflow` command-line parsing, in process (no broker)."""
+"""`eosflow` command-line parsing and processor loading, in process (no broker)."""
 
 from __future__ import annotations
+
+import itertools
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,7 @@ REQUIRED = [
     "--transactional-id",
     "t",
 ]
+_names = itertools.count()
 
 
 def _config(*flags: str) -> eosflow.EosConfig:
@@ -92,3 +96,47 @@ def test_log_level_goes_before_or_after_the_command(before: bool) -> None:
         .log_level
         == "info"
     )
+
+
+def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> str:
+    name = f"procmod_{next(_names)}_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("import eosflow\n\n" + body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+CASES = {
+    "needs_args": (
+        "class P(eosflow.Processor):\n    def __init__(self, table, *, limit):\n        pass\n",
+        "cannot be built without arguments: its __init__ needs table, limit",
+    ),
+    "init_raises": (
+        "class P(eosflow.Processor):\n"
+        "    def __init__(self):\n"
+        "        raise KeyError('TABLE_URL')\n",
+        "failed to build: KeyError: 'TABLE_URL'",
+    ),
+    "import_raises": (
+        "raise RuntimeError('no table\\nat all')\n",
+        "cannot import",
+    ),
+    "import_fails": ("import no_such_module_here\n", "ModuleNotFoundError"),
+    "not_a_processor": ("class P:\n    pass\n", "is not an eosflow.Processor subclass"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_processor_that_cannot_be_built_exits_two_with_one_line(
+    case: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    body, expected = CASES[case]
+    target = _module(tmp_path, monkeypatch, body) + ":P"
+    assert main(["run", target, *REQUIRED]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("eosflow: "), err
+    assert repr(target) in err and expected in err and "Traceback" not in err
+    if case == "import_raises":
+        assert "RuntimeError: no table at all" in err
