@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument("--output-topic", required=True)
     chk.add_argument("--group-id", help="also check the group's committed offsets")
     chk.add_argument("--match", choices=["key", "value"], default="key")
+    chk.add_argument(
+        "--dead-letter-topic",
+        help="count inputs found dead-lettered there (by their eosflow.source header) as "
+        "accounted for; an input both output and dead-lettered is a duplicate",
+    )
     chk.set_defaults(func=_cmd_check)
 
     demo = sub.add_parser(
@@ -274,6 +279,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 args.output_topic,
                 match=args.match,
                 group_id=args.group_id,
+                dead_letter_topic=args.dead_letter_topic,
             )
         )
     )

@@ -1,12 +1,16 @@
-"""The exactly-once checker with a dead-letter topic."""
+"""The exactly-once checker with a dead-letter topic, as a function and as `eosflow check`."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from aiokafka import AIOKafkaProducer
 from kit import create_topic
 
 import eosflow
 from eosflow._app import dead_letter
+from eosflow._cli import main
 from eosflow.testing import check_exactly_once
 from eosflow.testing._ladder import Broker
 
@@ -76,3 +80,23 @@ async def test_an_input_both_output_and_dead_lettered_is_a_duplicate(
     assert report.duplicated == {b"k1": 2}
     assert report.strays == [f"{src}/0/7".encode()]
     assert not report.ok
+
+
+async def test_eosflow_check_takes_the_dead_letter_topic(
+    eosflow_broker: Broker, capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = eosflow_broker
+    src, dst, dlq = await _topics(b)
+    inputs = [_input(src, i) for i in range(2)]
+    await _produce(
+        b.bootstrap_servers,
+        [(src, eosflow.Output(src, r.value, key=r.key)) for r in inputs]
+        + [(dst, eosflow.Output(dst, inputs[0].value, key=inputs[0].key))]
+        + [(dlq, dead_letter(inputs[1], ValueError("x"), dlq))],
+    )
+    argv = ["check", "--bootstrap-servers", b.bootstrap_servers, "--input-topic", src]
+    argv += ["--output-topic", dst]
+    assert await asyncio.to_thread(main, argv) == 1
+    assert "1 lost" in capsys.readouterr().out
+    assert await asyncio.to_thread(main, [*argv, "--dead-letter-topic", dlq]) == 0
+    assert "EXACTLY ONCE: OK" in capsys.readouterr().out
