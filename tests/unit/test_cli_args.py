@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.resources
 import itertools
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,7 @@ import pytest
 import eosflow
 from eosflow._cli import _parser, config_values, main
 
+ROOT = Path(__file__).parents[2]
 REQUIRED = [
     "--bootstrap-servers",
     "127.0.0.1:1",
@@ -140,3 +144,14 @@ def test_processor_that_cannot_be_built_exits_two_with_one_line(
     assert repr(target) in err and expected in err and "Traceback" not in err
     if case == "import_raises":
         assert "RuntimeError: no table at all" in err
+
+
+def test_the_package_is_typed() -> None:
+    """PEP 561: eosflow ships ``py.typed`` so users' type checkers read its annotations."""
+    assert (importlib.resources.files("eosflow") / "py.typed").is_file()
+    listed = {str(f) for f in importlib.metadata.files("eosflow") or []}
+    if "eosflow/__init__.py" in listed:  # a regular install lists its files
+        assert "eosflow/py.typed" in listed
+    else:  # an editable install maps the source tree; a build takes the package data
+        pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+        assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["eosflow"]
