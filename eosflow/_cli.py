@@ -1,7 +1,9 @@
 """The ``eosflow`` command: ``run``, ``check`` and ``demo``.
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT end the open transaction, leave the
-group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config.
+group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config
+(including a processor that cannot be imported or built). An error that is not eosflow's
+counts as fatal too: one line, its traceback only at ``--log-level debug``.
 """
 
 from __future__ import annotations
@@ -9,17 +11,28 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import inspect
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+
+from pydantic.fields import FieldInfo
 
 from ._app import EosApp
-from ._config import load_config
-from ._errors import ConfigError, FatalError
+from ._config import ENV_PREFIX, EosConfig, load_config
+from ._errors import ConfigError, EosflowError, FatalError
 from ._processor import Processor
 
 log = logging.getLogger("eosflow.cli")
+
+LOG_LEVELS = ["debug", "info", "warning", "error"]
+# extra spellings of generated flags (``--input-topic`` reads better repeated)
+_ALIASES = {"input_topics": ("--input-topic",)}
+
+T = TypeVar("T")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,45 +45,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except ConfigError as exc:
-        print(f"eosflow: {exc}", file=sys.stderr)
+        print(f"eosflow: {_one_line(exc)}", file=sys.stderr)
         return 2
-    except FatalError as exc:
-        print(f"eosflow: fatal: {exc}", file=sys.stderr)
+    except EosflowError as exc:  # FatalError, and any other eosflow error reaching here
+        if exc.__cause__ is not None:  # what the error boundary mapped, for debugging
+            log.debug("cause of the fatal error", exc_info=exc)
+        print(f"eosflow: fatal: {_one_line(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eosflow", description=__doc__.splitlines()[0])
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    # the same option on every command, so it may also follow the command's name; not
+    # given there, it leaves the value given before the command (or the default) alone
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="log level (default: info; also accepted before the command)",
+    )
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run a Processor subclass as an exactly-once service")
-    run.add_argument("target", help="package.module:ClassName of a Processor subclass")
-    run.add_argument("--bootstrap-servers")
-    run.add_argument("--group-id")
-    run.add_argument(
-        "--input-topic",
-        action="append",
-        dest="input_topics",
-        help="repeatable; falls back to EOSFLOW_INPUT_TOPICS",
+    run = sub.add_parser(
+        "run", parents=[common], help="run a Processor subclass as an exactly-once service"
     )
-    run.add_argument("--transactional-id")
-    run.add_argument("--group-instance-id")
-    run.add_argument("--dead-letter-topic")
+    run.add_argument("target", help="package.module:ClassName of a Processor subclass")
+    _add_config_flags(run)
     run.set_defaults(func=_cmd_run)
 
-    chk = sub.add_parser("check", help="verify an output topic holds every input exactly once")
+    chk = sub.add_parser(
+        "check", parents=[common], help="verify an output topic holds every input exactly once"
+    )
     chk.add_argument("--bootstrap-servers", required=True)
     chk.add_argument("--input-topic", required=True)
     chk.add_argument("--output-topic", required=True)
     chk.add_argument("--group-id", help="also check the group's committed offsets")
     chk.add_argument("--match", choices=["key", "value"], default="key")
+    chk.add_argument(
+        "--dead-letter-topic",
+        help="count inputs found dead-lettered there (by their eosflow.source header) as "
+        "accounted for; an input both output and dead-lettered is a duplicate",
+    )
     chk.set_defaults(func=_cmd_check)
 
     demo = sub.add_parser(
         "demo",
+        parents=[common],
         help="an end-to-end exactly-once run on the embedded "
         "test cluster, with a crash in the middle",
     )
@@ -85,36 +113,138 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per ``EosConfig`` field, its help the field's description. Values stay
+    strings for pydantic to validate, so a bad one is a ``ConfigError`` naming the field."""
+    group = parser.add_argument_group(
+        "settings",
+        f"every EosConfig field; a flag not given falls back to {ENV_PREFIX}<FIELD> in "
+        "the environment, then to the default",
+    )
+    for name, field in EosConfig.model_fields.items():
+        flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
+        kind, choices = _kind(name, field)
+        kw: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, field)}
+        if kind == "bool":
+            group.add_argument(*flags, action=argparse.BooleanOptionalAction, **kw)
+        elif kind == "tuple":
+            kw["metavar"] = "A[,B...]"
+            kw["help"] = "repeatable; " + kw["help"]
+            group.add_argument(*flags, action="extend", type=_split_commas, **kw)
+        else:
+            kw["metavar"] = "SECONDS" if name.endswith("_s") else None
+            if field.annotation in (int, int | None):
+                kw["metavar"] = "N"
+            group.add_argument(*flags, choices=choices, **kw)
+
+
+def _kind(name: str, field: FieldInfo) -> tuple[str, list[str] | None]:
+    annotation = field.annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        inner = [a for a in get_args(annotation) if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"EosConfig.{name}: no flag for the type {annotation}")
+        annotation = inner[0]
+    if annotation is bool:
+        return "bool", None
+    if get_origin(annotation) is tuple:
+        return "tuple", None
+    if get_origin(annotation) is Literal:
+        return "value", [str(a) for a in get_args(annotation)]
+    if annotation in (str, int, float):
+        return "value", None
+    raise TypeError(f"EosConfig.{name}: no flag for the type {annotation}")
+
+
+def _help(name: str, field: FieldInfo) -> str:
+    if field.is_required():
+        default = "required"
+    elif field.default is None:
+        default = "default: unset"
+    elif isinstance(field.default, bool):
+        default = "default: " + str(field.default).lower()
+    elif isinstance(field.default, float):
+        default = f"default: {field.default:g}"
+    else:
+        default = f"default: {field.default}"
+    text = f"{field.description} ({default}; env {ENV_PREFIX}{name.upper()})"
+    return text.replace("%", "%%")
+
+
+def _split_commas(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def config_values(args: argparse.Namespace) -> dict[str, object]:
+    """The settings given as flags (the rest comes from the environment or defaults)."""
+    values: dict[str, object] = {}
+    for name in EosConfig.model_fields:
+        value = getattr(args, name, None)
+        if value is not None:
+            values[name] = value
+    return values
+
+
 def load_processor(target: str) -> Processor:
+    """An instance of the ``Processor`` subclass ``package.module:ClassName``; anything
+    that stops it being built is a ``ConfigError`` naming ``target``."""
     module_name, sep, class_name = target.partition(":")
     if not sep or not module_name or not class_name:
         raise ConfigError(f"target must look like package.module:ClassName, got {target!r}")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code may raise anything
+        raise ConfigError(
+            f"cannot import {module_name!r} for {target!r}: {_describe(exc)}"
+        ) from None
     cls = getattr(module, class_name, None)
     if not (isinstance(cls, type) and issubclass(cls, Processor)):
-        raise ConfigError(f"{target!r} is not a eosflow.Processor subclass")
-    return cls()
+        raise ConfigError(f"{target!r} is not an eosflow.Processor subclass")
+    needed = _required_parameters(cls)
+    if needed:
+        raise ConfigError(
+            f"{target!r} cannot be built without arguments: its __init__ needs "
+            f"{', '.join(needed)} (eosflow run calls {class_name}())"
+        )
+    try:
+        return cls()
+    except Exception as exc:
+        raise ConfigError(f"{target!r} failed to build: {_describe(exc)}") from None
+
+
+def _required_parameters(cls: type) -> list[str]:
+    try:
+        params = inspect.signature(cls).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: calling it will tell
+        return []
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    return [p.name for p in params if p.default is p.empty and p.kind not in variadic]
+
+
+def _describe(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = _one_line(exc)
+    if text.startswith(name + ": "):  # some libraries (aiokafka) put the name in str()
+        text = text[len(name) + 2 :]
+    return f"{name}: {text}" if text else name
+
+
+def _guarded(call: Callable[[], T]) -> T:
+    """Run ``call``; an exception that is not eosflow's becomes a one-line
+    ``FatalError`` (its traceback is logged at debug level only)."""
+    try:
+        return call()
+    except EosflowError:
+        raise
+    except Exception as exc:
+        log.debug("unexpected error", exc_info=True)
+        raise FatalError(f"unexpected {_describe(exc)}") from None
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    overrides = {
-        k: v
-        for k, v in {
-            "bootstrap_servers": args.bootstrap_servers,
-            "group_id": args.group_id,
-            "input_topics": tuple(args.input_topics) if args.input_topics else None,
-            "transactional_id": args.transactional_id,
-            "group_instance_id": args.group_instance_id,
-            "dead_letter_topic": args.dead_letter_topic,
-        }.items()
-        if v is not None
-    }
-    config = load_config(**overrides)
+    config = load_config(**config_values(args))
     processor = load_processor(args.target)
-    asyncio.run(_serve(EosApp(processor, config)))
+    _guarded(lambda: asyncio.run(_serve(EosApp(processor, config))))
     return 0
 
 
@@ -143,13 +273,16 @@ async def _serve(app: EosApp) -> None:
 def _cmd_check(args: argparse.Namespace) -> int:
     from .testing import check_exactly_once
 
-    report = asyncio.run(
-        check_exactly_once(
-            args.bootstrap_servers,
-            args.input_topic,
-            args.output_topic,
-            match=args.match,
-            group_id=args.group_id,
+    report = _guarded(
+        lambda: asyncio.run(
+            check_exactly_once(
+                args.bootstrap_servers,
+                args.input_topic,
+                args.output_topic,
+                match=args.match,
+                group_id=args.group_id,
+                dead_letter_topic=args.dead_letter_topic,
+            )
         )
     )
     print(report.summary())

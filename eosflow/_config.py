@@ -9,23 +9,44 @@ available.
 
 from __future__ import annotations
 
+import difflib
+import os
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 from ._errors import ConfigError
+
+ENV_PREFIX = "EOSFLOW_"
+
+#: The ``EOSFLOW_*`` variables that are not ``EosConfig`` fields (the one list of them):
+#: read by other parts of eosflow and its tooling, so ``EosConfig`` lets them through.
+#: Any other ``EOSFLOW_*`` variable is an error naming the closest field. Entries ending
+#: in ``_`` are namespaces owned by the component named.
+OTHER_ENV_VARS: Mapping[str, str] = {
+    "EOSFLOW_SPARK_": "eosflow.spark.SparkSettings (master, remote, conf, job_timeout_s, ...)",
+    "EOSFLOW_TEST_": "the test broker ladder (EOSFLOW_TEST_BOOTSTRAP, EOSFLOW_TEST_KAFKA_IMAGE)",
+    "EOSFLOW_BENCH_": "the benchmarks (EOSFLOW_BENCH_BOOTSTRAP)",
+    "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
+}
 
 
 class EosConfig(BaseSettings):
     """Settings of one eosflow instance (frozen; validated on construction)."""
 
-    model_config = SettingsConfigDict(env_prefix="EOSFLOW_", frozen=True, extra="forbid")
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
-    group_id: str = Field(min_length=1)
+    group_id: str = Field(min_length=1, description="consumer group shared by all instances")
     input_topics: Annotated[tuple[str, ...], NoDecode] = Field(
-        min_length=1, description="topics to consume; comma-separated in the environment"
+        min_length=1, description="topics to consume, comma-separated"
     )
     transactional_id: str = Field(
         min_length=1,
@@ -37,18 +58,37 @@ class EosConfig(BaseSettings):
         description="static membership (KIP-345): restarts within the "
         "session timeout do not rebalance",
     )
-    client_id: str = "eosflow"
+    client_id: str = Field(default="eosflow", description="client id sent to the brokers")
 
-    session_timeout_s: float = Field(default=45.0, gt=0)
-    heartbeat_interval_s: float = Field(default=3.0, gt=0)
-    rebalance_timeout_s: float = Field(default=60.0, gt=0)
-    transaction_timeout_s: float = Field(default=40.0, gt=0, le=900)
+    session_timeout_s: float = Field(
+        default=45.0, gt=0, description="group session timeout, seconds"
+    )
+    heartbeat_interval_s: float = Field(
+        default=3.0, gt=0, description="background heartbeat period, seconds"
+    )
+    rebalance_timeout_s: float = Field(
+        default=60.0, gt=0, description="time members get to rejoin a rebalance, seconds"
+    )
+    transaction_timeout_s: float = Field(
+        default=40.0,
+        gt=0,
+        le=900,
+        description="broker-side transaction timeout, seconds; must be below "
+        "session_timeout_s (a hung commit then expires before the group can move "
+        "partitions) unless allow_transaction_timeout_over_session",
+    )
     allow_transaction_timeout_over_session: bool = Field(
         default=False, description="opt out of the transaction < session timeout rule"
     )
 
-    commit_interval_s: float = Field(default=0.1, gt=0)
-    max_records_per_txn: int = Field(default=5000, gt=0)
+    commit_interval_s: float = Field(
+        default=0.1,
+        gt=0,
+        description="a transaction spans at most this long from its first record, seconds",
+    )
+    max_records_per_txn: int = Field(
+        default=5000, gt=0, description="a transaction holds at most this many records"
+    )
     max_bytes_per_txn: int | None = Field(
         default=None,
         gt=0,
@@ -61,9 +101,18 @@ class EosConfig(BaseSettings):
         "their outputs are held back and sent only once it committed, or dropped and "
         "redone if it did not (processing runs more than once then, as after any abort)",
     )
-    require_stable_fetch_offsets: bool = True
-    post_commit_delay_s: float = Field(default=0.2, ge=0)
-    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    require_stable_fetch_offsets: bool = Field(
+        default=True, description="fetch committed offsets with RequireStable (KIP-447)"
+    )
+    post_commit_delay_s: float = Field(
+        default=0.2,
+        ge=0,
+        description="where stable offset fetches are unavailable or off: how long a "
+        "commit holds back rebalances, seconds",
+    )
+    auto_offset_reset: Literal["earliest", "latest"] = Field(
+        default="earliest", description="where a partition without a committed offset starts"
+    )
 
     dead_letter_topic: str | None = Field(
         default=None,
@@ -74,8 +123,9 @@ class EosConfig(BaseSettings):
     retry_backoff_s: float = Field(
         default=0.01,
         gt=0,
-        description="first backoff after a failure (aiokafka's fixed retry backoff too); "
-        "eosflow's own retries and failed transactions double it up to retry_backoff_max_s",
+        description="first backoff after a failure, seconds (aiokafka's fixed retry backoff "
+        "too; its 100 ms default dominates latency); eosflow's own retries and failed "
+        "transactions double it up to retry_backoff_max_s",
     )
     retry_backoff_max_s: float = Field(
         default=1.0, gt=0, description="cap of the growing backoff between retries"
@@ -87,8 +137,25 @@ class EosConfig(BaseSettings):
         "transaction before the app stops with the last cause (as Kafka Streams' "
         "task.timeout.ms)",
     )
-    linger_s: float = Field(default=0.0, ge=0)
-    max_batch_bytes: int = Field(default=256 * 1024, gt=0)
+    linger_s: float = Field(
+        default=0.0, ge=0, description="producer linger before sending a batch, seconds"
+    )
+    max_batch_bytes: int = Field(
+        default=256 * 1024, gt=0, description="producer batch size limit, bytes"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # called on every construction, before the environment is read
+        check_environment(os.environ, cls)
+        return init_settings, env_settings, dotenv_settings, file_secret_settings
 
     @field_validator("input_topics", mode="before")
     @classmethod
@@ -125,3 +192,23 @@ def load_config(**values: object) -> EosConfig:
             field = ".".join(str(p) for p in err["loc"]) or "config"
             lines.append(f"{field}: {err['msg']}")
         raise ConfigError("invalid eosflow config: " + "; ".join(lines)) from None
+
+
+def check_environment(environ: Mapping[str, str], cls: type[BaseSettings] = EosConfig) -> None:
+    """Raise ``ConfigError`` for an ``EOSFLOW_*`` variable that is neither a field of
+    ``cls`` nor in ``OTHER_ENV_VARS``, naming the closest field (a misspelt setting
+    would otherwise be ignored silently)."""
+    known = [ENV_PREFIX + name.upper() for name in cls.model_fields]
+    for var in sorted(environ):
+        upper = var.upper()  # pydantic-settings reads the environment case-insensitively
+        if not upper.startswith(ENV_PREFIX) or upper in known or _is_other(upper):
+            continue
+        close = difflib.get_close_matches(upper, known, n=1)
+        hint = f"did you mean {close[0]}?" if close else "see eosflow run --help for the settings"
+        raise ConfigError(f"unknown setting {var}; {hint}")
+
+
+def _is_other(var: str) -> bool:
+    return any(
+        var.startswith(name) if name.endswith("_") else var == name for name in OTHER_ENV_VARS
+    )

@@ -6,6 +6,12 @@ key (``match="key"``: transforms that keep the key, e.g. enrichment) or by value
 (inputs with no output), duplicates (inputs with more than one output) and strays
 (outputs matching no input), and, given the group, whether its committed offsets reached
 the input's end offsets.
+
+Given the dead-letter topic, an input found there counts as accounted for: eosflow's dead
+letters name their input in the header ``eosflow.source`` (``topic/partition/offset``).
+An input both in the output and dead-lettered (or dead-lettered twice) is a duplicate; a
+dead letter naming the input topic but no input record of it is a stray; dead letters of
+other input topics are left out.
 """
 
 from __future__ import annotations
@@ -15,9 +21,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
 
 Match = Literal["key", "value"]
+SOURCE_HEADER = "eosflow.source"  # set by eosflow's dead_letter(): b"topic/partition/offset"
 
 
 @dataclass
@@ -28,6 +35,7 @@ class CheckReport:
     duplicated: dict[bytes, int] = field(default_factory=dict)
     strays: list[bytes] = field(default_factory=list)
     offsets_behind: dict[str, int] = field(default_factory=dict)
+    dead_lettered: int | None = None  # inputs found in the dead-letter topic, if checked
 
     @property
     def ok(self) -> bool:
@@ -39,6 +47,7 @@ class CheckReport:
             f"{verdict} -- {self.inputs} inputs, {self.outputs} outputs, "
             f"{len(self.lost)} lost, {len(self.duplicated)} duplicated, "
             f"{len(self.strays)} strays"
+            + ("" if self.dead_lettered is None else f", {self.dead_lettered} dead-lettered")
         ]
         if self.lost:
             lines.append(f"  lost (first 10): {self.lost[:10]}")
@@ -55,6 +64,15 @@ async def read_topic(
     bootstrap: str, topic: str, *, committed_only: bool = True, timeout_s: float = 60.0
 ) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record of ``topic`` up to its end now: (partition, offset, key, value)."""
+    records = await _read_records(
+        bootstrap, topic, committed_only=committed_only, timeout_s=timeout_s
+    )
+    return [(r.partition, r.offset, r.key, r.value) for r in records]
+
+
+async def _read_records(
+    bootstrap: str, topic: str, *, committed_only: bool = True, timeout_s: float = 60.0
+) -> list[ConsumerRecord[bytes, bytes]]:
     parts = await _partitions(bootstrap, topic)
     consumer = AIOKafkaConsumer(
         bootstrap_servers=bootstrap,
@@ -68,14 +86,14 @@ async def read_topic(
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
-        out: list[tuple[int, int, bytes | None, bytes | None]] = []
+        out: list[ConsumerRecord[bytes, bytes]] = []
         deadline = time.monotonic() + timeout_s
         while any([await consumer.position(tp) < ends[tp] for tp in tps]):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} did not reach its end offsets {ends}")
             batch = await consumer.getmany(timeout_ms=200)
-            for tp, recs in batch.items():
-                out.extend((tp.partition, r.offset, r.key, r.value) for r in recs)
+            for recs in batch.values():
+                out.extend(recs)
         return out
     finally:
         await consumer.stop()
@@ -97,6 +115,7 @@ async def check_exactly_once(
     *,
     match: Match = "key",
     group_id: str | None = None,
+    dead_letter_topic: str | None = None,
 ) -> CheckReport:
     in_records = await read_topic(bootstrap, input_topic)
     out_records = await read_topic(bootstrap, output_topic)
@@ -107,15 +126,43 @@ async def check_exactly_once(
         raise ValueError(f"input identities ({match}) must be unique and not null")
     got = Counter(o for o in outputs if o is not None)
     report = CheckReport(inputs=len(inputs), outputs=len(outputs))
+    if dead_letter_topic is not None:
+        by_offset = {(p, o): ident for (p, o, _, _), ident in zip(in_records, inputs, strict=True)}
+        found, unmatched = await _dead_letters(bootstrap, dead_letter_topic, input_topic, by_offset)
+        report.dead_lettered = len(set(found))
+        got.update(found)
+        report.strays.extend(unmatched)
     report.lost = sorted(k for k in want if k not in got)
     report.duplicated = {k: n for k, n in got.items() if n > 1 and k in want}
-    report.strays = sorted(k for k in got if k not in want)
+    report.strays = sorted([*report.strays, *(k for k in got if k not in want)])
     if group_id is not None:
         after_last: dict[int, int] = {}
         for part, offset, _, _ in in_records:
             after_last[part] = max(after_last.get(part, 0), offset + 1)
         report.offsets_behind = await _offsets_behind(bootstrap, input_topic, group_id, after_last)
     return report
+
+
+async def _dead_letters(
+    bootstrap: str, topic: str, input_topic: str, by_offset: dict[tuple[int, int], bytes | None]
+) -> tuple[list[bytes], list[bytes]]:
+    """The identities of the inputs of ``input_topic`` dead-lettered in ``topic``, and the
+    source headers of its dead letters that name no input record (or are malformed)."""
+    found: list[bytes] = []
+    unmatched: list[bytes] = []
+    for record in await _read_records(bootstrap, topic):
+        source = dict(record.headers).get(SOURCE_HEADER)
+        parts = source.decode(errors="replace").rsplit("/", 2) if source else []
+        if len(parts) == 3 and parts[0] != input_topic:
+            continue  # the dead letter of another input topic
+        ident = None
+        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+            ident = by_offset.get((int(parts[1]), int(parts[2])))
+        if ident is None:
+            unmatched.append(source or f"{topic}/{record.partition}/{record.offset}".encode())
+        else:
+            found.append(ident)
+    return found, unmatched
 
 
 async def _offsets_behind(

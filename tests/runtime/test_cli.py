@@ -139,3 +139,64 @@ async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: Fa
     dlq = await read_topic(c.bootstrap_servers, "orders-dlq")
     assert len(dlq) == 10
     assert all(v is not None and b'"customer": "c0"' in v for _, _, _, v in dlq)
+    report = await check_exactly_once(
+        c.bootstrap_servers,
+        "orders",
+        "orders-enriched",
+        group_id="e",
+        dead_letter_topic="orders-dlq",
+    )
+    assert report.ok and report.dead_lettered == 10, report.summary()
+
+
+async def _eosflow(*argv: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """``python -m eosflow *argv`` with no EOSFLOW_* variables: exit code and stderr."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "eosflow",
+        *argv,
+        env={**base, "PYTHONPATH": str(ROOT), **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+RUN = ["--group-id", "g", "--input-topic", "in", "--transactional-id", "t"]
+
+
+async def test_unreachable_bootstrap_exits_one_with_one_line() -> None:
+    code, err = await _eosflow(
+        "run", "examples.passthrough:PassThrough", "--bootstrap-servers", "127.0.0.1:1", *RUN
+    )
+    lines = [ln for ln in err.splitlines() if ln.startswith("eosflow:")]
+    assert code == 1, err
+    assert len(lines) == 1 and lines[0].startswith("eosflow: fatal: "), err
+    assert "127.0.0.1" in lines[0] and "Traceback" not in err, err
+
+
+FAILS_ON_START = """
+import eosflow
+
+class P(eosflow.Processor):
+    async def on_start(self):
+        raise LookupError("no table loaded")
+"""
+
+
+async def test_unexpected_error_is_one_line_with_the_traceback_only_at_debug(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "fails_on_start.py").write_text(FAILS_ON_START)
+    argv = ["run", "fails_on_start:P", "--bootstrap-servers", "127.0.0.1:1", *RUN]
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    code, err = await _eosflow(*argv, env=env)
+    assert code == 1, err
+    assert err == "eosflow: fatal: unexpected LookupError: no table loaded\n"
+    code, err = await _eosflow(*argv, "--log-level", "debug", env=env)
+    assert code == 1 and "Traceback" in err and "no table loaded" in err, err
+    assert err.splitlines()[-1] == "eosflow: fatal: unexpected LookupError: no table loaded"

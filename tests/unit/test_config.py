@@ -1,7 +1,11 @@
+import re
+from pathlib import Path
+
 import pytest
 
 import eosflow
 from eosflow import load_config
+from eosflow._config import check_environment
 
 BASE = dict(bootstrap_servers="h:1", group_id="g", input_topics=("a",), transactional_id="t")
 
@@ -50,3 +54,58 @@ def test_config_is_frozen() -> None:
     c = eosflow.EosConfig(**BASE)  # type: ignore[arg-type]
     with pytest.raises(Exception, match="frozen"):
         c.group_id = "other"  # type: ignore[misc]
+
+
+def test_every_field_has_a_description() -> None:
+    missing = [n for n, f in eosflow.EosConfig.model_fields.items() if not f.description]
+    assert missing == []
+
+
+def test_unknown_setting_in_the_environment_names_the_closest_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOSFLOW_SESSION_TIMEOUT", "10")
+    want = "^unknown setting EOSFLOW_SESSION_TIMEOUT; did you mean EOSFLOW_SESSION_TIMEOUT_S\\?$"
+    with pytest.raises(eosflow.ConfigError, match=want):
+        load_config(**BASE)
+    with pytest.raises(eosflow.ConfigError, match=want):  # embedded users too
+        eosflow.EosConfig(**BASE)  # type: ignore[arg-type]
+    monkeypatch.delenv("EOSFLOW_SESSION_TIMEOUT")
+    monkeypatch.setenv("eosflow_xyzzy", "1")  # read case-insensitively, so checked so too
+    with pytest.raises(eosflow.ConfigError, match=r"^unknown setting eosflow_xyzzy; see"):
+        load_config(**BASE)
+
+
+def test_other_eosflow_variables_are_let_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in (
+        "EOSFLOW_TEST_BOOTSTRAP",
+        "EOSFLOW_TEST_KAFKA_IMAGE",
+        "EOSFLOW_BENCH_BOOTSTRAP",
+        "EOSFLOW_SPARK_MASTER",
+        "EOSFLOW_SPARK_JOB_TIMEOUT_S",
+        "EOSFLOW_EXTRAS",
+    ):
+        monkeypatch.setenv(var, "x")
+    monkeypatch.setenv("EOSFLOW_GROUP_ID", "from-env")
+    assert eosflow.EosConfig(**{**BASE, "group_id": "g"}).group_id == "g"  # type: ignore[arg-type]
+    assert load_config(**{k: v for k, v in BASE.items() if k != "group_id"}).group_id == "from-env"
+
+
+ROOT = Path(__file__).parents[2]
+VAR = r"EOSFLOW_[A-Z0-9_]+"
+MISSPELT = {"EOSFLOW_SESSION_TIMEOUT"}  # set on purpose by the tests of the check
+
+
+def test_every_eosflow_variable_the_project_names_is_a_field_or_allowed() -> None:
+    """A new EOSFLOW_* variable read outside EosConfig must join OTHER_ENV_VARS, or
+    every EosConfig built where it is set would fail."""
+    names: set[str] = set()
+    for top in ("eosflow", "tests", "scripts", "benchmarks", "examples", "docs"):
+        for path in (ROOT / top).rglob("*"):
+            if path.is_file() and path.suffix in ("", ".py", ".md", ".sh", ".toml"):
+                names.update(re.findall(VAR, path.read_text()))
+    names.update(re.findall(VAR, (ROOT / "README.md").read_text()))
+    names = {n for n in names if not n.endswith("_")}  # namespaces named in prose
+    names -= MISSPELT
+    assert "EOSFLOW_TEST_BOOTSTRAP" in names and "EOSFLOW_EXTRAS" in names  # the scan works
+    check_environment(dict.fromkeys(names, "x"))
