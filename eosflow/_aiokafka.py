@@ -16,10 +16,14 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
 
-Private attributes used, all read-only: ``consumer._client``, ``consumer._coordinator``
-(generation, member_id, coordinator_id, _group_instance_id), ``producer._txn_manager``
-(producer_id, producer_epoch, consumer_group_added), ``producer.client._wait_on_metadata``,
-``producer._partition`` and ``producer._max_request_size``.
+Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
+module uses any, but ``_wire.py``'s ``_CLASSES``, and that this list is complete), read
+only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
+coordinator_id, _group_instance_id), ``producer._txn_manager`` (producer_id,
+producer_epoch, transactional_id, its ``_transaction_waiter``'s error; written:
+consumer_group_added), ``producer.client._wait_on_metadata``, ``producer._partition``,
+``producer._max_request_size``, and ``producer._sender`` (its task is cancelled when a
+stuck producer is closed by force).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
