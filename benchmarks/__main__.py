@@ -2,7 +2,8 @@
 
 - ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
-- ``spark``: the Spark path against plain Python (``spark_overhead.py``).
+- ``spark``: the Spark path against plain Python (``spark_overhead.py``);
+- ``outage``: log lines per minute of a broker outage (``outage_noise.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -14,6 +15,7 @@ COMMANDS = {
     "run": "benchmarks.compare",
     "cluster": "benchmarks.cluster_throughput",
     "spark": "benchmarks.spark_overhead",
+    "outage": "benchmarks.outage_noise",
 }
 
 if __name__ == "__main__":

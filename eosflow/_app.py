@@ -39,6 +39,7 @@ from types import TracebackType
 
 from ._config import EosConfig
 from ._errors import EosflowError, FatalError, ProcessingError, TransactionError, TransientError
+from ._logs import summarised_aiokafka_logs
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
 from ._session import Outcome, TransactSession
@@ -113,6 +114,10 @@ class EosApp:
     # --- public -----------------------------------------------------------------------
 
     async def run(self) -> None:
+        with summarised_aiokafka_logs():
+            await self._run()
+
+    async def _run(self) -> None:
         session = TransactSession(self.config, self._assigned, self._revoked)
         self._session = session
         try:
