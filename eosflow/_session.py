@@ -442,7 +442,12 @@ class TransactSession:
         """EndTxn. Any failure but a fencing answer leaves the outcome unknown: it is never
         retried as a commit, but resolved by re-initialising the producer (``_recover``)."""
         producer = self.producer
-        op = producer.commit_transaction() if commit else producer.abort_transaction()
+        op = asyncio.ensure_future(
+            producer.commit_transaction() if commit else producer.abort_transaction()
+        )
+        # an EndTxn that outlives the wait ends later on its own; its error is accounted
+        # for by the recovery, not reported as "never retrieved"
+        op.add_done_callback(_consume_error)
         try:
             with ak.mapped("EndTxn"):
                 await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
