@@ -271,7 +271,7 @@ async def _serve(app: EosApp) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from .testing import check_exactly_once
+    from ._checker import check_exactly_once
 
     report = _guarded(
         lambda: asyncio.run(

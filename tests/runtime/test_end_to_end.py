@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kit import create_topic, eventually, read_all
 
 import eosflow
-from eosflow.testing._checker import _partitions as partitions_of
+from eosflow._checker import _partitions as partitions_of
 from eosflow.testing._ladder import Broker
 
 
