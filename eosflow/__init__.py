@@ -7,7 +7,6 @@ input record affects the output exactly once, across crashes, rebalances and zom
 from ._app import EosApp, Stats
 from ._config import EosConfig, load_config
 from ._errors import (
-    CommitOutcomeUnknown,
     ConfigError,
     EosflowError,
     FatalError,
@@ -20,7 +19,6 @@ from ._records import Output, Record
 from ._session import Outcome
 
 __all__ = [
-    "CommitOutcomeUnknown",
     "ConfigError",
     "EosApp",
     "EosConfig",

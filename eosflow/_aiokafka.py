@@ -20,7 +20,7 @@ Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks th
 module uses any, but ``_wire.py``'s ``_CLASSES``, and that this list is complete), read
 only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
 coordinator_id, _group_instance_id), ``producer._txn_manager`` (producer_id,
-producer_epoch, transactional_id, its ``_transaction_waiter``'s error; written:
+producer_epoch, its ``_transaction_waiter``'s error; written:
 consumer_group_added), ``producer.client._wait_on_metadata``, ``producer._partition``,
 ``producer._max_request_size``, and ``producer._sender`` (its task is cancelled when a
 stuck producer is closed by force).
@@ -276,6 +276,7 @@ async def forced_heartbeat(
 
 async def commit_offsets_in_txn(
     producer: AIOKafkaProducer,
+    transactional_id: str,
     group_id: str,
     offsets: dict[TopicPartition, int],
     caps: Capabilities,
@@ -288,7 +289,7 @@ async def commit_offsets_in_txn(
     and dropped connections for at most ``timeout_s`` per request, then raises
     ``TransientError`` -- the offsets were not committed."""
     client = producer.client
-    txn_id = producer._txn_manager.transactional_id
+    txn_id = transactional_id
     pid, epoch = producer_identity(producer)
     add = _wire.SpecRequest.of(
         _wire.ADD_OFFSETS_TO_TXN,
@@ -401,44 +402,51 @@ async def fetch_committed(
         await backoff.sleep(deadline)
 
 
-async def reinit_producer_id(producer: AIOKafkaProducer, timeout_s: float) -> tuple[int, int]:
+async def reinit_producer_id(
+    producer: AIOKafkaProducer,
+    transactional_id: str,
+    transaction_timeout_s: float,
+    timeout_s: float,
+) -> tuple[int, int]:
     """KIP-360: InitProducerId v3+ with the producer's current id and epoch. The
     coordinator aborts whatever transaction is open and bumps the epoch. Returns the new
-    (id, epoch); raises KafkaError carrying PRODUCER_FENCED / INVALID_PRODUCER_EPOCH when
-    another instance owns the transactional id."""
+    (id, epoch). A fencing answer (another instance owns the transactional id) raises
+    its KafkaError; coordinator moves and CONCURRENT_TRANSACTIONS are resent with a
+    growing backoff for at most ``timeout_s``, then ``TransientError``."""
     client = producer.client
-    txn = producer._txn_manager
     pid, epoch = producer_identity(producer)
     req = _wire.SpecRequest.of(
         _wire.INIT_PRODUCER_ID,
         {
-            "transactional_id": txn.transactional_id,
-            "transaction_timeout_ms": txn.transaction_timeout_ms,
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": int(transaction_timeout_s * 1000),
             "producer_id": pid,
             "producer_epoch": epoch,
         },
         min_version=3,
     )
-
-    def code_of(resp: Any) -> int:
-        return int(resp.error_code)
-
     deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
     while True:
-        node = await _coordinator(client, _TRANSACTION, txn.transactional_id)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TransientError(
+                "InitProducerId (KIP-360)", f"not done within {timeout_s:g} s ({last})"
+            )
+        node = await _coordinator(client, _TRANSACTION, transactional_id)
         # Not on the coordination connection: the EndTxn whose outcome is unknown may still
         # occupy it, and a broker answers one request per connection at a time.
-        resp = await asyncio.wait_for(client.send(node, req), timeout_s)
-        code = code_of(resp)
+        resp = await asyncio.wait_for(client.send(node, req), remaining)
+        code = int(resp.error_code)
         if code == 0:
             return int(resp.producer_id), int(resp.producer_epoch)
-        if code not in (CONCURRENT_TRANSACTIONS, *COORDINATOR_ERRORS) or (
-            time.monotonic() > deadline
-        ):
+        if code not in (CONCURRENT_TRANSACTIONS, *COORDINATOR_ERRORS):
             raise for_code(code)()
         if code in COORDINATOR_ERRORS:
-            _forget(client, _TRANSACTION, txn.transactional_id)
-        await asyncio.sleep(0.02)
+            _forget(client, _TRANSACTION, transactional_id)
+        last = error_name(code)
+        await backoff.sleep(deadline)
 
 
 def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:

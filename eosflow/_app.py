@@ -85,7 +85,6 @@ class Stats:
     # processed ahead while a commit was in flight, then dropped because that commit did
     # not succeed or partitions moved (they are processed again)
     dropped_ahead: int = 0
-    started: float = field(default_factory=time.monotonic)
 
 
 class EosApp:

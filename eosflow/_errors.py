@@ -10,11 +10,14 @@ pydantic's validation errors) is mapped into this tree in one place -- the adapt
     │   ├── AuthorizationError    the broker refused a permission (names it and the resource)
     │   └── ProcessingError       the processor raised and the policy is "stop"
     └── TransactionError          retriable: the transaction was aborted and its input
-        ├── TransientError        will be consumed again. A broker or network failure
-        │                         of one step (names it); retried with a growing
-        │                         backoff, fatal once it persists past ``retry_timeout_s``
-        └── CommitOutcomeUnknown  for the unknown case after the producer id was
-                                  re-initialised
+        └── TransientError        will be consumed again. A broker or network failure
+                                  of one step (names it); retried with a growing
+                                  backoff, fatal once it persists past ``retry_timeout_s``
+
+An EndTxn whose outcome is unknown raises nothing: the session resolves it (KIP-360) and
+reports ``Outcome.RECOVERED``; only a recovery that cannot reach the broker raises
+``TransientError``. ``retriable`` is what ``run()``'s callers (and the produce checks) go
+by: ``TransactionError``s are retried inside ``run()``; what leaves it never is.
 """
 
 from __future__ import annotations
@@ -74,7 +77,3 @@ class TransientError(TransactionError):
         super().__init__(f"{step}: {cause}")
         self.step = step
         self.cause = cause
-
-
-class CommitOutcomeUnknown(TransactionError):
-    pass

@@ -409,6 +409,7 @@ class TransactSession:
         try:
             code = await ak.commit_offsets_in_txn(
                 self.producer,
+                self.config.transactional_id,
                 self.config.group_id,
                 offsets,
                 self.caps,
@@ -514,7 +515,13 @@ class TransactSession:
             return  # the replacement producer's InitProducerId aborts and bumps instead
         try:
             with ak.mapped("InitProducerId (KIP-360)"):
-                await ak.reinit_producer_id(producer, self.config.transaction_timeout_s)
+                cfg = self.config
+                await ak.reinit_producer_id(
+                    producer,
+                    cfg.transactional_id,
+                    cfg.transaction_timeout_s,
+                    timeout_s=cfg.transaction_timeout_s,
+                )
         except ak.Fenced as exc:
             raise ProducerFencedError(txn_id, fenced or str(exc)) from None
         except AuthorizationError:

@@ -42,7 +42,8 @@ async def test_txn_offset_commit_v3_fences_a_stale_generation(eosflow_broker: Br
     await create_topic(b.bootstrap_servers, topic, 2)
     a = await _member(b, group, topic)
     second: AIOKafkaConsumer | None = None
-    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("tx"))
+    txn_id = b.unique("tx")
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=txn_id)
     await p.start()
     try:
         await a.getmany(timeout_ms=100)
@@ -66,14 +67,17 @@ async def test_txn_offset_commit_v3_fences_a_stale_generation(eosflow_broker: Br
         await eventually(moved_on, what="group moves to a new generation")
         tp = TopicPartition(topic, 0)
         await p.begin_transaction()
-        code = await ak.commit_offsets_in_txn(p, group, {tp: 1}, caps, stale)
+        code = await ak.commit_offsets_in_txn(p, txn_id, group, {tp: 1}, caps, stale)
         assert code == ILLEGAL_GENERATION, ak.error_name(code)
         fresh = ak.group_identity(a)
-        assert await ak.commit_offsets_in_txn(p, group, {tp: 1}, caps, fresh) == 0
+        assert await ak.commit_offsets_in_txn(p, txn_id, group, {tp: 1}, caps, fresh) == 0
         await p.commit_transaction()
         gone = ak.GroupIdentity(fresh.generation, "no-such-member", None, None)
         await p.begin_transaction()
-        assert await ak.commit_offsets_in_txn(p, group, {tp: 2}, caps, gone) == UNKNOWN_MEMBER_ID
+        assert (
+            await ak.commit_offsets_in_txn(p, txn_id, group, {tp: 2}, caps, gone)
+            == UNKNOWN_MEMBER_ID
+        )
         await p.abort_transaction()
     finally:
         await p.stop()
@@ -89,7 +93,8 @@ async def test_require_stable_waits_for_pending_transactional_offsets(
     topic, group = b.unique("st"), b.unique("sg")
     await create_topic(b.bootstrap_servers, topic)
     tp = TopicPartition(topic, 0)
-    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("tx"))
+    txn_id = b.unique("tx")
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=txn_id)
     await p.start()
     reader = AIOKafkaConsumer(
         bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
@@ -101,7 +106,7 @@ async def test_require_stable_waits_for_pending_transactional_offsets(
             pytest.skip(f"broker lacks KIP-447 ({caps})")
         no_group = ak.GroupIdentity(-1, "", None, None)
         await p.begin_transaction()
-        assert await ak.commit_offsets_in_txn(p, group, {tp: 5}, caps, no_group) == 0
+        assert await ak.commit_offsets_in_txn(p, txn_id, group, {tp: 5}, caps, no_group) == 0
         with pytest.raises(TransientError, match="UNSTABLE_OFFSET_COMMIT"):
             await ak.fetch_committed(reader, group, [tp], require_stable=True, timeout_s=0.5)
         plain = await ak.fetch_committed(reader, group, [tp], require_stable=False, timeout_s=1)

@@ -226,7 +226,7 @@ async def test_assignment_waits_for_pending_transactional_offsets(cluster: FakeC
     tp = TopicPartition("in", 0)
     assert (
         await ak.commit_offsets_in_txn(
-            other, "g", {tp: 120}, caps, ak.GroupIdentity(-1, "", None, None)
+            other, "other", "g", {tp: 120}, caps, ak.GroupIdentity(-1, "", None, None)
         )
         == 0
     )

@@ -65,7 +65,7 @@ async def test_plain_offset_fetch_lags_the_commit_stable_fetch_waits() -> None:
             await p.begin_transaction()
             assert (
                 await ak.commit_offsets_in_txn(
-                    p, "g", {tp: 9}, caps, ak.GroupIdentity(-1, "", None, None)
+                    p, "lag", "g", {tp: 9}, caps, ak.GroupIdentity(-1, "", None, None)
                 )
                 == 0
             )

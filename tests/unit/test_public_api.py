@@ -12,7 +12,6 @@ PKG = Path(eosflow.__file__).parent
 
 def test_all_is_pinned() -> None:
     assert sorted(eosflow.__all__) == [
-        "CommitOutcomeUnknown",
         "ConfigError",
         "EosApp",
         "EosConfig",
@@ -50,7 +49,6 @@ def test_testing_all_is_pinned() -> None:
 def test_error_tree() -> None:
     assert issubclass(eosflow.ProducerFencedError, eosflow.FatalError)
     assert issubclass(eosflow.ProcessingError, eosflow.FatalError)
-    assert issubclass(eosflow.CommitOutcomeUnknown, eosflow.TransactionError)
     assert eosflow.TransactionError.retriable and not eosflow.FatalError.retriable
 
 
