@@ -33,7 +33,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
@@ -109,6 +109,12 @@ class EosApp:
         self._record_cost_s = 0.0  # moving average of processing time per record
         self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
         self._failures = _Failures(config)
+        # The processing strategy, picked once: per record as records arrive (stream), or
+        # the whole transaction in one process_batch call (batch engines such as Spark).
+        # Both fill the transaction through one loop (_fill) and share the error policy.
+        batch = overrides_batch(processor)
+        self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
+        self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
 
     # --- public -----------------------------------------------------------------------
 
@@ -203,12 +209,7 @@ class EosApp:
         await session.begin(epoch)
         deadline = time.monotonic() + cfg.commit_interval_s
         try:
-            if overrides_batch(self.processor):
-                await self._batch_transaction(session, records, deadline, limit)
-            else:
-                if ahead is not None:
-                    await self._send(session, ahead)  # adopt the work done ahead
-                await self._stream_transaction(session, records, deadline, limit, ahead)
+            await self._fill_transaction(session, records, deadline, limit, ahead)
         except TransientError as exc:  # a poll met a broker failure: abort, try again
             session.doom(str(exc))
         except TransactionError as exc:
@@ -258,11 +259,7 @@ class EosApp:
         or byte limit, or when stopping; records polled but not yet processed then stay
         pending. The next transaction adopts all this only if ``ending`` committed and no
         rebalance happened meanwhile; otherwise it is dropped and repositioned."""
-        if (
-            not self.config.process_ahead
-            or self._stopping.is_set()
-            or overrides_batch(self.processor)
-        ):
+        if not self._works_ahead or self._stopping.is_set():
             return None
         ahead = _Work(epoch=session.epoch)
         while not ending.done() and len(ahead.records) < limit and not self._full(ahead.size):
@@ -284,6 +281,37 @@ class EosApp:
         self.stats.outputs += len(work.outputs)
         self.stats.dead_lettered += work.dead_lettered
 
+    async def _fill(
+        self,
+        session: TransactSession,
+        records: list[Record],
+        deadline: float,
+        limit: int,
+        taken: tuple[int, int],
+        take: Callable[[list[Record]], Awaitable[tuple[int, int]]],
+        poll_size: Callable[[int, float], int],
+    ) -> None:
+        """The one fill loop of a transaction, for both strategies: hand ``records``, then
+        each further poll, to ``take`` until the deadline, the record limit, the byte
+        limit or a stop. ``taken`` is (records, bytes) already in the transaction; ``take``
+        returns how many of the records it took and their bytes. One that took fewer is
+        past the deadline: a transaction must not outgrow the commit interval, or it
+        risks the transaction timeout, so the rest is given back for the next one."""
+        count, size = taken
+        while True:
+            done, nbytes = await take(records)
+            count += done
+            size += nbytes
+            if done < len(records):
+                session.give_back(records[done:])  # past the deadline: next transaction
+                return
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or count >= limit or self._full(size) or self._stopping.is_set():
+                return
+            records = await session.poll(poll_size(limit - count, remaining), remaining)
+            if not records:
+                return
+
     async def _stream_transaction(
         self,
         session: TransactSession,
@@ -292,16 +320,18 @@ class EosApp:
         limit: int,
         ahead: _Work | None,
     ) -> None:
-        """Per-record processing as records arrive, until the deadline or a limit. A
-        transaction must not grow past the commit interval, or it risks the transaction
-        timeout: processing stops at the deadline and the rest is given back."""
-        count = len(ahead.records) if ahead is not None else 0
-        size = ahead.size if ahead is not None else 0
+        """Per-record processing as records arrive (after adopting the work done ahead),
+        in chunks sized from the measured cost per record; each chunk's outputs are sent
+        together and processing stops at the deadline."""
+        taken = (0, 0)
+        if ahead is not None:
+            await self._send(session, ahead)  # adopt the work done ahead
+            taken = (len(ahead.records), ahead.size)
 
         def past_deadline() -> bool:
             return time.monotonic() >= deadline
 
-        while True:
+        async def take(records: list[Record]) -> tuple[int, int]:
             started = time.monotonic()
             chunk = _Work()
             done = await self._process(records, chunk, past_deadline)
@@ -311,34 +341,28 @@ class EosApp:
                 self._record_cost_s = (
                     cost if self._record_cost_s <= 0 else (0.8 * self._record_cost_s + 0.2 * cost)
                 )
-            count += done
-            size += chunk.size
-            if done < len(records):
-                session.give_back(records[done:])  # past the deadline: next transaction
-                return
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or count >= limit or self._full(size) or self._stopping.is_set():
-                return
-            records = await session.poll(self._chunk(limit - count, remaining), remaining)
-            if not records:
-                return
+            return done, chunk.size
+
+        await self._fill(session, records, deadline, limit, taken, take, self._chunk)
 
     async def _batch_transaction(
-        self, session: TransactSession, records: list[Record], deadline: float, limit: int
+        self,
+        session: TransactSession,
+        records: list[Record],
+        deadline: float,
+        limit: int,
+        ahead: _Work | None,
     ) -> None:
-        """Collect one transaction's records (interval, record and byte limits), then hand
-        them to ``process_batch`` in one call: a batch engine pays per call, not per record."""
-        batch = list(records)
-        size = _bytes(batch)
-        while len(batch) < limit and not self._full(size) and not self._stopping.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
-            more = await session.poll(limit - len(batch), remaining)
-            if not more:
-                break
-            batch.extend(more)
-            size += _bytes(more)
+        """Collect one transaction's records, then hand them to ``process_batch`` in one
+        call: a batch engine pays per call, not per record (no work is done ahead)."""
+        assert ahead is None
+        batch: list[Record] = []
+
+        async def take(records: list[Record]) -> tuple[int, int]:
+            batch.extend(records)
+            return len(records), _bytes(records)
+
+        await self._fill(session, records, deadline, limit, (0, 0), take, _all_room)
         work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
         try:
             work.outputs = as_outputs(await self.processor.process_batch(batch))
@@ -490,6 +514,11 @@ class _Failures:
         with contextlib.suppress(TimeoutError):  # a stop cuts the wait short
             await asyncio.wait_for(stopping.wait(), self._backoff)
         self._backoff = min(self._backoff * 2, cfg.retry_backoff_max_s)
+
+
+def _all_room(room: int, remaining_s: float) -> int:
+    """Poll size of the batch strategy: everything there is room for."""
+    return room
 
 
 def _bytes(records: Sequence[Record]) -> int:
