@@ -1,9 +1,10 @@
-"""``python -m benchmarks run|cluster|spark [options]``: the benchmark entry point.
+"""``python -m benchmarks run|cluster|spark|outage|stress [options]``: the benchmark entry point.
 
 - ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
 - ``spark``: the Spark path against plain Python (``spark_overhead.py``);
-- ``outage``: log lines per minute of a broker outage (``outage_noise.py``).
+- ``outage``: log lines per minute of a broker outage (``outage_noise.py``);
+- ``stress``: exactly once across rebalances with work done ahead (``stress_rebalance.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -16,6 +17,7 @@ COMMANDS = {
     "cluster": "benchmarks.cluster_throughput",
     "spark": "benchmarks.spark_overhead",
     "outage": "benchmarks.outage_noise",
+    "stress": "benchmarks.stress_rebalance",
 }
 
 if __name__ == "__main__":
