@@ -239,7 +239,7 @@ class EosApp:
         if outcome is Outcome.COMMITTED:
             self._failures.reset()
         elif outcome is not Outcome.EMPTY:
-            reason = session.last_abort_reason or outcome.value
+            reason = session.last_failure_reason or outcome.value
             await self._failures.failed(reason, None, self._stopping)
         if ahead is None:
             return

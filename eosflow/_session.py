@@ -2,28 +2,18 @@
 
 One session owns the group consumer (read_committed, no auto-commit) and the
 transactional producer, so the producer always knows whether the consumer still owns
-its partitions. eosflow's own state here -- what is committed, what this transaction
-consumed, whether it is doomed -- is the source of truth; aiokafka's is only asked for
-the group identity and the producer id.
+its partitions. eosflow's own state -- what is committed, which partitions are ready,
+the assignment epoch and identity, the open ``Transaction`` -- is the source of truth.
 
-``end(commit=True)`` runs, under the session lock:
-  flush -> AddOffsetsToTxn + TxnOffsetCommit (v3 on KIP-447 brokers) -> forced heartbeat
-  (awaited) -> EndTxn(commit) only if nothing was revoked, the offsets were accepted and
-  the heartbeat confirmed membership (REBALANCE_IN_PROGRESS counts as confirmed on a
-  KIP-447 broker: the generation fences stale offsets there) -> else EndTxn(abort).
-
-Invariants (each guarded by a test named in docs/design.md):
-- a revocation while a transaction is open dooms it (abort); a revocation arriving during
-  ``end`` waits for the lock, so partitions never move mid-commit;
-- after a commit on a broker without KIP-447, or with stable offset fetches off, the lock
-  stays held ``post_commit_delay_s`` more: rebalances and the next ``end`` wait, the next
-  batch's consuming and processing do not;
-- after an abort every assigned partition is rewound to its committed offset;
-- an EndTxn whose outcome is unknown is never retried as a commit: the producer id is
-  re-initialised (KIP-360 where the broker has it), the producer replaced, and positions
-  re-read from the broker's committed offsets;
-- records of a newly assigned partition are processed only after its committed offset
-  was fetched (stable fetch, waiting out pending transactions, on KIP-447 brokers).
+``end(commit=True)`` runs under the session lock, which a revocation must take too:
+flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation the partitions were
+assigned under) -> forced heartbeat (awaited) -> EndTxn(commit) only if the assignment
+epoch did not move since the records were polled, the offsets were accepted and the
+heartbeat confirmed membership; else EndTxn(abort) and a rewind to the committed offsets.
+An unknown EndTxn outcome, a failed produce or a fencing answer is resolved by a KIP-360
+re-initialisation; without KIP-447 a commit holds the lock ``post_commit_delay_s`` more.
+Every aiokafka call goes through the adapter (``_aiokafka``), whose errors arrive mapped.
+The invariants, each with the test that guards it, are in docs/design.md.
 """
 
 from __future__ import annotations
@@ -89,7 +79,8 @@ class TransactSession:
         self._broken = False
         self._partitioner: ak.Partitioner | None = None
         self.caps: ak.Capabilities | None = None
-        self.last_abort_reason: str | None = None
+        self.last_abort_reason: str | None = None  # of the last ABORTED outcome
+        self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         # an error the rebalance listener met (aiokafka swallows them); raised by poll()
         self._failure: FatalError | None = None
 
@@ -101,11 +92,9 @@ class TransactSession:
         where = f"starting against {self.config.bootstrap_servers}"
         try:
             await self._start()
-        except (TransientError, ak.Fenced) as exc:
-            raise FatalError(f"{where}: {exc}") from exc
         except FatalError:
             raise
-        except EosflowError as exc:
+        except EosflowError as exc:  # transient or not: a service that cannot start stops
             raise FatalError(f"{where}: {exc}") from exc
 
     async def _start(self) -> None:
@@ -113,42 +102,15 @@ class TransactSession:
         self._partitioner = ak.Partitioner(self._producer)
         with ak.mapped("ApiVersions"):
             self.caps = await ak.capabilities(self._producer)
-        log.info(
-            "broker capabilities: %s (KIP-447 %s, KIP-360 %s)",
-            self.caps,
-            self.caps.kip447,
-            self.caps.kip360,
-        )
-        cfg = self.config
-        self._consumer = AIOKafkaConsumer(
-            bootstrap_servers=cfg.bootstrap_servers,
-            group_id=cfg.group_id,
-            group_instance_id=cfg.group_instance_id,
-            client_id=cfg.client_id,
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset=cfg.auto_offset_reset,
-            session_timeout_ms=int(cfg.session_timeout_s * 1000),
-            heartbeat_interval_ms=int(cfg.heartbeat_interval_s * 1000),
-            max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
-            rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
-            retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-        )
-        self._consumer.subscribe(list(cfg.input_topics), listener=_Listener(self))
+        caps = self.caps
+        log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
+        self._consumer = ak.consumer_for(self.config, _Listener(self))
         with ak.mapped("joining the group"):
             await self._consumer.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:
         cfg = self.config
-        producer = AIOKafkaProducer(
-            bootstrap_servers=cfg.bootstrap_servers,
-            client_id=cfg.client_id,
-            transactional_id=cfg.transactional_id,
-            transaction_timeout_ms=int(cfg.transaction_timeout_s * 1000),
-            retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-            linger_ms=int(cfg.linger_s * 1000),
-            max_batch_size=cfg.max_batch_bytes,
-        )
+        producer = ak.producer_for(cfg)
         try:
             with ak.mapped("InitProducerId"):
                 await producer.start()
@@ -325,8 +287,9 @@ class TransactSession:
                 self._committed.update(offsets)
                 hold = self._needs_post_commit_delay()
             else:
-                self.last_abort_reason = reason
+                self.last_failure_reason = reason
                 if outcome is Outcome.ABORTED:
+                    self.last_abort_reason = reason
                     log.info("transaction aborted: %s", reason)
                     await self._rewind()
             return outcome

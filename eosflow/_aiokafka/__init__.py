@@ -1,0 +1,114 @@
+"""The adapter: the only eosflow module that reaches into aiokafka's private state.
+
+aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here:
+
+- capability detection from ApiVersions (KIP-447: TxnOffsetCommit v3 + OffsetFetch v7;
+  KIP-360: InitProducerId v3);
+- the transactional offset commit (AddOffsetsToTxn, then TxnOffsetCommit at the newest
+  version the broker has -- v3 carries generation, member id and instance id so the group
+  coordinator fences a zombie). aiokafka's own path sends v0 and turns ILLEGAL_GENERATION
+  into a fatal sender crash, so eosflow sends both requests itself and tells aiokafka's
+  transaction manager that a group joined the transaction (so its EndTxn is not skipped);
+- the forced heartbeat before EndTxn, with the consumer's current generation and member id;
+- stable committed-offset fetches (OffsetFetch v7 RequireStable, retrying
+  UNSTABLE_OFFSET_COMMIT);
+- KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
+- the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
+  the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
+
+Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
+module uses any, but ``_wire.py``'s ``_CLASSES``, and that this list is complete), read
+only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
+coordinator_id, _group_instance_id), ``producer._txn_manager`` (producer_id,
+producer_epoch, its ``_transaction_waiter``'s error; written:
+consumer_group_added), ``producer.client._wait_on_metadata``, ``producer._partition``,
+``producer._max_request_size``, and ``producer._sender`` (its task is cancelled when a
+stuck producer is closed by force).
+
+Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
+``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
+(``_errors.py``): fencing answers into ``Fenced`` (the session resolves them by KIP-360),
+authorization failures into ``AuthorizationError``, broker and network failures worth a
+retry into ``TransientError``, anything else into ``FatalError`` naming the step. The
+session wraps each step in ``mapped(step)`` and catches only eosflow's errors. Retry loops
+here are bounded in time, and running out of retries raises ``TransientError``: it never
+comes back as "no error".
+"""
+
+from ._clients import (
+    GroupIdentity,
+    Partitioner,
+    close_producer,
+    consumer_for,
+    group_identity,
+    max_request_bytes,
+    pause,
+    producer_failure,
+    producer_for,
+    producer_identity,
+    resume,
+    seek,
+    seek_to_reset,
+)
+from ._errors import (
+    AUTHORIZATION,
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_ERRORS,
+    FENCING,
+    REBALANCE_IN_PROGRESS,
+    RETRY_CODES,
+    TRANSIENT_CODES,
+    UNKNOWN_MEMBER_ID,
+    UNSTABLE_OFFSET_COMMIT,
+    Fenced,
+    error_for,
+    error_name,
+    is_fencing,
+    map_error,
+    mapped,
+)
+from ._requests import (
+    Capabilities,
+    capabilities,
+    commit_offsets_in_txn,
+    fetch_committed,
+    forced_heartbeat,
+    reinit_producer_id,
+)
+
+__all__ = [
+    "AUTHORIZATION",
+    "CONCURRENT_TRANSACTIONS",
+    "COORDINATOR_ERRORS",
+    "FENCING",
+    "REBALANCE_IN_PROGRESS",
+    "RETRY_CODES",
+    "TRANSIENT_CODES",
+    "UNKNOWN_MEMBER_ID",
+    "UNSTABLE_OFFSET_COMMIT",
+    "Capabilities",
+    "Fenced",
+    "GroupIdentity",
+    "Partitioner",
+    "capabilities",
+    "close_producer",
+    "commit_offsets_in_txn",
+    "consumer_for",
+    "error_for",
+    "error_name",
+    "fetch_committed",
+    "forced_heartbeat",
+    "group_identity",
+    "is_fencing",
+    "map_error",
+    "mapped",
+    "max_request_bytes",
+    "pause",
+    "producer_failure",
+    "producer_for",
+    "producer_identity",
+    "reinit_producer_id",
+    "resume",
+    "seek",
+    "seek_to_reset",
+]

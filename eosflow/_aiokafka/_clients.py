@@ -1,0 +1,184 @@
+"""The clients as eosflow sees them: group and producer identity, the producer's
+partitioner and size limit for hand-built batches, whether the producer went fatal,
+closing a stuck producer by force, and consumer positions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from aiokafka import (
+    AIOKafkaConsumer,
+    AIOKafkaProducer,
+    ConsumerRebalanceListener,
+    TopicPartition,
+)
+from aiokafka.errors import IllegalStateError, KafkaError
+
+from .._config import EosConfig
+from ._coordinators import forget_client
+
+log = logging.getLogger("eosflow.adapter")
+
+
+def consumer_for(config: EosConfig, listener: ConsumerRebalanceListener) -> AIOKafkaConsumer:
+    """The group consumer of ``config`` (read_committed, no auto-commit), subscribed to
+    its input topics with ``listener``; not started. Every consumer eosflow runs is built
+    here, so connection settings are set in one place."""
+    cfg = config
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=cfg.bootstrap_servers,
+        group_id=cfg.group_id,
+        group_instance_id=cfg.group_instance_id,
+        client_id=cfg.client_id,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset=cfg.auto_offset_reset,
+        session_timeout_ms=int(cfg.session_timeout_s * 1000),
+        heartbeat_interval_ms=int(cfg.heartbeat_interval_s * 1000),
+        max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
+        rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
+        retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+    )
+    consumer.subscribe(list(cfg.input_topics), listener=listener)
+    return consumer
+
+
+def producer_for(config: EosConfig) -> AIOKafkaProducer:
+    """The transactional producer of ``config``; not started."""
+    cfg = config
+    return AIOKafkaProducer(
+        bootstrap_servers=cfg.bootstrap_servers,
+        client_id=cfg.client_id,
+        transactional_id=cfg.transactional_id,
+        transaction_timeout_ms=int(cfg.transaction_timeout_s * 1000),
+        retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+        linger_ms=int(cfg.linger_s * 1000),
+        max_batch_size=cfg.max_batch_bytes,
+    )
+
+
+@dataclass(frozen=True)
+class GroupIdentity:
+    generation: int
+    member_id: str
+    instance_id: str | None
+    coordinator_id: int | None
+
+
+def group_identity(consumer: AIOKafkaConsumer) -> GroupIdentity:
+    coord = consumer._coordinator
+    return GroupIdentity(
+        generation=coord.generation,
+        member_id=coord.member_id,
+        instance_id=getattr(coord, "_group_instance_id", None),
+        coordinator_id=getattr(coord, "coordinator_id", None),
+    )
+
+
+def producer_identity(producer: AIOKafkaProducer) -> tuple[int, int]:
+    txn = producer._txn_manager
+    return int(txn.producer_id), int(txn.producer_epoch)
+
+
+def max_request_bytes(producer: AIOKafkaProducer) -> int:
+    """The largest record ``producer.send`` accepts (its ``max_request_size``): batches
+    built by hand skip that check."""
+    return int(producer._max_request_size)
+
+
+class Partitioner:
+    """The partition ``producer.send`` would pick for a record without one: the producer's
+    partitioner (murmur2 of the key; any available partition for a null key) over the
+    topic's current metadata. ``ready`` fetches a topic's metadata; topics in ``known``
+    have it (checked without a coroutine per record on the hot path)."""
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._producer = producer
+        self.known: set[str] = set()
+
+    async def ready(self, topic: str) -> None:
+        if topic not in self.known:
+            await self._producer.client._wait_on_metadata(topic)
+            self.known.add(topic)
+
+    def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
+        return int(self._producer._partition(topic, None, key, value, key, value))
+
+    def partitions(self, topic: str) -> set[int]:
+        """The topic's partitions as the producer's metadata knows them (after ``ready``)."""
+        return set(self._producer.client.cluster.partitions_for_topic(topic) or ())
+
+
+def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:
+    """The error that put aiokafka's transaction manager into its fatal state (after which
+    every send is refused), or None while the producer is usable."""
+    txn = producer._txn_manager
+    if not txn.is_fatal_error():
+        return None
+    waiter = getattr(txn, "_transaction_waiter", None)
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        exc: BaseException | None = waiter.exception()
+        if exc is not None:
+            return exc
+    failure: BaseException = KafkaError("transactional producer in fatal state")
+    return failure
+
+
+async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
+    """Stop ``producer``; if it does not stop within ``timeout_s`` (its sender may be
+    stuck retrying a request that will never be answered), cancel its sender and close
+    its connections, so no half-dead client is left behind. Its cached coordinators go."""
+    forget_client(producer.client)
+    # A fenced or failed transaction leaves its error on aiokafka's waiter future; retrieve
+    # it so asyncio does not report it as never retrieved (eosflow has handled it).
+    waiter = getattr(producer._txn_manager, "_transaction_waiter", None)
+    if waiter is not None and waiter.done() and not waiter.cancelled():
+        waiter.exception()
+    try:
+        await asyncio.wait_for(producer.stop(), timeout_s)
+        return
+    except (TimeoutError, KafkaError) as exc:
+        log.warning("producer did not stop cleanly (%r); closing it by force", exc)
+    sender = getattr(producer, "_sender", None)
+    task = getattr(sender, "sender_task", None)
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+    with contextlib.suppress(Exception):
+        await producer.client.close()
+
+
+def seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> bool:
+    """Move ``tp``'s position; False when ``tp`` is no longer assigned (a rebalance took
+    it: its next owner starts from the committed offset anyway)."""
+    try:
+        consumer.seek(tp, offset)
+    except IllegalStateError:
+        return False
+    return True
+
+
+async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: str) -> bool:
+    """Move ``tp`` to the start or end of its log per ``reset``; False when unassigned."""
+    try:
+        if reset == "earliest":
+            await consumer.seek_to_beginning(tp)
+        else:
+            await consumer.seek_to_end(tp)
+    except IllegalStateError:
+        return False
+    return True
+
+
+def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    consumer.pause(*partitions)
+
+
+def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
+    """Resume ``partitions`` that are still assigned."""
+    with contextlib.suppress(IllegalStateError):
+        consumer.resume(*partitions)

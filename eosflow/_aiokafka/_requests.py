@@ -1,0 +1,322 @@
+"""The requests aiokafka 0.14 lacks, sent on its connections: capabilities from
+ApiVersions, the KIP-447 transactional offset commit, the forced heartbeat, stable
+committed-offset fetches and the KIP-360 re-initialisation. Coordinator lookups are cached
+per client; every retry loop is bounded in time with a growing backoff and ends in
+``TransientError`` -- never in a manufactured "no error"."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.client import ConnectionGroup
+from aiokafka.errors import KafkaError, for_code
+from aiokafka.protocol.admin import ApiVersionRequest
+
+from .. import _wire
+from .._errors import TransientError
+from ._clients import GroupIdentity, group_identity, producer_identity
+from ._coordinators import coordinator as _coordinator
+from ._coordinators import forget as _forget
+from ._errors import (
+    CONCURRENT_TRANSACTIONS,
+    COORDINATOR_ERRORS,
+    RETRY_CODES,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_SERVER_ERROR,
+    UNSTABLE_OFFSET_COMMIT,
+    error_name,
+    map_error,
+)
+
+log = logging.getLogger("eosflow.adapter")
+
+_GROUP = 0
+_TRANSACTION = 1
+# coordinator traffic on its own connections, as aiokafka does: a long-polling fetch on the
+# default connection must not delay a heartbeat or a commit
+_COORD = ConnectionGroup.COORDINATION
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the broker speaks, from its ApiVersions answer."""
+
+    txn_offset_commit: int
+    offset_fetch: int
+    init_producer_id: int
+
+    @property
+    def kip447(self) -> bool:
+        return self.txn_offset_commit >= 3 and self.offset_fetch >= 7
+
+    @property
+    def kip360(self) -> bool:
+        return self.init_producer_id >= 3
+
+
+async def capabilities(producer: AIOKafkaProducer) -> Capabilities:
+    client = producer.client
+    node = client.get_random_node()
+    resp = await client.send(node, ApiVersionRequest())
+    top = {key: hi for key, _lo, hi in resp.api_versions}
+    return Capabilities(top.get(28, -1), top.get(9, -1), top.get(22, -1))
+
+
+async def forced_heartbeat(
+    consumer: AIOKafkaConsumer, group_id: str, identity: GroupIdentity | None = None
+) -> int:
+    """Send a heartbeat now and wait for its answer; returns the Kafka error code (0 when
+    the membership is confirmed). It carries ``identity``'s generation and member id --
+    those the transaction's partitions were assigned under -- so a member that has moved
+    on to a newer generation since is not confirmed for older work (ILLEGAL_GENERATION);
+    without ``identity``, the consumer's current ones."""
+    current = group_identity(consumer)
+    ident = identity or current
+    if current.coordinator_id is None or ident.generation < 0:
+        return UNKNOWN_MEMBER_ID  # not in the group as far as we know
+    req = _wire.SpecRequest.of(
+        _wire.HEARTBEAT,
+        {
+            "group_id": group_id,
+            "generation_id": ident.generation,
+            "member_id": ident.member_id,
+            "group_instance_id": ident.instance_id,
+        },
+    )
+    resp = await consumer._client.send(current.coordinator_id, req, group=_COORD)
+    return int(resp.error_code)
+
+
+async def commit_offsets_in_txn(
+    producer: AIOKafkaProducer,
+    transactional_id: str,
+    group_id: str,
+    offsets: dict[TopicPartition, int],
+    caps: Capabilities,
+    ident: GroupIdentity,
+    timeout_s: float = 10.0,
+) -> int:
+    """AddOffsetsToTxn then TxnOffsetCommit (v3 with ``ident`` -- generation, member id,
+    instance id -- when the broker has it). Returns 0 or the first Kafka error code that
+    is not worth resending; resends coordinator moves, CONCURRENT_TRANSACTIONS, timeouts
+    and dropped connections for at most ``timeout_s`` per request, then raises
+    ``TransientError`` -- the offsets were not committed."""
+    client = producer.client
+    txn_id = transactional_id
+    pid, epoch = producer_identity(producer)
+    add = _wire.SpecRequest.of(
+        _wire.ADD_OFFSETS_TO_TXN,
+        {
+            "transactional_id": txn_id,
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "group_id": group_id,
+        },
+    )
+    code = await _send_retrying(
+        client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
+    )
+    if code:
+        return code
+    producer._txn_manager.consumer_group_added(group_id)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for tp, off in sorted(offsets.items()):
+        by_topic.setdefault(tp.topic, []).append(
+            {
+                "partition_index": tp.partition,
+                "committed_offset": off,
+                "committed_leader_epoch": -1,
+                "committed_metadata": "",
+            }
+        )
+    body = {
+        "transactional_id": txn_id,
+        "group_id": group_id,
+        "producer_id": pid,
+        "producer_epoch": epoch,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+    if caps.txn_offset_commit >= 3:
+        body.update(
+            generation_id=ident.generation,
+            member_id=ident.member_id,
+            group_instance_id=ident.instance_id,
+        )
+    commit = _wire.SpecRequest.of(_wire.TXN_OFFSET_COMMIT, body)
+
+    def first_error(resp: Any) -> int:
+        for topic in resp.to_object()["topics"]:
+            for part in topic["partitions"]:
+                if part["error_code"]:
+                    return int(part["error_code"])
+        return 0
+
+    return await _send_retrying(
+        client, _GROUP, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
+    )
+
+
+async def fetch_committed(
+    consumer: AIOKafkaConsumer,
+    group_id: str,
+    partitions: list[TopicPartition],
+    require_stable: bool,
+    timeout_s: float,
+) -> dict[TopicPartition, int | None]:
+    """Committed offsets of ``partitions`` (None where nothing is committed). With
+    ``require_stable`` (OffsetFetch v7) a partition held by an open transaction is retried
+    until that transaction completes or ``timeout_s`` passes (then TimeoutError)."""
+    client = consumer._client
+    topics: dict[str, list[int]] = {}
+    for tp in partitions:
+        topics.setdefault(tp.topic, []).append(tp.partition)
+    body = {
+        "group_id": group_id,
+        "require_stable": require_stable,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
+    }
+    req = _wire.SpecRequest.of(_wire.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
+    step = "OffsetFetch"
+    deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
+    while True:
+        try:
+            node = await _coordinator(client, _GROUP, group_id)
+            resp = (await client.send(node, req, group=_COORD)).to_object()
+        except (KafkaError, OSError) as exc:
+            error = map_error(exc, step)
+            if not isinstance(error, TransientError):
+                raise error from exc
+            _forget(client, _GROUP, group_id)
+            last = error.cause
+        else:
+            out: dict[TopicPartition, int | None] = {}
+            codes = {resp.get("error_code", 0)}
+            for t in resp["topics"]:
+                for p in t["partitions"]:
+                    codes.add(p["error_code"])
+                    off = p["committed_offset"]
+                    tp = TopicPartition(t["name"], p["partition_index"])
+                    out[tp] = off if off >= 0 else None
+            codes.discard(0)
+            if not codes:
+                return out
+            for code in codes:
+                if code not in RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}:
+                    raise map_error(for_code(code)(), step)
+            if codes & COORDINATOR_ERRORS:
+                _forget(client, _GROUP, group_id)
+            last = ", ".join(sorted(error_name(c) for c in codes))
+        if time.monotonic() > deadline:
+            raise TransientError(
+                step, f"committed offsets of {group_id} not read within {timeout_s:g} s ({last})"
+            )
+        await backoff.sleep(deadline)
+
+
+async def reinit_producer_id(
+    producer: AIOKafkaProducer,
+    transactional_id: str,
+    transaction_timeout_s: float,
+    timeout_s: float,
+) -> tuple[int, int]:
+    """KIP-360: InitProducerId v3+ with the producer's current id and epoch. The
+    coordinator aborts whatever transaction is open and bumps the epoch. Returns the new
+    (id, epoch). A fencing answer (another instance owns the transactional id) raises
+    its KafkaError; coordinator moves and CONCURRENT_TRANSACTIONS are resent with a
+    growing backoff for at most ``timeout_s``, then ``TransientError``."""
+    client = producer.client
+    pid, epoch = producer_identity(producer)
+    req = _wire.SpecRequest.of(
+        _wire.INIT_PRODUCER_ID,
+        {
+            "transactional_id": transactional_id,
+            "transaction_timeout_ms": int(transaction_timeout_s * 1000),
+            "producer_id": pid,
+            "producer_epoch": epoch,
+        },
+        min_version=3,
+    )
+    deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TransientError(
+                "InitProducerId (KIP-360)", f"not done within {timeout_s:g} s ({last})"
+            )
+        node = await _coordinator(client, _TRANSACTION, transactional_id)
+        # Not on the coordination connection: the EndTxn whose outcome is unknown may still
+        # occupy it, and a broker answers one request per connection at a time.
+        resp = await asyncio.wait_for(client.send(node, req), remaining)
+        code = int(resp.error_code)
+        if code == 0:
+            return int(resp.producer_id), int(resp.producer_epoch)
+        if code not in (CONCURRENT_TRANSACTIONS, *COORDINATOR_ERRORS):
+            raise for_code(code)()
+        if code in COORDINATOR_ERRORS:
+            _forget(client, _TRANSACTION, transactional_id)
+        last = error_name(code)
+        await backoff.sleep(deadline)
+
+
+class _Backoff:
+    """Exponential backoff from 20 ms, doubling to a 1 s cap (as Kafka's clients grow
+    ``retry.backoff.ms`` towards ``retry.backoff.max.ms``), never past a deadline."""
+
+    def __init__(self, first_s: float = 0.02, cap_s: float = 1.0) -> None:
+        self._next = first_s
+        self._cap = cap_s
+
+    async def sleep(self, deadline: float) -> None:
+        await asyncio.sleep(max(0.0, min(self._next, deadline - time.monotonic())))
+        self._next = min(self._next * 2, self._cap)
+
+
+async def _send_retrying(
+    client: Any,
+    coord_type: int,
+    key: str,
+    req: Any,
+    code_of: Any,
+    step: str,
+    timeout_s: float,
+) -> int:
+    """Send ``req`` to the coordinator of ``key`` and return its error code (0 or one not
+    worth resending). Coordinator moves, CONCURRENT_TRANSACTIONS, timeouts and dropped
+    connections are resent with a growing backoff for at most ``timeout_s``; then
+    ``TransientError`` names ``step`` and the last cause. Running out of retries is an
+    error, never "no error": a manufactured 0 would commit a transaction without its
+    offsets."""
+    deadline = time.monotonic() + timeout_s
+    backoff = _Backoff()
+    last = "no answer"
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TransientError(step, f"no usable answer within {timeout_s:g} s (last: {last})")
+        try:
+            node = await asyncio.wait_for(_coordinator(client, coord_type, key), remaining)
+            resp = await asyncio.wait_for(client.send(node, req, group=_COORD), remaining)
+            code = int(code_of(resp))
+        except (KafkaError, OSError, TimeoutError) as exc:
+            error = map_error(exc, step)
+            if not isinstance(error, TransientError):
+                raise error from exc
+            log.debug("resending %s after %r", step, exc)
+            _forget(client, coord_type, key)
+            last = error.cause
+        else:
+            if code not in RETRY_CODES:
+                return code
+            if code in COORDINATOR_ERRORS:
+                _forget(client, coord_type, key)
+            last = error_name(code)
+        await backoff.sleep(deadline)
