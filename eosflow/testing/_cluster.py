@@ -20,8 +20,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import _codes as E
 from . import _codec
-from . import _errors as E
 from ._faults import FaultRule, error_body
 from ._groups import GroupCoordinator, GroupSettings
 from ._handlers import HANDLERS

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import _errors as E
+from .. import _codes as E
 
 TopicPartition = tuple[str, int]
 

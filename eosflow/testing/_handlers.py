@@ -12,7 +12,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _errors as E
+from .. import _codes as E
+from ._codec import API_KEYS
 from ._groups import GroupError, TopicPartition
 
 if TYPE_CHECKING:
@@ -24,9 +25,11 @@ Handler = Callable[["FakeCluster", "Frame", str], Awaitable[Body]]
 HANDLERS: dict[int, Handler] = {}
 
 
-def _handles(api_key: int) -> Callable[[Handler], Handler]:
+def _handles(api: str) -> Callable[[Handler], Handler]:
+    """Register the handler of an API, by Kafka's name for it (e.g. ``"EndTxn"``)."""
+
     def deco(fn: Handler) -> Handler:
-        HANDLERS[api_key] = fn
+        HANDLERS[API_KEYS[api]] = fn
         return fn
 
     return deco
@@ -53,7 +56,7 @@ def _by_topic(results: dict[TopicPartition, int], tkey: str, pkey: str, ikey: st
 # --- metadata and admin ----------------------------------------------------------------
 
 
-@_handles(18)
+@_handles("ApiVersions")
 async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
     return {
         "error_code": 0,
@@ -63,7 +66,7 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
     }
 
 
-@_handles(3)
+@_handles("Metadata")
 async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
     wanted = f.body.get("topics")
     if wanted is None or (f.version == 0 and not wanted):
@@ -113,7 +116,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
     }
 
 
-@_handles(19)
+@_handles("CreateTopics")
 async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     results = []
     for t in f.body["create_topic_requests"]:
@@ -138,7 +141,7 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"topic_errors": results}
 
 
-@_handles(20)
+@_handles("DeleteTopics")
 async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     results = []
     for name in f.body["topics"]:
@@ -160,7 +163,7 @@ TOPIC_DEFAULTS = {
 _TOPIC, _BROKER = 2, 4
 
 
-@_handles(32)
+@_handles("DescribeConfigs")
 async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
     out = []
     for r in f.body["resources"]:
@@ -205,7 +208,7 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"resources": out}
 
 
-@_handles(10)
+@_handles("FindCoordinator")
 async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
     return {
         "error_code": 0,
@@ -219,7 +222,7 @@ async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
 # --- produce and fetch ---------------------------------------------------------------
 
 
-@_handles(0)
+@_handles("Produce")
 async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
     txn_id = f.body.get("transactional_id")
     out = []
@@ -251,7 +254,7 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"topics": out}
 
 
-@_handles(1)
+@_handles("Fetch")
 async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     body = f.body
     read_committed = body.get("isolation_level", 0) == 1
@@ -321,7 +324,7 @@ def _fetch_once(
     return topics, size, logs
 
 
-@_handles(2)
+@_handles("ListOffsets")
 async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
     read_committed = f.body.get("isolation_level", 0) == 1
     out = []
@@ -365,7 +368,7 @@ async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
 # --- groups ---------------------------------------------------------------------------
 
 
-@_handles(11)
+@_handles("JoinGroup")
 async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     session = b["session_timeout"] / 1000
@@ -393,7 +396,7 @@ async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
         }
 
 
-@_handles(14)
+@_handles("SyncGroup")
 async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     try:
@@ -409,7 +412,7 @@ async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": 0, "member_assignment": assignment}
 
 
-@_handles(12)
+@_handles("Heartbeat")
 async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     code = c.groups.heartbeat(
@@ -418,12 +421,12 @@ async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": code}
 
 
-@_handles(13)
+@_handles("LeaveGroup")
 async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": c.groups.leave(f.body["group"], f.body["member_id"])}
 
 
-@_handles(8)
+@_handles("OffsetCommit")
 async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     offsets = _tp_offsets(b["topics"])
@@ -439,7 +442,7 @@ async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"topics": _by_topic(results, "topic", "partitions", "partition")}
 
 
-@_handles(9)
+@_handles("OffsetFetch")
 async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     wanted = None
@@ -460,7 +463,7 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
 
-@_handles(15)
+@_handles("DescribeGroups")
 async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     out = []
     for gid in f.body["groups"]:
@@ -501,7 +504,7 @@ async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"groups": out}
 
 
-@_handles(16)
+@_handles("ListGroups")
 async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     return {
         "error_code": 0,
@@ -515,7 +518,7 @@ async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
 # --- transactions -----------------------------------------------------------------------
 
 
-@_handles(22)
+@_handles("InitProducerId")
 async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     code, pid, epoch = c.txns.init_producer_id(
@@ -530,7 +533,7 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
 
-@_handles(24)
+@_handles("AddPartitionsToTxn")
 async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     tps = [(t["name"], p) for t in b["topics"] for p in t["partitions"]]
@@ -540,7 +543,7 @@ async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"results": _by_topic(results, "name", "results", "partition_index")}
 
 
-@_handles(25)
+@_handles("AddOffsetsToTxn")
 async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     return {
@@ -550,7 +553,7 @@ async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     }
 
 
-@_handles(28)
+@_handles("TxnOffsetCommit")
 async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     offsets = _tp_offsets(b["topics"])
@@ -569,7 +572,7 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"topics": _by_topic(results, "name", "partitions", "partition_index")}
 
 
-@_handles(26)
+@_handles("EndTxn")
 async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     return {

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from . import _errors as E
+from .. import _codes as E
 
 # Offsets within the v2 batch header (see the Kafka protocol's RecordBatch layout).
 _HEADER = struct.Struct(">qiibIhiqqqhii")

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import _errors as E
+from .. import _codes as E
 from ._groups import GroupCoordinator, TopicPartition
 from ._log import PartitionLog
 

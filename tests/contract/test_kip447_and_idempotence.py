@@ -14,11 +14,10 @@ from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow import _wire
+from eosflow._codes import ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID
 from eosflow._errors import TransientError
 from eosflow.testing._ladder import Broker
 
-ILLEGAL_GENERATION = 22
-UNKNOWN_MEMBER_ID = 25
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 
 

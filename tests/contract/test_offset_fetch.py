@@ -22,8 +22,8 @@ from aiokafka.structs import OffsetAndMetadata
 from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
+from eosflow import _codes as E
 from eosflow import _wire
-from eosflow.testing import _errors as E
 from eosflow.testing._ladder import Broker
 
 

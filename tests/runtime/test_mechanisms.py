@@ -15,6 +15,7 @@ from kit import eventually, read_all
 
 import eosflow
 from eosflow import _aiokafka as ak
+from eosflow import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._ladder import fake_settings
 
@@ -95,7 +96,7 @@ async def cluster() -> object:
 async def test_failed_forced_heartbeat_aborts_then_work_is_redone(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c)
-    rule = c.intercept("Heartbeat", version=4, error=25)  # UNKNOWN_MEMBER_ID, once
+    rule = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID)  # once
     app = eosflow.EosApp(Gate("out"), cfg(c))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
@@ -204,7 +205,7 @@ async def test_post_commit_delay_holds_rebalance_only_without_kip447(
 async def test_fenced_offset_commit_aborts_and_rewinds(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c)
-    c.intercept("TxnOffsetCommit", error=22)
+    c.intercept("TxnOffsetCommit", error=codes.ILLEGAL_GENERATION)
     app = eosflow.EosApp(Gate("out"), cfg(c))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
@@ -357,7 +358,7 @@ async def test_cancel_mid_commit_has_an_explicit_outcome(cluster: FakeCluster) -
 async def test_producer_gone_fatal_mid_transaction_is_recovered(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c)
-    rule = c.intercept("AddPartitionsToTxn", error=47)  # INVALID_PRODUCER_EPOCH, once
+    rule = c.intercept("AddPartitionsToTxn", error=codes.INVALID_PRODUCER_EPOCH)  # once
     app = eosflow.EosApp(Gate("out"), cfg(c))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
@@ -377,7 +378,7 @@ async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster)
             await asyncio.sleep(0.005)  # 200 records: ~1 s of sends in one transaction
             return await super().process(record)
 
-    rule = c.intercept("AddPartitionsToTxn", error=47, delay_s=0.3)
+    rule = c.intercept("AddPartitionsToTxn", error=codes.INVALID_PRODUCER_EPOCH, delay_s=0.3)
     app = eosflow.EosApp(Slowish("out"), cfg(c, commit_interval_s=1.5))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
@@ -392,7 +393,7 @@ async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster)
 async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c, n=10)
-    c.intercept("OffsetFetch", version=7, error=30, times=None)  # GROUP_AUTHORIZATION_FAILED
+    c.intercept("OffsetFetch", version=7, error=codes.GROUP_AUTHORIZATION_FAILED, times=None)
     app = eosflow.EosApp(Gate("out"), cfg(c))
     with pytest.raises(eosflow.FatalError, match="committed offsets"):
         async with app:
@@ -448,7 +449,7 @@ async def test_work_ahead_of_an_aborted_commit_is_redone(cluster: FakeCluster) -
     c = cluster
     await seed(c)
     proc = Spy("out")
-    rule = c.intercept("TxnOffsetCommit", error=22, delay_s=0.5)
+    rule = c.intercept("TxnOffsetCommit", error=codes.ILLEGAL_GENERATION, delay_s=0.5)
     app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
@@ -638,7 +639,7 @@ async def test_fencing_without_kip360_is_fatal() -> None:
         ClusterSettings(profile="2.4", groups=settings.groups, txns=settings.txns)
     ) as c:
         await seed(c)
-        rule = c.intercept("AddPartitionsToTxn", error=47)  # INVALID_PRODUCER_EPOCH, once
+        rule = c.intercept("AddPartitionsToTxn", error=codes.INVALID_PRODUCER_EPOCH)  # once
         app = eosflow.EosApp(Gate("out"), cfg(c))
         with pytest.raises(eosflow.ProducerFencedError, match="tx-1"):
             async with app:

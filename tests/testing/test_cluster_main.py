@@ -12,7 +12,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from eosflow.testing import _errors as E
+from eosflow import _codes as E
 
 
 def _batch() -> bytes:

@@ -12,6 +12,7 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from kit import RawGroup, eventually
 
 from eosflow import _aiokafka as ak
+from eosflow import _codes as codes
 from eosflow import _wire
 from eosflow.testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings
 
@@ -91,7 +92,7 @@ async def test_expire_member_control() -> None:
             await g.sync(gen, mid, None, {mid: b""})
             assert await g.heartbeat(gen, mid) == 0
             assert c.expire_member("x") == [mid]
-            assert await g.heartbeat(gen, mid) == 25
+            assert await g.heartbeat(gen, mid) == codes.UNKNOWN_MEMBER_ID
         finally:
             await g.close()
 

@@ -9,8 +9,9 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from eosflow import _aiokafka as ak
+from eosflow import _codes as E
+from eosflow import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
-from eosflow.testing import _errors as E
 
 
 async def _raw(cluster: FakeCluster, frame: bytes) -> bytes:
@@ -68,7 +69,7 @@ async def test_unknown_api_closes_and_unknown_apiversions_version_is_answered() 
         answer = await _raw(c, _request(18, 9))
     size, corr, error = struct.unpack_from(">iih", answer)
     assert size == len(answer) - 4 and corr == 7
-    assert error == 35, "UNSUPPORTED_VERSION with the supported ranges"
+    assert error == codes.UNSUPPORTED_VERSION, "with the supported ranges"
 
 
 async def test_unknown_topics_are_errors_when_auto_creation_is_off() -> None:
