@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import _codes as E
 
-TopicPartition = tuple[str, int]
+Partition = tuple[str, int]  # (topic, partition), as eosflow._transaction.Partition
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -73,11 +73,9 @@ class Group:
     members: dict[str, Member] = field(default_factory=dict)
     instances: dict[str, str] = field(default_factory=dict)
     pending_ids: set[str] = field(default_factory=set)
-    offsets: dict[TopicPartition, tuple[int, str | None]] = field(default_factory=dict)
+    offsets: dict[Partition, tuple[int, str | None]] = field(default_factory=dict)
     # transaction token -> offsets that transaction committed but has not completed
-    pending_txn: dict[int, dict[TopicPartition, tuple[int, str | None]]] = field(
-        default_factory=dict
-    )
+    pending_txn: dict[int, dict[Partition, tuple[int, str | None]]] = field(default_factory=dict)
     rebalance_timer: asyncio.TimerHandle | None = None
 
 
@@ -358,7 +356,7 @@ class GroupCoordinator:
         generation: int,
         member_id: str,
         instance_id: str | None,
-        offsets: dict[TopicPartition, tuple[int, str | None]],
+        offsets: dict[Partition, tuple[int, str | None]],
     ) -> int:
         g = self.groups.get(group_id)
         if g is None:
@@ -384,7 +382,7 @@ class GroupCoordinator:
         generation: int,
         member_id: str,
         instance_id: str | None,
-        offsets: dict[TopicPartition, tuple[int, str | None]],
+        offsets: dict[Partition, tuple[int, str | None]],
     ) -> int:
         """Stage offsets of transaction ``token``; KIP-447 checks when the request carries
         a generation, member id or instance id (v3), none for the v0-v2 defaults."""
@@ -406,8 +404,8 @@ class GroupCoordinator:
             g.offsets.update(staged)
 
     def fetch(
-        self, group_id: str, partitions: list[TopicPartition] | None, require_stable: bool
-    ) -> list[tuple[TopicPartition, int, str | None, int]]:
+        self, group_id: str, partitions: list[Partition] | None, require_stable: bool
+    ) -> list[tuple[Partition, int, str | None, int]]:
         """(partition, offset, metadata, error code) for each requested partition.
         ``None`` asks for all, as Kafka answers it: every partition with a committed
         offset; one holding only a staged transactional offset is not listed."""
@@ -415,11 +413,11 @@ class GroupCoordinator:
         if g is None:
             return [(tp, -1, "", E.NONE) for tp in partitions or []]
         wanted = partitions if partitions is not None else list(g.offsets)
-        unstable: set[TopicPartition] = set()
+        unstable: set[Partition] = set()
         if require_stable:
             for staged in g.pending_txn.values():
                 unstable.update(staged)
-        out: list[tuple[TopicPartition, int, str | None, int]] = []
+        out: list[tuple[Partition, int, str | None, int]] = []
         for tp in wanted:
             if tp in unstable:
                 out.append((tp, -1, "", E.UNSTABLE_OFFSET_COMMIT))

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _codes as E
 from ._codec import API_KEYS
-from ._groups import GroupError, TopicPartition
+from ._groups import GroupError, Partition
 
 if TYPE_CHECKING:
     from ._cluster import FakeCluster
@@ -35,8 +35,8 @@ def _handles(api: str) -> Callable[[Handler], Handler]:
     return deco
 
 
-def _tp_offsets(topics: list[Body]) -> dict[TopicPartition, tuple[int, str | None]]:
-    out: dict[TopicPartition, tuple[int, str | None]] = {}
+def _tp_offsets(topics: list[Body]) -> dict[Partition, tuple[int, str | None]]:
+    out: dict[Partition, tuple[int, str | None]] = {}
     for t in topics:
         name: str = t["name"] if "name" in t else t["topic"]
         for p in t["partitions"]:
@@ -46,7 +46,7 @@ def _tp_offsets(topics: list[Body]) -> dict[TopicPartition, tuple[int, str | Non
     return out
 
 
-def _by_topic(results: dict[TopicPartition, int], tkey: str, pkey: str, ikey: str) -> list[Body]:
+def _by_topic(results: dict[Partition, int], tkey: str, pkey: str, ikey: str) -> list[Body]:
     topics: dict[str, list[Body]] = {}
     for (topic, part), code in results.items():
         topics.setdefault(topic, []).append({ikey: part, "error_code": code})

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .. import _codes as E
-from ._groups import GroupCoordinator, TopicPartition
+from ._groups import GroupCoordinator, Partition
 from ._log import PartitionLog
 
 EMPTY = "Empty"
@@ -57,7 +57,7 @@ class TxnMeta:
     timeout_ms: int
     last_epoch: int = -1
     state: str = EMPTY
-    partitions: set[TopicPartition] = field(default_factory=set)
+    partitions: set[Partition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started: float = 0.0
     token: int = 0
@@ -72,7 +72,7 @@ class TxnCoordinator:
         self,
         settings: TxnSettings,
         groups: GroupCoordinator,
-        log_for: Callable[[TopicPartition], PartitionLog | None],
+        log_for: Callable[[Partition], PartitionLog | None],
     ) -> None:
         self.settings = settings
         self.groups = groups
@@ -153,9 +153,9 @@ class TxnCoordinator:
         txn_id: str,
         producer_id: int,
         epoch: int,
-        partitions: list[TopicPartition],
+        partitions: list[Partition],
         version: int,
-    ) -> dict[TopicPartition, int]:
+    ) -> dict[Partition, int]:
         meta = self._check(txn_id, producer_id, epoch, version)
         if isinstance(meta, int):
             return dict.fromkeys(partitions, meta)
@@ -188,7 +188,7 @@ class TxnCoordinator:
         generation: int,
         member_id: str,
         instance_id: str | None,
-        offsets: dict[TopicPartition, tuple[int, str | None]],
+        offsets: dict[Partition, tuple[int, str | None]],
         version: int,
     ) -> int:
         meta = self.txns.get(txn_id)
@@ -202,7 +202,7 @@ class TxnCoordinator:
             group_id, meta.token, generation, member_id, instance_id, offsets
         )
 
-    def is_member(self, producer_id: int, epoch: int, tp: TopicPartition) -> int:
+    def is_member(self, producer_id: int, epoch: int, tp: Partition) -> int:
         """Whether a transactional produce to ``tp`` is allowed (KIP-890 part 1
         verification): the producer's transaction must be open and contain ``tp``."""
         for meta in self.txns.values():
