@@ -1,8 +1,9 @@
-"""``python -m benchmarks run|cluster|spark [options]``: the benchmark entry point.
+"""``python -m benchmarks run|cluster|spark|fault-sweep [options]``: the benchmark entry point.
 
 - ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
-- ``spark``: the Spark path against plain Python (``spark_overhead.py``).
+- ``spark``: the Spark path against plain Python (``spark_overhead.py``);
+- ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -14,6 +15,7 @@ COMMANDS = {
     "run": "benchmarks.compare",
     "cluster": "benchmarks.cluster_throughput",
     "spark": "benchmarks.spark_overhead",
+    "fault-sweep": "benchmarks.fault_sweep",
 }
 
 if __name__ == "__main__":
