@@ -47,6 +47,7 @@ MODES: tuple[Mode, ...] = ("survive", "kill")
 
 IN, OUT, GROUP, TXN_ID = "in", "out", "g", "tx-matrix"
 OK_KINDS = frozenset({"committed-all", "recovered", "fatal"})
+COUNTED_KINDS = frozenset({"DUPLICATES", "LOST", "STRAYS"})  # "LOST 3", not "LOST: 3"
 
 
 # --- the matrix ---------------------------------------------------------------------
@@ -316,12 +317,13 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.kind in OK_KINDS
+        return self.kind in OK_KINDS and not self.notes
 
     @property
     def outcome(self) -> str:
         """The one-line outcome: ``committed-all``, ``fatal: <message>``, ``HANG: ...``."""
-        head = self.kind if not self.detail else f"{self.kind}: {self.detail}"
+        sep = " " if self.kind in COUNTED_KINDS else ": "
+        head = self.kind if not self.detail else f"{self.kind}{sep}{self.detail}"
         return " + ".join([head, *self.notes])
 
     def line(self) -> str:

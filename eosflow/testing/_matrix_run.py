@@ -245,9 +245,9 @@ async def run_case(case: Case, timing: Timing | None = None) -> Result:
             result = await _run(case, c, t)
     finally:
         logging.getLogger("asyncio").removeHandler(errors)
-    if errors.seen:
-        result.notes.insert(0, f"HARNESS: the cluster failed to answer: {errors.seen[0]}")
-        result.kind = "HARNESS" if result.ok else result.kind
+    if errors.seen:  # the case says nothing about the runtime then
+        result.notes.insert(0, result.outcome)
+        result.kind, result.detail = "HARNESS", f"the cluster failed to answer: {errors.seen[0]}"
     result.seconds = time.monotonic() - started
     return result
 
@@ -295,7 +295,9 @@ async def _run(case: Case, c: FakeCluster, t: Timing) -> Result:
             ok = await _wait(lambda: _progress(c) > 0 or runner.ended(), t.hit_timeout_s)
             if runner.ended():
                 kind, detail = runner.ending()
-                return Result(case.id, kind, f"before the fault was armed: {detail}")
+                return Result(
+                    case.id, "NOT-HIT", f"ended before the fault was armed: {kind}: {detail}"
+                )
             if not ok:
                 return Result(case.id, "HANG", "nothing committed before the fault was armed")
             rule = _arm(c, case)
@@ -306,7 +308,9 @@ async def _run(case: Case, c: FakeCluster, t: Timing) -> Result:
             c.faults.clear()
             if runner.ended():
                 kind, detail = runner.ending()
-                return Result(case.id, kind, f"before the fault landed: {detail}")
+                return Result(
+                    case.id, "NOT-HIT", f"ended before the fault landed: {kind}: {detail}"
+                )
             why = f"no matching request within {t.hit_timeout_s:.0f} s"
             return await _finish(case, c, t, runner, rule, "NOT-HIT", why)
         hit_at = time.monotonic()
@@ -383,9 +387,12 @@ async def _finish(
         detail += note
     await _settle(c, t)
     notes += await check_positions(c, t)
-    if notes and kind in OK_KINDS:
-        kind, detail, notes = notes[0].split(" ", 1)[0], notes[0].split(" ", 1)[1], notes[1:]
-    return Result(case.id, kind, detail, hits=rule.hits, notes=notes)
+    result = Result(case.id, kind, detail, hits=rule.hits, notes=notes)
+    if notes and kind in OK_KINDS:  # the end state decides: a violation is the outcome
+        violation, _, count = notes[0].partition(" ")
+        result = Result(case.id, violation, count, hits=rule.hits, notes=notes[1:])
+        result.notes.append(Result(case.id, kind, detail).outcome)
+    return result
 
 
 async def _settle(c: FakeCluster, t: Timing) -> None:
@@ -406,8 +413,8 @@ async def _settle(c: FakeCluster, t: Timing) -> None:
 async def check_positions(c: FakeCluster, t: Timing) -> list[str]:
     """Exactly once by input position: per input partition, one output for each offset
     below the committed offset and none past it. Returns the violations (empty if none):
-    ``DUPLICATES n``, ``LOST n``, ``UNCOMMITTED n`` (outputs past the committed offsets,
-    which a restart would produce again), ``STRAYS n``."""
+    ``DUPLICATES n`` (also for outputs past the committed offsets: a restart produces them
+    again), ``LOST n`` (committed offsets without their output), ``STRAYS n``."""
     committed = c.committed(GROUP, IN)
     outputs = await read_topic(c.bootstrap_servers, OUT, timeout_s=30)
     seen = Counter(v for _p, _o, _k, v in outputs)
