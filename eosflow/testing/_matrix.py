@@ -17,8 +17,8 @@ offset below the group's committed offset and none past it (after a finished run
 committed offsets are the end offsets).
 
 A fault is armed when its request is due: at start (FindCoordinator, InitProducerId,
-Metadata: the first of them is faulted), mid-stream after the first commit (the
-transaction path, Fetch, heartbeats), or mid-stream with a forced rebalance (JoinGroup,
+Metadata, Fetch: the first of them is faulted), mid-stream after the first commit (the
+transaction path, heartbeats), or mid-stream with a forced rebalance (JoinGroup,
 SyncGroup, the stable OffsetFetch of the new assignment).
 
 Outcomes (``Result.kind``): ``committed-all`` (finished, no transaction aborted),
@@ -80,7 +80,9 @@ REQUESTS: tuple[Request, ...] = (
     Request("OffsetFetch", "OffsetFetch", "rebalance", 7, note="the stable fetch on assignment"),
     Request("FindCoordinator", "FindCoordinator", "start", kind="find"),
     Request("InitProducerId", "InitProducerId", "start", kind="txn"),
-    Request("Fetch", "Fetch", "steady", kind="data"),
+    # at start: mid-stream the consumer has long buffered this small input, so a faulted
+    # Fetch would not stand between the app and its records
+    Request("Fetch", "Fetch", "start", kind="data"),
     Request("Metadata", "Metadata", "start", kind="metadata"),
 )
 

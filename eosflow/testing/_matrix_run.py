@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer
 from .._app import EosApp
 from .._config import EosConfig
 from .._errors import EosflowError
+from .._processor import Processor
 from ._checker import read_topic
 from ._cluster import FakeCluster
 from ._faults import FaultRule
@@ -50,9 +51,14 @@ class _Runner:
     async def kill_and_restart(self) -> None:
         raise NotImplementedError
 
+    def client_aborts(self) -> int:
+        """Aborts and recoveries the instance counted itself (those of empty
+        transactions never reach the broker); 0 where it cannot be asked."""
+        return 0
+
 
 class _InProcess(_Runner):
-    def __init__(self, c: FakeCluster, t: Timing) -> None:
+    def __init__(self, c: FakeCluster, t: Timing, processor: Processor | None) -> None:
         settings: dict[str, object] = dict(t.settings())
         config = EosConfig(
             bootstrap_servers=c.bootstrap_servers,
@@ -61,7 +67,7 @@ class _InProcess(_Runner):
             transactional_id=TXN_ID,
             **settings,  # type: ignore[arg-type]
         )
-        self.app = EosApp(PositionCopy(OUT, t.record_cost_s), config)
+        self.app = EosApp(processor or PositionCopy(OUT, t.record_cost_s), config)
         self.task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -99,6 +105,9 @@ class _InProcess(_Runner):
 
     async def kill_and_restart(self) -> None:
         raise RuntimeError("an in-process instance cannot be SIGKILLed")
+
+    def client_aborts(self) -> int:
+        return self.app.stats.aborted + self.app.stats.recovered
 
 
 class _Children(_Runner):
@@ -234,15 +243,18 @@ class _ClusterErrors(logging.Handler):
             self.seen.append(_one_line(repr(exc)))
 
 
-async def run_case(case: Case, timing: Timing | None = None) -> Result:
-    """Run one case on a fresh test cluster and say how it ended."""
+async def run_case(
+    case: Case, timing: Timing | None = None, processor: Processor | None = None
+) -> Result:
+    """Run one case on a fresh test cluster and say how it ended. ``processor`` replaces
+    ``PositionCopy`` in survive mode (to test the harness itself)."""
     t = timing or Timing()
     started = time.monotonic()
     errors = _ClusterErrors()
     logging.getLogger("asyncio").addHandler(errors)
     try:
         async with FakeCluster(fake_settings()) as c:
-            result = await _run(case, c, t)
+            result = await _run(case, c, t, processor)
     finally:
         logging.getLogger("asyncio").removeHandler(errors)
     if errors.seen:  # the case says nothing about the runtime then
@@ -284,9 +296,10 @@ def _progress(c: FakeCluster) -> int:
     return sum(c.committed(GROUP, IN).values())
 
 
-async def _run(case: Case, c: FakeCluster, t: Timing) -> Result:
+async def _run(case: Case, c: FakeCluster, t: Timing, processor: Processor | None) -> Result:
     await _seed(c, t)
-    runner: _Runner = _InProcess(c, t) if case.mode == "survive" else _Children(c, t)
+    runner: _Runner
+    runner = _InProcess(c, t, processor) if case.mode == "survive" else _Children(c, t)
     phase = case.request.phase
     rule = _arm(c, case) if phase == "start" else None
     await runner.start()
@@ -342,22 +355,26 @@ async def _watch(
     c: FakeCluster, t: Timing, runner: _Runner, over_at: float, started: float
 ) -> tuple[str, str]:
     """Watch until all input is committed, the instance ends, or it stalls."""
-    last, last_at, aborts_at = _progress(c), time.monotonic(), c.txns.aborts
+
+    def aborts() -> int:  # seen by the broker or by the app, whichever saw more
+        return max(c.txns.aborts, runner.client_aborts())
+
+    last, last_at, aborts_at = _progress(c), time.monotonic(), aborts()
     while True:
         now = time.monotonic()
         done = _progress(c)
         if done != last:
-            last, last_at, aborts_at = done, now, c.txns.aborts
+            last, last_at, aborts_at = done, now, aborts()
         if done >= t.records:
             return "done", ""
         if runner.ended():
             return runner.ending()
         quiet = now - max(last_at, over_at)
         if quiet > t.stall_s or now - started > t.case_cap_s:
-            aborts = c.txns.aborts - aborts_at
+            aborts_seen = aborts() - aborts_at
             where = f"committed {done}/{t.records}"
-            if aborts >= t.livelock_aborts:
-                return "LIVELOCK", f"{aborts} aborts in {now - last_at:.0f} s, {where}"
+            if aborts_seen >= t.livelock_aborts:
+                return "LIVELOCK", f"{aborts_seen} aborts in {now - last_at:.0f} s, {where}"
             return "HANG", f"no progress for {now - last_at:.0f} s, {where}"
         await asyncio.sleep(0.05)
 
@@ -378,7 +395,8 @@ async def _finish(
         if stopped is None:
             # a KIP-360 re-initialisation is a recovery even when no transaction was
             # open on the broker to abort
-            kind = "recovered" if c.txns.aborts or c.txns.reinits else "committed-all"
+            recoveries = c.txns.aborts + c.txns.reinits + runner.client_aborts()
+            kind = "recovered" if recoveries else "committed-all"
         else:
             kind, detail = stopped
             detail = f"on stop: {detail}"

@@ -14,21 +14,31 @@ input position below the committed offsets exactly once and none past them.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+import eosflow
+from eosflow.testing import FakeCluster
 from eosflow.testing._matrix import (
     CI_COVER,
     FAULT_CLASSES,
+    GROUP,
+    IN,
     MODES,
+    OUT,
     REQUESTS,
     Case,
+    Fault,
+    Request,
+    Timing,
     ci_cases,
     faults_for,
     skipped,
 )
-from eosflow.testing._matrix_run import run_case
+from eosflow.testing._matrix_run import check_positions, classify_exit, run_case
 
 CASES = ci_cases()
 
@@ -66,3 +76,67 @@ async def test_fault(case: Case) -> None:
     result = await run_case(case)
     assert _my_children() <= before, "an eosflow run child was left running"
     assert result.ok, f"{case.id}: {result.outcome}"
+
+
+# --- the harness itself: a hang, a livelock and an exactly-once violation are seen ----
+
+
+async def test_a_hang_is_reported_within_the_bound_not_waited_out() -> None:
+    # every Fetch dropped for good: the app can do nothing, and must be reported
+    never = Fault("drop_for_good", drop=True, times=None, window_s=3600)
+    case = Case(Request("Fetch", "Fetch", "start", kind="data"), never, "survive")
+    result = await run_case(case, Timing(case_cap_s=3))
+    assert result.kind == "HANG", result.outcome
+    assert result.seconds < 30
+
+
+class AlwaysRetry(eosflow.Processor):
+    """A batch processor whose every batch asks for a retry: each transaction aborts."""
+
+    async def process_batch(self, records: Sequence[eosflow.Record]) -> list[eosflow.Output]:
+        raise eosflow.TransactionError("try again")
+
+
+async def test_aborts_climbing_without_progress_are_a_livelock() -> None:
+    nudge = Fault("nudge", delay_s=0.01)
+    case = Case(Request("InitProducerId", "InitProducerId", "start", kind="txn"), nudge, "survive")
+    result = await run_case(case, Timing(stall_s=3), processor=AlwaysRetry())
+    assert result.kind == "LIVELOCK", result.outcome
+    assert result.detail.endswith("committed 0/300")
+
+
+async def test_positions_find_duplicates_losses_and_outputs_past_the_commit(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    c.create_topic(IN, 2)
+    c.create_topic(OUT, 2)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    for pos in (b"in/0/0", b"in/0/0", b"in/0/2", b"in/1/0", b"elsewhere"):
+        await p.send_and_wait(OUT, pos, partition=0)
+    await p.stop()
+    # committed: in[0] up to 2 (offset 1's output is missing, offset 2's is past it)
+    c.groups._group(GROUP).offsets[(IN, 0)] = (2, "")
+    found = await check_positions(c, Timing(records=10, partitions=2))
+    assert found == [
+        "DUPLICATES 1",
+        "LOST 1",
+        "DUPLICATES 2 (outputs past the committed offsets)",
+        "STRAYS 1",
+    ]
+
+
+def test_a_child_is_classified_by_its_exit_and_last_exception() -> None:
+    leak = [
+        "Traceback (most recent call last):",
+        '  File "x.py", line 1, in <module>',
+        "aiokafka.errors.KafkaError: KafkaError: UnknownError()",
+        "Unclosed AIOKafkaProducer",
+        "producer: <aiokafka.producer.producer.AIOKafkaProducer object at 0x7f>",
+    ]
+    assert classify_exit(1, leak) == ("LEAK", leak[2])
+    eos = [*leak[:2], "eosflow._errors.TransactionError: aborted"]
+    assert classify_exit(1, eos)[0] == "fatal"
+    assert classify_exit(1, ["eosflow: fatal: fenced"]) == ("fatal", "fenced")
+    assert classify_exit(0, [])[0] == "EXITED"
