@@ -1,10 +1,11 @@
-"""``python -m benchmarks run|cluster|spark|outage|stress [options]``: the benchmark entry point.
+"""``python -m benchmarks COMMAND [options]``: the benchmark entry point. Commands:
 
 - ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
 - ``spark``: the Spark path against plain Python (``spark_overhead.py``);
 - ``outage``: log lines per minute of a broker outage (``outage_noise.py``);
-- ``stress``: exactly once across rebalances with work done ahead (``stress_rebalance.py``).
+- ``stress``: exactly once across rebalances with work done ahead (``stress_rebalance.py``);
+- ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -18,6 +19,7 @@ COMMANDS = {
     "spark": "benchmarks.spark_overhead",
     "outage": "benchmarks.outage_noise",
     "stress": "benchmarks.stress_rebalance",
+    "fault-sweep": "benchmarks.fault_sweep",
 }
 
 if __name__ == "__main__":

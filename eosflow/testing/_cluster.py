@@ -213,6 +213,11 @@ class FakeCluster:
         self.faults.append(rule)
         return rule
 
+    def remove_fault(self, rule: FaultRule) -> None:
+        """Take a rule out before it is exhausted (e.g. ``times=None`` for a while)."""
+        with contextlib.suppress(ValueError):
+            self.faults.remove(rule)
+
     def committed(self, group_id: str, topic: str | None = None) -> dict[tuple[str, int], int]:
         """The group's committed offsets (optionally of one topic), as a reader of
         ``__consumer_offsets`` would see them now."""
@@ -313,11 +318,15 @@ class FakeCluster:
             if rule.drop:
                 return None
             if rule.error is not None:
-                return _codec.encode_response(frame, error_body(frame, rule.error))
+                body = error_body(frame, rule.error, self._brokers())
+                return _codec.encode_response(frame, body)
         body = await HANDLERS[frame.api_key](self, frame, host)
         if rule is not None and rule.drop_response:
             return None
         return _codec.encode_response(frame, body)
+
+    def _brokers(self) -> list[dict[str, Any]]:
+        return [{"node_id": self.node_id, "host": self.host, "port": self.port, "rack": None}]
 
     def _match_fault(self, frame: _codec.Frame) -> FaultRule | None:
         for rule in self.faults:

@@ -3,7 +3,9 @@
 A test intercepts requests of one API, optionally only those from one client id, group or
 transactional id, for the next N matches or every one, and makes the cluster:
 
-- answer with an error code instead of handling the request (no side effect);
+- answer with an error code instead of handling the request (no side effect); Metadata
+  carries errors per topic, so an error rule for it matches only requests naming topics
+  and answers each of them with the error (no partitions), as Kafka does;
 - delay handling by some seconds;
 - hold the request until the test calls ``release()`` (``await rule.matched()`` tells when);
 - drop the connection instead of answering (the request is not applied), or
@@ -24,6 +26,7 @@ from . import _codec
 __all__ = ["FaultRule"]
 
 _GROUP_KEYS = ("group_id", "group", "consumer_group", "coordinator_key")
+_METADATA = 3
 
 
 @dataclass(eq=False)
@@ -51,6 +54,8 @@ class FaultRule:
         if self.version is not None and frame.version != self.version:
             return False
         body = frame.body
+        if frame.api_key == _METADATA and self.error is not None and not body.get("topics"):
+            return False  # nowhere to put the error: Metadata errors are per topic
         if self.group_id is not None:
             if not any(body.get(k) == self.group_id for k in _GROUP_KEYS):
                 return False
@@ -72,9 +77,23 @@ class FaultRule:
         return self.times is not None and self.hits >= self.times
 
 
-def error_body(frame: _codec.Frame, code: int) -> dict[str, Any]:
+def error_body(
+    frame: _codec.Frame, code: int, brokers: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     """A response of the frame's API that carries ``code`` wherever the schema has an
-    error code, mirroring the request's topics and partitions so the client can map it."""
+    error code, mirroring the request's topics and partitions so the client can map it.
+    Metadata is the exception: its topics are names, and it lists the ``brokers``; each
+    named topic carries the error and no partitions."""
+    if frame.api_key == _METADATA:
+        names = frame.body.get("topics") or []
+        return {
+            "brokers": brokers or [],
+            "controller_id": -1,
+            "topics": [
+                {"error_code": code, "topic": n, "is_internal": False, "partitions": []}
+                for n in names
+            ],
+        }
     schema = _codec.response_schema(frame.api_key, frame.version)
     body: dict[str, Any] = {"error_code": code}
     topics_field = _array_field(schema)

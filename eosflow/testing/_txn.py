@@ -80,6 +80,11 @@ class TxnCoordinator:
         self.txns: dict[str, TxnMeta] = {}
         self._pids = itertools.count(1000)
         self._tokens = itertools.count(1)
+        # for tests watching progress: transactions ended so far (e.g. aborts climbing),
+        # and KIP-360 re-initialisations (InitProducerId naming the current id)
+        self.commits = 0
+        self.aborts = 0
+        self.reinits = 0
 
     # --- producer ids -----------------------------------------------------------------
 
@@ -103,6 +108,7 @@ class TxnCoordinator:
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             return E.CONCURRENT_TRANSACTIONS, -1, -1
         if producer_id >= 0:
+            self.reinits += 1
             # KIP-360: the caller names its current id and epoch; a retry after the
             # coordinator bumped the epoch itself (timeout abort) is also accepted.
             if producer_id != meta.producer_id or epoch not in (meta.epoch, meta.last_epoch):
@@ -234,6 +240,10 @@ class TxnCoordinator:
         return E.INVALID_TXN_STATE
 
     def _end(self, meta: TxnMeta, commit: bool, immediate: bool) -> None:
+        if commit:
+            self.commits += 1
+        else:
+            self.aborts += 1
         meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         partitions, groups, token = set(meta.partitions), set(meta.groups), meta.token
         pid, epoch = meta.producer_id, meta.epoch

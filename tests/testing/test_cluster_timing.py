@@ -115,6 +115,35 @@ async def test_fault_delay_and_drop() -> None:
             await p.stop()
 
 
+# Metadata carries errors per topic: an error rule answers each named topic with the
+# error and no partitions, and lets a request naming no topics through untouched.
+async def test_fault_error_answer_to_metadata_is_per_topic() -> None:
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    async with FakeCluster(_settings()) as c:
+        c.create_topic("t", 2)
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await p.start()
+        try:
+            rule = c.intercept("Metadata", error=5, times=None)  # LEADER_NOT_AVAILABLE
+            untouched = await p.client.send(0, MetadataRequest([]))
+            assert rule.hits == 0 and untouched.brokers
+            resp = (await p.client.send(0, _metadata_request())).to_object()
+            assert rule.hits == 1
+            assert [(t["topic"], t["error_code"], t["partitions"]) for t in resp["topics"]] == [
+                ("t", 5, [])
+            ]
+            assert resp["brokers"][0]["port"] == c.port
+            c.remove_fault(rule)
+            c.remove_fault(rule)  # removing twice is harmless
+            resp = (await p.client.send(0, _metadata_request())).to_object()
+            assert (
+                resp["topics"][0]["error_code"] == 0 and len(resp["topics"][0]["partitions"]) == 2
+            )
+        finally:
+            await p.stop()
+
+
 def _metadata_request() -> object:
     from aiokafka.protocol.metadata import MetadataRequest
 
