@@ -23,7 +23,6 @@ from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator
 from ._coordinators import forget as _forget
 from ._errors import (
-    CONCURRENT_TRANSACTIONS,
     COORDINATOR_ERRORS,
     RETRY_CODES,
     UNKNOWN_MEMBER_ID,
@@ -118,7 +117,7 @@ async def commit_offsets_in_txn(
             "group_id": group_id,
         },
     )
-    code = await _send_retrying(
+    code, _ = await _send_retrying(
         client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
     )
     if code:
@@ -156,9 +155,10 @@ async def commit_offsets_in_txn(
                     return int(part["error_code"])
         return 0
 
-    return await _send_retrying(
+    code, _ = await _send_retrying(
         client, _GROUP, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
     )
+    return code
 
 
 async def fetch_committed(
@@ -229,8 +229,8 @@ async def reinit_producer_id(
     """KIP-360: InitProducerId v3+ with the producer's current id and epoch. The
     coordinator aborts whatever transaction is open and bumps the epoch. Returns the new
     (id, epoch). A fencing answer (another instance owns the transactional id) raises
-    its KafkaError; coordinator moves and CONCURRENT_TRANSACTIONS are resent with a
-    growing backoff for at most ``timeout_s``, then ``TransientError``."""
+    its KafkaError; what ``_send_retrying`` resends is resent for at most ``timeout_s``,
+    then ``TransientError``."""
     client = producer.client
     pid, epoch = producer_identity(producer)
     req = _wire.SpecRequest.of(
@@ -243,28 +243,21 @@ async def reinit_producer_id(
         },
         min_version=3,
     )
-    deadline = time.monotonic() + timeout_s
-    backoff = _Backoff()
-    last = "no answer"
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TransientError(
-                "InitProducerId (KIP-360)", f"not done within {timeout_s:g} s ({last})"
-            )
-        node = await _coordinator(client, _TRANSACTION, transactional_id)
-        # Not on the coordination connection: the EndTxn whose outcome is unknown may still
-        # occupy it, and a broker answers one request per connection at a time.
-        resp = await asyncio.wait_for(client.send(node, req), remaining)
-        code = int(resp.error_code)
-        if code == 0:
-            return int(resp.producer_id), int(resp.producer_epoch)
-        if code not in (CONCURRENT_TRANSACTIONS, *COORDINATOR_ERRORS):
-            raise for_code(code)()
-        if code in COORDINATOR_ERRORS:
-            _forget(client, _TRANSACTION, transactional_id)
-        last = error_name(code)
-        await backoff.sleep(deadline)
+    # Not on the coordination connection: the EndTxn whose outcome is unknown may still
+    # occupy it, and a broker answers one request per connection at a time.
+    code, resp = await _send_retrying(
+        client,
+        _TRANSACTION,
+        transactional_id,
+        req,
+        lambda r: int(r.error_code),
+        "InitProducerId (KIP-360)",
+        timeout_s,
+        group=ConnectionGroup.DEFAULT,
+    )
+    if code:
+        raise for_code(code)()
+    return int(resp.producer_id), int(resp.producer_epoch)
 
 
 class _Backoff:
@@ -288,11 +281,13 @@ async def _send_retrying(
     code_of: Any,
     step: str,
     timeout_s: float,
-) -> int:
-    """Send ``req`` to the coordinator of ``key`` and return its error code (0 or one not
-    worth resending). Coordinator moves, CONCURRENT_TRANSACTIONS, timeouts and dropped
-    connections are resent with a growing backoff for at most ``timeout_s``; then
-    ``TransientError`` names ``step`` and the last cause. Running out of retries is an
+    group: ConnectionGroup = _COORD,
+) -> tuple[int, Any]:
+    """Send ``req`` to the coordinator of ``key`` (on connection ``group``) and return its
+    error code (0 or one not worth resending) with the answer. Coordinator moves,
+    CONCURRENT_TRANSACTIONS, timeouts and dropped connections are resent with a growing
+    backoff for at most ``timeout_s``; then ``TransientError`` names ``step`` and the last
+    cause. Running out of retries is an
     error, never "no error": a manufactured 0 would commit a transaction without its
     offsets."""
     deadline = time.monotonic() + timeout_s
@@ -304,7 +299,7 @@ async def _send_retrying(
             raise TransientError(step, f"no usable answer within {timeout_s:g} s (last: {last})")
         try:
             node = await asyncio.wait_for(_coordinator(client, coord_type, key), remaining)
-            resp = await asyncio.wait_for(client.send(node, req, group=_COORD), remaining)
+            resp = await asyncio.wait_for(client.send(node, req, group=group), remaining)
             code = int(code_of(resp))
         except (KafkaError, OSError, TimeoutError) as exc:
             error = map_error(exc, step)
@@ -315,7 +310,7 @@ async def _send_retrying(
             last = error.cause
         else:
             if code not in RETRY_CODES:
-                return code
+                return code, resp
             if code in COORDINATOR_ERRORS:
                 _forget(client, coord_type, key)
             last = error_name(code)
