@@ -17,19 +17,19 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import shutil
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from aiokafka.client import AIOKafkaClient
+from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
-from aiokafka.protocol.admin import ApiVersionRequest
 
 from . import _genuine_procs as procs
 from ._genuine_jars import GenuineUnavailable, check_tools, resolve, uses_zookeeper
@@ -59,6 +59,7 @@ class _Node:
     controller_port: int
     home: Path
     proc: subprocess.Popen[bytes] | None = None
+    stopped: bool = False  # SIGSTOPped
 
     @property
     def log(self) -> Path:
@@ -251,7 +252,7 @@ class GenuineKafka:
     def _start_node(self, node: int) -> None:
         n = self._nodes[node]
         cmd = self._java("kafka.Kafka", str(self._write_properties(node)), heap_mb=self.heap_mb)
-        n.proc = procs.spawn(cmd, n.log, n.home)
+        n.proc, n.stopped = procs.spawn(cmd, n.log, n.home), False
 
     async def _wait_ready(self, ids: list[int], deadline: float) -> None:
         """Until each of ``ids`` answers ApiVersions and Metadata lists them all."""
@@ -274,39 +275,30 @@ class GenuineKafka:
             await asyncio.sleep(0.25)
 
     async def _answers(self, ids: list[int]) -> bool:
-        for i in ids:
-            if not await procs.port_open(self._nodes[i].port):
-                return False
         try:
             for i in ids:
-                await self.api_versions(i)
-            client = await self._client()
-        except (TimeoutError, KafkaError, OSError):
+                await procs.api_versions(self._nodes[i].port)
+            async with self._admin() as admin:
+                cluster = await admin.describe_cluster()
+        except (TimeoutError, KafkaError, OSError, asyncio.IncompleteReadError):
             return False
-        try:
-            registered = {b.nodeId for b in client.cluster.brokers()}
-        finally:
-            await client.close()
-        return set(ids) <= registered
+        return set(ids) <= {b["node_id"] for b in cluster["brokers"]}
 
-    async def _client(self, node: int | None = None) -> AIOKafkaClient:
-        servers = self.bootstrap_servers if node is None else f"127.0.0.1:{self._nodes[node].port}"
-        client = AIOKafkaClient(bootstrap_servers=servers, request_timeout_ms=5000)
+    @contextlib.asynccontextmanager
+    async def _admin(self) -> AsyncIterator[AIOKafkaAdminClient]:
+        """An admin client bootstrapping from the brokers that run and are not stopped."""
+        up = [n for n in self._nodes.values() if self.pid(n.node_id) and not n.stopped]
+        servers = ",".join(f"127.0.0.1:{n.port}" for n in up) or self.bootstrap_servers
+        admin = AIOKafkaAdminClient(bootstrap_servers=servers, request_timeout_ms=5000)
         try:
-            await client.bootstrap()
-        except BaseException:
-            await client.close()
-            raise
-        return client
+            await admin.start()
+            yield admin
+        finally:
+            await admin.close()
 
     async def api_versions(self, node: int) -> dict[int, int]:
         """Broker ``node``'s ApiVersions answer: api key -> highest version."""
-        client = await self._client(node)
-        try:
-            resp = await client.send(node, ApiVersionRequest())
-        finally:
-            await client.close()
-        return {key: hi for key, _lo, hi in resp.api_versions}
+        return await procs.api_versions(self._node(node).port)
 
     async def coordinator(self, key: str, kind: str = "group", timeout_s: float = 30.0) -> int:
         """The node id of the group (``kind="group"``) or transaction
@@ -314,17 +306,14 @@ class GenuineKafka:
         it is not available yet (its internal topic being created or moving)."""
         ctype = {"group": 0, "transaction": 1}[kind]
         deadline = time.monotonic() + timeout_s
-        client = await self._client()
-        try:
+        async with self._admin() as admin:
             while True:
                 try:
-                    return int(await client.coordinator_lookup(ctype, key))
+                    return int(await admin.find_coordinator(key, ctype))
                 except KafkaError:
                     if time.monotonic() > deadline:
                         raise
                     await asyncio.sleep(0.2)
-        finally:
-            await client.close()
 
     def _node(self, node: int) -> _Node:
         if node not in self._nodes:
@@ -341,15 +330,17 @@ class GenuineKafka:
 
     def stop_node(self, node: int) -> None:
         """SIGSTOP broker ``node``: its connections stay open and nothing is answered."""
-        proc = self._node(node).proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGSTOP)
+        n = self._node(node)
+        if n.proc is not None and n.proc.poll() is None:
+            n.proc.send_signal(signal.SIGSTOP)
+            n.stopped = True
 
     def cont(self, node: int) -> None:
         """SIGCONT broker ``node`` after ``stop_node``."""
-        proc = self._node(node).proc
-        if proc is not None and proc.poll() is None:
-            proc.send_signal(signal.SIGCONT)
+        n = self._node(node)
+        if n.proc is not None and n.proc.poll() is None:
+            n.proc.send_signal(signal.SIGCONT)
+        n.stopped = False
 
     async def restart(self, node: int, timeout_s: float | None = None) -> None:
         """Stop broker ``node`` if it runs (SIGTERM, then SIGKILL), start it again on its

@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -169,3 +170,22 @@ def make_home(prefix: str) -> Path:
     home = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     (home / "owner.pid").write_text(str(os.getpid()))
     return home
+
+
+async def api_versions(port: int, timeout_s: float = 5.0) -> dict[int, int]:
+    """The ApiVersions (v0) answer of the broker on ``port``: api key -> highest version.
+    Raw on a socket, so that it asks exactly that broker."""
+    client_id = b"eosflow-genuine"
+    header = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout_s)
+    try:
+        writer.write(struct.pack(">i", len(header)) + header)
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
+        body = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+    finally:
+        writer.close()
+    _correlation, error, count = struct.unpack_from(">ihi", body)
+    if error:
+        raise OSError(f"ApiVersions answered error {error}")
+    entries = (struct.unpack_from(">hhh", body, 10 + 6 * i) for i in range(count))
+    return {key: hi for key, _lo, hi in entries}
