@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -329,10 +330,12 @@ class GenuineKafka:
         procs.kill(self._node(node).proc)
 
     def stop_node(self, node: int) -> None:
-        """SIGSTOP broker ``node``: its connections stay open and nothing is answered."""
+        """SIGSTOP broker ``node`` (returns once it is stopped): its connections stay open
+        and nothing is answered."""
         n = self._node(node)
         if n.proc is not None and n.proc.poll() is None:
             n.proc.send_signal(signal.SIGSTOP)
+            os.waitpid(n.proc.pid, os.WUNTRACED)  # returns once it has stopped
             n.stopped = True
 
     def cont(self, node: int) -> None:
