@@ -53,7 +53,22 @@ class RawGroup:
 
     async def start(self) -> None:
         await self.client.bootstrap()
-        self.node = await self.client.coordinator_lookup(0, self.group)
+        await self._find_coordinator()
+
+    async def _find_coordinator(self, timeout_s: float = 30.0) -> None:
+        """FindCoordinator, retried as clients do while genuine Kafka answers
+        COORDINATOR_NOT_AVAILABLE (its __consumer_offsets being created)."""
+        from aiokafka.errors import KafkaError
+
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                self.node = await self.client.coordinator_lookup(0, self.group)
+                return
+            except KafkaError as exc:
+                if not exc.retriable or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.05)
 
     async def close(self) -> None:
         await self.client.close()
@@ -63,10 +78,18 @@ class RawGroup:
 
         from eosflow import _wire
 
-        assert self.node is not None
-        req = _wire.SpecRequest.of(spec, body)  # type: ignore[arg-type]
-        resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
-        return resp.to_object()  # type: ignore[no-any-return]
+        deadline = time.monotonic() + 30.0
+        while True:
+            assert self.node is not None
+            req = _wire.SpecRequest.of(spec, body)  # type: ignore[arg-type]
+            resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
+            answer: dict[str, object] = resp.to_object()
+            # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR:
+            # genuine Kafka answers them while a fresh offsets partition loads; retry
+            if answer.get("error_code") not in (14, 15, 16) or time.monotonic() > deadline:
+                return answer
+            await asyncio.sleep(0.05)
+            await self._find_coordinator()
 
     async def join(
         self,

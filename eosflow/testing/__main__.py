@@ -1,9 +1,13 @@
-"""``python -m eosflow.testing``: the test cluster in its own process.
+"""``python -m eosflow.testing``: the test cluster, or genuine Kafka, in its own process.
 
-Prints ``BOOTSTRAP host:port`` on stdout once listening, then serves until SIGTERM/SIGINT.
-Topics are auto-created on first Metadata request, as Kafka's default
+Prints ``BOOTSTRAP host:port[,host:port...]`` on stdout once listening, then serves until
+SIGTERM/SIGINT. Topics are auto-created on first Metadata request, as Kafka's default
 ``auto.create.topics.enable=true``; ``--no-auto-create-topics`` answers unknown topics
 with UNKNOWN_TOPIC_OR_PARTITION instead, as Kafka does with it set to false.
+
+``--genuine [--version V] [--brokers N]`` runs Apache Kafka's own broker from the jars
+(resolved once with Maven, see ``_genuine_jars``) instead, and stops it on SIGTERM/SIGINT;
+the test-cluster-only options are refused with it.
 """
 
 from __future__ import annotations
@@ -12,10 +16,35 @@ import argparse
 import asyncio
 import logging
 import signal
+import sys
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from ._cluster import PROFILES, ClusterSettings, FakeCluster
+from ._genuine import DEFAULT_VERSION, GenuineKafka
 from ._groups import GroupSettings
 from ._txn import TxnSettings
+
+# test-cluster-only options and their defaults (None in the parser, to tell if given)
+_FAKE_ONLY = {
+    "port": 0,
+    "profile": "4.0",
+    "min_session_timeout_s": 6.0,
+    "txn_sweep_interval_s": 10.0,
+    "latency_ms": 0.0,
+}
+
+
+def _stop_event() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+def _topics(args: argparse.Namespace) -> list[tuple[str, int]]:
+    return [(n, int(p or 1)) for n, _, p in (s.partition(":") for s in args.topic or [])]
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -27,24 +56,58 @@ async def _serve(args: argparse.Namespace) -> None:
         txns=TxnSettings(sweep_interval_s=args.txn_sweep_interval_s),
         latency_s=args.latency_ms / 1000,
     )
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+    stop = _stop_event()
     async with FakeCluster(settings, port=args.port) as cluster:
-        for spec in args.topic or []:
-            name, _, parts = spec.partition(":")
-            cluster.create_topic(name, int(parts or 1))
+        for name, parts in _topics(args):
+            cluster.create_topic(name, parts)
         print(f"BOOTSTRAP {cluster.bootstrap_servers}", flush=True)
+        await stop.wait()
+
+
+async def _serve_genuine(args: argparse.Namespace) -> None:
+    stop = _stop_event()
+    kafka = GenuineKafka(
+        args.kafka_version,
+        args.brokers,
+        auto_create_topics=args.auto_create_topics,
+        default_partitions=args.default_partitions,
+    )
+    async with kafka:
+        if args.topic:
+            admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
+            await admin.start()
+            try:
+                rf = min(3, args.brokers)
+                await admin.create_topics([NewTopic(n, p, rf) for n, p in _topics(args)])
+            finally:
+                await admin.close()
+        logs = ", ".join(str(p) for p in kafka.log_paths.values())
+        print(
+            f"Kafka {kafka.version}, {args.brokers} broker(s), ready in "
+            f"{kafka.started_in_s:.1f} s; logs: {logs}",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(f"BOOTSTRAP {kafka.bootstrap_servers}", flush=True)
         await stop.wait()
 
 
 def main() -> None:
     p = argparse.ArgumentParser(
-        prog="python -m eosflow.testing", description="eosflow's wire-level Kafka test cluster"
+        prog="python -m eosflow.testing",
+        description="eosflow's wire-level Kafka test cluster, or genuine Kafka (--genuine)",
     )
-    p.add_argument("--port", type=int, default=0, help="0 picks a free port")
-    p.add_argument("--profile", choices=sorted(PROFILES), default="4.0")
+    p.add_argument("--genuine", action="store_true", help="run Apache Kafka from its jars")
+    p.add_argument(
+        "--version",
+        "--kafka-version",
+        dest="kafka_version",
+        default=None,
+        help=f"with --genuine: the Kafka release (default {DEFAULT_VERSION})",
+    )
+    p.add_argument("--brokers", type=int, default=None, help="with --genuine: 1 (default) or 3")
+    p.add_argument("--port", type=int, default=None, help="0 picks a free port")
+    p.add_argument("--profile", choices=sorted(PROFILES), default=None)
     p.add_argument("--topic", action="append", help="name:partitions, repeatable")
     p.add_argument(
         "--auto-create-topics",
@@ -53,17 +116,30 @@ def main() -> None:
         help="create an unknown topic when a Metadata request names it (Kafka's default)",
     )
     p.add_argument("--default-partitions", type=int, default=1)
-    p.add_argument("--min-session-timeout-s", type=float, default=6.0)
-    p.add_argument("--txn-sweep-interval-s", type=float, default=10.0)
+    p.add_argument("--min-session-timeout-s", type=float, default=None)
+    p.add_argument("--txn-sweep-interval-s", type=float, default=None)
     p.add_argument(
         "--latency-ms",
         type=float,
-        default=0.0,
+        default=None,
         help="delay every request by this much (a stand-in for network round trips)",
     )
     p.add_argument("--log-level", default="warning")
     args = p.parse_args()
     logging.basicConfig(level=args.log_level.upper())
+    if args.genuine:
+        given = [k for k in _FAKE_ONLY if getattr(args, k) is not None]
+        if given:
+            p.error(f"--{given[0].replace('_', '-')} applies to the test cluster, not --genuine")
+        args.kafka_version = args.kafka_version or DEFAULT_VERSION
+        args.brokers = args.brokers or 1
+        asyncio.run(_serve_genuine(args))
+        return
+    if args.kafka_version is not None or args.brokers is not None:
+        p.error("--version and --brokers apply to --genuine only")
+    for key, default in _FAKE_ONLY.items():
+        if getattr(args, key) is None:
+            setattr(args, key, default)
     asyncio.run(_serve(args))
 
 

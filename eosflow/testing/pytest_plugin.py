@@ -1,9 +1,11 @@
 """pytest fixtures shipped with eosflow (registered through the ``pytest11`` entry point).
 
-- ``eosflow_broker``: a ``Broker`` from the ladder (genuine cluster, container, or the
-  test cluster), fresh per test.
+- ``eosflow_broker``: a ``Broker`` from the ladder (genuine cluster, container, genuine
+  Kafka from the jars, or the test cluster), fresh per test (the jars' broker is shared
+  by the whole run and stopped when it ends).
 - ``eosflow_cluster``: always the in-process ``FakeCluster`` (for fault injection).
 
+The report header says which rung is in use and why the ones above it were not.
 A test that calls ``broker.require_fake(...)`` on a genuine broker is skipped with the
 reason, never silently passed.
 
@@ -20,7 +22,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from ._cluster import FakeCluster
-from ._ladder import Broker, NotOnThisBroker, fake_settings, open_broker
+from ._ladder import Broker, NotOnThisBroker, describe, fake_settings, open_broker, stop_shared
 
 try:
     import pytest_asyncio
@@ -60,3 +62,11 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
     excinfo = outcome.excinfo
     if excinfo is not None and isinstance(excinfo[1], NotOnThisBroker):
         outcome.force_exception(pytest.skip.Exception(str(excinfo[1]), _use_item_location=True))
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return describe()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    stop_shared()

@@ -241,3 +241,23 @@ async def test_str_outputs_are_utf8(cluster: FakeCluster) -> None:
         await until(app, lambda: all_done(app, c, 20), "all committed")
     out = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
     assert sorted(out) == sorted(f"v{i}é".encode() for i in range(20))  # type: ignore[type-var]
+
+
+# The cases beyond what the fault matrix sends (it leaves out error codes Kafka's
+# group coordinator does not answer these with): JoinGroup, SyncGroup and OffsetFetch
+# answered REQUEST_TIMED_OUT or UNKNOWN_SERVER_ERROR ended `eosflow run` with a raw
+# aiokafka KafkaError. Now the poll that meets them is retried (or aiokafka retries on
+# its own) and the app finishes exactly once.
+@pytest.mark.parametrize("api", ["JoinGroup", "SyncGroup", "OffsetFetch"])
+@pytest.mark.parametrize("error", [codes.REQUEST_TIMED_OUT, codes.UNKNOWN_SERVER_ERROR])
+async def test_group_requests_answered_with_errors_are_survived(
+    cluster: FakeCluster, api: str, error: int
+) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept(api, error=error, times=2)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    async with app:
+        await until(app, lambda: all_done(app, c), "all committed", timeout_s=40)
+    assert rule.hits == 2
+    await assert_exactly_once(c)
