@@ -16,7 +16,7 @@ from ._errors import (
 )
 from ._processor import Processor
 from ._records import Output, Record
-from ._session import Outcome
+from ._transaction import Outcome
 
 __all__ = [
     "ConfigError",

@@ -42,7 +42,8 @@ from ._errors import EosflowError, FatalError, ProcessingError, TransactionError
 from ._logs import summarised_aiokafka_logs
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
-from ._session import Outcome, TransactSession
+from ._session import TransactSession
+from ._transaction import Outcome
 
 log = logging.getLogger("eosflow.app")
 

@@ -19,11 +19,11 @@ The invariants, each with the test that guards it, are in docs/design.md.
 from __future__ import annotations
 
 import asyncio
-import enum
 import logging
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from . import _aiokafka as ak
 from . import _produce
@@ -36,20 +36,11 @@ from ._errors import (
     TransientError,
 )
 from ._records import Output, Record
-from ._transaction import Transaction
+from ._transaction import Outcome, Transaction
 
 log = logging.getLogger("eosflow.session")
 
 PartitionsHook = Callable[[frozenset[tuple[str, int]]], Awaitable[None]]
-
-
-class Outcome(enum.Enum):
-    """How a transaction ended."""
-
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    RECOVERED = "unknown-then-recovered"  # EndTxn outcome unknown; producer re-initialised
-    EMPTY = "empty"  # no transaction was open
 
 
 class TransactSession:
@@ -87,15 +78,27 @@ class TransactSession:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the producer (InitProducerId) and join the group. Any failure is fatal
-        (``FatalError`` naming the bootstrap servers); ``stop`` closes what started."""
-        where = f"starting against {self.config.bootstrap_servers}"
-        try:
-            await self._start()
-        except FatalError:
-            raise
-        except EosflowError as exc:  # transient or not: a service that cannot start stops
-            raise FatalError(f"{where}: {exc}") from exc
+        """Start the producer (InitProducerId) and join the group. Broker failures are
+        retried from scratch (half-started clients closed) with a growing backoff for
+        ``retry_timeout_s``; then, or at once for what no retry fixes (no bootstrap server
+        answers, fencing, authorization), ``FatalError`` naming the bootstrap servers."""
+        cfg = self.config
+        where, deadline = f"starting against {cfg.bootstrap_servers}", time.monotonic()
+        deadline, delay = deadline + cfg.retry_timeout_s, cfg.retry_backoff_s
+        while True:
+            try:
+                return await self._start()
+            except TransientError as exc:
+                await self._close_clients()
+                if time.monotonic() + delay > deadline:
+                    raise FatalError(f"{where}: {exc}") from exc
+                log.warning("%s: %s; retrying", where, exc)
+            except EosflowError as exc:
+                if isinstance(exc, (ProducerFencedError, AuthorizationError)):
+                    raise
+                raise FatalError(f"{where}: {exc}") from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, cfg.retry_backoff_max_s)
 
     async def _start(self) -> None:
         self._producer = await self._new_producer()
@@ -104,7 +107,7 @@ class TransactSession:
             self.caps = await ak.capabilities(self._producer)
         caps = self.caps
         log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
-        self._consumer = ak.consumer_for(self.config, _Listener(self))
+        self._consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
         with ak.mapped("joining the group"):
             await self._consumer.start()
 
@@ -129,13 +132,18 @@ class TransactSession:
                 await self.end(commit=False)
             except EosflowError as exc:
                 log.warning("aborting on stop failed (%s); the broker aborts it on timeout", exc)
-        if self._consumer is not None:
+        await self._close_clients()
+
+    async def _close_clients(self) -> None:
+        consumer, producer = self._consumer, self._producer
+        self._consumer = self._producer = None
+        if consumer is not None:
             try:
-                await self._consumer.stop()
+                await consumer.stop()
             except Exception as exc:
                 log.warning("consumer did not stop cleanly: %r", exc)
-        if self._producer is not None:
-            await ak.close_producer(self._producer, timeout_s=10.0)
+        if producer is not None:
+            await ak.close_producer(producer, timeout_s=10.0)
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
@@ -544,6 +552,14 @@ class TransactSession:
         if self._on_revoked is not None and revoked:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
+    def _failed(self, exc: Exception) -> None:
+        """The listener could not set up new partitions: the next ``poll`` raises this (a
+        partition without its committed offset must not silently stall)."""
+        log.error("setting up newly assigned partitions failed: %r", exc)
+        self._failure = FatalError(
+            f"fetching the committed offsets of newly assigned partitions failed: {exc}"
+        )
+
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
         # the generation these partitions were assigned under, before anything can move on
         self._identity = ak.group_identity(self.consumer)
@@ -576,24 +592,3 @@ def _first_offsets(records: list[Record]) -> dict[TopicPartition, int]:
 def _consume_error(fut: asyncio.Future[object]) -> None:
     if not fut.cancelled():
         fut.exception()
-
-
-class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-    """aiokafka awaits these before rejoining / after syncing, and logs and swallows any
-    exception raised here; so a failure is recorded on the session, whose next ``poll``
-    raises it (a partition without its committed offset must not silently stall)."""
-
-    def __init__(self, session: TransactSession) -> None:
-        self._session = session
-
-    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        await self._session._revoked(set(revoked))
-
-    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        try:
-            await self._session._assigned(set(assigned))
-        except Exception as exc:
-            log.exception("fetching committed offsets for %s failed", assigned)
-            self._session._failure = FatalError(
-                f"fetching the committed offsets of newly assigned partitions failed: {exc!r}"
-            )

@@ -22,6 +22,7 @@ skips records; it is a ``FatalError`` (a bug, never a condition to retry).
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +31,15 @@ from ._errors import FatalError
 
 Partition = tuple[str, int]
 """(topic, partition): the one shape of a partition key from poll to commit."""
+
+
+class Outcome(enum.Enum):
+    """How a transaction ended."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    RECOVERED = "unknown-then-recovered"  # EndTxn outcome unknown; producer re-initialised
+    EMPTY = "empty"  # no transaction was open
 
 
 @dataclass(eq=False, slots=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from aiokafka import (
@@ -23,10 +24,40 @@ from ._coordinators import forget_client
 log = logging.getLogger("eosflow.adapter")
 
 
-def consumer_for(config: EosConfig, listener: ConsumerRebalanceListener) -> AIOKafkaConsumer:
+Partitions = Callable[[set[TopicPartition]], Awaitable[None]]
+
+
+class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+    """aiokafka's rebalance listener, handing over to plain callbacks. aiokafka awaits
+    these before rejoining / after syncing, and logs and swallows any exception raised
+    in them; so one from ``assigned`` goes to ``failed`` instead."""
+
+    def __init__(
+        self, revoked: Partitions, assigned: Partitions, failed: Callable[[Exception], None]
+    ) -> None:
+        self._revoked, self._assigned, self._failed = revoked, assigned, failed
+
+    async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self._revoked(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        try:
+            await self._assigned(set(assigned))
+        except Exception as exc:
+            self._failed(exc)
+
+
+def consumer_for(
+    config: EosConfig,
+    revoked: Partitions,
+    assigned: Partitions,
+    failed: Callable[[Exception], None],
+) -> AIOKafkaConsumer:
     """The group consumer of ``config`` (read_committed, no auto-commit), subscribed to
-    its input topics with ``listener``; not started. Every consumer eosflow runs is built
-    here, so connection settings are set in one place."""
+    its input topics; not started. ``revoked`` is awaited before a rebalance goes on,
+    ``assigned`` after one; what ``assigned`` raises goes to ``failed``. Every consumer
+    eosflow runs is built here, so connection settings are set in one place."""
+    listener = _Listener(revoked, assigned, failed)
     cfg = config
     consumer = AIOKafkaConsumer(
         bootstrap_servers=cfg.bootstrap_servers,

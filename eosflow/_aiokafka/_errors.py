@@ -70,6 +70,10 @@ def map_error(exc: BaseException, step: str) -> EosflowError:
     if isinstance(code, int) and code in AUTHORIZATION:
         permission, resource = AUTHORIZATION[code]
         return AuthorizationError(step, permission, resource, error_name(code))
+    if type(exc).__name__ == "KafkaConnectionError" and "Unable to bootstrap" in str(exc):
+        # none of the bootstrap servers answered while a client started: a wrong address
+        # far more often than an outage; a retry loop would only hide it
+        return FatalError(f"{step}: no bootstrap server answered ({_describe(exc)})")
     if isinstance(code, int) and code in TRANSIENT_CODES:
         return TransientError(step, error_name(code))
     if isinstance(exc, KafkaError) and (exc.retriable or type(exc).__name__ == "KafkaError"):
