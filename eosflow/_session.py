@@ -12,8 +12,7 @@ epoch did not move since the records were polled, the offsets were accepted and 
 heartbeat confirmed membership; else EndTxn(abort) and a rewind to the committed offsets.
 An unknown EndTxn outcome, a failed produce or a fencing answer is resolved by a KIP-360
 re-initialisation; without KIP-447 a commit holds the lock ``post_commit_delay_s`` more.
-Every aiokafka call goes through the adapter (``_aiokafka``), whose errors arrive mapped.
-The invariants, each with the test that guards it, are in docs/design.md.
+All aiokafka calls go through the adapter (``_aiokafka``); invariants: docs/design.md.
 """
 
 from __future__ import annotations
@@ -173,10 +172,16 @@ class TransactSession:
         Raises the ``FatalError`` the rebalance listener recorded, if any."""
         if self._failure is not None:
             raise self._failure
-        with ak.mapped("consuming (fetch and group membership)"):
-            batch = await self.consumer.getmany(
-                timeout_ms=int(timeout_s * 1000), max_records=max_records
-            )
+        try:
+            with ak.mapped("consuming (fetch and group membership)"):
+                batch = await self.consumer.getmany(
+                    timeout_ms=int(timeout_s * 1000), max_records=max_records
+                )
+        except TransientError as exc:
+            stuck = ak.consumer_failure(self.consumer)  # no heartbeats any more: stop
+            if stuck is None:
+                raise
+            raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
         out: list[Record] = []
         consumed = self._txn.consumed if self._txn is not None else {}
         for tp, msgs in batch.items():

@@ -19,9 +19,11 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
 module uses any, but ``_wire.py``'s ``_CLASSES``, and that this list is complete), read
 only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
-coordinator_id, _group_instance_id), ``producer._txn_manager`` (producer_id,
-producer_epoch, its ``_transaction_waiter``'s error; written:
-consumer_group_added), ``producer.client._wait_on_metadata``, ``producer._partition``,
+coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
+``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error),
+``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
+error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
+``producer._partition``,
 ``producer._max_request_size``, and ``producer._sender`` (its task is cancelled when a
 stuck producer is closed by force).
 
@@ -39,6 +41,7 @@ from ._clients import (
     GroupIdentity,
     Partitioner,
     close_producer,
+    consumer_failure,
     consumer_for,
     group_identity,
     max_request_bytes,
@@ -93,6 +96,7 @@ __all__ = [
     "capabilities",
     "close_producer",
     "commit_offsets_in_txn",
+    "consumer_failure",
     "consumer_for",
     "error_for",
     "error_name",

@@ -213,3 +213,18 @@ def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None
     """Resume ``partitions`` that are still assigned."""
     with contextlib.suppress(IllegalStateError):
         consumer.resume(*partitions)
+
+
+def consumer_failure(consumer: AIOKafkaConsumer) -> BaseException | None:
+    """The error that stopped ``consumer``'s group handling, or None. aiokafka's heartbeat
+    and committed-offset refresh tasks end on an error answer they do not expect (e.g.
+    UNKNOWN_SERVER_ERROR to a Heartbeat or to its own OffsetFetch); its coordinator then
+    raises that error from every poll, sends no more heartbeats and never recovers."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    for name in ("_coordination_task", "_heartbeat_task", "_commit_refresh_task"):
+        task = getattr(coordinator, name, None)
+        if task is not None and task.done() and not task.cancelled():
+            exc: BaseException | None = task.exception()
+            if exc is not None:
+                return exc
+    return None
