@@ -14,7 +14,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
-from aiokafka.errors import KafkaError, for_code
+from aiokafka.errors import KafkaError
 from aiokafka.protocol.admin import ApiVersionRequest
 
 from .. import _wire
@@ -28,6 +28,7 @@ from ._errors import (
     UNKNOWN_MEMBER_ID,
     UNKNOWN_SERVER_ERROR,
     UNSTABLE_OFFSET_COMMIT,
+    error_for,
     error_name,
     map_error,
 )
@@ -209,7 +210,7 @@ async def fetch_committed(
                 return out
             for code in codes:
                 if code not in RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}:
-                    raise map_error(for_code(code)(), step)
+                    raise map_error(error_for(code), step)
             if codes & COORDINATOR_ERRORS:
                 _forget(client, _GROUP, group_id)
             last = ", ".join(sorted(error_name(c) for c in codes))
@@ -256,7 +257,7 @@ async def reinit_producer_id(
         group=ConnectionGroup.DEFAULT,
     )
     if code:
-        raise for_code(code)()
+        raise error_for(code)
     return int(resp.producer_id), int(resp.producer_epoch)
 
 
