@@ -164,3 +164,19 @@ class RawGroup:
         )
         resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
         return int(resp.topics[0][1][0][1])
+
+
+async def broker_has_kip447(bootstrap: str) -> bool:
+    """Whether the broker speaks KIP-447 (TxnOffsetCommit v3 and OffsetFetch v7), from
+    its ApiVersions answer."""
+    from aiokafka.client import AIOKafkaClient
+    from aiokafka.protocol.admin import ApiVersionRequest
+
+    client = AIOKafkaClient(bootstrap_servers=bootstrap)
+    await client.bootstrap()
+    try:
+        resp = await client.send(client.get_random_node(), ApiVersionRequest())
+    finally:
+        await client.close()
+    top = {key: hi for key, _lo, hi in resp.api_versions}
+    return top.get(28, -1) >= 3 and top.get(9, -1) >= 7
