@@ -40,7 +40,8 @@ def tp_offsets(topics: list[Body]) -> dict[Partition, tuple[int, str | None]]:
         for p in t["partitions"]:
             idx: int = p.get("partition_index", p.get("partition"))
             off: int = p.get("committed_offset", p.get("offset"))
-            out[(name, idx)] = (off, p.get("committed_metadata", p.get("metadata")))
+            meta = p.get("committed_metadata", p.get("metadata"))
+            out[(name, idx)] = (off, "" if meta is None else meta)  # Kafka stores null as ""
     return out
 
 

@@ -135,6 +135,18 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
                 }
             )
             continue
+        if rtype == _BROKER and name not in ("", str(c.node_id)):
+            out.append(
+                {
+                    "error_code": E.INVALID_REQUEST,
+                    "error_message": f"Unexpected broker id, expected {c.node_id} or empty "
+                    f"string, but received {name}",
+                    "resource_type": rtype,
+                    "resource_name": name,
+                    "config_entries": [],
+                }
+            )
+            continue
         configs = (
             {**TOPIC_DEFAULTS, **c.topic_configs.get(name, {})}
             if rtype == _TOPIC
@@ -167,6 +179,18 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("FindCoordinator")
 async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Node 0 coordinates everything, once loaded: for ``ClusterSettings.coordinator_load_s``
+    after the first ask of a kind (v0 has no key type: a group), COORDINATOR_NOT_AVAILABLE
+    with no node (-1, "", -1), as Kafka answers while its internal topic loads."""
+    kind = "transaction" if f.body.get("coordinator_type", 0) == 1 else "group"
+    if c.loading(kind):
+        return {
+            "error_code": E.COORDINATOR_NOT_AVAILABLE,
+            "error_message": "The coordinator is not available.",
+            "coordinator_id": -1,
+            "host": "",
+            "port": -1,
+        }
     return {
         "error_code": 0,
         "error_message": None,

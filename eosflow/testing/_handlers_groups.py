@@ -35,7 +35,7 @@ async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
         return {
             "error_code": e.code,
             "generation_id": -1,
-            "group_protocol": None,
+            "group_protocol": "",  # not nullable before v7
             "leader_id": "",
             "member_id": e.member_id,
             "members": [],
@@ -155,7 +155,7 @@ async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     return {
         "error_code": 0,
         "groups": [
-            {"group": g.group_id, "protocol_type": g.protocol_type or "consumer"}
+            {"group": g.group_id, "protocol_type": g.protocol_type or ""}
             for g in c.groups.groups.values()
         ],
     }

@@ -16,7 +16,10 @@ if TYPE_CHECKING:
 
 @handles("Produce")
 async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
+    """acks other than -1, 0, 1: INVALID_REQUIRED_ACKS for every partition. A partition
+    answering an error carries offset and log start offset -1, as Kafka's do."""
     txn_id = f.body.get("transactional_id")
+    acks_ok = f.body.get("required_acks", -1) in (-1, 0, 1)
     out = []
     for t in f.body["topics"]:
         parts = []
@@ -25,7 +28,9 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
             log = c.log(tp)
             code, base = E.UNKNOWN_TOPIC_OR_PARTITION, -1
             data = p["messages"]
-            if log is not None and data:
+            if not acks_ok:
+                code = E.INVALID_REQUIRED_ACKS
+            elif log is not None and data:
                 code = E.NONE
                 if txn_id is not None:
                     code = c.txn_produce_check(data, tp)
@@ -37,7 +42,7 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
                     "error_code": code,
                     "offset": base,
                     "timestamp": -1,
-                    "log_start_offset": 0 if log is None else log.log_start_offset,
+                    "log_start_offset": -1 if log is None or code else log.log_start_offset,
                     "record_errors": [],
                     "error_message": None,
                 }
@@ -136,20 +141,20 @@ async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
                     }
                 )
                 continue
-            ts = p["timestamp"]
+            ts, found = p["timestamp"], -1
             if ts == -1:
                 off = log.last_stable_offset if read_committed else log.high_watermark
             elif ts == -2:
                 off = log.log_start_offset
-            else:
-                off = log.offset_for_timestamp(ts)
+            else:  # by time: the record's own timestamp; nothing found has no epoch
+                off, found = log.offset_for_timestamp(ts)
             parts.append(
                 {
                     "partition": p["partition"],
                     "error_code": 0,
-                    "timestamp": -1,
+                    "timestamp": found,
                     "offset": off,
-                    "leader_epoch": 0,
+                    "leader_epoch": -1 if off == -1 else 0,
                     "offsets": [off],
                 }
             )

@@ -15,7 +15,16 @@ if TYPE_CHECKING:
 
 @handles("InitProducerId")
 async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
+    """From 4.0 (KRaft) the broker takes producer ids in blocks from the controller: for
+    ``ClusterSettings.producer_ids_load_s`` after the first InitProducerId it answers
+    COORDINATOR_LOAD_IN_PROGRESS (2.4.1 makes the first one wait instead)."""
     b = f.body
+    if c.settings.profile == "4.0" and c.loading("producer ids"):
+        return {
+            "error_code": E.COORDINATOR_LOAD_IN_PROGRESS,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
     code, pid, epoch = c.txns.init_producer_id(
         b["transactional_id"],
         b["transaction_timeout_ms"],
@@ -52,6 +61,7 @@ async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
 async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     offsets = tp_offsets(b["topics"])
+    unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
     code = c.txns.txn_offset_commit(
         b["transactional_id"],
         b["group_id"],
@@ -60,10 +70,10 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
         b.get("generation_id", -1),
         b.get("member_id") or "",
         b.get("group_instance_id"),
-        offsets,
+        {tp: v for tp, v in offsets.items() if tp not in unknown},
         f.version,
     )
-    results = dict.fromkeys(offsets, code)
+    results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
     return {"topics": by_topic(results, "name", "partitions", "partition_index")}
 
 
