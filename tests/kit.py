@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -180,3 +181,66 @@ async def broker_has_kip447(bootstrap: str) -> bool:
         await client.close()
     top = {key: hi for key, _lo, hi in resp.api_versions}
     return top.get(28, -1) >= 3 and top.get(9, -1) >= 7
+
+
+class RawConn:
+    """One connection sending requests of pinned versions, encoded with the test
+    cluster's codec tables (aiokafka's structs and eosflow's specs) and decoded to dicts:
+    to compare brokers' answers field by field. ``send`` answers None when the broker
+    closed the connection instead of answering (reopened for the next request)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, _, port = bootstrap.split(",")[0].rpartition(":")
+        self.host, self.port, self.corr = host, int(port), 0
+        self._r: asyncio.StreamReader | None = None
+        self._w: asyncio.StreamWriter | None = None
+
+    async def _open(self) -> None:
+        self._r, self._w = await asyncio.open_connection(self.host, self.port)
+
+    def close(self) -> None:
+        if self._w is not None:
+            self._w.close()
+
+    def frame(self, key: int, version: int, body: dict[str, Any]) -> bytes:
+        import struct
+
+        from eosflow import _wire
+        from eosflow.testing._codec import REGISTRY
+
+        req = REGISTRY[(key, version)][0]
+        self.corr += 1
+        head = struct.pack(">hhih", key, version, self.corr, 3) + b"raw"
+        if req.FLEXIBLE_VERSION:
+            head += b"\x00"
+        payload = head + req.SCHEMA.encode(_wire.to_values(req.SCHEMA, body))
+        return struct.pack(">i", len(payload)) + payload
+
+    async def read(self, key: int, version: int) -> dict[str, Any] | None:
+        import struct
+        from io import BytesIO
+
+        from eosflow.testing._codec import REGISTRY, _to_object
+
+        req, resp = REGISTRY[(key, version)]
+        assert self._r is not None
+        try:
+            (size,) = struct.unpack(">i", await asyncio.wait_for(self._r.readexactly(4), 10))
+            buf = BytesIO(await self._r.readexactly(size))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            self.close()
+            self._r = self._w = None
+            return None
+        buf.read(4)  # correlation id
+        if req.FLEXIBLE_VERSION and key != 18:
+            buf.read(1)  # no tagged fields
+        names = set(resp.SCHEMA.names)
+        return _to_object(resp.SCHEMA, resp.decode(buf), names)
+
+    async def send(self, key: int, version: int, body: dict[str, Any]) -> dict[str, Any] | None:
+        if self._w is None:
+            await self._open()
+        assert self._w is not None
+        self._w.write(self.frame(key, version, body))
+        await self._w.drain()
+        return await self.read(key, version)

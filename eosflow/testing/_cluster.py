@@ -33,12 +33,19 @@ log = logging.getLogger("eosflow.testing")
 _MAX_FRAME = 100 * 1024 * 1024
 
 # Version profiles: (floors, caps) by API key. "2.4" predates KIP-447; "2.5" has it (and
-# KIP-360 InitProducerId v3) but not KIP-588; "4.0" has the KIP-896 floors.
+# KIP-360 InitProducerId v3) but not KIP-588; "4.0" has the KIP-896 floors, as genuine
+# 4.0.0-4.4.0 advertise them (CreateTopics v2, DeleteTopics v1, DescribeConfigs v1 ...).
+# The highest versions are the cluster's own (what _codec decodes), lower than Kafka's on
+# purpose; within them the ranges are Kafka's (checked against 2.4.1 and 4.4.0 by
+# tests/contract/test_broker_answers.py).
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
     "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4}),
     "2.5": ({}, {22: 3, 26: 1, 25: 1, 24: 1}),
-    "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1}, {}),
+    "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
+# Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0
+# (for old librdkafka clients, KAFKA-18659) but closes the connection of a v0-v2 request.
+ADVERTISED_FLOORS: dict[str, dict[int, int]] = {"4.0": {0: 0}}
 
 
 @dataclass(frozen=True)
@@ -56,6 +63,15 @@ class ClusterSettings:
     # replication) of a real cluster; requests on one connection are served one at a
     # time, as Kafka does. For benchmarks; 0 in tests.
     latency_s: float = 0.0
+    # The first use of a coordinator: genuine Kafka answers FindCoordinator with
+    # COORDINATOR_NOT_AVAILABLE while it creates and loads __consumer_offsets (group) or
+    # __transaction_state (transaction) -- measured 40-190 ms on 4.0.0/4.4.0, up to 315 ms
+    # on 2.4.1 -- so the window starts at the first FindCoordinator of each kind. From 4.0
+    # (KRaft) the first InitProducerId also answers COORDINATOR_LOAD_IN_PROGRESS while the
+    # broker fetches a block of producer ids from the controller (40-120 ms measured).
+    # Clients' retry paths run on every fresh cluster; 0 turns a window off.
+    coordinator_load_s: float = 0.1
+    producer_ids_load_s: float = 0.05
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -96,6 +112,7 @@ class FakeCluster:
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._floors, self._caps = PROFILES[self.settings.profile]
+        self._first_use: dict[str, float] = {}
 
     # --- lifecycle ------------------------------------------------------------------
 
@@ -187,9 +204,25 @@ class FakeCluster:
             for plog in parts:
                 plog.fence_epoch(producer_id, epoch)
 
+    def loading(self, what: str) -> bool:
+        """Whether ``what`` ("group" or "transaction" coordinator, "producer ids") is still
+        being loaded: true for its window from the first time it is asked for."""
+        window = (
+            self.settings.producer_ids_load_s
+            if what == "producer ids"
+            else self.settings.coordinator_load_s
+        )
+        since = self._first_use.setdefault(what, time.monotonic())
+        return time.monotonic() - since < window
+
     # --- versions ---------------------------------------------------------------------
 
     def api_versions(self) -> list[tuple[int, int, int]]:
+        """(api key, min, max) as advertised in ApiVersions."""
+        advertised = ADVERTISED_FLOORS.get(self.settings.profile, {})
+        return [(key, advertised.get(key, lo), hi) for key, lo, hi in self._accepted_versions()]
+
+    def _accepted_versions(self) -> list[tuple[int, int, int]]:
         out = []
         for key in sorted(HANDLERS):
             impl = _codec.implemented_versions(key)
@@ -199,7 +232,7 @@ class FakeCluster:
         return out
 
     def _accepts(self, api_key: int, version: int) -> bool:
-        for key, lo, hi in self.api_versions():
+        for key, lo, hi in self._accepted_versions():
             if key == api_key:
                 return lo <= version <= hi
         return False

@@ -119,6 +119,8 @@ class GroupCoordinator:
         s = self.settings
         if not s.min_session_timeout_s <= session_timeout_s <= s.max_session_timeout_s:
             raise GroupError(E.INVALID_SESSION_TIMEOUT)
+        if member_id and group_id not in self.groups:  # Kafka creates no group for it
+            raise GroupError(E.UNKNOWN_MEMBER_ID, member_id)
         g = self._group(group_id)
         if g.members and g.protocol_type not in (None, protocol_type):
             raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
@@ -140,7 +142,7 @@ class GroupCoordinator:
             if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
                 raise GroupError(E.FENCED_INSTANCE_ID)
             if member_id not in g.members and member_id not in g.pending_ids:
-                raise GroupError(E.UNKNOWN_MEMBER_ID)
+                raise GroupError(E.UNKNOWN_MEMBER_ID, member_id)
             if instance_id is not None:
                 g.instances[instance_id] = member_id
         g.pending_ids.discard(member_id)

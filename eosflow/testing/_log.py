@@ -19,7 +19,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
 from .. import _codes as E
@@ -188,11 +188,18 @@ class PartitionLog:
             ]
         return E.NONE, b"".join(out), aborted
 
-    def offset_for_timestamp(self, timestamp: int) -> int:
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """(offset, timestamp) of the first record stamped at or after ``timestamp``
+        (control records are not data), or (-1, -1), as Kafka's ListOffsets answers."""
         for batch in self.batches:
             if batch.max_timestamp >= timestamp:
-                return batch.base_offset
-        return -1
+                rb = DefaultRecordBatch(batch.data)
+                if rb.is_control_batch:
+                    continue
+                for rec in rb:
+                    if rec.timestamp >= timestamp:
+                        return rec.offset, rec.timestamp
+        return -1, -1
 
     # --- long polling ------------------------------------------------------------------
 

@@ -45,7 +45,9 @@ MAX_TRANSACTION_TIMEOUT_MS = 900_000
 @dataclass(frozen=True)
 class TxnSettings:
     marker_delay_s: float = 0.002
-    offset_lag_s: float = 0.02
+    # committed offsets reach a non-stable OffsetFetch this long after EndTxn: median
+    # 3-5 ms measured on genuine 2.4.1, 4.0.0 and 4.4.0 (docs/design.md)
+    offset_lag_s: float = 0.005
     sweep_interval_s: float = 10.0
 
 
@@ -232,8 +234,8 @@ class TxnCoordinator:
             self._end(meta, commit, immediate=False)
             return E.NONE
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            same = (meta.state == PREPARE_COMMIT) == commit
-            return E.CONCURRENT_TRANSACTIONS if same else E.INVALID_TXN_STATE
+            # either result while markers are written (2.4.1 and 4.4.0 alike)
+            return E.CONCURRENT_TRANSACTIONS
         if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
             same = (meta.state == COMPLETE_COMMIT) == commit
             return E.NONE if same else E.INVALID_TXN_STATE

@@ -50,7 +50,10 @@ async def test_profiles_shape_what_the_client_detects(
 async def test_kip896_floors_in_the_40_profile() -> None:
     async with FakeCluster(ClusterSettings(profile="4.0")) as c:
         floors = {k: lo for k, lo, _ in c.api_versions()}
-    assert floors[0] == 3 and floors[1] == 4 and floors[2] == 1 and floors[8] == 2
+        accepts_produce_v2 = c._accepts(0, 2)
+    assert floors[1] == 4 and floors[2] == 1 and floors[8] == 2 and floors[19] == 2
+    # Produce: advertised from v0 as Kafka 4.x does, v0-v2 refused (closed) all the same
+    assert floors[0] == 0 and not accepts_produce_v2
 
 
 async def test_malformed_frame_closes_only_its_connection() -> None:

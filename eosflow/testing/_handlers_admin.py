@@ -1,0 +1,200 @@
+"""Metadata and admin APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
+DescribeConfigs, FindCoordinator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _codes as E
+from ._api import Body, handles
+
+if TYPE_CHECKING:
+    from ._cluster import FakeCluster
+    from ._codec import Frame
+
+
+@handles("ApiVersions")
+async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
+    return {
+        "error_code": 0,
+        "api_versions": [
+            {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()
+        ],
+    }
+
+
+@handles("Metadata")
+async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
+    wanted = f.body.get("topics")
+    if wanted is None or (f.version == 0 and not wanted):
+        names = sorted(c.topics)
+    else:
+        names = list(wanted)
+    allow_create = f.body.get("allow_auto_topic_creation", True)
+    topics = []
+    for name in names:
+        if name not in c.topics and allow_create and c.auto_create_topics:
+            c.create_topic(name, c.default_partitions)
+        parts = c.topics.get(name)
+        if parts is None:
+            topics.append(
+                {
+                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "topic": name,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+            )
+            continue
+        topics.append(
+            {
+                "error_code": 0,
+                "topic": name,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition": i,
+                        "leader": c.node_id,
+                        "leader_epoch": 0,
+                        "replicas": [c.node_id],
+                        "isr": [c.node_id],
+                        "offline_replicas": [],
+                    }
+                    for i in range(len(parts))
+                ],
+            }
+        )
+    return {
+        "brokers": [{"node_id": c.node_id, "host": c.host, "port": c.port, "rack": None}],
+        "cluster_id": c.cluster_id,
+        "controller_id": c.node_id,
+        "topics": topics,
+    }
+
+
+@handles("CreateTopics")
+async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+    results = []
+    for t in f.body["create_topic_requests"]:
+        name, n, rf = t["topic"], t["num_partitions"], t["replication_factor"]
+        if name in c.topics:
+            code, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+        elif n == 0 or n < -1:
+            code, msg = E.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+        elif rf not in (-1, 1):
+            code, msg = (
+                E.INVALID_REPLICATION_FACTOR,
+                (f"Replication factor: {rf} larger than available brokers: 1."),
+            )
+        else:
+            code, msg = 0, None
+            if not f.body.get("validate_only"):
+                c.create_topic(name, c.default_partitions if n == -1 else n)
+                c.topic_configs[name] = {
+                    e["config_key"]: e["config_value"] for e in t.get("configs") or []
+                }
+        results.append({"topic": name, "error_code": code, "error_message": msg})
+    return {"topic_errors": results}
+
+
+@handles("DeleteTopics")
+async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+    results = []
+    for name in f.body["topics"]:
+        code = E.NONE if c.topics.pop(name, None) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
+        results.append({"topic": name, "error_code": code})
+    return {"topic_error_codes": results}
+
+
+# Topic defaults as a Kafka 4.0 broker reports them (config source 5: DEFAULT_CONFIG).
+TOPIC_DEFAULTS = {
+    "cleanup.policy": "delete",
+    "retention.ms": "604800000",
+    "retention.bytes": "-1",
+    "min.insync.replicas": "1",
+    "max.message.bytes": "1048588",
+    "message.timestamp.type": "CreateTime",
+    "segment.bytes": "1073741824",
+}
+_TOPIC, _BROKER = 2, 4
+
+
+@handles("DescribeConfigs")
+async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
+    out = []
+    for r in f.body["resources"]:
+        rtype, name, wanted = r["resource_type"], r["resource_name"], r["config_names"]
+        if rtype == _TOPIC and name not in c.topics:
+            out.append(
+                {
+                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "resource_type": rtype,
+                    "resource_name": name,
+                    "config_entries": [],
+                }
+            )
+            continue
+        if rtype == _BROKER and name not in ("", str(c.node_id)):
+            out.append(
+                {
+                    "error_code": E.INVALID_REQUEST,
+                    "error_message": f"Unexpected broker id, expected {c.node_id} or empty "
+                    f"string, but received {name}",
+                    "resource_type": rtype,
+                    "resource_name": name,
+                    "config_entries": [],
+                }
+            )
+            continue
+        configs = (
+            {**TOPIC_DEFAULTS, **c.topic_configs.get(name, {})}
+            if rtype == _TOPIC
+            else {"broker.id": str(c.node_id), "transaction.max.timeout.ms": "900000"}
+        )
+        entries: list[Body] = [
+            {
+                "config_names": k,
+                "config_value": v,
+                "read_only": False,
+                "is_default": k not in c.topic_configs.get(name, {}),
+                "config_source": 5 if k not in c.topic_configs.get(name, {}) else 1,
+                "is_sensitive": False,
+                "config_synonyms": [],
+            }
+            for k, v in sorted(configs.items())
+            if not wanted or k in wanted
+        ]
+        out.append(
+            {
+                "error_code": 0,
+                "error_message": None,
+                "resource_type": rtype,
+                "resource_name": name,
+                "config_entries": entries,
+            }
+        )
+    return {"resources": out}
+
+
+@handles("FindCoordinator")
+async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Node 0 coordinates everything, once loaded: for ``ClusterSettings.coordinator_load_s``
+    after the first ask of a kind (v0 has no key type: a group), COORDINATOR_NOT_AVAILABLE
+    with no node (-1, "", -1), as Kafka answers while its internal topic loads."""
+    kind = "transaction" if f.body.get("coordinator_type", 0) == 1 else "group"
+    if c.loading(kind):
+        return {
+            "error_code": E.COORDINATOR_NOT_AVAILABLE,
+            "error_message": "The coordinator is not available.",
+            "coordinator_id": -1,
+            "host": "",
+            "port": -1,
+        }
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "coordinator_id": c.node_id,
+        "host": c.host,
+        "port": c.port,
+    }

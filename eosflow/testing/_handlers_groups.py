@@ -1,0 +1,161 @@
+"""The group coordinator's APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, DescribeGroups, ListGroups."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _codes as E
+from ._api import Body, by_topic, handles, tp_offsets
+from ._groups import GroupError
+
+if TYPE_CHECKING:
+    from ._cluster import FakeCluster
+    from ._codec import Frame
+
+
+@handles("JoinGroup")
+async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    session = b["session_timeout"] / 1000
+    try:
+        return await c.groups.join(
+            b["group"],
+            b["member_id"],
+            b.get("group_instance_id"),
+            b["protocol_type"],
+            [(p["protocol_name"], p["protocol_metadata"]) for p in b["group_protocols"]],
+            session,
+            b.get("rebalance_timeout", b["session_timeout"]) / 1000,
+            f.client_id or "",
+            host,
+            require_known_member_id=f.version >= 4,
+        )
+    except GroupError as e:
+        return {
+            "error_code": e.code,
+            "generation_id": -1,
+            "group_protocol": "",  # not nullable before v7
+            "leader_id": "",
+            "member_id": e.member_id,
+            "members": [],
+        }
+
+
+@handles("SyncGroup")
+async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    try:
+        assignment = await c.groups.sync(
+            b["group"],
+            b["generation_id"],
+            b["member_id"],
+            b.get("group_instance_id"),
+            [(a["member_id"], a["member_metadata"]) for a in b["group_assignment"]],
+        )
+    except GroupError as e:
+        return {"error_code": e.code, "member_assignment": b""}
+    return {"error_code": 0, "member_assignment": assignment}
+
+
+@handles("Heartbeat")
+async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    code = c.groups.heartbeat(
+        b["group_id"], b["generation_id"], b["member_id"], b.get("group_instance_id")
+    )
+    return {"error_code": code}
+
+
+@handles("LeaveGroup")
+async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    return {"error_code": c.groups.leave(f.body["group"], f.body["member_id"])}
+
+
+@handles("OffsetCommit")
+async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    offsets = tp_offsets(b["topics"])
+    unknown = {tp for tp in offsets if c.log(tp) is None}
+    code = c.groups.commit(
+        b["consumer_group"],
+        b.get("consumer_group_generation_id", -1),
+        b.get("consumer_id", ""),
+        b.get("group_instance_id"),
+        {tp: v for tp, v in offsets.items() if tp not in unknown},
+    )
+    results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    return {"topics": by_topic(results, "topic", "partitions", "partition")}
+
+
+@handles("OffsetFetch")
+async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    wanted = None
+    if b.get("topics") is not None:
+        wanted = [(t["name"], p) for t in b["topics"] for p in t["partition_indexes"]]
+    rows = c.groups.fetch(b["group_id"], wanted, bool(b.get("require_stable")))
+    topics: dict[str, list[Body]] = {}
+    for (topic, part), offset, meta, code in rows:
+        topics.setdefault(topic, []).append(
+            {
+                "partition_index": part,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "metadata": meta,
+                "error_code": code,
+            }
+        )
+    return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+
+@handles("DescribeGroups")
+async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+    out = []
+    for gid in f.body["groups"]:
+        g = c.groups.get(gid)
+        if g is None:
+            out.append(
+                {
+                    "error_code": 0,
+                    "group": gid,
+                    "state": "Dead",
+                    "protocol_type": "",
+                    "protocol": "",
+                    "members": [],
+                    "authorized_operations": -2147483648,
+                }
+            )
+            continue
+        out.append(
+            {
+                "error_code": 0,
+                "group": gid,
+                "state": g.state,
+                "protocol_type": g.protocol_type or "",
+                "protocol": g.protocol or "",
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "member_metadata": m.metadata_for(g.protocol or ""),
+                        "member_assignment": m.assignment,
+                    }
+                    for m in g.members.values()
+                ],
+                "authorized_operations": -2147483648,
+            }
+        )
+    return {"groups": out}
+
+
+@handles("ListGroups")
+async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+    return {
+        "error_code": 0,
+        "groups": [
+            {"group": g.group_id, "protocol_type": g.protocol_type or ""}
+            for g in c.groups.groups.values()
+        ],
+    }

@@ -1,0 +1,162 @@
+"""The partition log's APIs: Produce, Fetch, ListOffsets."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from .. import _codes as E
+from ._api import Body, handles
+
+if TYPE_CHECKING:
+    from ._cluster import FakeCluster
+    from ._codec import Frame
+
+
+@handles("Produce")
+async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
+    """acks other than -1, 0, 1: INVALID_REQUIRED_ACKS for every partition. A partition
+    answering an error carries offset and log start offset -1, as Kafka's do."""
+    txn_id = f.body.get("transactional_id")
+    acks_ok = f.body.get("required_acks", -1) in (-1, 0, 1)
+    out = []
+    for t in f.body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            tp = (t["topic"], p["partition"])
+            log = c.log(tp)
+            code, base = E.UNKNOWN_TOPIC_OR_PARTITION, -1
+            data = p["messages"]
+            if not acks_ok:
+                code = E.INVALID_REQUIRED_ACKS
+            elif log is not None and data:
+                code = E.NONE
+                if txn_id is not None:
+                    code = c.txn_produce_check(data, tp)
+                if code == E.NONE:
+                    code, base = log.append(data)
+            parts.append(
+                {
+                    "partition": tp[1],
+                    "error_code": code,
+                    "offset": base,
+                    "timestamp": -1,
+                    "log_start_offset": -1 if log is None or code else log.log_start_offset,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+            )
+        out.append({"topic": t["topic"], "partitions": parts})
+    return {"topics": out}
+
+
+@handles("Fetch")
+async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+    body = f.body
+    read_committed = body.get("isolation_level", 0) == 1
+    deadline = time.monotonic() + max(body.get("max_wait_time", 0), 0) / 1000
+    min_bytes = body.get("min_bytes", 1)
+    while True:
+        topics, size, logs = _fetch_once(c, body, read_committed)
+        remaining = deadline - time.monotonic()
+        if size >= min_bytes or remaining <= 0 or not logs:
+            break
+        waiters = [log.waiter() for log in logs]
+        await asyncio.wait(waiters, timeout=remaining)
+        for w in waiters:
+            w.cancel()
+    return {"error_code": 0, "session_id": 0, "topics": topics}
+
+
+def _fetch_once(
+    c: FakeCluster, body: Body, read_committed: bool
+) -> tuple[list[Body], int, list[Any]]:
+    budget = body.get("max_bytes", 0x7FFFFFFF)
+    size = 0
+    topics = []
+    logs = []
+    for t in body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            tp = (t["topic"], p["partition"])
+            log = c.log(tp)
+            offset = p.get("fetch_offset", p.get("offset"))
+            if log is None:
+                parts.append(
+                    {
+                        "partition": tp[1],
+                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "highwater_offset": -1,
+                        "last_stable_offset": -1,
+                        "log_start_offset": -1,
+                        "aborted_transactions": None,
+                        "preferred_read_replica": -1,
+                        "message_set": b"",
+                    }
+                )
+                continue
+            logs.append(log)
+            max_bytes = min(p["max_bytes"], max(budget - size, 0))
+            code, data, aborted = log.read(offset, max_bytes, read_committed, size == 0)
+            size += len(data)
+            parts.append(
+                {
+                    "partition": tp[1],
+                    "error_code": code,
+                    "highwater_offset": log.high_watermark,
+                    "last_stable_offset": log.last_stable_offset,
+                    "log_start_offset": log.log_start_offset,
+                    "aborted_transactions": [
+                        {"producer_id": a.producer_id, "first_offset": a.first_offset}
+                        for a in aborted
+                    ]
+                    if read_committed
+                    else None,
+                    "preferred_read_replica": -1,
+                    "message_set": data,
+                }
+            )
+        topics.append({"topics": t["topic"], "partitions": parts})
+    return topics, size, logs
+
+
+@handles("ListOffsets")
+async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
+    read_committed = f.body.get("isolation_level", 0) == 1
+    out = []
+    for t in f.body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            log = c.log((t["topic"], p["partition"]))
+            if log is None:
+                parts.append(
+                    {
+                        "partition": p["partition"],
+                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "timestamp": -1,
+                        "offset": -1,
+                        "leader_epoch": -1,
+                        "offsets": [],
+                    }
+                )
+                continue
+            ts, found = p["timestamp"], -1
+            if ts == -1:
+                off = log.last_stable_offset if read_committed else log.high_watermark
+            elif ts == -2:
+                off = log.log_start_offset
+            else:  # by time: the record's own timestamp; nothing found has no epoch
+                off, found = log.offset_for_timestamp(ts)
+            parts.append(
+                {
+                    "partition": p["partition"],
+                    "error_code": 0,
+                    "timestamp": found,
+                    "offset": off,
+                    "leader_epoch": -1 if off == -1 else 0,
+                    "offsets": [off],
+                }
+            )
+        out.append({"topic": t["topic"], "partitions": parts})
+    return {"topics": out}

@@ -1,0 +1,91 @@
+"""The transaction coordinator's APIs: InitProducerId, AddPartitionsToTxn,
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import _codes as E
+from ._api import Body, by_topic, handles, tp_offsets
+
+if TYPE_CHECKING:
+    from ._cluster import FakeCluster
+    from ._codec import Frame
+
+
+@handles("InitProducerId")
+async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
+    """From 4.0 (KRaft) the broker takes producer ids in blocks from the controller: for
+    ``ClusterSettings.producer_ids_load_s`` after the first InitProducerId it answers
+    COORDINATOR_LOAD_IN_PROGRESS (2.4.1 makes the first one wait instead)."""
+    b = f.body
+    if c.settings.profile == "4.0" and c.loading("producer ids"):
+        return {
+            "error_code": E.COORDINATOR_LOAD_IN_PROGRESS,
+            "producer_id": -1,
+            "producer_epoch": -1,
+        }
+    code, pid, epoch = c.txns.init_producer_id(
+        b["transactional_id"],
+        b["transaction_timeout_ms"],
+        b.get("producer_id", -1),
+        b.get("producer_epoch", -1),
+        f.version,
+    )
+    if code == E.NONE and pid >= 0:
+        c.fence_producer(pid, epoch)
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+
+@handles("AddPartitionsToTxn")
+async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    tps = [(t["name"], p) for t in b["topics"] for p in t["partitions"]]
+    results = c.txns.add_partitions(
+        b["transactional_id"], b["producer_id"], b["producer_epoch"], tps, f.version
+    )
+    return {"results": by_topic(results, "name", "results", "partition_index")}
+
+
+@handles("AddOffsetsToTxn")
+async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    return {
+        "error_code": c.txns.add_offsets(
+            b["transactional_id"], b["producer_id"], b["producer_epoch"], b["group_id"], f.version
+        )
+    }
+
+
+@handles("TxnOffsetCommit")
+async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    offsets = tp_offsets(b["topics"])
+    unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
+    code = c.txns.txn_offset_commit(
+        b["transactional_id"],
+        b["group_id"],
+        b["producer_id"],
+        b["producer_epoch"],
+        b.get("generation_id", -1),
+        b.get("member_id") or "",
+        b.get("group_instance_id"),
+        {tp: v for tp, v in offsets.items() if tp not in unknown},
+        f.version,
+    )
+    results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    return {"topics": by_topic(results, "name", "partitions", "partition_index")}
+
+
+@handles("EndTxn")
+async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    b = f.body
+    return {
+        "error_code": c.txns.end_txn(
+            b["transactional_id"],
+            b["producer_id"],
+            b["producer_epoch"],
+            b["transaction_result"],
+            f.version,
+        )
+    }
