@@ -299,3 +299,28 @@ async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: Fake
         rule.release()
         c.remove_fault(rule)
         await ak.close_producer(p, timeout_s=5.0)
+
+
+# A fencing answer (here INVALID_PRODUCER_EPOCH to EndTxn) is resolved by KIP-360:
+# InitProducerId with the current id and epoch. When that request goes unanswered for
+# longer than one step's
+# budget (the transaction coordinator's broker hung: tests/genuine/test_chaos_brokers.py,
+# where a woken zombie met a SIGSTOPped broker), nothing says a newer instance owns the
+# transactional id: the re-init is resent (up to retry_timeout_s) and the app recovers.
+# Before, the session raised ProducerFencedError ("owned by a newer instance") after
+# transaction_timeout_s without an answer, and the instance exited 1.
+async def test_unanswered_reinit_after_fencing_is_retried_not_fatal(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c)
+    c.intercept("EndTxn", error=codes.INVALID_PRODUCER_EPOCH)
+    inits = c.intercept("InitProducerId", version=4, drop=True, times=None)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transaction_timeout_s=1.0, retry_timeout_s=20.0))
+    async with app:
+        await inits.matched()
+        await asyncio.sleep(2.5)  # unanswered for 2.5 transaction timeouts (the fault's span)
+        c.remove_fault(inits)
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert inits.hits >= 2 and app.stats.recovered >= 1
+    await assert_exactly_once(c)
