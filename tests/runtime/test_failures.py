@@ -303,10 +303,10 @@ async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: Fake
 
 # A fencing answer (here INVALID_PRODUCER_EPOCH to EndTxn) is resolved by KIP-360:
 # InitProducerId with the current id and epoch. When that request goes unanswered for
-# longer than one step's
-# budget (the transaction coordinator's broker hung: tests/genuine/test_chaos_brokers.py,
-# where a woken zombie met a SIGSTOPped broker), nothing says a newer instance owns the
-# transactional id: the re-init is resent (up to retry_timeout_s) and the app recovers.
+# longer than one step's budget (the transaction coordinator's broker hung:
+# tests/genuine/test_chaos_brokers.py, where a woken zombie met a SIGSTOPped broker),
+# nothing says a newer instance owns the transactional id: the re-init is resent (up
+# to retry_timeout_s) and the app recovers.
 # Before, the session raised ProducerFencedError ("owned by a newer instance") after
 # transaction_timeout_s without an answer, and the instance exited 1.
 async def test_unanswered_reinit_after_fencing_is_retried_not_fatal(
