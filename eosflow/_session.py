@@ -492,11 +492,11 @@ class TransactSession:
         try:
             with ak.mapped("InitProducerId (KIP-360)"):
                 cfg = self.config
+                # after a fencing answer only the broker's answer tells a timed-out epoch
+                # from a newer instance: wait for it as long as for any broker failure
+                budget = cfg.retry_timeout_s if fenced else cfg.transaction_timeout_s
                 await ak.reinit_producer_id(
-                    producer,
-                    cfg.transactional_id,
-                    cfg.transaction_timeout_s,
-                    timeout_s=cfg.transaction_timeout_s,
+                    producer, cfg.transactional_id, cfg.transaction_timeout_s, timeout_s=budget
                 )
         except ak.Fenced as exc:
             raise ProducerFencedError(txn_id, fenced or str(exc)) from None

@@ -12,11 +12,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from eosflow.testing import read_topic
 
 
-async def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
+async def create_topic(
+    bootstrap: str, name: str, partitions: int = 1, replication: int = 1
+) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(name, partitions, 1)])
+        await admin.create_topics([NewTopic(name, partitions, replication)])
     finally:
         await admin.close()
 

@@ -76,9 +76,15 @@ def map_error(exc: BaseException, step: str) -> EosflowError:
         return FatalError(f"{step}: no bootstrap server answered ({_describe(exc)})")
     if isinstance(code, int) and code in TRANSIENT_CODES:
         return TransientError(step, error_name(code))
-    if isinstance(exc, KafkaError) and (exc.retriable or type(exc).__name__ == "KafkaError"):
+    if isinstance(exc, KafkaError) and (
+        exc.retriable or type(exc).__name__ in ("KafkaError", "KafkaTimeoutError")
+    ):
         # aiokafka's bare KafkaError wraps an error answer it gave up on (e.g. "Unexpected
-        # error during batch delivery"): a retry of the transaction may do
+        # error during batch delivery"): a retry of the transaction may do. Its
+        # KafkaTimeoutError (not marked retriable) is a client-side wait that ran out:
+        # a batch the accumulator could not take within the request timeout because the
+        # partition's previous batch was not drained (its leader hung), or an offset
+        # lookup: a broker outage, not a reason to stop
         return TransientError(step, _describe(exc))
     if isinstance(exc, (TimeoutError, OSError)):
         return TransientError(step, _describe(exc))

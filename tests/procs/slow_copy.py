@@ -1,4 +1,5 @@
-"""A pass-through processor slowed to ~1 ms a record, so chaos lands mid-stream."""
+"""A pass-through processor slowed to ~1 ms a record (``CHAOS_DELAY_S`` to change it),
+so chaos lands mid-stream."""
 
 import asyncio
 import os
@@ -9,7 +10,8 @@ import eosflow
 class SlowCopy(eosflow.Processor):
     def __init__(self) -> None:
         self.out = os.environ["CHAOS_OUT"]
+        self.delay_s = float(os.environ.get("CHAOS_DELAY_S", "0.001"))
 
     async def process(self, record: eosflow.Record) -> eosflow.Output:
-        await asyncio.sleep(0.001)
+        await asyncio.sleep(self.delay_s)
         return eosflow.Output(self.out, record.value, key=record.key)

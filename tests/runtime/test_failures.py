@@ -263,3 +263,64 @@ async def test_group_requests_answered_with_errors_are_survived(
         await until(app, lambda: all_done(app, c), "all committed", timeout_s=40)
     assert rule.hits == 2
     await assert_exactly_once(c)
+
+
+# A partition leader that stops answering Produce (a SIGSTOPped broker in the genuine
+# chaos test, tests/genuine/test_chaos_brokers.py) leaves the partition's batches queued:
+# aiokafka's accumulator then refuses the next batch after its request timeout with a
+# KafkaTimeoutError, which is not marked retriable. It must be a TransientError (the
+# transaction is doomed and retried), not a FatalError: before, the instance exited 1
+# with "fatal: producing outputs: KafkaTimeoutError". The producer here has a 0.5 s
+# request timeout (eosflow keeps aiokafka's 40 s) so the wait runs out quickly.
+async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: FakeCluster) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+    from eosflow import _produce
+    from eosflow._errors import TransientError
+
+    c = cluster
+    c.create_topic("out", 1)
+    p = AIOKafkaProducer(
+        bootstrap_servers=c.bootstrap_servers, transactional_id="hung", request_timeout_ms=500
+    )
+    await p.start()
+    rule = c.intercept("Produce", hold=True, times=None)
+    try:
+        await p.begin_transaction()
+        part, sends = ak.Partitioner(p), []
+        out = [eosflow.Output("out", b"v", partition=0)]
+        await _produce.send_all(p, part, out, sends, 5.0)  # in flight, held
+        await rule.matched()
+        await _produce.send_all(p, part, out, sends, 5.0)  # queued behind it
+        with pytest.raises(TransientError, match="KafkaTimeoutError"):
+            await _produce.send_all(p, part, out, sends, 5.0)  # the queue does not drain
+    finally:
+        rule.release()
+        c.remove_fault(rule)
+        await ak.close_producer(p, timeout_s=5.0)
+
+
+# A fencing answer (here INVALID_PRODUCER_EPOCH to EndTxn) is resolved by KIP-360:
+# InitProducerId with the current id and epoch. When that request goes unanswered for
+# longer than one step's budget (the transaction coordinator's broker hung:
+# tests/genuine/test_chaos_brokers.py, where a woken zombie met a SIGSTOPped broker),
+# nothing says a newer instance owns the transactional id: the re-init is resent (up
+# to retry_timeout_s) and the app recovers.
+# Before, the session raised ProducerFencedError ("owned by a newer instance") after
+# transaction_timeout_s without an answer, and the instance exited 1.
+async def test_unanswered_reinit_after_fencing_is_retried_not_fatal(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c)
+    c.intercept("EndTxn", error=codes.INVALID_PRODUCER_EPOCH)
+    inits = c.intercept("InitProducerId", version=4, drop=True, times=None)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transaction_timeout_s=1.0, retry_timeout_s=20.0))
+    async with app:
+        await inits.matched()
+        await asyncio.sleep(2.5)  # unanswered for 2.5 transaction timeouts (the fault's span)
+        c.remove_fault(inits)
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert inits.hits >= 2 and app.stats.recovered >= 1
+    await assert_exactly_once(c)

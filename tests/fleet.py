@@ -1,0 +1,122 @@
+"""Chaos on the eosflow side, shared by the chaos tests: a fleet of `eosflow run`
+processes copying one topic into another (``tests/procs/slow_copy.py``), which can be
+SIGKILLed, restarted and SIGSTOPped, and the group's progress as committed offsets."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from eosflow.testing import spawn_run
+
+ROOT = Path(__file__).parents[1]
+
+
+def chaos_env(session_s: float) -> dict[str, str]:
+    """The timings the chaos tests run instances with: heartbeats at a tenth of the
+    session timeout, transactions timing out before the session does."""
+    return {
+        "EOSFLOW_SESSION_TIMEOUT_S": str(session_s),
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": str(session_s / 10),
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": str(session_s * 0.8),
+    }
+
+
+class Fleet:
+    """`eosflow run` instances of one group, instance ``i`` with transactional id
+    ``{run_id}-{i}`` (stable across its restarts), configured by ``env``
+    (``EOSFLOW_*`` settings)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        src: str,
+        dst: str,
+        group: str,
+        run_id: str,
+        env: Mapping[str, str],
+    ) -> None:
+        self.bootstrap_servers, self.src, self.dst, self.group = bootstrap_servers, src, dst, group
+        self.run_id, self.env = run_id, dict(env)
+        self.procs: dict[int, asyncio.subprocess.Process] = {}
+
+    def transactional_id(self, i: int) -> str:
+        return f"{self.run_id}-{i}"
+
+    async def start(self, i: int) -> None:
+        self.procs[i] = await spawn_run(
+            "slow_copy:SlowCopy",
+            bootstrap_servers=self.bootstrap_servers,
+            group_id=self.group,
+            input_topics=(self.src,),
+            transactional_id=self.transactional_id(i),
+            env={
+                "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
+                "CHAOS_OUT": self.dst,
+                **self.env,
+            },
+        )
+
+    def signal(self, i: int, sig: signal.Signals) -> None:
+        self.procs[i].send_signal(sig)
+
+    async def kill_and_restart(self, i: int) -> None:
+        self.signal(i, signal.SIGKILL)
+        await self.procs[i].wait()
+        await self.start(i)
+
+    def check_alive(self, events: list[str]) -> None:
+        for i, proc in self.procs.items():
+            assert proc.returncode is None, f"instance {i} died ({proc.returncode}); {events}"
+
+    async def stop_all(self) -> list[int | None]:
+        for p in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):  # may have exited, not reaped
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
+        return [await asyncio.wait_for(p.wait(), 60) for p in self.procs.values()]
+
+
+async def seed(bootstrap: str, topic: str, records: int) -> None:
+    """``records`` records ``k{i}``/``v{i}`` into ``topic`` (acks=all)."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    await p.start()
+    try:
+        await asyncio.gather(
+            *[await p.send(topic, f"v{i}".encode(), key=f"k{i}".encode()) for i in range(records)]
+        )
+    finally:
+        await p.stop()
+
+
+async def committed_total(bootstrap: str, topic: str, partitions: int, group: str) -> int:
+    """The sum of ``group``'s committed offsets over ``topic``'s partitions."""
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        return sum([await c.committed(tp) or 0 for tp in tps])
+    finally:
+        await c.stop()
+
+
+async def until_committed(
+    fleet: Fleet, partitions: int, target: int, timeout_s: float, events: list[str]
+) -> int:
+    """Poll the group's committed offsets until they reach ``target`` (returns their
+    sum then), failing when an instance died or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        done = await committed_total(fleet.bootstrap_servers, fleet.src, partitions, fleet.group)
+        if done >= target:
+            return done
+        assert time.monotonic() < deadline, f"stalled at {done}/{target}; events: {events}"
+        fleet.check_alive(events)
+        await asyncio.sleep(0.5)

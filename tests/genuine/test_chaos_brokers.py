@@ -1,0 +1,148 @@
+"""Exactly-once under chaos on genuine Kafka, the broker side included.
+
+Three KRaft brokers of Apache Kafka (RF 3, ``min.insync.replicas=2`` on every topic the
+test uses and on the internal ones) and three `eosflow run` instances copying 20,000
+records from 6 partitions to 3 (``tests/fleet.py``, shared with
+``tests/runtime/test_chaos.py``). A seeded schedule, each step gated on the group's
+committed progress so that it lands mid-stream:
+
+1. SIGKILL the broker leading the ``__transaction_state`` partition of one instance's
+   transactional id (its transaction coordinator), and restart it after a pause;
+2. SIGKILL an instance and restart it;
+3. SIGSTOP an instance past its session timeout, then SIGCONT it (a zombie);
+4. SIGSTOP the broker leading the group's ``__consumer_offsets`` partition (its group
+   coordinator) for longer than the clients' request timeout, then SIGCONT it;
+5. SIGKILL an instance and restart it.
+
+Then a read_committed check must find every input exactly once (0 duplicates, 0
+losses, no strays) and the group's committed offsets at the input's end offsets; no
+instance may have died on the way (every fault here is one eosflow must survive) and
+each exits 0 on SIGTERM.
+
+eosflow's settings for broker failover: an 8 s session (heartbeats every 0.8 s) so
+that a group coordinator moving to another broker (the controller fences a dead broker
+after ``broker.session.timeout.ms``, 4 s here) does not expel every member on the way;
+the transaction timeout below it (6.4 s) as eosflow requires; and ``retry_timeout_s``
+well past the longest outage (the SIGSTOPped coordinator: the request timeout and
+more), so that recovery is expected throughout, while a livelock still ends in a
+fatal exit within the test's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import signal
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from conftest import genuine, version
+from fleet import Fleet, chaos_env, seed, until_committed
+from kit import create_topic
+
+from eosflow.testing import check_exactly_once
+from eosflow.testing._genuine import GenuineKafka
+from eosflow.testing._genuine_jars import uses_zookeeper
+from eosflow.testing._ladder import Broker
+
+pytestmark = pytest.mark.genuine
+
+RECORDS, IN_PARTS, OUT_PARTS, INSTANCES, BROKERS = 20_000, 6, 3, 3, 3
+SESSION_S = 8.0
+RETRY_TIMEOUT_S = 120.0
+DELAY_S = 0.004  # per record: ~30 s of copying undisturbed, so every fault lands mid-stream
+# eosflow leaves aiokafka's request timeout at its default (consumer and producer alike)
+REQUEST_TIMEOUT_S = inspect.signature(AIOKafkaConsumer).parameters["request_timeout_ms"].default
+REQUEST_TIMEOUT_S /= 1000
+
+
+def _replication_is_for_three(k: GenuineKafka) -> None:
+    for node in k.node_ids:
+        s = k.settings(node)
+        assert s["default.replication.factor"] == "3" and s["min.insync.replicas"] == "2"
+        assert s["offsets.topic.replication.factor"] == "3"
+        assert s["transaction.state.log.replication.factor"] == "3"
+        assert s["transaction.state.log.min.isr"] == "2"
+
+
+async def test_exactly_once_under_broker_and_instance_chaos() -> None:
+    v = version()
+    if uses_zookeeper(v):
+        pytest.skip(f"Kafka {v}: the zombie's recovery needs KIP-360 (Kafka 2.5+)")
+    rng = random.Random(20261123)
+    async with genuine(v, brokers=BROKERS) as k:
+        _replication_is_for_three(k)
+        bs = k.bootstrap_servers
+        src, dst = Broker.unique("bchaos-in"), Broker.unique("bchaos-out")
+        group = Broker.unique("bchaos-g")
+        await create_topic(bs, src, IN_PARTS, replication=BROKERS)
+        await create_topic(bs, dst, OUT_PARTS, replication=BROKERS)
+        await seed(bs, src, RECORDS)
+        env = chaos_env(SESSION_S) | {
+            "EOSFLOW_RETRY_TIMEOUT_S": str(RETRY_TIMEOUT_S),
+            "CHAOS_DELAY_S": str(DELAY_S),
+        }
+        fleet = Fleet(bs, src, dst, group, Broker.unique("bchaos"), env)
+        for i in range(INSTANCES):
+            await fleet.start(i)
+        events: list[str] = []
+        began = time.monotonic()
+
+        async def at(fraction: float, what: str) -> None:
+            """Wait until ``fraction`` of the input is committed, then log ``what``; the
+            fault must land while input is left to copy."""
+            done = await until_committed(fleet, IN_PARTS, int(RECORDS * fraction), 240, events)
+            events.append(f"{time.monotonic() - began:.1f}s at {done} committed: {what}")
+            assert done < RECORDS, f"the copy ended before the fault: {events}"
+
+        try:
+            # 1. the transaction coordinator's broker of one instance: SIGKILL, restart
+            txn_id = fleet.transactional_id(rng.randrange(INSTANCES))
+            victim = await k.coordinator(txn_id, "transaction")
+            await at(0.05, f"SIGKILL broker {victim} (txn coordinator of {txn_id})")
+            k.kill(victim)
+            await asyncio.sleep(rng.uniform(2.0, 4.0))
+            await k.restart(victim)
+            events.append(f"{time.monotonic() - began:.1f}s broker {victim} restarted")
+
+            # 2. an instance: SIGKILL, restart
+            a = rng.randrange(INSTANCES)
+            await at(0.2, f"SIGKILL+restart instance {a}")
+            await fleet.kill_and_restart(a)
+
+            # 3. a zombie: an instance SIGSTOPped past its session timeout
+            z = rng.choice([i for i in range(INSTANCES) if i != a])
+            await at(0.3, f"SIGSTOP instance {z} for {SESSION_S * 1.5:.1f} s")
+            fleet.signal(z, signal.SIGSTOP)
+            await asyncio.sleep(SESSION_S * 1.5)
+            fleet.signal(z, signal.SIGCONT)
+            events.append(f"{time.monotonic() - began:.1f}s SIGCONT instance {z}")
+
+            # 4. the group coordinator's broker: SIGSTOP past the request timeout
+            coord = await k.coordinator(group, "group")
+            pause = REQUEST_TIMEOUT_S + rng.uniform(3.0, 6.0)
+            await at(0.4, f"SIGSTOP broker {coord} (group coordinator) for {pause:.1f} s")
+            k.stop_node(coord)
+            await asyncio.sleep(pause)
+            k.cont(coord)
+            events.append(f"{time.monotonic() - began:.1f}s SIGCONT broker {coord}")
+
+            # 5. an instance: SIGKILL, restart
+            b = rng.randrange(INSTANCES)
+            await at(0.5, f"SIGKILL+restart instance {b}")
+            await fleet.kill_and_restart(b)
+
+            await until_committed(fleet, IN_PARTS, RECORDS, 240, events)
+            events.append(f"{time.monotonic() - began:.1f}s all committed")
+        except BaseException:
+            print(f"events: {events}\n{k.log_tail(40)}")
+            raise
+        finally:
+            codes = await fleet.stop_all()
+        assert codes == [0] * INSTANCES, f"exit codes {codes}; events {events}"
+        report = await check_exactly_once(bs, src, dst, match="key", group_id=group)
+        assert report.ok, report.summary() + f"\nevents: {events}"
+        assert report.inputs == RECORDS and report.outputs == RECORDS
+        print(f"events: {events}")
