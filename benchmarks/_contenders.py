@@ -143,7 +143,11 @@ def run_librdkafka(
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest",
     })  # fmt: skip
-    producer = Producer({"bootstrap.servers": boot, "transactional.id": group})
+    producer = Producer({
+        "bootstrap.servers": boot,
+        "transactional.id": group,
+        "retry.backoff.ms": 10,  # as the aiokafka loop: CONCURRENT_TRANSACTIONS after a commit
+    })  # fmt: skip
     producer.init_transactions(30)
     consumer.subscribe([src])
     done = 0
