@@ -1,6 +1,7 @@
 """``python -m benchmarks COMMAND [options]``: the benchmark entry point. Commands:
 
-- ``run``: eosflow vs a hand-written aiokafka loop vs quixstreams (``compare.py``);
+- ``run``: eosflow vs aiokafka and librdkafka loops, quixstreams and Kafka Streams, on the
+  test cluster or ``--broker genuine`` (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
 - ``spark``: the Spark path against plain Python (``spark_overhead.py``);
 - ``outage``: log lines per minute of a broker outage (``outage_noise.py``);

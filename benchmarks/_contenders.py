@@ -1,13 +1,18 @@
 """One benchmark contender in its own process: copy ``src`` to ``dst`` exactly once.
 
     python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS COMMIT_INTERVAL_S TXN_RECORDS \
-        WORK_ROUNDS
+        WORK_ROUNDS GROUP
 
 NAME is ``eosflow``, ``eosflow-serial`` (eosflow with ``process_ahead`` off: nothing is
-processed while a commit is in flight), ``aiokafka`` or ``quixstreams``. Prints one JSON
-line: records,
-seconds from the first record processed to the last commit, and peak RSS (MiB). Every
-contender copies values verbatim, so the parent can measure latency from the values.
+processed while a commit is in flight), ``aiokafka``, ``librdkafka`` (a confluent-kafka
+transactional loop) or ``quixstreams``; the Kafka Streams contender is a Java program
+(``java/PassThrough.java``) printing the same line. GROUP is the consumer group (and
+transactional id), so that the parent can check the committed offsets afterwards. Prints
+one JSON line: records, seconds from the first record processed to the last commit, and
+peak RSS (MiB); eosflow also its RSS once a tenth of the records were processed
+(``rss_tenth_mb``: memory flat in record count means the peak stays near it). Every
+contender copies keys and values verbatim, so the parent can check the output and measure
+latency from the values.
 WORK_ROUNDS > 0 gives every contender the same CPU work per record (``work``: that many
 chained SHA-256 rounds over the value, the digest discarded); 0 is a pass-through.
 """
@@ -20,7 +25,6 @@ import json
 import resource
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,21 +38,24 @@ def work(value: bytes | None) -> None:
         v = hashlib.sha256(v).digest()
 
 
-def _peak_rss_mb() -> float:
-    """This process's own peak RSS. Not ``getrusage().ru_maxrss``: Linux carries the
-    parent's high-water mark across fork+exec into it, so every contender would report
-    the benchmark parent's peak."""
+def _peak_rss_mb(field: str = "VmHWM") -> float:
+    """This process's own peak RSS (``field="VmRSS"``: the current one). Not
+    ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across fork+exec
+    into it, so every contender would report the benchmark parent's peak."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024  # kB
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+EXTRA: dict[str, float] = {}  # further measurements for the JSON line
+
+
 async def run_eosflow(
-    boot: str, src: str, dst: str, n: int, interval: float, txn: int, ahead: bool = True
+    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str, ahead: bool
 ) -> float:
     import eosflow
 
@@ -63,9 +70,9 @@ async def run_eosflow(
 
     config = eosflow.EosConfig(
         bootstrap_servers=boot,
-        group_id=f"bench-{uuid.uuid4().hex[:8]}",
+        group_id=group,
         input_topics=(src,),
-        transactional_id=f"bench-{uuid.uuid4().hex[:8]}",
+        transactional_id=group,
         commit_interval_s=interval,
         max_records_per_txn=txn,
         process_ahead=ahead,
@@ -75,16 +82,19 @@ async def run_eosflow(
         while not (app.stats.records >= n and not app.in_transaction):
             if app.failure is not None:
                 raise app.failure
+            if "rss_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
+                EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         done = time.monotonic()
     return done - first[0]
 
 
-async def run_aiokafka(boot: str, src: str, dst: str, n: int, interval: float, txn: int) -> float:
+async def run_aiokafka(
+    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
+) -> float:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import OffsetAndMetadata
 
-    group = f"bench-{uuid.uuid4().hex[:8]}"
     consumer = AIOKafkaConsumer(
         src,
         bootstrap_servers=boot,
@@ -119,12 +129,63 @@ async def run_aiokafka(boot: str, src: str, dst: str, n: int, interval: float, t
         await producer.stop()
 
 
-def run_quixstreams(boot: str, src: str, dst: str, n: int, interval: float, txn: int) -> float:
+def run_librdkafka(
+    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
+) -> float:
+    """confluent-kafka's transactional loop: consume up to ``txn`` records (waiting at
+    most ``interval``), produce each, send_offsets_to_transaction, commit."""
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": boot,
+        "group.id": group,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    })  # fmt: skip
+    producer = Producer({
+        "bootstrap.servers": boot,
+        "transactional.id": group,
+        "retry.backoff.ms": 10,  # as the aiokafka loop: CONCURRENT_TRANSACTIONS after a commit
+    })  # fmt: skip
+    producer.init_transactions(30)
+    consumer.subscribe([src])
+    done = 0
+    first = 0.0
+    try:
+        while done < n:
+            msgs = consumer.consume(num_messages=txn, timeout=interval)
+            if not msgs:
+                continue
+            first = first or time.monotonic()
+            producer.begin_transaction()
+            offsets: dict[int, int] = {}
+            for m in msgs:
+                if m.error() is not None:
+                    raise KafkaException(m.error())
+                value = m.value()
+                work(value)
+                producer.produce(dst, value, m.key(), partition=m.partition())
+                offsets[m.partition()] = m.offset() + 1
+            done += len(msgs)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(src, p, o) for p, o in offsets.items()],
+                consumer.consumer_group_metadata(),
+            )
+            producer.commit_transaction()
+        return time.monotonic() - first
+    finally:
+        consumer.close()
+
+
+def run_quixstreams(
+    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
+) -> float:
     from quixstreams import Application
 
     app = Application(
         broker_address=boot,
-        consumer_group=f"bench-{uuid.uuid4().hex[:8]}",
+        consumer_group=group,
         processing_guarantee="exactly-once",
         auto_offset_reset="earliest",
         commit_interval=interval,
@@ -154,21 +215,20 @@ def main() -> None:
     n, interval, txn = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
     global WORK_ROUNDS
     WORK_ROUNDS = int(sys.argv[8])
+    group = sys.argv[9]
     if name == "quixstreams":
-        seconds = run_quixstreams(boot, src, dst, n, interval, txn)
+        seconds = run_quixstreams(boot, src, dst, n, interval, txn, group)
+    elif name == "librdkafka":
+        seconds = run_librdkafka(boot, src, dst, n, interval, txn, group)
     elif name == "aiokafka":
-        seconds = asyncio.run(run_aiokafka(boot, src, dst, n, interval, txn))
+        seconds = asyncio.run(run_aiokafka(boot, src, dst, n, interval, txn, group))
     elif name in ("eosflow", "eosflow-serial"):
         ahead = name == "eosflow"
-        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, txn, ahead))
+        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, txn, group, ahead))
     else:
         raise SystemExit(f"unknown contender {name!r}")
-    print(
-        json.dumps(
-            {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
-        ),
-        flush=True,
-    )
+    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    print(json.dumps({**line, **EXTRA}), flush=True)
 
 
 if __name__ == "__main__":

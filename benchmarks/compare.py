@@ -1,53 +1,88 @@
 """eosflow against the alternatives, side by side in one run, on the same broker.
 
-    .venv/bin/python -m benchmarks.compare --records 200000 --reps 3
+    .venv/bin/python -m benchmarks.compare --records 200000 --reps 3 [--broker genuine]
 
 Contenders, each in its own process and run in turns (A B C A B C ...): eosflow with a
 pass-through processor; optionally eosflow with ``process_ahead`` off (``eosflow-serial``);
 a hand-written aiokafka loop (getmany, send, send_offsets, commit) at the same
-transaction size; quixstreams in exactly-once mode (when installed). Reports
-median records/s, the ratio to the aiokafka loop, peak RSS, and end-to-end latency from a
-record's production to its visibility for a read_committed reader (p50/p99) under a
-steady load. ``--intervals`` sweeps the commit interval, ``--partitions`` the input
-partitions, ``--work-rounds`` gives every contender the same CPU work per record, and
-``--broker-latency-ms`` slows the test cluster's every request. The broker is the test
-cluster in its own process unless ``EOSFLOW_BENCH_BOOTSTRAP`` names one. Writes
-``benchmarks/results/compare.json`` (and ``compare.png`` when matplotlib is installed) and
-prints a markdown table.
+transaction size; the same loop with confluent-kafka (``librdkafka``); quixstreams in
+exactly-once mode; Kafka Streams ``exactly_once_v2`` as a pass-through (``kafka-streams``,
+``java/PassThrough.java``, compiled against the broker's version). Reports median
+records/s, the ratio to the aiokafka loop and eosflow's to each contender, peak RSS, and
+end-to-end latency from a record's production to its visibility for a read_committed
+reader (p50/p99) under a steady load; after every run the output is checked exactly once
+(every input once, committed offsets at the end). ``--intervals`` sweeps the commit
+interval, ``--partitions`` the input partitions, ``--work-rounds`` gives every contender
+the same CPU work per record, and ``--broker-latency-ms`` slows the test cluster's every
+request. The broker: ``--broker fake`` (the default), the test cluster in its own process,
+or any broker named by ``EOSFLOW_BENCH_BOOTSTRAP``; ``--broker genuine[:version]``, one
+Apache Kafka broker started from its jars (``eosflow.testing._genuine``) and stopped at the
+end. Writes ``benchmarks/results/compare.json`` (and ``compare.png`` when matplotlib is
+installed) and prints markdown tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib.util
 import json
 import os
 import platform
-import statistics
+import shutil
 import struct
 import sys
+import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from benchmarks._compare_report import plot, print_table
+from benchmarks._streams import KafkaStreamsContender
 from benchmarks.cluster_throughput import start_cluster
+from eosflow.testing import check_exactly_once
+from eosflow.testing._genuine import DEFAULT_VERSION, GenuineKafka
 
 RESULTS = Path(__file__).parent / "results"
+CONTENDERS = ["eosflow", "eosflow-serial", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
+DEFAULT_FAKE = ["eosflow", "aiokafka", "quixstreams"]
+DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
+STREAMS_FALLBACK = "4.3.1"  # the newest kafka-streams Maven Central served here (no 4.4.0)
+BROKER_HEAP_MB = 1024  # Kafka's own default (kafka-server-start.sh: -Xmx1G)
+CONTENDER_TIMEOUT_S = 900.0
 
 
 async def create(boot: str, *topics: tuple[str, int]) -> None:
+    """Create the topics and wait until every partition has a leader (genuine Kafka
+    elects them a moment after answering CreateTopics)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=boot)
     await admin.start()
-    await admin.create_topics([NewTopic(t, p, 1) for t, p in topics])
-    await admin.close()
+    try:
+        await admin.create_topics([NewTopic(t, p, 1) for t, p in topics])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            described = await admin.describe_topics([t for t, _ in topics])
+            if all(
+                t["error_code"] == 0
+                and t["partitions"]
+                and all(p["error_code"] == 0 and p["leader"] >= 0 for p in t["partitions"])
+                for t in described
+            ):
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        await admin.close()
 
 
 async def seed(boot: str, topic: str, n: int, size: int, partitions: int) -> None:
+    print(f"  seeding {n:,} records of {size} B on {partitions} partitions ...", flush=True)
+    started = time.monotonic()
     producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5, max_batch_size=256 * 1024)
     await producer.start()
     payload = b"x" * size
@@ -57,6 +92,7 @@ async def seed(boot: str, topic: str, n: int, size: int, partitions: int) -> Non
     ]
     await asyncio.gather(*futs)
     await producer.stop()
+    print(f"  seeded in {time.monotonic() - started:.1f} s", flush=True)
 
 
 async def contender(
@@ -66,30 +102,50 @@ async def contender(
     dst: str,
     n: int,
     interval: float,
-    txn: int,
-    work_rounds: int,
+    args: argparse.Namespace,
+    group: str,
 ) -> dict[str, Any]:
+    """Run one contender's process to the end; its JSON line with ``rate`` added. The
+    process is killed (by its pid) if it fails to finish or we are interrupted."""
+    state_dir: Path | None = None
+    if name == "kafka-streams":
+        streams: KafkaStreamsContender = args.streams
+        state_dir = Path(tempfile.mkdtemp(prefix="eosflow-bench-streams-"))
+        cmd = streams.command(boot, src, dst, n, interval, group, args.work_rounds, state_dir)
+    else:
+        cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
+        cmd += [str(interval), str(args.txn_records), str(args.work_rounds), group]
     proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "benchmarks._contenders",
-        name,
-        boot,
-        src,
-        dst,
-        str(n),
-        str(interval),
-        str(txn),
-        str(work_rounds),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
+        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 900)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{name} failed ({proc.returncode}): {err.decode()[-2000:]}")
-    result: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CONTENDER_TIMEOUT_S)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        if state_dir is not None:
+            shutil.rmtree(state_dir, ignore_errors=True)
+    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{name} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}"
+            f"{out.decode(errors='replace')[-2000:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1])
     result["rate"] = n / result["seconds"]
     return result
+
+
+async def check(boot: str, src: str, dst: str, group: str, match: str, r: dict[str, Any]) -> str:
+    """Every input exactly once in ``dst`` (read_committed), and the group's committed
+    offsets at the end of ``src``; the verdict goes into ``r``."""
+    report = await check_exactly_once(
+        boot, src, dst, match="key" if match == "key" else "value", group_id=group
+    )
+    r["exactly_once"] = report.ok
+    r["check"] = report.summary()
+    return report.summary() if not report.ok else "exactly once: OK"
 
 
 async def throughput(
@@ -101,28 +157,44 @@ async def throughput(
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     for rep in range(args.reps):
         for name in names:  # in turns, so drift on a shared machine hits everyone
-            dst = f"cmp-out-{uuid.uuid4().hex[:8]}"
+            dst, group = f"cmp-out-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
             await create(boot, (dst, partitions))
-            r = await contender(
-                name, boot, src, dst, args.records, interval, args.txn_records, args.work_rounds
-            )
+            r = await contender(name, boot, src, dst, args.records, interval, args, group)
             runs[name].append(r)
+            verdict = await check(boot, src, dst, group, "key", r) if args.check else ""
             print(
                 f"  interval {interval:g} s, {partitions} partitions, rep {rep + 1}: {name:14s}"
-                f" {r['rate']:9,.0f} rec/s, peak RSS {r['rss_peak_mb']:.0f} MiB",
+                f" {r['rate']:9,.0f} rec/s, peak RSS {r['rss_peak_mb']:.0f} MiB  {verdict}",
                 flush=True,
             )
     return runs
 
 
-async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, float]:
+async def joined(boot: str, group: str, runner: asyncio.Task[Any], timeout_s: float = 60) -> None:
+    """Until ``group`` is Stable (the contender joined and has its partitions), plus 1 s
+    for it to fetch its offsets and start fetching; at most ``timeout_s``."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=boot)
+    await admin.start()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline and not runner.done():
+            described = await admin.describe_consumer_groups([group])
+            states = [g[2] for resp in described for g in resp.groups]
+            if states == ["Stable"]:
+                break
+            await asyncio.sleep(0.2)
+    finally:
+        await admin.close()
+    await asyncio.sleep(1.0)
+
+
+async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
     """p50/p99 from produce to read_committed visibility at ``--rate`` records/s."""
     src, dst = f"lat-in-{uuid.uuid4().hex[:8]}", f"lat-out-{uuid.uuid4().hex[:8]}"
+    group = f"bench-{uuid.uuid4().hex[:8]}"
     await create(boot, (src, 3), (dst, 3))
     n = int(args.rate * args.latency_s)
-    runner = asyncio.create_task(
-        contender(name, boot, src, dst, n, 0.1, args.txn_records, args.work_rounds)
-    )
+    runner = asyncio.create_task(contender(name, boot, src, dst, n, 0.1, args, group))
     reader = AIOKafkaConsumer(
         dst,
         bootstrap_servers=boot,
@@ -145,7 +217,10 @@ async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, f
                 )
 
     reading = asyncio.create_task(read())
-    await asyncio.sleep(3)  # let the contender start and join before the clock runs
+    if args.broker.startswith("genuine"):
+        await joined(boot, group, runner)  # the clock runs once the contender consumes
+    else:  # the test cluster's connection dies on aiokafka's DescribeGroups: wait 3 s
+        await asyncio.sleep(3)
     started = time.monotonic()
     pad = b"x" * max(args.size - 8, 0)
     for i in range(n):
@@ -159,34 +234,100 @@ async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, f
     await producer.stop()
     await reader.stop()
     lat.sort()
-    return {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)], "n": n}
+    result: dict[str, Any] = {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)]}
+    result["n"] = n
+    if args.check:  # the values carry unique send times: match by value
+        await check(boot, src, dst, group, "value", result)
+    return result
 
 
-async def main(args: argparse.Namespace) -> None:
-    names: list[str] = args.contenders or ["eosflow", "aiokafka", "quixstreams"]
+def choose(args: argparse.Namespace, genuine: bool) -> list[str]:
+    """The contenders to run: those asked for, else the default for the broker, less
+    those whose client is not installed (with a word)."""
+    names: list[str] = list(args.contenders or (DEFAULT_GENUINE if genuine else DEFAULT_FAKE))
     if "aiokafka" not in names:
         names.append("aiokafka")  # every ratio is to the loop
-    if "quixstreams" in names and importlib.util.find_spec("quixstreams") is None:
-        names.remove("quixstreams")
-        print("quixstreams not installed: pip install 'eosflow[bench]' to compare it")
-    if args.broker_latency_ms and os.environ.get("EOSFLOW_BENCH_BOOTSTRAP"):
+    for name, module in (("quixstreams", "quixstreams"), ("librdkafka", "confluent_kafka")):
+        if name in names and importlib.util.find_spec(module) is None:
+            names.remove(name)
+            print(f"{module} not installed: pip install -e '.[bench]' to compare {name}")
+    return names
+
+
+@contextlib.asynccontextmanager
+async def broker(args: argparse.Namespace) -> AsyncIterator[tuple[str, str, str]]:
+    """(bootstrap, description, Kafka version for Kafka Streams) of the broker asked for,
+    stopped (by pid) when the block ends, however it ends."""
+    kind, _, version = args.broker.partition(":")
+    named = os.environ.get("EOSFLOW_BENCH_BOOTSTRAP")
+    if kind == "genuine":
+        if named:
+            raise SystemExit("EOSFLOW_BENCH_BOOTSTRAP names a broker: drop it or --broker genuine")
+        if args.broker_latency_ms:
+            raise SystemExit("--broker-latency-ms applies to the test cluster only")
+        version = version or DEFAULT_VERSION
+        kafka = GenuineKafka(version, heap_mb=BROKER_HEAP_MB, auto_create_topics=False)
+        print(f"starting Apache Kafka {version} (one KRaft broker, -Xmx{BROKER_HEAP_MB}m) ...")
+        try:
+            await kafka.start()
+            print(
+                f"Kafka {version} ready at {kafka.bootstrap_servers} in {kafka.started_in_s:.1f} s"
+                f" (log {kafka.log_path})",
+                flush=True,
+            )
+            yield (
+                kafka.bootstrap_servers,
+                f"Apache Kafka {version}, one KRaft broker (own JVM, -Xmx{BROKER_HEAP_MB}m)",
+                version,
+            )
+        finally:
+            kafka.stop_sync()  # SIGTERM, SIGKILL after 10 s; also on Ctrl-C or failure
+            print(f"Kafka {version} stopped", flush=True)
+        return
+    if kind != "fake" or version:
+        raise SystemExit(f"--broker: fake or genuine[:version], not {args.broker!r}")
+    if args.broker_latency_ms and named:
         raise SystemExit("--broker-latency-ms applies to the test cluster only")
     proc, boot = await start_cluster(args.broker_latency_ms)
-    result: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
-        "broker": os.environ.get("EOSFLOW_BENCH_BOOTSTRAP")
-        or "eosflow test cluster (own process)"
-        + (f", +{args.broker_latency_ms:g} ms per request" if args.broker_latency_ms else ""),
-        "records": args.records,
-        "size": args.size,
-        "txn_records": args.txn_records,
-        "work_rounds": args.work_rounds,
-        "throughput": [],
-        "latency": {},
-    }
     try:
+        yield (
+            boot,
+            named
+            or "eosflow test cluster (own process)"
+            + (f", +{args.broker_latency_ms:g} ms per request" if args.broker_latency_ms else ""),
+            DEFAULT_VERSION,
+        )
+    finally:
+        if proc is not None:
+            proc.terminate()
+            await proc.wait()
+
+
+async def main(args: argparse.Namespace) -> int:
+    names = choose(args, args.broker.startswith("genuine"))
+    async with broker(args) as (boot, described, version):
+        if "kafka-streams" in names:
+            explicit = args.streams_version is not None
+            args.streams = KafkaStreamsContender(
+                args.streams_version or version, None if explicit else STREAMS_FALLBACK
+            )
+            print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
+            await asyncio.to_thread(args.streams.prepare)
+        result: dict[str, Any] = {
+            "date": time.strftime("%Y-%m-%d"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}",
+            "broker": described,
+            "contenders": names,
+            "kafka_streams_version": args.streams.version if "kafka-streams" in names else None,
+            "records": args.records,
+            "size": args.size,
+            "txn_records": args.txn_records,
+            "work_rounds": args.work_rounds,
+            "rate": args.rate,
+            "throughput": [],
+            "latency": {},
+        }
         for partitions in args.partitions:
             for interval in args.intervals:
                 runs = await throughput(boot, names, args, interval, partitions)
@@ -196,74 +337,25 @@ async def main(args: argparse.Namespace) -> None:
         for name in names if args.latency_s > 0 else []:
             result["latency"][name] = await latency(boot, name, args)
             lat = result["latency"][name]
+            verdict = "" if "exactly_once" not in lat else lat["check"].splitlines()[0]
             print(
                 f"  latency {name:14s} p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms "
-                f"at {args.rate:g} rec/s",
+                f"at {args.rate:g} rec/s  {verdict}",
                 flush=True,
             )
-    finally:
-        if proc is not None:
-            proc.terminate()
-            await proc.wait()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "compare.json").write_text(json.dumps(result, indent=2))
     print_table(result, names)
-    plot(result, names)
-
-
-def print_table(result: dict[str, Any], names: list[str]) -> None:
-    print(
-        f"\n{result['date']}, {result['machine']}, broker: {result['broker']}, "
-        f"{result['records']:,} x {result['size']} B, {result['txn_records']}-record "
-        "transactions at most, "
-        + (
-            f"{result['work_rounds']} SHA-256 rounds of work per record\n"
-            if result.get("work_rounds")
-            else "pass-through\n"
-        )
-    )
-    print("| commit interval | partitions | contender | median rec/s | vs aiokafka | peak RSS |")
-    print("|---|---|---|---|---|---|")
-    for point in result["throughput"]:
-        med = {n: statistics.median(r["rate"] for r in point["runs"][n]) for n in names}
-        for n in names:
-            rss = max(r["rss_peak_mb"] for r in point["runs"][n])
-            print(
-                f"| {point['interval_s']:g} s | {point['partitions']} | {n} | {med[n]:,.0f} | "
-                f"{med[n] / med['aiokafka']:.2f}x | {rss:.0f} MiB |"
-            )
-    print("\n| contender | latency p50 | latency p99 |")
-    print("|---|---|---|")
-    for n, lat in result["latency"].items():
-        print(f"| {n} | {lat['p50_ms']:.0f} ms | {lat['p99_ms']:.0f} ms |")
-
-
-def plot(result: dict[str, Any], names: list[str]) -> None:
-    if importlib.util.find_spec("matplotlib") is None:
-        print("(no plot: matplotlib is not installed)")
-        return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for partitions in sorted({p["partitions"] for p in result["throughput"]}):
-        points = [p for p in result["throughput"] if p["partitions"] == partitions]
-        for n in names:
-            xs = [p["interval_s"] for p in points]
-            ys = [statistics.median(r["rate"] for r in p["runs"][n]) for p in points]
-            ax.plot(xs, ys, marker="o", label=f"{n} ({partitions} partitions)")
-    ax.set_xscale("log")
-    ax.set_xlabel("commit interval (s)")
-    ax.set_ylabel("records/s (median)")
-    ax.set_title(
-        f"Exactly-once copy, {result['records']:,} x {result['size']} B ({result['date']})"
-    )
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / "compare.png", dpi=120)
-    print(f"plot: {RESULTS / 'compare.png'}")
+    plot(result, names, RESULTS)
+    failed = [
+        *(n for p in result["throughput"] for n, rs in p["runs"].items() for r in rs
+          if r.get("exactly_once") is False),
+        *(n for n, lat in result["latency"].items() if lat.get("exactly_once") is False),
+    ]  # fmt: skip
+    if failed:
+        print(f"\nEXACTLY ONCE FAILED for: {', '.join(sorted(set(failed)))}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
@@ -292,8 +384,30 @@ if __name__ == "__main__":
     p.add_argument(
         "--contenders",
         nargs="+",
-        choices=["eosflow", "eosflow-serial", "aiokafka", "quixstreams"],
-        help="default: eosflow aiokafka quixstreams; eosflow-serial is eosflow with "
+        choices=CONTENDERS,
+        help=f"default: {' '.join(DEFAULT_FAKE)} on the test cluster, "
+        f"{' '.join(DEFAULT_GENUINE)} on genuine Kafka; eosflow-serial is eosflow with "
         "process_ahead off (shows what overlapping the commit buys)",
     )
-    asyncio.run(main(p.parse_args()))
+    p.add_argument(
+        "--broker",
+        default="fake",
+        help="fake: the test cluster in its own process (or EOSFLOW_BENCH_BOOTSTRAP's "
+        f"broker); genuine[:version]: one Apache Kafka broker (default {DEFAULT_VERSION}) "
+        "from its jars, resolved once into ~/.cache/eosflow/kafka, stopped at the end",
+    )
+    p.add_argument(
+        "--streams-version",
+        help="Kafka Streams version of the kafka-streams contender (default: the broker's; "
+        f"if Maven cannot resolve it, {STREAMS_FALLBACK})",
+    )
+    p.add_argument(
+        "--no-check",
+        dest="check",
+        action="store_false",
+        help="skip the exactly-once check after every run (reading both topics back)",
+    )
+    try:
+        sys.exit(asyncio.run(main(p.parse_args())))
+    except KeyboardInterrupt:  # the broker and the running contender were stopped already
+        sys.exit("interrupted")

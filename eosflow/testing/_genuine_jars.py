@@ -6,7 +6,8 @@ so the broker logs. The cache is ``~/.cache/eosflow/kafka`` unless
 ``EOSFLOW_TEST_KAFKA_CACHE`` names another folder. A ``complete`` marker is written only
 after Maven succeeded and the jars were moved into place, so an interrupted download is
 redone; a lock file keeps two processes from resolving the same version at once. Progress
-goes to stderr.
+goes to stderr. ``copy_dependencies`` and ``locked`` resolve other artifacts the same way
+(the benchmarks' Kafka Streams contender).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def check_tools() -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as f:
         try:
@@ -111,7 +112,7 @@ def resolve(version: str) -> Path:
     libs, marker = home / "libs", home / "complete"
     if marker.exists():
         return libs
-    with _locked(home / "lock"):
+    with locked(home / "lock"):
         if marker.exists():  # another process finished while we waited
             return libs
         _download(mvn, version, home)
@@ -119,13 +120,22 @@ def resolve(version: str) -> Path:
 
 
 def _download(mvn: str, version: str, home: Path) -> None:
+    copy_dependencies(mvn, coordinates(version), home, f"Kafka {version}", "kafka_")
+
+
+def copy_dependencies(
+    mvn: str, deps: list[tuple[str, str, str]], home: Path, what: str, expect: str
+) -> None:
+    """Resolve ``deps`` (group, artifact, version) with their runtime dependencies into
+    ``home/libs`` with a generated pom and ``mvn dependency:copy-dependencies``; then write
+    the ``complete`` marker. ``expect``: the name prefix of a jar that must be among them.
+    Call it holding ``home/lock`` (``locked``) after checking the marker."""
     libs = home / "libs"
     for old in [libs, *home.glob("libs-*")]:  # left by an interrupted run
         shutil.rmtree(old, ignore_errors=True)
-    deps = coordinates(version)
     pom = home / "pom.xml"
     pom.write_text(
-        _POM.format(version=version, dependencies="\n".join(_DEP.format(*d) for d in deps))
+        _POM.format(version=deps[0][2], dependencies="\n".join(_DEP.format(*d) for d in deps))
     )
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=home))
     log = home / "mvn.log"
@@ -146,20 +156,20 @@ def _download(mvn: str, version: str, home: Path) -> None:
     elapsed = time.monotonic() - start
     text = log.read_text(errors="replace")
     jars = sorted(staging.glob("*.jar"))
-    if proc.returncode != 0 or not any(j.name.startswith("kafka_") for j in jars):
+    if proc.returncode != 0 or not any(j.name.startswith(expect) for j in jars):
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join([line for line in text.splitlines() if "ERROR" in line][-15:])
         raise GenuineUnavailable(
-            f"Maven could not resolve Kafka {version} (exit {proc.returncode}, log {log}):\n{tail}"
+            f"Maven could not resolve {what} (exit {proc.returncode}, log {log}):\n{tail}"
         )
     size = sum(j.stat().st_size for j in jars)
     staging.rename(libs)
     downloaded = _downloaded_bytes(text)
-    info = {"version": version, "jars": len(jars), "bytes": size, "seconds": round(elapsed, 1)}
+    info = {"version": deps[0][2], "jars": len(jars), "bytes": size, "seconds": round(elapsed, 1)}
     info["downloaded_bytes"] = downloaded
     (home / "complete").write_text(json.dumps(info) + "\n")
     _say(
-        f"Kafka {version}: {len(jars)} jars, {size / 1e6:.1f} MB in {elapsed:.1f} s "
+        f"{what}: {len(jars)} jars, {size / 1e6:.1f} MB in {elapsed:.1f} s "
         f"({downloaded / 1e6:.1f} MB downloaded by Maven, the rest from its local repository)"
     )
 

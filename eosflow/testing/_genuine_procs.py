@@ -47,10 +47,18 @@ log4j.appender.out.layout.ConversionPattern=[%d] %p %m (%c)%n
 
 
 def java_command(
-    libs: Path, conf_dir: Path, main: str, *args: str, heap_mb: int, log4j1: bool, level: str
+    libs: Path,
+    conf_dir: Path,
+    main: str,
+    *args: str,
+    heap_mb: int,
+    log4j1: bool,
+    level: str,
+    classes: Path | None = None,
 ) -> list[str]:
     """``java -Xmx.. -cp 'libs/*' main args`` logging to stdout at ``level`` (log4j 1.2
-    before Kafka 4, log4j 2 from it)."""
+    before Kafka 4, log4j 2 from it); ``classes``, a folder of compiled classes, goes
+    first on the class path."""
     if log4j1:
         conf = conf_dir / f"log4j-{level}.properties"
         conf.write_text(_LOG4J1.format(level=level))
@@ -59,7 +67,8 @@ def java_command(
         conf = conf_dir / f"log4j2-{level}.properties"
         conf.write_text(_LOG4J2.format(level=level))
         log_flag = f"-Dlog4j2.configurationFile={conf}"
-    return ["java", f"-Xmx{heap_mb}m", *JVM_FLAGS, log_flag, "-cp", f"{libs}/*", main, *args]
+    cp = f"{libs}/*" if classes is None else f"{classes}:{libs}/*"
+    return ["java", f"-Xmx{heap_mb}m", *JVM_FLAGS, log_flag, "-cp", cp, main, *args]
 
 
 _live: set[subprocess.Popen[bytes]] = set()
