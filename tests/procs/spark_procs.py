@@ -13,14 +13,18 @@ from eosflow.spark import SparkProcessor
 
 
 def _slow(v: str) -> str:
+    mark = os.environ.get("SLOW_MARK")
+    if mark:  # tells a test that a job is running
+        open(mark, "a").close()
     time.sleep(float(os.environ.get("SLOW_UDF_S", "0.5")))
     return v
 
 
 class Slow(SparkProcessor):
-    """Pass-through whose Spark job sleeps per row in a Python UDF, on one partition."""
+    """Pass-through whose Spark job sleeps per row in a Python UDF, on one partition
+    (``SLOW_OUT``: its output topic, default "out")."""
 
-    output_topic = "out"
+    output_topic = os.environ.get("SLOW_OUT", "out")
 
     def transform(self, df: DataFrame) -> DataFrame:
         slow = F.udf(_slow, StringType())

@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import eventually
+from fleet import committed_total
+from kit import create_topic, eventually
 from spark_procs import Broken, Slow
 
 import eosflow
 from eosflow._demo import OUT, Enrich
 from eosflow._demo_spark import SparkEnrich
 from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
+from eosflow.testing._ladder import Broker
 
 ROOT = Path(__file__).parents[2]
 
@@ -37,7 +39,7 @@ def orders(n: int) -> list[eosflow.Record]:
     ]
 
 
-def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
+def cfg(c: FakeCluster | Broker, **kw: object) -> eosflow.EosConfig:
     base: dict[str, object] = dict(
         bootstrap_servers=c.bootstrap_servers,
         group_id="g",
@@ -87,22 +89,49 @@ async def test_spark_transform_equals_the_same_transform_in_python() -> None:
     assert all(o.topic == OUT for o in outputs)
 
 
-async def test_spark_pipeline_is_exactly_once_end_to_end(eosflow_cluster: FakeCluster) -> None:
-    c = eosflow_cluster
-    await seed(c, 5000)
-    app = eosflow.EosApp(SparkEnrich(), cfg(c))
+async def seed_broker(b: Broker, n: int, partitions: int, out: str) -> str:
+    """A fresh input topic of ``n`` orders and an empty output topic on any broker."""
+    src = b.unique("orders")
+    await create_topic(b.bootstrap_servers, src, partitions)
+    await create_topic(b.bootstrap_servers, out, 2)
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, linger_ms=5)
+    await p.start()
+    try:
+        futs = [
+            await p.send(src, r.value, key=r.key, partition=r.partition % partitions)
+            for r in orders(n)
+        ]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+    return src
+
+
+# On any broker of the ladder (genuine Kafka included).
+async def test_spark_pipeline_is_exactly_once_end_to_end(eosflow_broker: Broker) -> None:
+    b = eosflow_broker
+    out, group = b.unique("enriched"), b.unique("g")
+    src = await seed_broker(b, 5000, 3, out)
+    proc = SparkEnrich()
+    proc.output_topic = out
+    config = cfg_on(b, src, group, b.unique("spark"))
+    app = eosflow.EosApp(proc, config)
     async with app:
 
         async def done() -> bool:
             assert app.failure is None, app.failure
-            return sum(c.committed("g").values()) == 5000
+            return await committed_total(b.bootstrap_servers, src, 3, group) == 5000
 
         await eventually(done, timeout_s=120, what="all orders committed")
-    report = await check_exactly_once(c.bootstrap_servers, "in", OUT, group_id="g")
+    report = await check_exactly_once(b.bootstrap_servers, src, out, group_id=group)
     assert report.ok, report.summary()
-    out = {k: json.loads(v or b"") for _, _, k, v in await read_topic(c.bootstrap_servers, OUT)}
-    assert out == await in_python(orders(5000))
+    got = {k: json.loads(v or b"") for _, _, k, v in await read_topic(b.bootstrap_servers, out)}
+    assert got == await in_python(orders(5000))
     assert app.stats.committed < 5000 / 100, "transactions are large on the Spark path"
+
+
+def cfg_on(b: Broker, src: str, group: str, txn_id: str, **kw: object) -> eosflow.EosConfig:
+    return cfg(b, input_topics=(src,), group_id=group, transactional_id=txn_id, **kw)
 
 
 async def test_failing_spark_job_aborts_with_sparks_message(eosflow_cluster: FakeCluster) -> None:
@@ -176,13 +205,17 @@ async def test_job_outliving_its_budget_is_aborted_and_retried_smaller(
 
 
 async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
-    eosflow_cluster: FakeCluster,
+    eosflow_broker: Broker, tmp_path: Path
 ) -> None:
-    c = eosflow_cluster
-    await seed(c, 40, partitions=1)
+    b = eosflow_broker
+    out, group = b.unique("out"), b.unique("g")
+    src = await seed_broker(b, 40, 1, out)
+    mark = tmp_path / "job-running"
     env = {
         "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'procs'}",
         "SLOW_UDF_S": "0.2",
+        "SLOW_MARK": str(mark),
+        "SLOW_OUT": out,
         "EOSFLOW_SESSION_TIMEOUT_S": "3",
         "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
         "EOSFLOW_TRANSACTION_TIMEOUT_S": "20",
@@ -190,14 +223,15 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
         "EOSFLOW_COMMIT_INTERVAL_S": "1",
         "EOSFLOW_MAX_RECORDS_PER_TXN": "20",
     }
+    txn_id = b.unique("sk")
 
     async def start() -> asyncio.subprocess.Process:
         return await spawn_run(
             "spark_procs:Slow",
-            bootstrap_servers=c.bootstrap_servers,
-            group_id="g",
-            input_topics=("in",),
-            transactional_id="sk-1",
+            bootstrap_servers=b.bootstrap_servers,
+            group_id=group,
+            input_topics=(src,),
+            transactional_id=txn_id,
             env=env,
         )
 
@@ -205,26 +239,23 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
 
     # the first transaction holds 20 records: a ~4 s job; kill it while it runs
     async def in_job() -> bool:
-        meta = c.txns.txns.get("sk-1")
-        g = c.groups.get("g")
-        return meta is not None and g is not None and g.state == "Stable"
+        return mark.exists()
 
-    await eventually(in_job, timeout_s=120, what="instance joined")
-    await asyncio.sleep(2.0)  # inside the first ~4 s Spark job (nothing committed yet)
-    assert c.committed("g") == {}
+    await eventually(in_job, timeout_s=120, what="the first Spark job running")
+    assert await committed_total(b.bootstrap_servers, src, 1, group) == 0
     proc.send_signal(signal.SIGKILL)
     await proc.wait()
     proc = await start()
 
     async def done() -> bool:
-        return sum(c.committed("g").values()) == 40
+        return await committed_total(b.bootstrap_servers, src, 1, group) == 40
 
     try:
         await eventually(done, timeout_s=180, what="restarted instance finished")
     finally:
         proc.send_signal(signal.SIGTERM)
         await asyncio.wait_for(proc.wait(), 60)
-    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    report = await check_exactly_once(b.bootstrap_servers, src, out, group_id=group)
     assert report.ok, report.summary()
 
 
