@@ -3,3 +3,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "procs"))
+
+import pytest  # noqa: E402
+
+BROKER_FIXTURES = {"eosflow_broker", "aged", "broker"}  # fixtures taking the ladder's broker
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that runs against the broker ladder ``ladder``: the CI stages on
+    genuine Kafka select them with ``-m ladder`` (the others use the test cluster
+    directly and already ran in the first stage)."""
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ladder)

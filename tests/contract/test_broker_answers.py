@@ -118,8 +118,9 @@ async def _first_use(bootstrap: str, kafka4: bool) -> None:
         assert codes[-1] == 0
         if kafka4:  # KRaft: producer ids come from the controller in blocks
             assert codes[0] in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR), codes
-        else:
-            assert codes == [0]
+        else:  # 2.4: usually at once; on a loaded machine the transaction log partition
+            # may still be loading after FindCoordinator answered (seen on 2.4.1: [14, 0])
+            assert set(codes[:-1]) <= {E.COORDINATOR_LOAD_IN_PROGRESS}, codes
     finally:
         c.close()
 
