@@ -1,10 +1,10 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "procs"))
-
-import pytest  # noqa: E402
 
 BROKER_FIXTURES = {"eosflow_broker", "aged", "broker"}  # fixtures taking the ladder's broker
 
