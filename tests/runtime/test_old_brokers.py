@@ -19,30 +19,10 @@ import pytest
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from kit import broker_has_kip447, create_topic, eventually, read_all
 from test_end_to_end import config, seed
+from test_mechanisms import Gate
 
 import eosflow
 from eosflow.testing._ladder import Broker, open_broker
-
-
-class Gate(eosflow.Processor):
-    """Pass-through recording revocations; it can park on one offset until the gate
-    opens."""
-
-    def __init__(self, out: str, park_at: int | None = None) -> None:
-        self.out = out
-        self.park_at = park_at
-        self.parked = asyncio.Event()
-        self.gate = asyncio.Event()
-        self.revoked_at: list[float] = []
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        if record.offset == self.park_at and not self.gate.is_set():
-            self.parked.set()
-            await self.gate.wait()
-        return eosflow.Output(self.out, record.value, key=record.key)
-
-    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
-        self.revoked_at.append(time.monotonic())
 
 
 @pytest.fixture(params=["2.4", "4.0"])
