@@ -48,6 +48,12 @@ from ._transaction import Outcome
 log = logging.getLogger("eosflow.app")
 
 _FIRST_CHUNK = 100  # records in the first poll, before the processing cost is known
+_REGROWTH = 1.25
+"""After a retriable failure halved the transaction's record limit, each committed
+transaction raises it by a quarter, up to ``max_records_per_txn``: a slow spell (a cold
+executor, a busy cluster) does not shrink the rest of the process's transactions, while
+a limit that is truly too high is approached again slowly (about three commits per
+doubling) rather than failing every other transaction."""
 # While a commit is in flight and the consumer has nothing buffered, look again this
 # often (aiokafka's getmany is not safe to cancel: it would leave its poll counter raised).
 _IDLE_WAIT_S = 0.005
@@ -108,7 +114,8 @@ class EosApp:
         self._ending: asyncio.Task[Outcome] | None = None
         self._ahead: _Work | None = None  # adopted by the next transaction
         self._record_cost_s = 0.0  # moving average of processing time per record
-        self._batch_limit = config.max_records_per_txn  # halved after a retriable failure
+        # halved after a retriable failure, grown back by _REGROWTH per commit
+        self._batch_limit = config.max_records_per_txn
         self._failures = _Failures(config)
         # The processing strategy, picked once: per record as records arrive (stream), or
         # the whole transaction in one process_batch call (batch engines such as Spark).
@@ -239,6 +246,9 @@ class EosApp:
             raise failure
         if outcome is Outcome.COMMITTED:
             self._failures.reset()
+            if self._batch_limit < cfg.max_records_per_txn:
+                grown = max(self._batch_limit + 1, int(self._batch_limit * _REGROWTH))
+                self._batch_limit = min(cfg.max_records_per_txn, grown)
         elif outcome is not Outcome.EMPTY:
             reason = session.last_failure_reason or outcome.value
             await self._failures.failed(reason, None, self._stopping)

@@ -33,7 +33,8 @@ ENV_PREFIX = "EOSFLOW_"
 OTHER_ENV_VARS: Mapping[str, str] = {
     "EOSFLOW_SPARK_": "eosflow.spark.SparkSettings (master, remote, conf, job_timeout_s, ...)",
     "EOSFLOW_TEST_": "the test broker ladder (EOSFLOW_TEST_BOOTSTRAP, EOSFLOW_TEST_KAFKA_IMAGE, "
-    "EOSFLOW_TEST_BROKER, EOSFLOW_TEST_KAFKA_CACHE)",
+    "EOSFLOW_TEST_BROKER, EOSFLOW_TEST_KAFKA_CACHE) and the Spark tests' mode "
+    "(EOSFLOW_TEST_SPARK)",
     "EOSFLOW_BENCH_": "the benchmarks (EOSFLOW_BENCH_BOOTSTRAP)",
     "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import signal
 import time
 
@@ -132,6 +133,9 @@ async def _spawn(bootstrap: str, index: int, spark: bool) -> asyncio.subprocess.
             EOSFLOW_COMMIT_INTERVAL_S="1",
             EOSFLOW_MAX_RECORDS_PER_TXN="20000",
         )
+        # where Spark runs is the user's choice: a cluster (EOSFLOW_SPARK_MASTER) or a
+        # Connect server (EOSFLOW_SPARK_REMOTE) reaches the demo's instances
+        env.update({k: v for k, v in os.environ.items() if k.startswith("EOSFLOW_SPARK_")})
     return await spawn_run(
         "eosflow._demo_spark:SparkEnrich" if spark else "eosflow._demo:Enrich",
         bootstrap_servers=bootstrap,

@@ -34,6 +34,12 @@ INPUT_SCHEMA = pa.schema(
     ]
 )
 OUTPUT_COLUMNS = ("value", "key", "topic", "partition", "headers")
+INPUT_DDL = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "timestamp timestamp, headers array<struct<key: string, value: binary>>"
+)
+"""``INPUT_SCHEMA`` in Spark's words: Spark Connect cannot infer a schema from an empty
+table (``CANNOT_INFER_EMPTY_SCHEMA``), so the warm-up's empty batch states it."""
 
 
 @contextlib.contextmanager

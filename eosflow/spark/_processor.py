@@ -8,9 +8,12 @@ usual.
 
 Failure modes:
 - a job that runs past ``job_timeout_s`` (default: 3/4 of the transaction timeout, so the
-  commit still fits) is interrupted and raises ``SparkJobTimeout``, a retriable error:
-  the app aborts, rewinds, and retries with half the records, and the log names the limits
-  to raise;
+  commit still fits) is cancelled (``_jobs``: job tags, the way each kind of session
+  honours them) and raises ``SparkJobTimeout``, a retriable error: the app aborts,
+  rewinds, and retries with half the records (growing back after commits), and the log
+  names the limits to raise. The cancel waits up to ``CANCEL_GRACE_S`` for the job to
+  stop, so the retry does not queue behind it; a cancel that reaches no running job, or
+  a job still running after the grace, is logged as a warning;
 - a failing job (bad transform, executor loss) raises ``SparkJobError`` carrying Spark's
   own message rather than a JVM stack; the app's error policy applies (stop, or
   dead-letter the batch's records).
@@ -19,6 +22,7 @@ Failure modes:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -29,8 +33,10 @@ from .._errors import TransactionError
 from .._processor import Processor
 from .._records import Output, Record
 from . import _session
-from ._arrow import arrow_to_outputs, records_to_arrow
+from ._arrow import INPUT_DDL, arrow_to_outputs, records_to_arrow
+from ._jobs import Tags, is_connect, tags_for
 from ._session import SparkSettings
+from ._ship import ship
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -57,7 +63,9 @@ class SparkProcessor(Processor):
         self._settings = self.spark_settings or SparkSettings()
         self._spark: Any = None
         self._job_timeout_s = self._settings.job_timeout_s or 30.0
+        self._tags: Tags | None = None
         self.last_job_s = 0.0  # wall time of the last Spark job, for measurements
+        self.cancelled_jobs = 0  # jobs cancelled past their budget that then stopped
 
     def transform(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError("override SparkProcessor.transform(df) -> df")
@@ -68,6 +76,13 @@ class SparkProcessor(Processor):
         if self._spark is None:
             raise RuntimeError("Spark is not started yet: use it from on_start() onwards")
         return self._spark
+
+    @property
+    def tags(self) -> Tags:
+        """How this session tags and cancels jobs (after ``on_start``)."""
+        if self._tags is None:
+            raise RuntimeError("Spark is not started yet: use it from on_start() onwards")
+        return self._tags
 
     def configure(self, config: EosConfig) -> None:
         if config.commit_interval_s < 1.0:
@@ -90,13 +105,28 @@ class SparkProcessor(Processor):
 
     async def on_start(self) -> None:
         """Start (or join) the Spark session and warm it up, before the app joins its
-        group: the ~10 s of a cold start must not fall inside a transaction."""
+        group: the ~10 s of a cold start, and the first tasks' class loading on
+        executors, must not fall inside a transaction."""
         self._spark = await asyncio.to_thread(_session.acquire, self._settings)
+        self._tags = tags_for(self._spark)
+        if self._settings.ship_code:
+            await asyncio.to_thread(ship, self._spark, type(self).__module__)
         await asyncio.to_thread(self._warm_up)
         await asyncio.to_thread(self.prepare, self._spark)
 
     def _warm_up(self) -> None:
-        self.spark.createDataFrame(records_to_arrow([])).toArrow()
+        """An empty batch through Arrow (schema stated: Connect cannot infer one), then a
+        tiny job with a Python UDF over as many slices as Spark's default parallelism,
+        so every executor has loaded its classes and started a Python worker."""
+        spark = self.spark
+        spark.createDataFrame(records_to_arrow([]), schema=INPUT_DDL).toArrow()
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType
+
+        slices = _parallelism(spark)
+        # a lambda, pickled by value: executors need not have eosflow installed
+        echo = F.udf(lambda v: v, LongType())
+        spark.range(0, slices, 1, slices).select(echo("id").alias("id")).collect()
 
     def prepare(self, spark: Any) -> None:
         """Called once in a worker thread after Spark started: build reference tables."""
@@ -113,37 +143,85 @@ class SparkProcessor(Processor):
         tag = f"eosflow-{uuid.uuid4().hex[:12]}"
         loop = asyncio.get_running_loop()
         started = loop.time()
-        job = asyncio.ensure_future(asyncio.to_thread(self._run_job, table, tag))
+        tags = self.tags
+        job = asyncio.ensure_future(asyncio.to_thread(tags.run, tag, lambda: self._job(table)))
         try:
             result = await asyncio.wait_for(asyncio.shield(job), self._job_timeout_s)
         except TimeoutError:
-            await asyncio.to_thread(self._interrupt, tag)
+            await self._cancel(tag, job)
             raise SparkJobTimeout(
                 f"Spark job on {len(records)} records ran past {self._job_timeout_s:.1f} s; "
                 "raise transaction_timeout_s (and session_timeout_s) or "
                 "EOSFLOW_SPARK_JOB_TIMEOUT_S, or lower max_records_per_txn"
             ) from None
+        except asyncio.CancelledError:  # the app is stopping: the job must not outlive it
+            job.add_done_callback(_retrieve)
+            with contextlib.suppress(Exception):
+                tags.cancel(tag)
+            raise
         finally:
             self.last_job_s = loop.time() - started
         return arrow_to_outputs(result, self.output_topic)
 
-    def _run_job(self, table: Any, tag: str) -> Any:
+    def _job(self, table: Any) -> Any:
         spark = self.spark
-        spark.addTag(tag)
         try:
             return self.transform(spark.createDataFrame(table)).toArrow()
         except Exception as exc:
             if _is_spark_error(exc):
                 raise SparkJobError(spark_message(exc)) from None
             raise
-        finally:
-            spark.removeTag(tag)
 
-    def _interrupt(self, tag: str) -> None:
+    async def _cancel(self, tag: str, job: asyncio.Future[Any]) -> None:
+        """Cancel the job that ran past its budget and wait (at most ``CANCEL_GRACE_S``)
+        for it to stop; its outcome is retrieved whenever it comes."""
+        job.add_done_callback(_retrieve)
         try:
-            self.spark.interruptTag(tag)
-        except Exception as exc:  # the job may have ended meanwhile
-            log.debug("interrupting %s: %r", tag, exc)
+            reached = await asyncio.to_thread(self.tags.cancel, tag)
+        except Exception as exc:
+            log.warning("cancelling Spark job %s failed: %s", tag, _one_line(exc))
+            reached = 0
+        if reached == 0 and not job.done():
+            log.warning(
+                "Spark job %s ran past its %.1f s budget, but cancelling it reached no "
+                "running job; the retry may queue behind it",
+                tag,
+                self._job_timeout_s,
+            )
+        done, _ = await asyncio.wait({job}, timeout=CANCEL_GRACE_S)
+        if done and job.exception() is not None:  # cancelled jobs end in an error
+            self.cancelled_jobs += 1
+            log.info("Spark job %s cancelled", tag)
+        elif done:
+            log.warning("Spark job %s ran to its end although it was cancelled", tag)
+        else:
+            log.warning(
+                "Spark job %s still running %.0f s after it was cancelled; the retry "
+                "queues behind it",
+                tag,
+                CANCEL_GRACE_S,
+            )
+
+
+CANCEL_GRACE_S = 10.0
+"""How long a cancelled job may take to stop before the abort goes on without it. A
+Python UDF's worker is killed ``spark.python.task.killTimeout`` (2 s) after its task."""
+
+
+def _parallelism(spark: Any) -> int:
+    if is_connect(spark):
+        return int(spark.conf.get("spark.default.parallelism", "2"))
+    return int(spark.sparkContext.defaultParallelism)
+
+
+def _retrieve(job: asyncio.Future[Any]) -> None:
+    """Read an abandoned job's outcome so asyncio does not report it as never retrieved."""
+    if not job.cancelled() and (exc := job.exception()) is not None:
+        log.debug("an abandoned Spark job ended with %s", _one_line(exc))
+
+
+def _one_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _is_spark_error(exc: BaseException) -> bool:
@@ -165,8 +243,14 @@ def spark_message(exc: BaseException) -> str:
         except Exception:
             pass
     text = text.split("JVM stacktrace:")[0].strip()
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if any(ln.startswith("Traceback") for ln in lines):
+    # Connect appends "SQLSTATE: 38000" after the Python traceback: not the cause
+    lines = [
+        ln.strip()
+        for ln in text.splitlines()
+        if ln.strip() and not ln.strip().startswith("SQLSTATE")
+    ]
+    # classic puts the traceback on lines of its own; Connect after "[PYTHON_EXCEPTION] ...: "
+    if any("Traceback (most recent call last)" in ln for ln in lines):
         for ln in reversed(lines):
             if not ln.startswith(("File ", "at ", "^", "~")) and ":" in ln:
                 return ln[:500]

@@ -1,12 +1,28 @@
 """One Spark session per process, shared by every SparkProcessor and started once.
 
-Local by default (``local[*]``, UI off, driver bound to 127.0.0.1); a master URL for a
-Spark cluster, or a Spark Connect endpoint (``sc://host:port``) for a remote one. The
-session is reference counted: the last processor to stop it stops it.
+Where it runs, chosen by ``SparkSettings``:
+
+- **local** (``local[*]``, the default): the driver binds to 127.0.0.1, the UI is off,
+  and Python workers run this interpreter (``PYSPARK_PYTHON``, unless the user set it),
+  so UDFs import what the app imports;
+- **a cluster master** (``spark://``, ``yarn``, ``k8s://``): none of those loopback
+  defaults -- executors on other hosts must reach the driver at an address Spark picks
+  (or ``spark.driver.host``), with their own Python (``spark.pyspark.python`` or the
+  cluster's ``PYSPARK_PYTHON``); user code reaches them through ``spark.submit.pyFiles``
+  or ``SparkProcessor.ship``;
+- **Spark Connect** (``remote``, ``sc://host:port``): the server owns Spark's
+  configuration; each ``conf`` entry is set on the session after it connects, and one the
+  server refuses (a static setting) stops the start with a ``ConfigError`` naming it,
+  rather than being dropped silently (PySpark's builder ignores such failures).
+
+The session is reference counted: the last processor to release it stops it; over
+Connect, stopping releases the server-side session and whatever it still runs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -15,6 +31,9 @@ from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .._errors import ConfigError
+from ._jobs import is_connect
 
 log = logging.getLogger("eosflow.spark")
 
@@ -30,6 +49,11 @@ class SparkSettings(BaseSettings):
     )
     app_name: str = "eosflow"
     conf: dict[str, str] = Field(default_factory=dict, description="extra spark.* settings")
+    ship_code: bool = Field(
+        default=False,
+        description="send the processor's module (or its top-level package) to the "
+        "executors at start: needed on a cluster when UDFs live in your own code",
+    )
     job_timeout_s: float | None = Field(
         default=None,
         gt=0,
@@ -56,30 +80,75 @@ def acquire(settings: SparkSettings) -> Any:
                 )
             _users += 1
             return _session
-        from pyspark.sql import SparkSession
-
-        builder = SparkSession.builder.appName(settings.app_name)
         if settings.remote:
-            builder = builder.remote(settings.remote)
+            _session = _connect(settings.remote, settings)
         else:
-            builder = builder.master(settings.master)
-            # Python workers run this interpreter (the app's venv), not whatever python3
-            # is first on PATH, so UDFs can import what the app imports. PySpark reads
-            # the variable when the context starts; a user's own choice is kept.
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            defaults = {
-                "spark.pyspark.python": os.environ["PYSPARK_PYTHON"],
-                "spark.ui.enabled": "false",
-                "spark.driver.host": "127.0.0.1",
-                "spark.driver.bindAddress": "127.0.0.1",
-                "spark.sql.execution.arrow.pyspark.enabled": "true",
-            }
-            for k, v in {**defaults, **settings.conf}.items():
-                builder = builder.config(k, v)
-        log.info("starting Spark (%s)", settings.remote or settings.master)
-        _session = builder.getOrCreate()
+            _session = _classic(settings)
         _users, _key = 1, settings
         return _session
+
+
+LOCAL_DEFAULTS = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+CONNECT_NEEDS = ("pandas", "grpc", "grpc_status", "google.rpc", "zstandard")
+"""What ``pyspark.sql.connect`` imports beyond pyspark (``pyspark[connect]``)."""
+
+
+def _classic(settings: SparkSettings) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(settings.app_name).master(settings.master)
+    defaults = {"spark.sql.execution.arrow.pyspark.enabled": "true"}
+    if settings.master.startswith("local"):
+        # PySpark reads the variable when the context starts; a user's own choice is kept
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        defaults |= LOCAL_DEFAULTS | {"spark.pyspark.python": os.environ["PYSPARK_PYTHON"]}
+    for k, v in {**defaults, **settings.conf}.items():
+        builder = builder.config(k, v)
+    log.info("starting Spark (%s)", settings.master)
+    return builder.getOrCreate()
+
+
+def _connect(remote: str, settings: SparkSettings) -> Any:
+    for module in CONNECT_NEEDS:
+        if _missing(module):
+            raise ConfigError(
+                "Spark Connect (EOSFLOW_SPARK_REMOTE) needs its client packages: "
+                f"pip install 'eosflow[spark-connect]' (missing: {module})"
+            )
+    from pyspark.sql import SparkSession
+
+    log.info("connecting to Spark Connect at %s", remote)
+    session = SparkSession.builder.appName(settings.app_name).remote(remote).create()
+    try:
+        for k, v in settings.conf.items():
+            try:
+                session.conf.set(k, v)
+            except Exception as exc:
+                raise ConfigError(
+                    f"Spark setting {k}={v} cannot be applied over Spark Connect "
+                    f"({_first_line(exc)}); set it in the Connect server's configuration"
+                ) from None
+    except BaseException:
+        session.stop()
+        raise
+    return session
+
+
+def _missing(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return True
+    return False
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return (lines[0] if lines else type(exc).__name__)[:300]
 
 
 def release() -> None:
@@ -91,5 +160,8 @@ def release() -> None:
         _users -= 1
         if _users <= 0:
             log.info("stopping Spark")
+            if is_connect(_session):
+                with contextlib.suppress(Exception):  # best effort: the server may be gone
+                    _session.interruptAll()
             _session.stop()
             _session, _users, _key = None, 0, None

@@ -118,9 +118,11 @@ def _die_with_parent() -> None:
         _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def spawn(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+def spawn(
+    cmd: list[str], log: Path, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
     """Start ``cmd`` with its output appended to ``log``, in its own session (a terminal's
-    Ctrl-C reaches only us; we stop it)."""
+    Ctrl-C reaches only us; we stop it); ``env``: its whole environment, else ours."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
             cmd,
@@ -128,6 +130,7 @@ def spawn(cmd: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=cwd,
+            env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -12,12 +13,20 @@ from pyspark.sql.types import StringType
 from eosflow.spark import SparkProcessor
 
 
-def _slow(v: str) -> str:
-    mark = os.environ.get("SLOW_MARK")
-    if mark:  # tells a test that a job is running
-        open(mark, "a").close()
-    time.sleep(float(os.environ.get("SLOW_UDF_S", "0.5")))
-    return v
+def _slow_udf(delay_s: float, mark: str | None, rows: str | None) -> Callable[[str], str]:
+    """The UDF, with its settings read on the driver (``SLOW_UDF_S``, ``SLOW_MARK``: a
+    file touched when a job runs, ``SLOW_ROWS``: a file with a line per row done)."""
+
+    def slow(v: str) -> str:
+        if mark:
+            open(mark, "a").close()
+        time.sleep(delay_s)
+        if rows:
+            with open(rows, "a") as f:
+                f.write(v + "\n")
+        return v
+
+    return slow
 
 
 class Slow(SparkProcessor):
@@ -27,7 +36,11 @@ class Slow(SparkProcessor):
     output_topic = os.environ.get("SLOW_OUT", "out")
 
     def transform(self, df: DataFrame) -> DataFrame:
-        slow = F.udf(_slow, StringType())
+        env = os.environ
+        udf = _slow_udf(
+            float(env.get("SLOW_UDF_S", "0.5")), env.get("SLOW_MARK"), env.get("SLOW_ROWS")
+        )
+        slow = F.udf(udf, StringType())
         return df.coalesce(1).select("key", slow(F.col("value").cast("string")).alias("value"))
 
 

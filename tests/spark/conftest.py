@@ -1,10 +1,23 @@
-"""One local Spark session for the whole Spark test module (starting one costs ~8 s)."""
+"""One Spark session for the whole Spark test module (starting one costs ~8 s), in the
+mode ``EOSFLOW_TEST_SPARK`` names:
 
+- ``local`` (the default): local Spark in this process;
+- ``standalone``: a standalone master and worker started here (``clusters.py``);
+- ``connect``: a Spark Connect server started here, the processor's code shipped to it.
+
+The mode reaches every ``SparkProcessor`` the way it reaches a user's: through
+``EOSFLOW_SPARK_MASTER`` / ``EOSFLOW_SPARK_REMOTE`` (and ``EOSFLOW_SPARK_SHIP_CODE``).
+"""
+
+import json
 import os
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from clusters import MODE, connect_server, standalone
 
 from eosflow.spark import SparkSettings, _session
 
@@ -16,6 +29,37 @@ def shared_spark() -> Iterator[None]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (procs, os.environ.get("PYTHONPATH")) if p
     )
-    _session.acquire(SparkSettings())  # the settings every test processor uses
-    yield
-    _session.release()
+    with tempfile.TemporaryDirectory(prefix="eosflow-spark-") as home:
+        if MODE == "standalone":
+            with standalone(Path(home)) as url:
+                # Spark's own settings, as a user's cluster would have them (eosflow sets
+                # nothing for spark://): executors run the test's interpreter
+                env = {
+                    "EOSFLOW_SPARK_MASTER": url,
+                    "PYSPARK_PYTHON": sys.executable,
+                    "SPARK_LOCAL_IP": "127.0.0.1",  # the driver listens on loopback only
+                    # one core of the worker's two per application: the SIGKILL test's
+                    # instances run beside this process's session (by default the first
+                    # application takes every core and the next one waits for ever)
+                    "EOSFLOW_SPARK_CONF": json.dumps(
+                        {"spark.cores.max": "1", "spark.executor.memory": "768m"}
+                    ),
+                }
+                yield from _session_on(env)
+        elif MODE == "connect":
+            with connect_server(Path(home)) as url:
+                env = {"EOSFLOW_SPARK_REMOTE": url, "EOSFLOW_SPARK_SHIP_CODE": "true"}
+                yield from _session_on(env)
+        else:
+            yield from _session_on({})
+
+
+def _session_on(env: dict[str, str]) -> Iterator[None]:
+    os.environ.update(env)  # the processors' SparkSettings() and spawned apps read these
+    try:
+        _session.acquire(SparkSettings())  # the settings every test processor uses
+        yield
+        _session.release()
+    finally:
+        for k in env:
+            os.environ.pop(k, None)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from spark_procs import Broken, Slow
 import eosflow
 from eosflow._demo import OUT, Enrich
 from eosflow._demo_spark import SparkEnrich
+from eosflow.spark import SparkJobTimeout
 from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
 from eosflow.testing._ladder import Broker
 
@@ -204,6 +207,30 @@ async def test_job_outliving_its_budget_is_aborted_and_retried_smaller(
     assert report.ok, report.summary()
 
 
+# Fails when the cancel does not reach the job (SparkSession.interruptTag in classic
+# mode, whose tags are thread-local: it finds nothing and the job runs to its end).
+async def test_job_past_its_budget_is_cancelled_and_its_rows_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = tmp_path / "rows"
+    monkeypatch.setenv("SLOW_UDF_S", "0.25")
+    monkeypatch.setenv("SLOW_ROWS", str(rows))
+    proc = Slow()
+    await proc.on_start()
+    proc._job_timeout_s = 1.5  # one Spark partition: 20 rows x 0.25 s = a 5 s job
+    try:
+        started = time.monotonic()
+        with pytest.raises(SparkJobTimeout):
+            await proc.process_batch(orders(20))
+        # watch past the time an uncancelled job would have written its last row
+        await asyncio.sleep(max(0.0, started + 7.0 - time.monotonic()))
+    finally:
+        await proc.on_stop()
+    done = rows.read_text().splitlines() if rows.exists() else []
+    assert 0 < len(done) < 20, f"{len(done)} of 20 rows done: the job was not cancelled"
+    assert proc.cancelled_jobs == 1
+
+
 async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
@@ -222,6 +249,8 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
         "EOSFLOW_ALLOW_TRANSACTION_TIMEOUT_OVER_SESSION": "true",
         "EOSFLOW_COMMIT_INTERVAL_S": "1",
         "EOSFLOW_MAX_RECORDS_PER_TXN": "20",
+        # the Spark tests' mode (a cluster, Connect) reaches the child as a user's would
+        **{k: v for k, v in os.environ.items() if k.startswith("EOSFLOW_SPARK_")},
     }
     txn_id = b.unique("sk")
 

@@ -132,6 +132,19 @@ def _private_imports() -> list[str]:
                 and not rel.startswith(ADAPTER)
             ):
                 offenders.append(f"{rel}: {node.module}")
+            # aiokafka's errors are mapped in the adapter's boundary only (the test kit
+            # reads them too: it is a client of Kafka, not part of the runtime)
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            if any(
+                n == "aiokafka.errors" or n.startswith("aiokafka.errors.") for n in names
+            ) and not rel.startswith((ADAPTER, "testing/")):
+                offenders.append(f"{rel}: aiokafka.errors")
     return offenders
 
 
