@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import sys
 import tempfile
+import weakref
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -30,13 +31,23 @@ from ._jobs import is_connect
 log = logging.getLogger("eosflow.spark")
 
 
+_sent: weakref.WeakKeyDictionary[Any, dict[str, Path]] = weakref.WeakKeyDictionary()
+"""Per session, what was shipped by top-level name: Spark refuses the same file name a
+second time from another path (two processors of one package share the session)."""
+
+
 def ship(spark: Any, module: str) -> Path:
-    """Send ``module``'s code to the executors; the file or zip that was sent."""
+    """Send ``module``'s code to the executors once per session; the file or zip sent."""
+    sent = _sent.setdefault(spark, {})
+    top = module.split(".")[0]
+    if top in sent:
+        return sent[top]
     path = code_archive(module)
     if is_connect(spark):
         spark.addArtifacts(str(path), pyfile=True)
     else:
         spark.sparkContext.addPyFile(str(path))
+    sent[top] = path
     log.info("shipped %s to the Spark executors (%s)", module, path.name)
     return path
 

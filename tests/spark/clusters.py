@@ -34,8 +34,11 @@ START_TIMEOUT_S = 120.0
 
 
 def _env(home: Path) -> dict[str, str]:
+    """Ours, without PYTHONPATH: code reaches the cluster's Python workers only as it
+    would a user's, shipped by ``EOSFLOW_SPARK_SHIP_CODE``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return dict(
-        os.environ,
+        env,
         SPARK_HOME=str(SPARK_HOME),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(home),

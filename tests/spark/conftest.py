@@ -3,7 +3,10 @@ mode ``EOSFLOW_TEST_SPARK`` names:
 
 - ``local`` (the default): local Spark in this process;
 - ``standalone``: a standalone master and worker started here (``clusters.py``);
-- ``connect``: a Spark Connect server started here, the processor's code shipped to it.
+- ``connect``: a Spark Connect server started here.
+
+On both clusters the processors' code reaches the Python workers only by being shipped
+(``EOSFLOW_SPARK_SHIP_CODE``): the clusters do not get this process's PYTHONPATH.
 
 The mode reaches every ``SparkProcessor`` the way it reaches a user's: through
 ``EOSFLOW_SPARK_MASTER`` / ``EOSFLOW_SPARK_REMOTE`` (and ``EOSFLOW_SPARK_SHIP_CODE``).
@@ -36,6 +39,7 @@ def shared_spark() -> Iterator[None]:
                 # nothing for spark://): executors run the test's interpreter
                 env = {
                     "EOSFLOW_SPARK_MASTER": url,
+                    "EOSFLOW_SPARK_SHIP_CODE": "true",
                     "PYSPARK_PYTHON": sys.executable,
                     "SPARK_LOCAL_IP": "127.0.0.1",  # the driver listens on loopback only
                     # one core of the worker's two per application: the SIGKILL test's
