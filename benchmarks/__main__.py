@@ -4,6 +4,8 @@
   test cluster or ``--broker genuine`` (``compare.py``);
 - ``cluster``: the test cluster under an aiokafka exactly-once loop (``cluster_throughput.py``);
 - ``spark``: the Spark path against plain Python (``spark_overhead.py``);
+- ``spark-payoff``: a heavy transform end to end, Spark local and standalone against plain
+  Python (``spark_payoff.py``);
 - ``outage``: log lines per minute of a broker outage (``outage_noise.py``);
 - ``stress``: exactly once across rebalances with work done ahead (``stress_rebalance.py``);
 - ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``).
@@ -18,6 +20,7 @@ COMMANDS = {
     "run": "benchmarks.compare",
     "cluster": "benchmarks.cluster_throughput",
     "spark": "benchmarks.spark_overhead",
+    "spark-payoff": "benchmarks.spark_payoff",
     "outage": "benchmarks.outage_noise",
     "stress": "benchmarks.stress_rebalance",
     "fault-sweep": "benchmarks.fault_sweep",

@@ -2,7 +2,7 @@
 mode ``EOSFLOW_TEST_SPARK`` names:
 
 - ``local`` (the default): local Spark in this process;
-- ``standalone``: a standalone master and worker started here (``clusters.py``);
+- ``standalone``: a standalone master and worker started here (``eosflow.testing._spark_clusters``);
 - ``connect``: a Spark Connect server started here.
 
 On both clusters the processors' code reaches the Python workers only by being shipped
@@ -20,9 +20,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from clusters import MODE, connect_server, standalone
 
 from eosflow.spark import SparkSettings, _session
+from eosflow.testing._spark_clusters import connect_server, standalone
+
+MODES = ("local", "standalone", "connect")
+MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")
+if MODE not in MODES:
+    raise pytest.UsageError(f"EOSFLOW_TEST_SPARK={MODE!r}: one of {', '.join(MODES)}")
 
 
 @pytest.fixture(scope="session", autouse=True)

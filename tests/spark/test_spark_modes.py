@@ -3,14 +3,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import pytest
-from clusters import MODE
 
 from eosflow import ConfigError
 from eosflow.spark import SparkSettings, _session
+
+MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")
 
 
 def test_loopback_defaults_only_in_local_mode() -> None:

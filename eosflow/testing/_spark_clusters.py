@@ -1,4 +1,5 @@
-"""Spark clusters for the Spark tests, from what the pyspark package ships.
+"""Spark clusters for the Spark tests and benchmarks, from what the pyspark package ships
+(the test kit's; imports pyspark, so only with the ``spark`` extra).
 
 - ``standalone``: a master and one worker (``bin/spark-class``), the worker's executors
   running this interpreter (``PYSPARK_PYTHON``) as a cluster's own configuration would say;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -23,13 +25,9 @@ from pathlib import Path
 
 import pyspark
 
-from eosflow.testing._genuine_procs import free_ports, spawn, tail, terminate
+from ._genuine_procs import free_ports, spawn, tail, terminate
 
 SPARK_HOME = Path(pyspark.__file__).parent
-MODES = ("local", "standalone", "connect")
-MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")
-if MODE not in MODES:
-    raise SystemExit(f"EOSFLOW_TEST_SPARK={MODE!r}: one of {', '.join(MODES)}")
 START_TIMEOUT_S = 120.0
 
 
@@ -46,14 +44,14 @@ def _env(home: Path) -> dict[str, str]:
     )
 
 
-def _await_line(log: Path, line: str, proc: object, what: str) -> None:
+def _await_line(log: Path, line: str, proc: subprocess.Popen[bytes], what: str) -> None:
     """Until ``line`` is in ``log``; the process ending or the timeout is an error with
     the log's tail."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while True:
         if log.exists() and line in log.read_text(errors="replace"):
             return
-        if proc.poll() is not None:  # type: ignore[attr-defined]
+        if proc.poll() is not None:
             raise RuntimeError(f"{what} exited before it was ready:\n{tail(log, 40)}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what} not ready in {START_TIMEOUT_S:.0f} s:\n{tail(log, 40)}")
@@ -61,7 +59,7 @@ def _await_line(log: Path, line: str, proc: object, what: str) -> None:
 
 
 @contextlib.contextmanager
-def standalone(home: Path, cores: int = 2, memory: str = "2g") -> Iterator[str]:
+def standalone(home: Path, cores: int = 2, memory: str = "3g") -> Iterator[str]:
     """A standalone master with one worker; yields the master URL."""
     port, ui, worker_port, worker_ui = free_ports(4)
     env, cls = _env(home), str(SPARK_HOME / "bin" / "spark-class")
@@ -92,13 +90,15 @@ def standalone(home: Path, cores: int = 2, memory: str = "2g") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def connect_server(home: Path) -> Iterator[str]:
-    """A Spark Connect server over ``local[2]``; yields its ``sc://`` URL."""
+def connect_server(home: Path, cores: int = 2, memory: str = "1g") -> Iterator[str]:
+    """A Spark Connect server over ``local[cores]`` with ``memory`` of driver heap;
+    yields its ``sc://`` URL."""
     (port,) = free_ports(1)
     submit = str(SPARK_HOME / "bin" / "spark-submit")
     server = spawn(
         [submit, "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
-         "--name", "eosflow-test-connect", "--master", "local[2]",
+         "--name", "eosflow-test-connect", "--master", f"local[{cores}]",
+         "--driver-memory", memory,
          "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
          "--conf", f"spark.connect.grpc.binding.port={port}",
          "--conf", "spark.ui.enabled=false",
