@@ -11,9 +11,10 @@ Failure modes:
   commit still fits) is cancelled (``_jobs``: job tags, the way each kind of session
   honours them) and raises ``SparkJobTimeout``, a retriable error: the app aborts,
   rewinds, and retries with half the records (growing back after commits), and the log
-  names the limits to raise. The cancel waits up to ``CANCEL_GRACE_S`` for the job to
-  stop, so the retry does not queue behind it; a cancel that reaches no running job, or
-  a job still running after the grace, is logged as a warning;
+  names the limits to raise. The cancel waits a little for the job to stop (up to
+  ``CANCEL_GRACE_S``, within the transaction timeout), so the retry does not queue
+  behind it; a cancel that reaches no running job, or a job still running after the
+  wait, is logged as a warning;
 - a failing job (bad transform, executor loss) raises ``SparkJobError`` carrying Spark's
   own message rather than a JVM stack; the app's error policy applies (stop, or
   dead-letter the batch's records).
@@ -66,6 +67,7 @@ class SparkProcessor(Processor):
         self._tags: Tags | None = None
         self.last_job_s = 0.0  # wall time of the last Spark job, for measurements
         self.cancelled_jobs = 0  # jobs cancelled past their budget that then stopped
+        self._cancel_grace_s = CANCEL_GRACE_S
 
     def transform(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError("override SparkProcessor.transform(df) -> df")
@@ -94,6 +96,9 @@ class SparkProcessor(Processor):
             )
         if self._settings.job_timeout_s is None:
             self._job_timeout_s = config.transaction_timeout_s * 0.75
+        # waiting for a cancelled job must not carry the transaction past its timeout
+        left_s = config.transaction_timeout_s - self._job_timeout_s
+        self._cancel_grace_s = max(0.0, min(CANCEL_GRACE_S, left_s / 2))
         budget = config.transaction_timeout_s - config.commit_interval_s
         if self._job_timeout_s >= budget:
             log.warning(
@@ -173,13 +178,14 @@ class SparkProcessor(Processor):
             raise
 
     async def _cancel(self, tag: str, job: asyncio.Future[Any]) -> None:
-        """Cancel the job that ran past its budget and wait (at most ``CANCEL_GRACE_S``)
-        for it to stop; its outcome is retrieved whenever it comes."""
+        """Cancel the job that ran past its budget and wait for it to stop, at most
+        ``CANCEL_GRACE_S`` and at most half of what the transaction timeout leaves after
+        the budget; its outcome is retrieved whenever it comes."""
         job.add_done_callback(_retrieve)
         try:
             reached = await asyncio.to_thread(self.tags.cancel, tag)
         except Exception as exc:
-            log.warning("cancelling Spark job %s failed: %s", tag, _one_line(exc))
+            log.warning("cancelling Spark job %s failed: %s", tag, _session.first_line(exc))
             reached = 0
         if reached == 0 and not job.done():
             log.warning(
@@ -188,7 +194,7 @@ class SparkProcessor(Processor):
                 tag,
                 self._job_timeout_s,
             )
-        done, _ = await asyncio.wait({job}, timeout=CANCEL_GRACE_S)
+        done, _ = await asyncio.wait({job}, timeout=self._cancel_grace_s)
         if done and job.exception() is not None:  # cancelled jobs end in an error
             self.cancelled_jobs += 1
             log.info("Spark job %s cancelled", tag)
@@ -199,7 +205,7 @@ class SparkProcessor(Processor):
                 "Spark job %s still running %.0f s after it was cancelled; the retry "
                 "queues behind it",
                 tag,
-                CANCEL_GRACE_S,
+                self._cancel_grace_s,
             )
 
 
@@ -209,6 +215,8 @@ Python UDF's worker is killed ``spark.python.task.killTimeout`` (2 s) after its 
 
 
 def _parallelism(spark: Any) -> int:
+    """How many slices the warm-up job runs: classic Spark knows its executors' cores;
+    a Connect client does not, so ``spark.default.parallelism`` if set, else 2."""
     if is_connect(spark):
         return int(spark.conf.get("spark.default.parallelism", "2"))
     return int(spark.sparkContext.defaultParallelism)
@@ -217,11 +225,7 @@ def _parallelism(spark: Any) -> int:
 def _retrieve(job: asyncio.Future[Any]) -> None:
     """Read an abandoned job's outcome so asyncio does not report it as never retrieved."""
     if not job.cancelled() and (exc := job.exception()) is not None:
-        log.debug("an abandoned Spark job ended with %s", _one_line(exc))
-
-
-def _one_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        log.debug("an abandoned Spark job ended with %s", _session.first_line(exc))
 
 
 def _is_spark_error(exc: BaseException) -> bool:

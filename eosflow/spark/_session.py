@@ -130,7 +130,7 @@ def _connect(remote: str, settings: SparkSettings) -> Any:
             except Exception as exc:
                 raise ConfigError(
                     f"Spark setting {k}={v} cannot be applied over Spark Connect "
-                    f"({_first_line(exc)}); set it in the Connect server's configuration"
+                    f"({first_line(exc)}); set it in the Connect server's configuration"
                 ) from None
     except BaseException:
         session.stop()
@@ -146,7 +146,8 @@ def _missing(module: str) -> bool:
     return False
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-empty line, at most 300 characters."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     return (lines[0] if lines else type(exc).__name__)[:300]
 
