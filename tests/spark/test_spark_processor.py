@@ -270,10 +270,12 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
     async def in_job() -> bool:
         return mark.exists()
 
-    await eventually(in_job, timeout_s=120, what="the first Spark job running")
-    assert await committed_total(b.bootstrap_servers, src, 1, group) == 0
-    proc.send_signal(signal.SIGKILL)
-    await proc.wait()
+    try:
+        await eventually(in_job, timeout_s=120, what="the first Spark job running")
+        assert await committed_total(b.bootstrap_servers, src, 1, group) == 0
+    finally:  # a failure here must not leave the instance (and its Spark JVM) running
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
     proc = await start()
 
     async def done() -> bool:
@@ -283,7 +285,12 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
         await eventually(done, timeout_s=180, what="restarted instance finished")
     finally:
         proc.send_signal(signal.SIGTERM)
-        await asyncio.wait_for(proc.wait(), 60)
+        try:
+            await asyncio.wait_for(proc.wait(), 60)
+        except TimeoutError:  # SIGTERM is not honoured while on_start blocks
+            proc.kill()
+            await proc.wait()
+            raise
     report = await check_exactly_once(b.bootstrap_servers, src, out, group_id=group)
     assert report.ok, report.summary()
 
