@@ -68,6 +68,7 @@ class SparkProcessor(Processor):
         self.last_job_s = 0.0  # wall time of the last Spark job, for measurements
         self.cancelled_jobs = 0  # jobs cancelled past their budget that then stopped
         self._cancel_grace_s = CANCEL_GRACE_S
+        self._owner: str | None = None  # the app's transactional id: names a Connect session
 
     def transform(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError("override SparkProcessor.transform(df) -> df")
@@ -87,6 +88,7 @@ class SparkProcessor(Processor):
         return self._tags
 
     def configure(self, config: EosConfig) -> None:
+        self._owner = config.transactional_id
         if config.commit_interval_s < 1.0:
             log.warning(
                 "commit_interval_s is %.2f s: every transaction pays a Spark job's "
@@ -112,7 +114,7 @@ class SparkProcessor(Processor):
         """Start (or join) the Spark session and warm it up, before the app joins its
         group: the ~10 s of a cold start, and the first tasks' class loading on
         executors, must not fall inside a transaction."""
-        self._spark = await asyncio.to_thread(_session.acquire, self._settings)
+        self._spark = await asyncio.to_thread(_session.acquire, self._settings, self._owner)
         self._tags = tags_for(self._spark)
         if self._settings.ship_code:
             await asyncio.to_thread(ship, self._spark, type(self).__module__)

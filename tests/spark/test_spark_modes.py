@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import importlib
+import logging
 import os
+import signal
 import subprocess
 import sys
+import time
+import uuid
+from pathlib import Path
 
 import pytest
 
 from eosflow import ConfigError
-from eosflow.spark import SparkSettings, _session
+from eosflow.spark import SparkSettings, _session, _ship
 
 MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")
 
@@ -37,7 +43,7 @@ def test_connect_settings_are_applied_or_refused() -> None:
     remote = SparkSettings().remote
     assert remote
     applied = _session._connect(
-        remote, SparkSettings(remote=remote, conf={"spark.sql.shuffle.partitions": "7"})
+        remote, SparkSettings(remote=remote, conf={"spark.sql.shuffle.partitions": "7"}), None
     )
     try:
         assert applied.conf.get("spark.sql.shuffle.partitions") == "7"
@@ -45,7 +51,7 @@ def test_connect_settings_are_applied_or_refused() -> None:
         applied.stop()
     with pytest.raises(ConfigError) as info:
         _session._connect(
-            remote, SparkSettings(remote=remote, conf={"spark.executor.memory": "3g"})
+            remote, SparkSettings(remote=remote, conf={"spark.executor.memory": "3g"}), None
         )
     assert "spark.executor.memory=3g cannot be applied over Spark Connect" in str(info.value)
     assert "CANNOT_MODIFY_CONFIG" in str(info.value)
@@ -61,3 +67,91 @@ def test_connect_without_its_client_packages_gives_an_install_hint() -> None:
     assert run.returncode == 1
     last = run.stderr.strip().splitlines()[-1]
     assert last.endswith("pip install 'eosflow[spark-connect]' (missing: grpc)"), last
+
+
+def test_connect_session_ids_are_derived_from_the_transactional_id() -> None:
+    ids = _session.session_ids("app-0")
+    assert ids == _session.session_ids("app-0") and len(set(ids)) == _session.SESSION_PROBES
+    assert not set(ids) & set(_session.session_ids("app-1"))
+    assert all(uuid.UUID(i).version == 4 for i in ids)
+    assert _session.with_session_id("sc://h:1", "x") == "sc://h:1/;session_id=x"
+    assert _session.with_session_id("sc://h:1/;token=t", "x") == "sc://h:1/;token=t;session_id=x"
+
+
+def test_a_killed_instances_connect_operation_is_interrupted_by_its_successor(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server runs a detached operation on for a minute after its client died; the
+    restarted instance (same transactional id) joins that session and interrupts it."""
+    if MODE != "connect":
+        pytest.skip("needs a Spark Connect server (EOSFLOW_TEST_SPARK=connect)")
+    remote = SparkSettings().remote
+    assert remote
+    owner, marker = f"orphan-{uuid.uuid4().hex[:8]}", tmp_path / "running"
+    code = (
+        "from eosflow.spark import SparkSettings, _session\n"
+        f"spark = _session.acquire(SparkSettings(), {owner!r})\n"
+        "def slow(batches):\n"
+        "    import pathlib, time\n"
+        f"    pathlib.Path({str(marker)!r}).touch()\n"
+        "    time.sleep(600)\n"
+        "    yield from batches\n"
+        "spark.range(1).mapInArrow(slow, 'id long').collect()\n"
+    )
+    first = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():  # the job's task has started on the server's worker
+            assert first.poll() is None, "the first instance ended before its job ran"
+            assert time.monotonic() < deadline, "the first instance's job never started"
+            time.sleep(0.1)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    with caplog.at_level(logging.WARNING, logger="eosflow.spark"):
+        successor = _session._connect(remote, SparkSettings(), owner)
+    try:
+        assert not successor.release_session_on_close, "a derived session stays open"
+        assert successor.session_id == _session.session_ids(owner)[0]
+        assert "interrupted 1 operation(s) a previous instance left" in caplog.text
+    finally:
+        successor.stop()  # without releasing: the session stays open on the server
+    again = _session._connect(remote, SparkSettings(), owner)
+    try:  # the same session joined again, with nothing left running in it
+        assert again.session_id == _session.session_ids(owner)[0]
+    finally:
+        again.release_session_on_close = True
+        again.stop()  # released: the server closes (tombstones) that id
+    after = _session._connect(remote, SparkSettings(), owner)
+    try:
+        assert after.session_id == _session.session_ids(owner)[1], "the next derived id"
+    finally:
+        after.release_session_on_close = True
+        after.stop()
+
+
+def test_a_shipped_package_runs_on_the_executors_and_its_zip_is_not_left_behind() -> None:
+    """On the clusters ``shipped_pkg`` is importable only from the zip sent to them."""
+    importlib.import_module("shipped_pkg.calc")  # as a processor's module is, before start
+    spark = _session.acquire(SparkSettings())
+    try:
+        zip_path = _ship.ship(spark, "shipped_pkg.calc")
+        assert zip_path.name == "shipped_pkg.zip"
+
+        def doubled(batches):  # type: ignore[no-untyped-def]
+            import pyarrow as pa
+            import shipped_pkg
+
+            for b in batches:
+                yield pa.RecordBatch.from_pydict(
+                    {"id": [shipped_pkg.double(int(v)) for v in b["id"].to_pylist()]}
+                )
+
+        got = sorted(r.id for r in spark.range(4).mapInArrow(doubled, "id long").collect())
+        assert got == [0, 2, 4, 6]
+        if MODE == "connect":  # uploaded: nothing left on disk
+            assert not zip_path.parent.exists()
+        else:  # classic Spark serves the file to executors from its path until it stops
+            assert zip_path.parent in _ship._archives
+    finally:
+        _session.release()  # the shared session's stop removes it (checked by conftest)
