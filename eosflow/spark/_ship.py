@@ -18,6 +18,7 @@ the image the cluster runs).
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 import tempfile
 import weakref
@@ -35,6 +36,10 @@ _sent: weakref.WeakKeyDictionary[Any, dict[str, Path]] = weakref.WeakKeyDictiona
 """Per session, what was shipped by top-level name: Spark refuses the same file name a
 second time from another path (two processors of one package share the session)."""
 
+_archives: list[Path] = []
+"""Temporary folders of zips classic Spark still serves (it reads the file when an
+executor fetches it, not when it is added); removed when the session stops."""
+
 
 def ship(spark: Any, module: str) -> Path:
     """Send ``module``'s code to the executors once per session; the file or zip sent."""
@@ -43,13 +48,29 @@ def ship(spark: Any, module: str) -> Path:
     if top in sent:
         return sent[top]
     path = code_archive(module)
+    made = path.parent if path.parent.name.startswith(TEMP_PREFIX) else None
     if is_connect(spark):
-        spark.addArtifacts(str(path), pyfile=True)
+        try:  # the bytes are uploaded now: the zip is not needed afterwards
+            spark.addArtifacts(str(path), pyfile=True)
+        finally:
+            if made is not None:
+                shutil.rmtree(made, ignore_errors=True)
     else:
+        if made is not None:
+            _archives.append(made)
         spark.sparkContext.addPyFile(str(path))
     sent[top] = path
     log.info("shipped %s to the Spark executors (%s)", module, path.name)
     return path
+
+
+def remove_archives() -> None:
+    """Delete the zips written for classic sessions (call once the session stopped)."""
+    while _archives:
+        shutil.rmtree(_archives.pop(), ignore_errors=True)
+
+
+TEMP_PREFIX = "eosflow-ship-"
 
 
 def code_archive(module: str) -> Path:
@@ -67,7 +88,7 @@ def code_archive(module: str) -> Path:
     if not hasattr(loaded, "__path__"):  # a plain module
         return source
     root = source.parent
-    target = Path(tempfile.mkdtemp(prefix="eosflow-ship-")) / f"{top}.zip"
+    target = Path(tempfile.mkdtemp(prefix=TEMP_PREFIX)) / f"{top}.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for f in sorted(root.rglob("*.py")):
             archive.write(f, f.relative_to(root.parent).as_posix())

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from eosflow.spark import SparkSettings, _session
+from eosflow.spark import SparkSettings, _session, _ship
 from eosflow.testing._spark_clusters import connect_server, standalone
 
 MODES = ("local", "standalone", "connect")
@@ -65,10 +65,14 @@ def shared_spark() -> Iterator[None]:
 
 def _session_on(env: dict[str, str]) -> Iterator[None]:
     os.environ.update(env)  # the processors' SparkSettings() and spawned apps read these
+    shipped = Path(tempfile.gettempdir()).glob(f"{_ship.TEMP_PREFIX}*")
+    before = set(shipped)
     try:
         _session.acquire(SparkSettings())  # the settings every test processor uses
         yield
         _session.release()
+        left = set(Path(tempfile.gettempdir()).glob(f"{_ship.TEMP_PREFIX}*")) - before
+        assert not left, f"shipped zips left behind after the session stopped: {left}"
     finally:
         for k in env:
             os.environ.pop(k, None)
