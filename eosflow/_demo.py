@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Mapping
 
 from aiokafka import AIOKafkaProducer
 
@@ -121,6 +122,19 @@ async def _seed(bootstrap: str, n: int) -> None:
 
 
 async def _spawn(bootstrap: str, index: int, spark: bool) -> asyncio.subprocess.Process:
+    env = instance_env(spark, os.environ)
+    return await spawn_run(
+        "eosflow._demo_spark:SparkEnrich" if spark else "eosflow._demo:Enrich",
+        bootstrap_servers=bootstrap,
+        group_id=GROUP,
+        input_topics=(IN,),
+        transactional_id=f"demo-enrich-{index}",
+        env=env,
+    )
+
+
+def instance_env(spark: bool, environ: Mapping[str, str]) -> dict[str, str]:
+    """The settings a demo instance runs with, beside its bootstrap, group and ids."""
     env = {
         "EOSFLOW_SESSION_TIMEOUT_S": "3",
         "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.3",
@@ -135,15 +149,8 @@ async def _spawn(bootstrap: str, index: int, spark: bool) -> asyncio.subprocess.
         )
         # where Spark runs is the user's choice: a cluster (EOSFLOW_SPARK_MASTER) or a
         # Connect server (EOSFLOW_SPARK_REMOTE) reaches the demo's instances
-        env.update({k: v for k, v in os.environ.items() if k.startswith("EOSFLOW_SPARK_")})
-    return await spawn_run(
-        "eosflow._demo_spark:SparkEnrich" if spark else "eosflow._demo:Enrich",
-        bootstrap_servers=bootstrap,
-        group_id=GROUP,
-        input_topics=(IN,),
-        transactional_id=f"demo-enrich-{index}",
-        env=env,
-    )
+        env.update({k: v for k, v in environ.items() if k.startswith("EOSFLOW_SPARK_")})
+    return env
 
 
 def _committed(cluster: FakeCluster) -> int:
