@@ -155,3 +155,28 @@ def test_a_shipped_package_runs_on_the_executors_and_its_zip_is_not_left_behind(
             assert zip_path.parent in _ship._archives
     finally:
         _session.release()  # the shared session's stop removes it (checked by conftest)
+
+
+def test_the_warm_up_runs_a_python_task_per_slice_of_the_default_parallelism() -> None:
+    """So each executor core has loaded its classes and started a Python worker before
+    the first transaction's job (a cold executor overran a 6 s budget on standalone)."""
+    if MODE == "connect":
+        pytest.skip("a Connect client cannot see the server's jobs and executors")
+    from eosflow.spark import SparkProcessor
+
+    spark = _session.acquire(SparkSettings())
+    try:
+        tracker = spark.sparkContext.statusTracker()
+        before = set(tracker.getJobIdsForGroup(None))
+        p = SparkProcessor()
+        p._spark = spark
+        p._warm_up()
+        jobs = sorted(set(tracker.getJobIdsForGroup(None)) - before)
+        assert jobs, "the warm-up ran no Spark job"
+        stages = [tracker.getStageInfo(s) for s in tracker.getJobInfo(jobs[-1]).stageIds]
+        tasks = sum(st.numCompletedTasks for st in stages if st is not None)
+        assert tasks == spark.sparkContext.defaultParallelism
+        if MODE == "local":
+            assert tasks >= 2  # local[*] on this 2-core machine: one per core
+    finally:
+        _session.release()
