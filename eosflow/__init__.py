@@ -7,6 +7,8 @@ input record affects the output exactly once, across crashes, rebalances and zom
 from ._app import EosApp, Stats
 from ._config import EosConfig, load_config
 from ._errors import (
+    AuthenticationError,
+    AuthorizationError,
     ConfigError,
     EosflowError,
     FatalError,
@@ -16,14 +18,18 @@ from ._errors import (
 )
 from ._processor import Processor
 from ._records import Output, Record
+from ._security import KafkaSecurity
 from ._transaction import Outcome
 
 __all__ = [
+    "AuthenticationError",
+    "AuthorizationError",
     "ConfigError",
     "EosApp",
     "EosConfig",
     "EosflowError",
     "FatalError",
+    "KafkaSecurity",
     "Outcome",
     "Output",
     "ProcessingError",

@@ -21,7 +21,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRecord, TopicPartition
+from aiokafka import ConsumerRecord, TopicPartition
+
+from . import _aiokafka as ak
+from ._security import KafkaSecurity
 
 Match = Literal["key", "value"]
 SOURCE_HEADER = "eosflow.source"  # set by eosflow's dead_letter(): b"topic/partition/offset"
@@ -60,27 +63,48 @@ class CheckReport:
         return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class _Where:
+    bootstrap_servers: str
+    given: KafkaSecurity | None
+
+    @property
+    def security(self) -> KafkaSecurity:
+        return self.given or KafkaSecurity()
+
+
 async def read_topic(
-    bootstrap: str, topic: str, *, committed_only: bool = True, timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    *,
+    committed_only: bool = True,
+    timeout_s: float = 60.0,
+    security: KafkaSecurity | None = None,
 ) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record of ``topic`` up to its end now: (partition, offset, key, value)."""
     records = await _read_records(
-        bootstrap, topic, committed_only=committed_only, timeout_s=timeout_s
+        bootstrap, topic, committed_only=committed_only, timeout_s=timeout_s, security=security
     )
     return [(r.partition, r.offset, r.key, r.value) for r in records]
 
 
 async def _read_records(
-    bootstrap: str, topic: str, *, committed_only: bool = True, timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    *,
+    committed_only: bool = True,
+    timeout_s: float = 60.0,
+    security: KafkaSecurity | None = None,
 ) -> list[ConsumerRecord[bytes, bytes]]:
-    parts = await _partitions(bootstrap, topic)
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    parts = await _partitions(bootstrap, topic, security)
+    consumer = ak.plain_consumer(
+        bootstrap,
+        security,
         enable_auto_commit=False,
         auto_offset_reset="earliest",
         isolation_level="read_committed" if committed_only else "read_uncommitted",
     )
-    await consumer.start()
+    await ak.start(consumer, _Where(bootstrap, security), f"reading {topic}", "READ")
     try:
         tps = [TopicPartition(topic, p) for p in parts]
         consumer.assign(tps)
@@ -99,9 +123,11 @@ async def _read_records(
         await consumer.stop()
 
 
-async def _partitions(bootstrap: str, topic: str) -> list[int]:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await producer.start()
+async def _partitions(
+    bootstrap: str, topic: str, security: KafkaSecurity | None = None
+) -> list[int]:
+    producer = ak.plain_producer(bootstrap, security)
+    await ak.start(producer, _Where(bootstrap, security), f"metadata of {topic}", "READ")
     try:
         return sorted(await producer.partitions_for(topic))
     finally:
@@ -116,9 +142,10 @@ async def check_exactly_once(
     match: Match = "key",
     group_id: str | None = None,
     dead_letter_topic: str | None = None,
+    security: KafkaSecurity | None = None,
 ) -> CheckReport:
-    in_records = await read_topic(bootstrap, input_topic)
-    out_records = await read_topic(bootstrap, output_topic)
+    in_records = await read_topic(bootstrap, input_topic, security=security)
+    out_records = await read_topic(bootstrap, output_topic, security=security)
     inputs = [r[2] if match == "key" else r[3] for r in in_records]
     outputs = [r[2] if match == "key" else r[3] for r in out_records]
     want = Counter(i for i in inputs if i is not None)
@@ -128,7 +155,9 @@ async def check_exactly_once(
     report = CheckReport(inputs=len(inputs), outputs=len(outputs))
     if dead_letter_topic is not None:
         by_offset = {(p, o): ident for (p, o, _, _), ident in zip(in_records, inputs, strict=True)}
-        found, unmatched = await _dead_letters(bootstrap, dead_letter_topic, input_topic, by_offset)
+        found, unmatched = await _dead_letters(
+            bootstrap, dead_letter_topic, input_topic, by_offset, security
+        )
         report.dead_lettered = len(set(found))
         got.update(found)
         report.strays.extend(unmatched)
@@ -139,18 +168,24 @@ async def check_exactly_once(
         after_last: dict[int, int] = {}
         for part, offset, _, _ in in_records:
             after_last[part] = max(after_last.get(part, 0), offset + 1)
-        report.offsets_behind = await _offsets_behind(bootstrap, input_topic, group_id, after_last)
+        report.offsets_behind = await _offsets_behind(
+            bootstrap, input_topic, group_id, after_last, security
+        )
     return report
 
 
 async def _dead_letters(
-    bootstrap: str, topic: str, input_topic: str, by_offset: dict[tuple[int, int], bytes | None]
+    bootstrap: str,
+    topic: str,
+    input_topic: str,
+    by_offset: dict[tuple[int, int], bytes | None],
+    security: KafkaSecurity | None,
 ) -> tuple[list[bytes], list[bytes]]:
     """The identities of the inputs of ``input_topic`` dead-lettered in ``topic``, and the
     source headers of its dead letters that name no input record (or are malformed)."""
     found: list[bytes] = []
     unmatched: list[bytes] = []
-    for record in await _read_records(bootstrap, topic):
+    for record in await _read_records(bootstrap, topic, security=security):
         source = dict(record.headers).get(SOURCE_HEADER)
         parts = source.decode(errors="replace").rsplit("/", 2) if source else []
         if len(parts) == 3 and parts[0] != input_topic:
@@ -166,17 +201,22 @@ async def _dead_letters(
 
 
 async def _offsets_behind(
-    bootstrap: str, topic: str, group_id: str, after_last: dict[int, int]
+    bootstrap: str,
+    topic: str,
+    group_id: str,
+    after_last: dict[int, int],
+    security: KafkaSecurity | None,
 ) -> dict[str, int]:
     """Partitions whose committed offset is short of the position after their last data
     record (commit markers after it are not data, so they need no committing)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
+    consumer = ak.plain_consumer(
+        bootstrap,
+        security,
         group_id=group_id,
         enable_auto_commit=False,
         isolation_level="read_committed",
     )
-    await consumer.start()
+    await ak.start(consumer, _Where(bootstrap, security), f"offsets of {group_id}", "READ")
     try:
         behind: dict[str, int] = {}
         for part, need in sorted(after_last.items()):

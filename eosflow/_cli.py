@@ -17,14 +17,16 @@ import signal
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
+from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ._app import EosApp
-from ._config import ENV_PREFIX, EosConfig, load_config
+from ._config import ENV_PREFIX, EosConfig, load_config, load_security
 from ._errors import ConfigError, EosflowError, FatalError
 from ._processor import Processor
+from ._security import KafkaSecurity
 
 log = logging.getLogger("eosflow.cli")
 
@@ -94,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
         help="count inputs found dead-lettered there (by their eosflow.source header) as "
         "accounted for; an input both output and dead-lettered is a duplicate",
     )
+    _add_config_flags(chk, security_only=True)
     chk.set_defaults(func=_cmd_check)
 
     demo = sub.add_parser(
@@ -113,15 +116,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _add_config_flags(parser: argparse.ArgumentParser) -> None:
+def _add_config_flags(parser: argparse.ArgumentParser, *, security_only: bool = False) -> None:
     """One flag per ``EosConfig`` field, its help the field's description. Values stay
     strings for pydantic to validate, so a bad one is a ``ConfigError`` naming the field."""
-    group = parser.add_argument_group(
-        "settings",
-        f"every EosConfig field; a flag not given falls back to {ENV_PREFIX}<FIELD> in "
-        "the environment, then to the default",
+    settings = (
+        None
+        if security_only
+        else parser.add_argument_group(
+            "settings",
+            f"every EosConfig field; a flag not given falls back to {ENV_PREFIX}<FIELD> in "
+            "the environment, then to the default",
+        )
     )
-    for name, field in EosConfig.model_fields.items():
+    security = parser.add_argument_group(
+        "security",
+        "TLS and SASL of every connection (EosConfig.security); prefer the environment "
+        f"for passwords ({ENV_PREFIX}SASL_PASSWORD): flags show in the process list",
+    )
+    fields = [(security, n, f) for n, f in KafkaSecurity.model_fields.items()]
+    if settings is not None:
+        fields[:0] = [
+            (settings, n, f) for n, f in EosConfig.model_fields.items() if n != "security"
+        ]
+    for group, name, field in fields:
         flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
         kind, choices = _kind(name, field)
         kw: dict[str, Any] = {"dest": name, "default": None, "help": _help(name, field)}
@@ -151,8 +168,8 @@ def _kind(name: str, field: FieldInfo) -> tuple[str, list[str] | None]:
         return "tuple", None
     if get_origin(annotation) is Literal:
         return "value", [str(a) for a in get_args(annotation)]
-    if annotation in (str, int, float):
-        return "value", None
+    if annotation in (str, int, float, SecretStr) or get_origin(annotation) is Annotated:
+        return "value", None  # Annotated: a file path or an import string
     raise TypeError(f"EosConfig.{name}: no flag for the type {annotation}")
 
 
@@ -180,8 +197,12 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
     values: dict[str, object] = {}
     for name in EosConfig.model_fields:
         value = getattr(args, name, None)
-        if value is not None:
+        if value is not None and name != "security":
             values[name] = value
+    security = {n: getattr(args, n) for n in KafkaSecurity.model_fields if hasattr(args, n)}
+    security = {n: v for n, v in security.items() if v is not None}
+    if security:
+        values["security"] = security
     return values
 
 
@@ -282,6 +303,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                 match=args.match,
                 group_id=args.group_id,
                 dead_letter_topic=args.dead_letter_topic,
+                security=load_security(config_values(args).get("security")),
             )
         )
     )

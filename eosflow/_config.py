@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from ._errors import ConfigError
+from ._security import KafkaSecurity
 
 ENV_PREFIX = "EOSFLOW_"
 
@@ -61,6 +62,10 @@ class EosConfig(BaseSettings):
         "session timeout do not rebalance",
     )
     client_id: str = Field(default="eosflow", description="client id sent to the brokers")
+    security: KafkaSecurity = Field(
+        default_factory=KafkaSecurity,
+        description="TLS and SASL of every connection (its own EOSFLOW_* settings)",
+    )
 
     session_timeout_s: float = Field(
         default=45.0, gt=0, description="group session timeout, seconds"
@@ -187,20 +192,37 @@ def load_config(**values: object) -> EosConfig:
     """Build an ``EosConfig`` from ``values`` over the environment, raising
     ``ConfigError`` with one line per invalid field."""
     try:
+        security = values.get("security")
+        if isinstance(security, Mapping):  # flags given: over the environment's settings
+            values = {**values, "security": KafkaSecurity(**security)}
         return EosConfig(**values)  # type: ignore[arg-type]
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            field = ".".join(str(p) for p in err["loc"]) or "config"
-            lines.append(f"{field}: {err['msg']}")
-        raise ConfigError("invalid eosflow config: " + "; ".join(lines)) from None
+        raise ConfigError("invalid eosflow config: " + _lines(exc)) from None
+
+
+def load_security(values: object = None) -> KafkaSecurity:
+    """``KafkaSecurity`` from ``values`` (a mapping, or None) over the environment, for
+    the tools that need only the connection settings (``eosflow check``)."""
+    try:
+        return KafkaSecurity(**(dict(values) if isinstance(values, Mapping) else {}))
+    except ValidationError as exc:
+        raise ConfigError("invalid eosflow security settings: " + _lines(exc)) from None
+
+
+def _lines(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "config"
+        lines.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+    return "; ".join(lines)
 
 
 def check_environment(environ: Mapping[str, str], cls: type[BaseSettings] = EosConfig) -> None:
     """Raise ``ConfigError`` for an ``EOSFLOW_*`` variable that is neither a field of
     ``cls`` nor in ``OTHER_ENV_VARS``, naming the closest field (a misspelt setting
     would otherwise be ignored silently)."""
-    known = [ENV_PREFIX + name.upper() for name in cls.model_fields]
+    fields = [*cls.model_fields, *KafkaSecurity.model_fields]
+    known = [ENV_PREFIX + name.upper() for name in fields if name != "security"]
     for var in sorted(environ):
         upper = var.upper()  # pydantic-settings reads the environment case-insensitively
         if not upper.startswith(ENV_PREFIX) or upper in known or _is_other(upper):

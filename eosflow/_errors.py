@@ -7,6 +7,8 @@ pydantic's validation errors) is mapped into this tree in one place -- the adapt
     ├── ConfigError               invalid settings (names the field)
     ├── FatalError                the app cannot go on; ``run()`` ends with it
     │   ├── ProducerFencedError   a newer instance owns the transactional id
+    │   ├── AuthenticationError   a connection was refused: SASL credentials, or a TLS
+    │   │                         certificate (ours or the broker's); names which
     │   ├── AuthorizationError    the broker refused a permission (names it and the resource)
     │   └── ProcessingError       the processor raised and the policy is "stop"
     └── TransactionError          retriable: the transaction was aborted and its input
@@ -42,6 +44,10 @@ class ProducerFencedError(FatalError):
             f"(producer fenced{': ' + detail if detail else ''}); this instance must stop"
         )
         self.transactional_id = transactional_id
+
+
+class AuthenticationError(FatalError):
+    pass
 
 
 class AuthorizationError(FatalError):

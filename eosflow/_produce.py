@@ -42,7 +42,7 @@ async def send_all(
     batch to ``sends``."""
     max_bytes = ak.max_request_bytes(producer)
     open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
-    with ak.mapped("producing outputs"):
+    with ak.mapped("producing outputs", "WRITE"):
         for o in outputs:
             topic, partition = o.topic, o.partition
             if partition is None:
@@ -94,7 +94,7 @@ async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> N
             "exist (and the broker does not create topics automatically)"
         ) from None
     except Exception as exc:
-        error = ak.map_error(exc, f"metadata of output topic {topic!r}")
+        error = ak.map_error(exc, f"metadata of output topic {topic!r}", "WRITE")
         if error.retriable:  # UNKNOWN_TOPIC_OR_PARTITION after aiokafka's own wait
             raise FatalError(f"output topic {topic!r} does not exist ({error})") from exc
         raise error from exc

@@ -28,7 +28,9 @@ from . import _aiokafka as ak
 from . import _produce
 from ._config import EosConfig
 from ._errors import (
+    AuthenticationError,
     AuthorizationError,
+    ConfigError,
     EosflowError,
     FatalError,
     ProducerFencedError,
@@ -92,9 +94,9 @@ class TransactSession:
                 if time.monotonic() + delay > deadline:
                     raise FatalError(f"{where}: {exc}") from exc
                 log.warning("%s: %s; retrying", where, exc)
+            except (ProducerFencedError, AuthorizationError, AuthenticationError, ConfigError):
+                raise  # each names its own fix
             except EosflowError as exc:
-                if isinstance(exc, (ProducerFencedError, AuthorizationError)):
-                    raise
                 raise FatalError(f"{where}: {exc}") from exc
             await asyncio.sleep(delay)
             delay = min(delay * 2, cfg.retry_backoff_max_s)
@@ -104,18 +106,16 @@ class TransactSession:
         self._partitioner = ak.Partitioner(self._producer)
         with ak.mapped("ApiVersions"):
             self.caps = await ak.capabilities(self._producer)
-        caps = self.caps
+        caps, cfg = self.caps, self.config
         log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
-        self._consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
-        with ak.mapped("joining the group"):
-            await self._consumer.start()
+        self._consumer = ak.consumer_for(cfg, self._revoked, self._assigned, self._failed)
+        await ak.start(self._consumer, cfg, "joining the group", "READ")
 
     async def _new_producer(self) -> AIOKafkaProducer:
         cfg = self.config
         producer = ak.producer_for(cfg)
         try:
-            with ak.mapped("InitProducerId"):
-                await producer.start()
+            await ak.start(producer, cfg, "InitProducerId", "WRITE")
         except BaseException as exc:
             await ak.close_producer(producer, timeout_s=5.0)  # no half-started client left
             if isinstance(exc, ak.Fenced):
@@ -173,7 +173,7 @@ class TransactSession:
         if self._failure is not None:
             raise self._failure
         try:
-            with ak.mapped("consuming (fetch and group membership)"):
+            with ak.mapped("consuming (fetch and group membership)", "READ"):
                 batch = await self.consumer.getmany(
                     timeout_ms=int(timeout_s * 1000), max_records=max_records
                 )
@@ -367,7 +367,7 @@ class TransactSession:
         gathering a thousand futures.)"""
         if not txn.sends:
             return
-        with ak.mapped("Produce"):
+        with ak.mapped("Produce", "WRITE"):
             await self.producer.flush()
             pending = [f for f in txn.sends if not f.done()]
             if pending:

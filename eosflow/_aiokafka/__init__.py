@@ -46,12 +46,15 @@ from ._clients import (
     group_identity,
     max_request_bytes,
     pause,
+    plain_consumer,
+    plain_producer,
     producer_failure,
     producer_for,
     producer_identity,
     resume,
     seek,
     seek_to_reset,
+    start,
 )
 from ._errors import (
     AUTHORIZATION,
@@ -108,6 +111,8 @@ __all__ = [
     "mapped",
     "max_request_bytes",
     "pause",
+    "plain_consumer",
+    "plain_producer",
     "producer_failure",
     "producer_for",
     "producer_identity",
@@ -115,4 +120,5 @@ __all__ = [
     "resume",
     "seek",
     "seek_to_reset",
+    "start",
 ]

@@ -9,6 +9,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from aiokafka import (
     AIOKafkaConsumer,
@@ -19,7 +20,10 @@ from aiokafka import (
 from aiokafka.errors import IllegalStateError, KafkaError
 
 from .._config import EosConfig
+from .._security import KafkaSecurity
 from ._coordinators import forget_client
+from ._errors import map_error
+from ._security import connection_settings, diagnose
 
 log = logging.getLogger("eosflow.adapter")
 
@@ -72,6 +76,7 @@ def consumer_for(
         max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
         rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
         retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+        **connection_settings(cfg.security),
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
     return consumer
@@ -88,7 +93,59 @@ def producer_for(config: EosConfig) -> AIOKafkaProducer:
         retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
         linger_ms=int(cfg.linger_s * 1000),
         max_batch_size=cfg.max_batch_bytes,
+        **connection_settings(cfg.security),
     )
+
+
+def plain_consumer(
+    bootstrap_servers: str, security: KafkaSecurity | None = None, **kw: Any
+) -> AIOKafkaConsumer:
+    """A consumer outside any group (the checker's), with ``security``'s settings."""
+    return AIOKafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        **connection_settings(security or KafkaSecurity()),
+        **kw,
+    )
+
+
+def plain_producer(
+    bootstrap_servers: str, security: KafkaSecurity | None = None, **kw: Any
+) -> AIOKafkaProducer:
+    """A non-transactional producer (the checker's), with ``security``'s settings."""
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap_servers,
+        **connection_settings(security or KafkaSecurity()),
+        **kw,
+    )
+
+
+class Endpoint(Protocol):
+    """Where a client connects and how: ``EosConfig`` is one."""
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    @property
+    def security(self) -> KafkaSecurity: ...
+
+
+async def start(
+    client: AIOKafkaConsumer | AIOKafkaProducer,
+    endpoint: Endpoint,
+    step: str,
+    topics: str | None = None,
+) -> None:
+    """Start ``client``; every failure mapped (``map_error``, ``topics`` as there). A
+    bootstrap that failed with security on is diagnosed first: a refused password or
+    certificate is an ``AuthenticationError`` saying which, not "no bootstrap server
+    answered"."""
+    try:
+        await client.start()
+    except Exception as exc:
+        security = endpoint.security
+        if security.security_protocol != "PLAINTEXT" and "Unable to bootstrap" in str(exc):
+            await diagnose(endpoint.bootstrap_servers, security, timeout_s=10.0)
+        raise map_error(exc, step, topics) from exc
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,27 @@
 """The adapter's error boundary: every aiokafka exception and Kafka error code reaching
 eosflow becomes an error of eosflow's tree here (``map_error``; ``mapped(step)`` around a
 step). Fencing answers become ``Fenced`` (the session resolves them by KIP-360),
-authorization failures ``AuthorizationError`` naming the permission and resource, broker
+authorization failures ``AuthorizationError`` naming the permission and resource, a
+refused SASL login or TLS handshake ``AuthenticationError``, broker
 and network failures worth a retry ``TransientError``, anything else ``FatalError`` naming
 the step. The code sets below say which answer is which."""
 
 from __future__ import annotations
 
 import contextlib
+import ssl
 from collections.abc import Iterator
 
 from aiokafka.errors import IllegalOperation, KafkaError, for_code
 
 from .. import _codes as codes
-from .._errors import AuthorizationError, EosflowError, FatalError, TransientError
+from .._errors import (
+    AuthenticationError,
+    AuthorizationError,
+    EosflowError,
+    FatalError,
+    TransientError,
+)
 
 UNKNOWN_SERVER_ERROR = codes.UNKNOWN_SERVER_ERROR
 REQUEST_TIMED_OUT = codes.REQUEST_TIMED_OUT
@@ -60,8 +68,10 @@ class Fenced(EosflowError):
     session can tell which (KIP-360); it never leaves the session."""
 
 
-def map_error(exc: BaseException, step: str) -> EosflowError:
-    """eosflow's error for ``exc`` raised during ``step`` (see the module docstring)."""
+def map_error(exc: BaseException, step: str, topics: str | None = None) -> EosflowError:
+    """eosflow's error for ``exc`` raised during ``step`` (see the module docstring).
+    ``topics`` says what the step does to topics ("READ" or "WRITE"), so a topic
+    authorization failure names the permission missing."""
     if isinstance(exc, EosflowError):
         return exc
     code = getattr(exc, "errno", None)
@@ -69,7 +79,16 @@ def map_error(exc: BaseException, step: str) -> EosflowError:
         return Fenced(f"{step}: {exc!r}")
     if isinstance(code, int) and code in AUTHORIZATION:
         permission, resource = AUTHORIZATION[code]
+        if code == codes.TOPIC_AUTHORIZATION_FAILED:
+            permission = topics or permission
+            names = _topic_names(exc)
+            resource = f"topic {', '.join(names)}" if names else resource
         return AuthorizationError(step, permission, resource, error_name(code))
+    if code == codes.SASL_AUTHENTICATION_FAILED or isinstance(
+        exc.__cause__ if type(exc).__name__ == "KafkaConnectionError" else exc, ssl.SSLError
+    ):
+        # credentials or certificates: no retry can fix them (an OSError otherwise)
+        return AuthenticationError(f"{step}: {_describe(exc)}")
     if type(exc).__name__ == "KafkaConnectionError" and "Unable to bootstrap" in str(exc):
         # none of the bootstrap servers answered while a client started: a wrong address
         # far more often than an outage; a retry loop would only hide it
@@ -102,14 +121,26 @@ def map_error(exc: BaseException, step: str) -> EosflowError:
 
 
 @contextlib.contextmanager
-def mapped(step: str) -> Iterator[None]:
-    """Run a step, mapping whatever it raises into eosflow's tree (cancellation passes)."""
+def mapped(step: str, topics: str | None = None) -> Iterator[None]:
+    """Run a step, mapping whatever it raises into eosflow's tree (cancellation passes);
+    ``topics`` as for ``map_error``."""
     try:
         yield
     except EosflowError:
         raise
     except Exception as exc:
-        raise map_error(exc, step) from exc
+        raise map_error(exc, step, topics) from exc
+
+
+def _topic_names(exc: BaseException) -> list[str]:
+    """The topics aiokafka names in a TopicAuthorizationFailedError (a name or a set)."""
+    names: list[str] = []
+    for arg in exc.args:
+        if isinstance(arg, str) and arg and " " not in arg:
+            names.append(arg)
+        elif isinstance(arg, (set, frozenset, list, tuple)):
+            names += sorted(str(a) for a in arg)
+    return names
 
 
 def _describe(exc: BaseException) -> str:

@@ -12,11 +12,14 @@ PKG = Path(eosflow.__file__).parent
 
 def test_all_is_pinned() -> None:
     assert sorted(eosflow.__all__) == [
+        "AuthenticationError",
+        "AuthorizationError",
         "ConfigError",
         "EosApp",
         "EosConfig",
         "EosflowError",
         "FatalError",
+        "KafkaSecurity",
         "Outcome",
         "Output",
         "ProcessingError",

@@ -1,0 +1,139 @@
+"""``KafkaSecurity`` as aiokafka's connection settings, and why a connection was refused.
+
+``connection_settings`` is what every client eosflow builds passes to aiokafka, so the
+consumer, the producer (whose connections carry the adapter's own requests) and the
+checker authenticate alike.
+
+aiokafka logs a refused TLS handshake or SASL authentication at bootstrap and moves on
+to the next server; once all refused, it raises only "Unable to bootstrap". So when a
+client cannot bootstrap with security on, ``diagnose`` opens one connection itself with
+the same settings and says what the broker (or the TLS layer) answered: a wrong
+password, an expired or untrusted certificate, a host name that does not match. Each is
+an ``AuthenticationError``: retrying cannot fix credentials, and a loop would only hide
+them. Secrets never enter a message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import ssl
+from typing import Any
+
+from aiokafka.abc import AbstractTokenProvider
+from aiokafka.conn import create_conn
+from aiokafka.errors import KafkaError, UnsupportedSaslMechanismError
+
+from .. import _codes as codes
+from .._errors import AuthenticationError, ConfigError
+from .._security import KafkaSecurity, TokenProvider, secret
+
+log = logging.getLogger("eosflow.adapter")
+
+
+class _Tokens(AbstractTokenProvider):  # type: ignore[misc]
+    """aiokafka's OAUTHBEARER hook around the user's token function."""
+
+    def __init__(self, provider: TokenProvider) -> None:
+        self._provider = provider
+
+    async def token(self) -> str:
+        got = self._provider()
+        if inspect.isawaitable(got):
+            got = await got
+        return str(got)
+
+
+def connection_settings(security: KafkaSecurity) -> dict[str, Any]:
+    """aiokafka's keyword arguments for ``security`` (for every client's constructor)."""
+    kw: dict[str, Any] = {"security_protocol": security.security_protocol}
+    if security.tls:
+        kw["ssl_context"] = tls_context(security)
+    if security.sasl_mechanism is not None:
+        kw["sasl_mechanism"] = security.sasl_mechanism
+        if security.sasl_mechanism == "OAUTHBEARER":
+            assert security.sasl_oauth_token_provider is not None  # checked by the config
+            kw["sasl_oauth_token_provider"] = _Tokens(security.sasl_oauth_token_provider)
+        else:
+            kw["sasl_plain_username"] = security.sasl_username
+            kw["sasl_plain_password"] = secret(security.sasl_password)
+    return kw
+
+
+def tls_context(security: KafkaSecurity) -> ssl.SSLContext:
+    """The TLS context of ``security``; a file that cannot be loaded is a ConfigError."""
+    try:
+        ctx = ssl.create_default_context(
+            cafile=str(security.ssl_cafile) if security.ssl_cafile else None
+        )
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigError(f"ssl_cafile {security.ssl_cafile}: no CA loaded ({exc})") from None
+    if not security.ssl_check_hostname:
+        log.warning(
+            "ssl_check_hostname is off: any holder of a certificate the CA signed can "
+            "pose as the broker"
+        )
+        ctx.check_hostname = False
+    if security.ssl_certfile is not None:
+        try:
+            ctx.load_cert_chain(
+                str(security.ssl_certfile),
+                str(security.ssl_keyfile) if security.ssl_keyfile else None,
+                secret(security.ssl_key_password),
+            )
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigError(
+                f"ssl_certfile {security.ssl_certfile}: the client certificate and key "
+                f"cannot be loaded ({exc.__class__.__name__}: {_reason(exc)})"
+            ) from None
+    return ctx
+
+
+async def diagnose(bootstrap_servers: str, security: KafkaSecurity, timeout_s: float) -> None:
+    """Raise ``AuthenticationError`` when a bootstrap server refuses ``security``'s
+    credentials or its TLS handshake fails; return when one accepts them, or none
+    answers at all (then "no bootstrap server answered" stands)."""
+    for server in bootstrap_servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            conn = await asyncio.wait_for(
+                create_conn(
+                    host.strip("[]"),
+                    int(port),
+                    request_timeout_ms=int(timeout_s * 1000),
+                    **connection_settings(security),
+                ),
+                timeout_s,
+            )
+        except (ssl.SSLError, KafkaError) as exc:
+            tls = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
+            if isinstance(tls, ssl.SSLError):
+                raise AuthenticationError(_tls_refusal(server, tls)) from None
+            if isinstance(exc, UnsupportedSaslMechanismError):
+                raise AuthenticationError(f"SASL with {server}: {exc}") from None
+            if getattr(exc, "errno", None) != codes.SASL_AUTHENTICATION_FAILED:
+                continue
+            raise AuthenticationError(
+                f"SASL with {server}: authentication failed for {security.principal}"
+                f"{': ' + str(exc) if str(exc) else ''}"
+            ) from None
+        except (TimeoutError, OSError):
+            continue
+        conn.close()
+        return
+
+
+def _tls_refusal(server: str, exc: ssl.SSLError) -> str:
+    """What a failed TLS handshake means, in one line."""
+    if isinstance(exc, ssl.SSLCertVerificationError):  # we refused the broker
+        why = exc.verify_message or _reason(exc)
+        return f"TLS to {server}: the broker's certificate was refused: {why} (ssl_cafile)"
+    hint = ""
+    if "ALERT" in _reason(exc).upper():  # the broker refused us, after the handshake in TLS 1.3
+        hint = " (a client certificate the broker does not accept, or none: ssl_certfile)"
+    return f"TLS to {server}: the broker refused the connection: {_reason(exc)}{hint}"
+
+
+def _reason(exc: BaseException) -> str:
+    return str(getattr(exc, "reason", None) or exc or type(exc).__name__)
