@@ -19,21 +19,27 @@ import asyncio
 import base64
 import contextlib
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from . import _genuine_procs as procs
 from ._genuine_jars import GenuineUnavailable, check_tools, resolve, uses_zookeeper
+from ._genuine_security import LISTENERS, SCRAM_USER, secured_properties
+
+if TYPE_CHECKING:
+    from ._pki import Pki
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -61,6 +67,7 @@ class _Node:
     home: Path
     proc: subprocess.Popen[bytes] | None = None
     stopped: bool = False  # SIGSTOPped
+    secure_ports: dict[str, int] = field(default_factory=dict)  # secured listeners by name
 
     @property
     def log(self) -> Path:
@@ -81,8 +88,12 @@ class GenuineKafka:
         heap_mb: int = 512,
         start_timeout_s: float = 180.0,
         config: Mapping[str, str] | None = None,
+        secured: bool = False,
     ) -> None:
         self.version, self.brokers = version, brokers
+        self.secured = secured  # TLS/SASL/mTLS listeners and ACLs (_genuine_security)
+        self.pki: Pki | None = None
+        self.scram_password = secrets.token_urlsafe(12) if secured else ""
         self.auto_create_topics, self.default_partitions = auto_create_topics, default_partitions
         self.heap_mb, self.start_timeout_s = heap_mb, start_timeout_s
         self.config = dict(config or {})
@@ -97,6 +108,12 @@ class GenuineKafka:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{n.port}" for n in self._nodes.values())
+
+    def secured_servers(self, listener: str = "SASL_SSL") -> str:
+        """The bootstrap servers of a secured listener: SASL_SSL, MTLS or EXPIRED."""
+        if not self.secured:
+            raise RuntimeError("GenuineKafka(secured=True) has the secured listeners")
+        return ",".join(f"127.0.0.1:{n.secure_ports[listener]}" for n in self._nodes.values())
 
     @property
     def node_ids(self) -> list[int]:
@@ -161,6 +178,12 @@ class GenuineKafka:
                 "share.coordinator.state.topic.replication.factor": str(rf),
                 "share.coordinator.state.topic.min.isr": str(min_isr),
             })  # fmt: skip
+        if self.secured:
+            assert self.pki is not None
+            sec = secured_properties(self.pki, n.secure_ports)
+            for key in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
+                props[key] += "," + sec.pop(key)
+            props.update(sec)
         props.update(self.config)
         return props
 
@@ -185,11 +208,20 @@ class GenuineKafka:
         began = time.monotonic()
         deadline = began + self.start_timeout_s
         self._dir = procs.make_home(f"eosflow-kafka-{self.version}-")
-        ports = procs.free_ports(2 * self.brokers + 1)
+        if self.secured and self.zookeeper:
+            raise GenuineStartError("the secured mode needs KRaft (Kafka 4)")
+        extra = len(LISTENERS) if self.secured else 0
+        ports = procs.free_ports((2 + extra) * self.brokers + 1)
+        if self.secured:
+            from ._pki import make_pki  # needs cryptography (the test extra)
+
+            self.pki = await asyncio.to_thread(make_pki, self._dir / "pki")
         for i in range(1, self.brokers + 1):
             home = self._dir / f"node-{i}"
             (home / "data").mkdir(parents=True)
-            self._nodes[i] = _Node(i, ports[2 * i - 2], ports[2 * i - 1], home)
+            mine = ports[(2 + extra) * (i - 1) : (2 + extra) * i]
+            self._nodes[i] = _Node(i, mine[0], mine[1], home)
+            self._nodes[i].secure_ports = dict(zip(LISTENERS, mine[2:], strict=True))
         try:
             if self.zookeeper:
                 await self._start_zookeeper(ports[-1], deadline)
@@ -233,7 +265,10 @@ class GenuineKafka:
         started = []
         for i, node in self._nodes.items():
             props = str(self._write_properties(i))
-            args = ("format", "-c", props, "-t", cluster_id)
+            args: tuple[str, ...] = ("format", "-c", props, "-t", cluster_id)
+            if self.secured:
+                user = f"SCRAM-SHA-512=[name={SCRAM_USER},password={self.scram_password}]"
+                args += ("--add-scram", user)
             cmd = self._java("kafka.tools.StorageTool", *args, heap_mb=256, level="WARN")
             started.append((node, procs.spawn(cmd, node.log, node.home)))
         for node, proc in started:

@@ -33,8 +33,10 @@ def version() -> str:
 
 
 @contextlib.asynccontextmanager
-async def genuine(version: str, brokers: int = 1) -> AsyncIterator[GenuineKafka]:
-    kafka = GenuineKafka(version, brokers)
+async def genuine(
+    version: str, brokers: int = 1, *, secured: bool = False
+) -> AsyncIterator[GenuineKafka]:
+    kafka = GenuineKafka(version, brokers, secured=secured)
     try:
         await kafka.start()
     except GenuineUnavailable as exc:

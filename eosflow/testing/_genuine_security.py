@@ -1,0 +1,161 @@
+"""The secured mode of ``GenuineKafka``: TLS, SASL SCRAM-SHA-512, mutual TLS and ACLs.
+
+With ``GenuineKafka(secured=True)`` (KRaft, Kafka 4) every broker gets, beside the
+PLAINTEXT listener the brokers and the test's own admin use:
+
+- ``SASL_SSL``: SCRAM-SHA-512; user ``SCRAM_USER`` is created when the storage is
+  formatted (``--add-scram``), with a password drawn per cluster (``scram_password``);
+- ``MTLS``: TLS with ``ssl.client.auth=required``; the principal is the certificate's CN
+  (``User:app-client``, by ``ssl.principal.mapping.rules``);
+- ``EXPIRED``: TLS with a broker certificate that expired yesterday.
+
+Certificates come from ``_pki.make_pki``; the broker trusts the test CA. Authorization is
+``StandardAuthorizer`` with no ACL meaning no access; ``User:ANONYMOUS`` (the PLAINTEXT
+and controller listeners) is a super user, so the brokers and the test's set-up are
+unrestricted while eosflow, connecting over SASL_SSL or MTLS, gets only the ACLs a test
+grants (``create_acls``; ``app_acls`` is what README.md's security section lists).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from dataclasses import dataclass
+from io import BytesIO
+from typing import TYPE_CHECKING
+
+from .. import _wire
+from .._wire import MessageSpec, _f
+
+if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
+    from ._pki import Pki
+
+SCRAM_USER = "app"
+CLIENT_CN = "app-client"  # the mutual-TLS client certificate's CN (_pki)
+LISTENERS = {"SASL_SSL": "SASL_SSL", "MTLS": "SSL", "EXPIRED": "SSL"}
+
+# Kafka's ACL enums (org.apache.kafka.common.acl / resource)
+TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
+LITERAL = 3
+READ, WRITE, DESCRIBE, IDEMPOTENT_WRITE = 3, 4, 8, 12
+ALLOW = 3
+
+CREATE_ACLS = MessageSpec(
+    api_key=30,
+    name="CreateAcls",
+    versions=(2, 3),  # what Kafka 4 keeps; both flexible
+    flexible_from=2,
+    request=(
+        _f(
+            "creations",
+            (
+                _f("resource_type", "int8"),
+                _f("resource_name", "string"),
+                _f("resource_pattern_type", "int8"),
+                _f("principal", "string"),
+                _f("host", "string"),
+                _f("operation", "int8"),
+                _f("permission_type", "int8"),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("results", (_f("error_code", "int16"), _f("error_message", "string"))),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Acl:
+    """Allow ``principal`` ``operation`` on one resource named literally."""
+
+    principal: str
+    resource_type: int
+    resource_name: str
+    operation: int
+
+
+def app_acls(
+    principal: str,
+    *,
+    transactional_id: str,
+    group_id: str,
+    inputs: tuple[str, ...],
+    outputs: tuple[str, ...],
+) -> list[Acl]:
+    """What an eosflow app needs: WRITE and DESCRIBE on its transactional id, READ on its
+    group and input topics, WRITE on its output and dead-letter topics (README.md)."""
+    acls = [
+        Acl(principal, TRANSACTIONAL_ID, transactional_id, WRITE),
+        Acl(principal, TRANSACTIONAL_ID, transactional_id, DESCRIBE),
+        Acl(principal, GROUP, group_id, READ),
+    ]
+    acls += [Acl(principal, TOPIC, t, READ) for t in inputs]
+    acls += [Acl(principal, TOPIC, t, WRITE) for t in outputs]
+    return acls
+
+
+async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float = 10.0) -> None:
+    """Create ``acls`` through the super user's PLAINTEXT listener (CreateAcls v2, raw on
+    a socket); any refusal raises."""
+    host, _, port = plaintext_server.split(",")[0].rpartition(":")
+    req, resp = _wire.spec_classes(CREATE_ACLS, 2)
+    body = {
+        "creations": [
+            {
+                "resource_type": a.resource_type,
+                "resource_name": a.resource_name,
+                "resource_pattern_type": LITERAL,
+                "principal": a.principal,
+                "host": "*",
+                "operation": a.operation,
+                "permission_type": ALLOW,
+            }
+            for a in acls
+        ]
+    }
+    client = b"eosflow-acls"
+    head = struct.pack(">hhih", CREATE_ACLS.api_key, 2, 1, len(client)) + client + b"\x00"
+    payload = head + req.SCHEMA.encode(_wire.to_values(req.SCHEMA, body))
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+    try:
+        writer.write(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
+        buf = BytesIO(await asyncio.wait_for(reader.readexactly(size), timeout_s))
+    finally:
+        writer.close()
+    buf.read(5)  # correlation id, no tagged fields (response header v1)
+    _throttle, results, _tags = resp.SCHEMA.decode(buf)
+    failed = [(a, r) for a, r in zip(acls, results, strict=True) if r[0] != 0]
+    if failed:
+        raise RuntimeError(f"CreateAcls refused: {failed}")
+
+
+def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
+    """The broker properties added for the secured listeners on ``ports`` (by name)."""
+    props = {
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(pki.ca),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.broker),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.expired.ssl.keystore.type": "PEM",
+        "listener.name.expired.ssl.keystore.location": str(pki.expired_broker),
+        "ssl.principal.mapping.rules": "RULE:^CN=([^,]+)$/$1/,DEFAULT",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+    }
+    props["listeners"] = ",".join(f"{name}://127.0.0.1:{p}" for name, p in ports.items())
+    props["advertised.listeners"] = props["listeners"]
+    props["listener.security.protocol.map"] = ",".join(f"{n}:{p}" for n, p in LISTENERS.items())
+    return props
+
+
+MTLS_PRINCIPAL = f"User:{CLIENT_CN}"
+SCRAM_PRINCIPAL = f"User:{SCRAM_USER}"

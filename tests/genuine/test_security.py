@@ -1,0 +1,256 @@
+"""eosflow on a secured genuine Kafka (``GenuineKafka(secured=True)``): SASL_SSL with
+SCRAM-SHA-512 and mutual TLS, each with exactly the ACLs README.md lists; each missing
+ACL a fatal one-line ``AuthorizationError`` with nothing committed; a wrong password, an
+untrusted CA and an expired broker certificate each an ``AuthenticationError`` within
+the connect timeout. No secret appears in any error or log line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+from conftest import genuine, version
+from kit import create_topic, read_all
+
+import eosflow
+from eosflow import AuthenticationError, AuthorizationError, KafkaSecurity
+from eosflow.testing import check_exactly_once
+from eosflow.testing._genuine import GenuineKafka
+from eosflow.testing._genuine_security import (
+    MTLS_PRINCIPAL,
+    READ,
+    SCRAM_PRINCIPAL,
+    SCRAM_USER,
+    TOPIC,
+    Acl,
+    app_acls,
+    create_acls,
+)
+
+pytestmark = [pytest.mark.genuine, pytest.mark.asyncio(loop_scope="module")]
+N = 2000
+CONNECT_BUDGET_S = 15.0  # a refused login or handshake must end the app within this
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def kafka() -> AsyncIterator[GenuineKafka]:
+    async with genuine(version(), secured=True) as k:
+        yield k
+
+
+def scram(k: GenuineKafka, password: str | None = None) -> KafkaSecurity:
+    assert k.pki is not None
+    return KafkaSecurity(
+        security_protocol="SASL_SSL",
+        ssl_cafile=k.pki.ca,
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_username=SCRAM_USER,
+        sasl_password=password or k.scram_password,  # type: ignore[arg-type]
+    )
+
+
+def mtls(k: GenuineKafka) -> KafkaSecurity:
+    assert k.pki is not None
+    return KafkaSecurity(
+        security_protocol="SSL",
+        ssl_cafile=k.pki.ca,
+        ssl_certfile=k.pki.client_cert,
+        ssl_keyfile=k.pki.client_key,
+    )
+
+
+class Upper(eosflow.Processor):
+    def __init__(self, out: str, dlq_every: int = 0) -> None:
+        self.out, self.dlq_every = out, dlq_every
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        assert record.value is not None
+        if self.dlq_every and int(record.key or b"0") % self.dlq_every == 0:
+            raise ValueError("to the dead-letter topic")
+        return eosflow.Output(self.out, record.value.upper(), key=record.key)
+
+
+async def topics(k: GenuineKafka, tag: str, n: int = N) -> tuple[str, str, str, str, str]:
+    """Fresh input (seeded with ``n`` records), output and dead-letter topics, group and
+    transactional id, created by the super user over PLAINTEXT."""
+    src, dst, dlq = (f"{tag}-{x}-{time.monotonic_ns()}" for x in ("in", "out", "dlq"))
+    for t in (src, dst, dlq):
+        await create_topic(k.bootstrap_servers, t, 2)
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=k.bootstrap_servers)
+    await p.start()
+    try:
+        futs = [await p.send(src, f"v{i}".encode(), key=str(i).encode()) for i in range(n)]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+    return src, dst, dlq, f"{tag}-g-{time.monotonic_ns()}", f"{tag}-tx-{time.monotonic_ns()}"
+
+
+def config(
+    servers: str, security: KafkaSecurity, src: str, group: str, txn: str, dlq: str | None
+) -> eosflow.EosConfig:
+    return eosflow.EosConfig(
+        bootstrap_servers=servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=txn,
+        session_timeout_s=6,
+        heartbeat_interval_s=0.6,
+        transaction_timeout_s=5,
+        dead_letter_topic=dlq,
+        retry_timeout_s=20,
+        security=security,
+    )
+
+
+async def _exactly_once_over(k: GenuineKafka, listener: str, principal: str) -> None:
+    security = scram(k) if listener == "SASL_SSL" else mtls(k)
+    src, dst, dlq, group, txn = await topics(k, listener.lower())
+    await create_acls(
+        k.bootstrap_servers,
+        app_acls(
+            principal, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst, dlq)
+        ),
+    )
+    servers = k.secured_servers(listener)
+    app = eosflow.EosApp(Upper(dst, dlq_every=50), config(servers, security, src, group, txn, dlq))
+    task = asyncio.create_task(app.run())
+    deadline = time.monotonic() + 90
+    while app.stats.records < N or app.last_outcome is not eosflow.Outcome.COMMITTED:
+        assert not task.done(), task.exception() if task.done() else None
+        assert time.monotonic() < deadline, f"{app.stats.records} of {N} within 90 s"
+        await asyncio.sleep(0.1)
+    await app.stop()
+    await task
+    # the check reads the outputs as the same user, over the same listener: READ on them
+    # is granted only now (the app itself never reads its outputs)
+    await create_acls(k.bootstrap_servers, [Acl(principal, TOPIC, t, READ) for t in (dst, dlq)])
+    report = await check_exactly_once(
+        servers, src, dst, group_id=group, dead_letter_topic=dlq, security=security
+    )
+    assert report.ok, report.summary()
+    assert report.dead_lettered == N // 50
+
+
+async def test_exactly_once_over_sasl_ssl_scram_with_the_readme_acls(kafka: GenuineKafka) -> None:
+    await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL)
+
+
+async def test_exactly_once_over_mutual_tls_with_the_readme_acls(kafka: GenuineKafka) -> None:
+    await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL)
+
+
+@pytest.mark.parametrize(
+    ("missing", "says"),
+    [
+        ("transactional id", "WRITE and DESCRIBE on the transactional id"),
+        ("group", "refused READ on the group"),
+        ("input topic", "refused READ on topic {name}"),
+        ("output topic", "refused WRITE on topic {name}"),
+        ("dead-letter topic", "refused WRITE on topic {name}"),
+    ],
+)
+async def test_a_missing_acl_stops_the_app_with_one_line_and_commits_nothing(
+    kafka: GenuineKafka, missing: str, says: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    k = kafka
+    src, dst, dlq, group, txn = await topics(k, "acl", n=200)
+    acls = app_acls(
+        SCRAM_PRINCIPAL, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst, dlq)
+    )
+    name = {"transactional id": txn, "group": group, "input topic": src}.get(missing)
+    name = name or {"output topic": dst, "dead-letter topic": dlq}[missing]
+    await create_acls(k.bootstrap_servers, [a for a in acls if a.resource_name != name])
+    cfg = config(k.secured_servers(), scram(k), src, group, txn, dlq)
+    app = eosflow.EosApp(Upper(dst, dlq_every=1 if missing == "dead-letter topic" else 0), cfg)
+    with caplog.at_level(logging.DEBUG):
+        with pytest.raises(AuthorizationError) as info:
+            await asyncio.wait_for(app.run(), 60)
+    text = str(info.value)
+    assert says.format(name=name) in text and "not authorized" in text, text
+    assert "\n" not in text
+    assert k.scram_password not in text and k.scram_password not in caplog.text
+    # nothing committed: no output or dead letter visible, no offset committed
+    assert await read_all(k.bootstrap_servers, dst) == []
+    assert await read_all(k.bootstrap_servers, dlq) == []
+    report = await check_exactly_once(k.bootstrap_servers, src, dst, group_id=group)
+    assert report.offsets_behind and sum(report.offsets_behind.values()) == 200
+
+
+async def _refused(k: GenuineKafka, servers: str, security: KafkaSecurity) -> str:
+    src, dst, _dlq, group, txn = await topics(k, "auth", n=1)
+    app = eosflow.EosApp(Upper(dst), config(servers, security, src, group, txn, None))
+    began = time.monotonic()
+    with pytest.raises(AuthenticationError) as info:
+        await asyncio.wait_for(app.run(), CONNECT_BUDGET_S * 2)
+    assert time.monotonic() - began < CONNECT_BUDGET_S
+    text = str(info.value)
+    assert "\n" not in text and k.scram_password not in text
+    return text
+
+
+async def test_a_wrong_password_is_an_authentication_error_naming_the_user(
+    kafka: GenuineKafka, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.DEBUG):
+        text = await _refused(kafka, kafka.secured_servers(), scram(kafka, "wrong-pw-123"))
+    assert f"authentication failed for user {SCRAM_USER!r} (SCRAM-SHA-512)" in text, text
+    assert "wrong-pw-123" not in text and "wrong-pw-123" not in caplog.text
+
+
+async def test_an_untrusted_ca_is_an_authentication_error(kafka: GenuineKafka) -> None:
+    assert kafka.pki is not None
+    security = scram(kafka).model_copy(update={"ssl_cafile": kafka.pki.other_ca})
+    text = await _refused(kafka, kafka.secured_servers(), security)
+    assert "the broker's certificate was refused" in text, text
+    # OpenSSL's words: the broker sends its CA in the chain, which nothing here trusts
+    assert "self-signed certificate in certificate chain" in text, text
+
+
+async def test_an_expired_broker_certificate_is_an_authentication_error(
+    kafka: GenuineKafka,
+) -> None:
+    assert kafka.pki is not None
+    security = KafkaSecurity(security_protocol="SSL", ssl_cafile=kafka.pki.ca)
+    text = await _refused(kafka, kafka.secured_servers("EXPIRED"), security)
+    assert "certificate has expired" in text, text
+
+
+async def test_mutual_tls_without_a_client_certificate_is_refused(kafka: GenuineKafka) -> None:
+    assert kafka.pki is not None
+    security = KafkaSecurity(security_protocol="SSL", ssl_cafile=kafka.pki.ca)
+    text = await _refused(kafka, kafka.secured_servers("MTLS"), security)
+    assert text.startswith("TLS to 127.0.0.1:"), text
+    assert "the broker refused the connection" in text and "ssl_certfile" in text, text
+
+
+async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: GenuineKafka) -> None:
+    assert kafka.pki is not None
+    src, _dst, _dlq, group, txn = await topics(kafka, "cli", n=1)
+    env = {
+        **os.environ,
+        "EOSFLOW_SECURITY_PROTOCOL": "SASL_SSL",
+        "EOSFLOW_SASL_MECHANISM": "SCRAM-SHA-512",
+        "EOSFLOW_SASL_USERNAME": SCRAM_USER,
+        "EOSFLOW_SASL_PASSWORD": "wrong-pw-456",
+        "EOSFLOW_SSL_CAFILE": str(kafka.pki.ca),
+    }
+    args = ["--bootstrap-servers", kafka.secured_servers(), "--group-id", group]
+    args += ["--input-topic", src, "--transactional-id", txn]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "eosflow", "run", "eosflow._demo:Enrich", *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), CONNECT_BUDGET_S * 2)
+    lines = [ln for ln in err.decode().splitlines() if ln.startswith("eosflow:")]
+    assert proc.returncode == 1, err.decode()[-2000:]
+    assert len(lines) == 1 and "authentication failed for user 'app'" in lines[0], lines
+    assert b"wrong-pw-456" not in out + err
