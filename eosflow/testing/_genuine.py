@@ -221,7 +221,8 @@ class GenuineKafka:
             (home / "data").mkdir(parents=True)
             mine = ports[(2 + extra) * (i - 1) : (2 + extra) * i]
             self._nodes[i] = _Node(i, mine[0], mine[1], home)
-            self._nodes[i].secure_ports = dict(zip(LISTENERS, mine[2:], strict=True))
+            if self.secured:
+                self._nodes[i].secure_ports = dict(zip(LISTENERS, mine[2:], strict=True))
         try:
             if self.zookeeper:
                 await self._start_zookeeper(ports[-1], deadline)
