@@ -9,7 +9,22 @@ from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+import eosflow
 from eosflow.testing import read_topic
+
+
+class Upper(eosflow.Processor):
+    """Upper-cases each value into ``out``, keeping the key; with ``dlq_every`` N, a
+    record whose key is a multiple of N raises instead (for the dead-letter policy)."""
+
+    def __init__(self, out: str, dlq_every: int = 0) -> None:
+        self.out, self.dlq_every = out, dlq_every
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        assert record.value is not None
+        if self.dlq_every and int(record.key or b"0") % self.dlq_every == 0:
+            raise ValueError("to the dead-letter topic")
+        return eosflow.Output(self.out, record.value.upper(), key=record.key)
 
 
 async def create_topic(

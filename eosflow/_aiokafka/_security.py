@@ -111,7 +111,9 @@ async def diagnose(bootstrap_servers: str, security: KafkaSecurity, timeout_s: f
             if isinstance(tls, ssl.SSLError):
                 raise AuthenticationError(_tls_refusal(server, tls)) from None
             if isinstance(exc, UnsupportedSaslMechanismError):
-                raise AuthenticationError(f"SASL with {server}: {exc}") from None
+                raise AuthenticationError(
+                    f"SASL with {server}: the broker does not enable {security.sasl_mechanism}"
+                ) from None
             if getattr(exc, "errno", None) != codes.SASL_AUTHENTICATION_FAILED:
                 continue
             raise AuthenticationError(

@@ -11,11 +11,13 @@ from ._cluster import PROFILES, ClusterSettings, FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
 from ._procs import spawn_run
+from ._sasl import ClusterSecurity
 from ._txn import TxnSettings
 
 __all__ = [
     "PROFILES",
     "CheckReport",
+    "ClusterSecurity",
     "ClusterSettings",
     "FakeCluster",
     "FaultRule",

@@ -26,6 +26,7 @@ from ._faults import FaultRule, error_body
 from ._groups import GroupCoordinator, GroupSettings
 from ._handlers import HANDLERS
 from ._log import PartitionLog
+from ._sasl import ClusterSecurity, SaslConnection
 from ._txn import TxnCoordinator, TxnSettings
 
 log = logging.getLogger("eosflow.testing")
@@ -72,6 +73,8 @@ class ClusterSettings:
     # Clients' retry paths run on every fresh cluster; 0 turns a window off.
     coordinator_load_s: float = 0.1
     producer_ids_load_s: float = 0.05
+    # TLS and SASL on the listener (``_sasl``); None: PLAINTEXT
+    security: ClusterSecurity | None = None
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -123,7 +126,8 @@ class FakeCluster:
     async def start(self) -> None:
         if self._server is not None:
             return
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        tls = self.settings.security.server_context() if self.settings.security else None
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, ssl=tls)
         self.port = self._server.sockets[0].getsockname()[1]
         self._tasks = [
             asyncio.create_task(self._session_sweeper()),
@@ -283,6 +287,8 @@ class FakeCluster:
         peer = writer.get_extra_info("peername")
         host = peer[0] if peer else "127.0.0.1"
         self._writers.add(writer)
+        sec = self.settings.security
+        sasl = SaslConnection(sec) if sec is not None and sec.users is not None else None
         task = asyncio.current_task()
         if task is not None:
             self._conn_tasks.add(task)
@@ -299,11 +305,13 @@ class FakeCluster:
                 try:
                     if self.settings.latency_s:
                         await asyncio.sleep(self.settings.latency_s)
-                    out = await self._answer(data, host)
+                    out = await self._answer(data, host, sasl)
                     if out is None:
                         return
                     writer.write(out)
                     await writer.drain()
+                    if sasl is not None and sasl.close_after_answer:
+                        return  # a refused login: answered, then closed, as Kafka
                 finally:
                     if task is not None:
                         self._busy.discard(task)
@@ -319,7 +327,9 @@ class FakeCluster:
             self._writers.discard(writer)
             writer.close()
 
-    async def _answer(self, data: bytes, host: str) -> bytes | None:
+    async def _answer(
+        self, data: bytes, host: str, sasl: SaslConnection | None = None
+    ) -> bytes | None:
         """The encoded answer to one request, or None to close the connection."""
         try:
             frame = _codec.decode_request(data)
@@ -341,6 +351,14 @@ class FakeCluster:
                 self.settings.profile,
             )
             return None
+        if sasl is not None and not sasl.done:
+            if not sasl.allowed(frame.api_key):
+                log.warning("closing connection: %s before SASL login", frame.api_name)
+                return None
+            if frame.api_key == 17:
+                return _codec.encode_response(frame, sasl.handshake(frame.body))
+            if frame.api_key == 36:
+                return _codec.encode_response(frame, sasl.authenticate(frame.body))
         rule = self._match_fault(frame)
         if rule is not None:
             rule._matched.set()

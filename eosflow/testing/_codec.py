@@ -73,6 +73,7 @@ API_NAMES = {
     14: "SyncGroup",
     15: "DescribeGroups",
     16: "ListGroups",
+    17: "SaslHandshake",
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
@@ -82,6 +83,7 @@ API_NAMES = {
     26: "EndTxn",
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
+    36: "SaslAuthenticate",
 }
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 

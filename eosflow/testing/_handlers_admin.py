@@ -1,5 +1,7 @@
 """Metadata and admin APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
-DescribeConfigs, FindCoordinator."""
+DescribeConfigs, FindCoordinator; SaslHandshake and SaslAuthenticate where no SASL login
+is under way (a listener without SASL, or one already authenticated: ILLEGAL_SASL_STATE,
+as Kafka; the login itself is ``_sasl``'s)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .. import _codes as E
 from ._api import Body, handles
+from ._sasl import ILLEGAL_SASL_STATE
 
 if TYPE_CHECKING:
     from ._cluster import FakeCluster
@@ -20,6 +23,21 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
         "api_versions": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()
         ],
+    }
+
+
+@handles("SaslHandshake")
+async def sasl_handshake(c: FakeCluster, f: Frame, host: str) -> Body:
+    return {"error_code": ILLEGAL_SASL_STATE, "enabled_mechanisms": []}
+
+
+@handles("SaslAuthenticate")
+async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
+    return {
+        "error_code": ILLEGAL_SASL_STATE,
+        "error_message": "no SASL login on this connection",
+        "sasl_auth_bytes": b"",
+        "session_lifetime_ms": 0,
     }
 
 

@@ -26,7 +26,7 @@ from eosflow.testing._ladder import Broker, open_broker
 
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS = 10, 22, 24, 25
 END_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, CREATE_TOPICS = 26, 28, 9, 0, 19
-METADATA = 3
+METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 3, 17, 36
 RETRIABLE = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
 
 
@@ -433,5 +433,21 @@ async def test_group_answers_as_kafka(broker: Broker) -> None:
         assert r is not None
         listed = {g["group"]: g["protocol_type"] for g in r["groups"]}
         assert listed.get(group) == "" and ghost not in listed
+    finally:
+        c.close()
+
+
+async def test_sasl_requests_on_a_listener_without_sasl_answer_illegal_sasl_state(
+    broker: Broker,
+) -> None:
+    """A PLAINTEXT listener answers SaslHandshake and SaslAuthenticate (it advertises
+    both) with ILLEGAL_SASL_STATE and keeps the connection."""
+    c = RawConn(broker.bootstrap_servers)
+    try:
+        r = await c.send(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
+        assert r is not None and r["error_code"] == 34, r  # ILLEGAL_SASL_STATE
+        r = await c.send(SASL_AUTHENTICATE, 1, {"sasl_auth_bytes": b"\0u\0p"})
+        assert r is not None and r["error_code"] == 34, r
+        assert await c.send(METADATA, 1, {"topics": []}) is not None
     finally:
         c.close()

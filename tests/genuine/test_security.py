@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from conftest import genuine, version
-from kit import create_topic, read_all
+from kit import Upper, create_topic, read_all
 
 import eosflow
 from eosflow import AuthenticationError, AuthorizationError, KafkaSecurity
@@ -63,17 +63,6 @@ def mtls(k: GenuineKafka) -> KafkaSecurity:
         ssl_certfile=k.pki.client_cert,
         ssl_keyfile=k.pki.client_key,
     )
-
-
-class Upper(eosflow.Processor):
-    def __init__(self, out: str, dlq_every: int = 0) -> None:
-        self.out, self.dlq_every = out, dlq_every
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        assert record.value is not None
-        if self.dlq_every and int(record.key or b"0") % self.dlq_every == 0:
-            raise ValueError("to the dead-letter topic")
-        return eosflow.Output(self.out, record.value.upper(), key=record.key)
 
 
 async def topics(k: GenuineKafka, tag: str, n: int = N) -> tuple[str, str, str, str, str]:

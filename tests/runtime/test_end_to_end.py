@@ -6,20 +6,11 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import create_topic, eventually, read_all
+from kit import Upper, create_topic, eventually, read_all
 
 import eosflow
 from eosflow._checker import _partitions as partitions_of
 from eosflow.testing._ladder import Broker
-
-
-class Upper(eosflow.Processor):
-    def __init__(self, out: str) -> None:
-        self.out = out
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        assert record.value is not None
-        return eosflow.Output(self.out, record.value.upper(), key=record.key)
 
 
 def config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosConfig:

@@ -37,6 +37,7 @@ def test_all_is_pinned() -> None:
 def test_testing_all_is_pinned() -> None:
     assert sorted(eosflow.testing.__all__) == [
         "CheckReport",
+        "ClusterSecurity",
         "ClusterSettings",
         "FakeCluster",
         "FaultRule",
