@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
 import time
 from collections.abc import Mapping
@@ -42,9 +43,13 @@ class Fleet:
         group: str,
         run_id: str,
         env: Mapping[str, str],
+        watch_servers: str | None = None,
     ) -> None:
         self.bootstrap_servers, self.src, self.dst, self.group = bootstrap_servers, src, dst, group
         self.run_id, self.env = run_id, dict(env)
+        # where the test reads the group's progress (a super user's listener when the
+        # instances connect over a secured one)
+        self.watch_servers = watch_servers or bootstrap_servers
         self.procs: dict[int, asyncio.subprocess.Process] = {}
 
     def transactional_id(self, i: int) -> str:
@@ -84,6 +89,29 @@ class Fleet:
         return [await asyncio.wait_for(p.wait(), 60) for p in self.procs.values()]
 
 
+async def chaos_schedule(
+    fleet: Fleet, rng: random.Random, instances: int, session_s: float, events: list[str]
+) -> None:
+    """SIGKILL+restart one instance, SIGSTOP another past its session timeout and wake
+    it as a zombie, SIGKILL+restart one more, each after a random pause (a schedule, not
+    a synchronisation: what happens in the pauses is what is tested)."""
+    await asyncio.sleep(rng.uniform(1.5, 2.5))
+    victim = rng.randrange(instances)
+    events.append(f"SIGKILL+restart {victim}")
+    await fleet.kill_and_restart(victim)
+    await asyncio.sleep(rng.uniform(1.0, 2.0))
+    zombie = rng.choice([i for i in range(instances) if i != victim])
+    events.append(f"SIGSTOP {zombie} for {session_s * 1.5:.1f} s")
+    fleet.signal(zombie, signal.SIGSTOP)
+    await asyncio.sleep(session_s * 1.5)  # past its session timeout: it is evicted
+    fleet.signal(zombie, signal.SIGCONT)
+    events.append(f"SIGCONT {zombie}")
+    await asyncio.sleep(rng.uniform(0.5, 1.5))
+    victim = rng.randrange(instances)
+    events.append(f"SIGKILL+restart {victim}")
+    await fleet.kill_and_restart(victim)
+
+
 async def seed(bootstrap: str, topic: str, records: int) -> None:
     """``records`` records ``k{i}``/``v{i}`` into ``topic`` (acks=all)."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
@@ -114,7 +142,7 @@ async def until_committed(
     sum then), failing when an instance died or ``timeout_s`` passed."""
     deadline = time.monotonic() + timeout_s
     while True:
-        done = await committed_total(fleet.bootstrap_servers, fleet.src, partitions, fleet.group)
+        done = await committed_total(fleet.watch_servers, fleet.src, partitions, fleet.group)
         if done >= target:
             return done
         assert time.monotonic() < deadline, f"stalled at {done}/{target}; events: {events}"

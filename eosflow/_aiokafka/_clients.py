@@ -23,7 +23,7 @@ from .._config import EosConfig
 from .._security import KafkaSecurity
 from ._coordinators import forget_client
 from ._errors import map_error
-from ._security import connection_settings, diagnose
+from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
 log = logging.getLogger("eosflow.adapter")
 
@@ -144,7 +144,7 @@ async def start(
     except Exception as exc:
         security = endpoint.security
         if security.security_protocol != "PLAINTEXT" and "Unable to bootstrap" in str(exc):
-            await diagnose(endpoint.bootstrap_servers, security, timeout_s=10.0)
+            await diagnose(endpoint.bootstrap_servers, security, DIAGNOSE_TIMEOUT_S)
         raise map_error(exc, step, topics) from exc
 
 

@@ -31,6 +31,10 @@ from .._security import KafkaSecurity, TokenProvider, secret
 
 log = logging.getLogger("eosflow.adapter")
 
+DIAGNOSE_TIMEOUT_S = 10.0
+"""How long the diagnosing connection may take per bootstrap server: a broker that does
+not answer within it leaves "no bootstrap server answered" as the error."""
+
 
 class _Tokens(AbstractTokenProvider):  # type: ignore[misc]
     """aiokafka's OAUTHBEARER hook around the user's token function."""

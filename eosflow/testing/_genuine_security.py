@@ -5,6 +5,8 @@ PLAINTEXT listener the brokers and the test's own admin use:
 
 - ``SASL_SSL``: SCRAM-SHA-512; user ``SCRAM_USER`` is created when the storage is
   formatted (``--add-scram``), with a password drawn per cluster (``scram_password``);
+  and OAUTHBEARER with Kafka's unsecured validator (``unsecured_token(SCRAM_USER)`` logs
+  in as the same principal);
 - ``MTLS``: TLS with ``ssl.client.auth=required``; the principal is the certificate's CN
   (``User:app-client``, by ``ssl.principal.mapping.rules``);
 - ``EXPIRED``: TLS with a broker certificate that expired yesterday.
@@ -19,7 +21,10 @@ grants (``create_acls``; ``app_acls`` is what README.md's security section lists
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import struct
+import time
 from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING
@@ -135,9 +140,14 @@ async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float =
 def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
     """The broker properties added for the secured listeners on ``ports`` (by name)."""
     props = {
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
             "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        ),
+        # OAUTHBEARER with Kafka's unsecured validator: tokens are unsigned JWTs whose
+        # "sub" is the principal (``unsecured_token``); for tests only
+        "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
         ),
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(pki.ca),
@@ -155,6 +165,18 @@ def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
     props["advertised.listeners"] = props["listeners"]
     props["listener.security.protocol.map"] = ",".join(f"{n}:{p}" for n, p in LISTENERS.items())
     return props
+
+
+def unsecured_token(subject: str, lifetime_s: int = 3600) -> str:
+    """An unsigned JWT (``alg: none``) for Kafka's unsecured OAUTHBEARER validator."""
+    now = int(time.time())
+    head = {"alg": "none"}
+    claims = {"sub": subject, "iat": now, "exp": now + lifetime_s}
+    return ".".join(_b64url(json.dumps(part).encode()) for part in (head, claims)) + "."
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 MTLS_PRINCIPAL = f"User:{CLIENT_CN}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from conftest import genuine, version
+from fleet import Fleet, chaos_env, chaos_schedule, seed, until_committed
 from kit import Upper, create_topic, read_all
 
 import eosflow
@@ -31,6 +33,7 @@ from eosflow.testing._genuine_security import (
     Acl,
     app_acls,
     create_acls,
+    unsecured_token,
 )
 
 pytestmark = [pytest.mark.genuine, pytest.mark.asyncio(loop_scope="module")]
@@ -52,6 +55,20 @@ def scram(k: GenuineKafka, password: str | None = None) -> KafkaSecurity:
         sasl_mechanism="SCRAM-SHA-512",
         sasl_username=SCRAM_USER,
         sasl_password=password or k.scram_password,  # type: ignore[arg-type]
+    )
+
+
+def app_token() -> str:
+    return unsecured_token(SCRAM_USER)
+
+
+def oauth(k: GenuineKafka) -> KafkaSecurity:
+    assert k.pki is not None
+    return KafkaSecurity(
+        security_protocol="SASL_SSL",
+        ssl_cafile=k.pki.ca,
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_provider=app_token,  # type: ignore[arg-type]
     )
 
 
@@ -100,8 +117,9 @@ def config(
     )
 
 
-async def _exactly_once_over(k: GenuineKafka, listener: str, principal: str) -> None:
-    security = scram(k) if listener == "SASL_SSL" else mtls(k)
+async def _exactly_once_over(
+    k: GenuineKafka, listener: str, principal: str, security: KafkaSecurity
+) -> None:
     src, dst, dlq, group, txn = await topics(k, listener.lower())
     await create_acls(
         k.bootstrap_servers,
@@ -130,11 +148,17 @@ async def _exactly_once_over(k: GenuineKafka, listener: str, principal: str) -> 
 
 
 async def test_exactly_once_over_sasl_ssl_scram_with_the_readme_acls(kafka: GenuineKafka) -> None:
-    await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL)
+    await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, scram(kafka))
+
+
+async def test_exactly_once_over_sasl_ssl_oauthbearer(kafka: GenuineKafka) -> None:
+    """The token hook's tokens (unsigned, for Kafka's unsecured validator) log in as the
+    same principal as the SCRAM user."""
+    await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, oauth(kafka))
 
 
 async def test_exactly_once_over_mutual_tls_with_the_readme_acls(kafka: GenuineKafka) -> None:
-    await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL)
+    await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL, mtls(kafka))
 
 
 @pytest.mark.parametrize(
@@ -243,3 +267,43 @@ async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: Genu
     assert proc.returncode == 1, err.decode()[-2000:]
     assert len(lines) == 1 and "authentication failed for user 'app'" in lines[0], lines
     assert b"wrong-pw-456" not in out + err
+
+
+async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
+    """The instance chaos of ``tests/runtime/test_chaos.py`` (three ``eosflow run``
+    instances, SIGKILLs and restarts, a zombie) over SASL_SSL with README's ACLs."""
+    k, rng = kafka, random.Random(20261123)
+    assert k.pki is not None
+    records, in_parts, instances, session_s = 20_000, 6, 3, 2.0
+    tag = f"chaos-{time.monotonic_ns()}"
+    src, dst, group = f"{tag}-in", f"{tag}-out", f"{tag}-g"
+    await create_topic(k.bootstrap_servers, src, in_parts)
+    await create_topic(k.bootstrap_servers, dst, 3)
+    await seed(k.bootstrap_servers, src, records)
+    env = {
+        **chaos_env(session_s),
+        "EOSFLOW_SECURITY_PROTOCOL": "SASL_SSL",
+        "EOSFLOW_SASL_MECHANISM": "SCRAM-SHA-512",
+        "EOSFLOW_SASL_USERNAME": SCRAM_USER,
+        "EOSFLOW_SASL_PASSWORD": k.scram_password,
+        "EOSFLOW_SSL_CAFILE": str(k.pki.ca),
+    }
+    fleet = Fleet(k.secured_servers(), src, dst, group, tag, env, k.bootstrap_servers)
+    for i in range(instances):
+        txn = fleet.transactional_id(i)
+        acls = app_acls(
+            SCRAM_PRINCIPAL, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst,)
+        )
+        await create_acls(k.bootstrap_servers, acls)
+    for i in range(instances):
+        await fleet.start(i)
+    events: list[str] = []
+    try:
+        await chaos_schedule(fleet, rng, instances, session_s, events)
+        await until_committed(fleet, in_parts, records, 180, events)
+    finally:
+        codes = await fleet.stop_all()
+    assert codes == [0] * instances, f"exit codes {codes}; events {events}"
+    report = await check_exactly_once(k.bootstrap_servers, src, dst, group_id=group)
+    assert report.ok, report.summary() + f"\nevents: {events}"
+    assert report.inputs == records

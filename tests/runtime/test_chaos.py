@@ -10,11 +10,9 @@ on genuine Kafka (``tests/genuine/test_chaos_brokers.py``).
 
 from __future__ import annotations
 
-import asyncio
 import random
-import signal
 
-from fleet import Fleet, chaos_env, seed, until_committed
+from fleet import Fleet, chaos_env, chaos_schedule, seed, until_committed
 from kit import create_topic
 
 from eosflow.testing import check_exactly_once
@@ -36,22 +34,7 @@ async def test_exactly_once_under_kills_restarts_and_a_zombie(eosflow_broker: Br
         await fleet.start(i)
     events: list[str] = []
     try:
-        # the schedule: kill+restart, zombie, kill+restart, each after a random pause
-        await asyncio.sleep(rng.uniform(1.5, 2.5))
-        victim = rng.randrange(INSTANCES)
-        events.append(f"SIGKILL+restart {victim}")
-        await fleet.kill_and_restart(victim)
-        await asyncio.sleep(rng.uniform(1.0, 2.0))
-        zombie = rng.choice([i for i in range(INSTANCES) if i != victim])
-        events.append(f"SIGSTOP {zombie} for {session_s * 1.5:.1f} s")
-        fleet.signal(zombie, signal.SIGSTOP)
-        await asyncio.sleep(session_s * 1.5)  # past its session timeout: it is evicted
-        fleet.signal(zombie, signal.SIGCONT)
-        events.append(f"SIGCONT {zombie}")
-        await asyncio.sleep(rng.uniform(0.5, 1.5))
-        victim = rng.randrange(INSTANCES)
-        events.append(f"SIGKILL+restart {victim}")
-        await fleet.kill_and_restart(victim)
+        await chaos_schedule(fleet, rng, INSTANCES, session_s, events)
         await until_committed(fleet, IN_PARTS, RECORDS, 180, events)
     finally:
         codes = await fleet.stop_all()
