@@ -15,7 +15,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from eosflow.testing import spawn_run
+from eosflow.testing import check_exactly_once, spawn_run
 
 ROOT = Path(__file__).parents[1]
 
@@ -110,6 +110,32 @@ async def chaos_schedule(
     victim = rng.randrange(instances)
     events.append(f"SIGKILL+restart {victim}")
     await fleet.kill_and_restart(victim)
+
+
+async def run_chaos(
+    fleet: Fleet,
+    rng: random.Random,
+    instances: int,
+    session_s: float,
+    partitions: int,
+    records: int,
+) -> None:
+    """Start ``instances`` instances, run ``chaos_schedule``, wait until the group
+    committed every input, stop them (each must exit 0), and check the output exactly
+    once (read where ``fleet.watch_servers`` says)."""
+    for i in range(instances):
+        await fleet.start(i)
+    events: list[str] = []
+    try:
+        await chaos_schedule(fleet, rng, instances, session_s, events)
+        await until_committed(fleet, partitions, records, 180, events)
+    finally:
+        codes = await fleet.stop_all()
+    assert codes == [0] * instances, f"exit codes {codes}; events {events}"
+    servers = fleet.watch_servers
+    report = await check_exactly_once(servers, fleet.src, fleet.dst, group_id=fleet.group)
+    assert report.ok, report.summary() + f"\nevents: {events}"
+    assert report.inputs == records
 
 
 async def seed(bootstrap: str, topic: str, records: int) -> None:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 from conftest import genuine, version
-from fleet import Fleet, chaos_env, chaos_schedule, seed, until_committed
+from fleet import Fleet, chaos_env, run_chaos, seed
 from kit import Upper, create_topic, read_all
 
 import eosflow
@@ -295,15 +295,4 @@ async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
             SCRAM_PRINCIPAL, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst,)
         )
         await create_acls(k.bootstrap_servers, acls)
-    for i in range(instances):
-        await fleet.start(i)
-    events: list[str] = []
-    try:
-        await chaos_schedule(fleet, rng, instances, session_s, events)
-        await until_committed(fleet, in_parts, records, 180, events)
-    finally:
-        codes = await fleet.stop_all()
-    assert codes == [0] * instances, f"exit codes {codes}; events {events}"
-    report = await check_exactly_once(k.bootstrap_servers, src, dst, group_id=group)
-    assert report.ok, report.summary() + f"\nevents: {events}"
-    assert report.inputs == records
+    await run_chaos(fleet, rng, instances, session_s, in_parts, records)

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import random
 
-from fleet import Fleet, chaos_env, chaos_schedule, seed, until_committed
+from fleet import Fleet, chaos_env, run_chaos, seed
 from kit import create_topic
 
-from eosflow.testing import check_exactly_once
 from eosflow.testing._ladder import Broker
 
 RECORDS, IN_PARTS, OUT_PARTS, INSTANCES = 20_000, 6, 3, 3
@@ -30,15 +29,4 @@ async def test_exactly_once_under_kills_restarts_and_a_zombie(eosflow_broker: Br
     await seed(b.bootstrap_servers, src, RECORDS)
     session_s = max(b.min_session_timeout_s, 2.0)
     fleet = Fleet(b.bootstrap_servers, src, dst, group, b.unique("chaos"), chaos_env(session_s))
-    for i in range(INSTANCES):
-        await fleet.start(i)
-    events: list[str] = []
-    try:
-        await chaos_schedule(fleet, rng, INSTANCES, session_s, events)
-        await until_committed(fleet, IN_PARTS, RECORDS, 180, events)
-    finally:
-        codes = await fleet.stop_all()
-    assert codes == [0] * INSTANCES, f"exit codes {codes}; events {events}"
-    report = await check_exactly_once(b.bootstrap_servers, src, dst, match="key", group_id=group)
-    assert report.ok, report.summary() + f"\nevents: {events}"
-    assert report.inputs == RECORDS
+    await run_chaos(fleet, rng, INSTANCES, session_s, IN_PARTS, RECORDS)
