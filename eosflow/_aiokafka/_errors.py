@@ -84,9 +84,7 @@ def map_error(exc: BaseException, step: str, topics: str | None = None) -> Eosfl
             names = _topic_names(exc)
             resource = f"topic {', '.join(names)}" if names else resource
         return AuthorizationError(step, permission, resource, error_name(code))
-    if code == codes.SASL_AUTHENTICATION_FAILED or isinstance(
-        exc.__cause__ if type(exc).__name__ == "KafkaConnectionError" else exc, ssl.SSLError
-    ):
+    if code == codes.SASL_AUTHENTICATION_FAILED or is_certificate_refusal(exc):
         # credentials or certificates: no retry can fix them (an OSError otherwise)
         return AuthenticationError(f"{step}: {_describe(exc)}")
     if type(exc).__name__ == "KafkaConnectionError" and "Unable to bootstrap" in str(exc):
@@ -130,6 +128,17 @@ def mapped(step: str, topics: str | None = None) -> Iterator[None]:
         raise
     except Exception as exc:
         raise map_error(exc, step, topics) from exc
+
+
+def is_certificate_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the TLS error under aiokafka's connection error) is a refused
+    certificate, ours or the broker's. Other TLS errors -- a connection cut mid-record
+    (``SSLEOFError``) when a broker dies -- are network failures, retried as such."""
+    tls = exc.__cause__ if type(exc).__name__ == "KafkaConnectionError" else exc
+    if isinstance(tls, ssl.SSLCertVerificationError):
+        return True
+    reason = getattr(tls, "reason", None) or str(tls)
+    return isinstance(tls, ssl.SSLError) and "CERTIFICATE" in reason.upper()
 
 
 def _topic_names(exc: BaseException) -> list[str]:

@@ -162,3 +162,24 @@ def test_oauthbearer_token_provider_from_an_import_string(provider: str) -> None
     )
     hook = connection_settings(s)["sasl_oauth_token_provider"]
     assert asyncio.run(hook.token()) == f"tok-{provider.split('_')[0]}"
+
+
+def test_only_refused_certificates_are_fatal_among_tls_errors() -> None:
+    """A TLS connection cut when a broker dies must stay a retried network failure."""
+    from aiokafka.errors import KafkaConnectionError
+
+    from eosflow._aiokafka import map_error
+    from eosflow._errors import TransientError
+
+    cut = ssl.SSLEOFError(8, "EOF occurred in violation of protocol")
+    assert isinstance(map_error(cut, "Produce"), TransientError)
+    verify = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    assert isinstance(map_error(verify, "joining the group"), eosflow.AuthenticationError)
+    alert = ssl.SSLError(1, "[SSL: SSLV3_ALERT_BAD_CERTIFICATE] sslv3 alert bad certificate")
+    alert.reason = "SSLV3_ALERT_BAD_CERTIFICATE"
+    wrapped = KafkaConnectionError("Connection at 127.0.0.1:1 closed")
+    wrapped.__cause__ = alert
+    assert isinstance(map_error(wrapped, "InitProducerId"), eosflow.AuthenticationError)
+    closed = KafkaConnectionError("Connection at 127.0.0.1:1 closed")
+    closed.__cause__ = cut
+    assert isinstance(map_error(closed, "Produce"), TransientError)
