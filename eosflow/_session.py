@@ -397,7 +397,7 @@ class TransactSession:
         if code == 0:
             return None
         error = ak.map_error(ak.error_for(code), "TxnOffsetCommit")
-        if isinstance(error, (ak.Fenced, AuthorizationError)):
+        if isinstance(error, ak.Fenced):  # (a refused permission is raised by the adapter)
             raise error
         return f"TxnOffsetCommit: {ak.error_name(code)}"
 

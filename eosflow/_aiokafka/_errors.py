@@ -169,7 +169,8 @@ def error_name(code: int) -> str:
     return codes.name(code)
 
 
-def error_for(code: int) -> KafkaError:
-    """aiokafka's exception for a Kafka error code (for ``map_error``)."""
-    exc: KafkaError = for_code(code)()
+def error_for(code: int, *args: object) -> KafkaError:
+    """aiokafka's exception for a Kafka error code (for ``map_error``); ``args`` as
+    aiokafka gives them, e.g. the set of topics a TOPIC_AUTHORIZATION_FAILED refused."""
+    exc: KafkaError = for_code(code)(*args)
     return exc

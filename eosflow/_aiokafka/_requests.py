@@ -23,6 +23,7 @@ from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator
 from ._coordinators import forget as _forget
 from ._errors import (
+    AUTHORIZATION,
     COORDINATOR_ERRORS,
     RETRY_CODES,
     UNKNOWN_MEMBER_ID,
@@ -105,7 +106,8 @@ async def commit_offsets_in_txn(
     instance id -- when the broker has it). Returns 0 or the first Kafka error code that
     is not worth resending; resends coordinator moves, CONCURRENT_TRANSACTIONS, timeouts
     and dropped connections for at most ``timeout_s`` per request, then raises
-    ``TransientError`` -- the offsets were not committed."""
+    ``TransientError`` -- the offsets were not committed. A refused permission raises
+    ``AuthorizationError`` naming it (READ on the group, or on the topics refused)."""
     client = producer.client
     txn_id = transactional_id
     pid, epoch = producer_identity(producer)
@@ -121,6 +123,8 @@ async def commit_offsets_in_txn(
     code, _ = await _send_retrying(
         client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
     )
+    if code in AUTHORIZATION:
+        raise map_error(error_for(code), "AddOffsetsToTxn", "READ")
     if code:
         return code
     producer._txn_manager.consumer_group_added(group_id)
@@ -156,9 +160,18 @@ async def commit_offsets_in_txn(
                     return int(part["error_code"])
         return 0
 
-    code, _ = await _send_retrying(
+    code, resp = await _send_retrying(
         client, _GROUP, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
     )
+    if code in AUTHORIZATION:
+        # TxnOffsetCommit needs READ on the group and on every topic it commits for;
+        # name the topics the broker refused (the answer is per partition)
+        refused = {
+            t["name"]
+            for t in resp.to_object()["topics"]
+            if any(p["error_code"] == code for p in t["partitions"])
+        }
+        raise map_error(error_for(code, refused), "TxnOffsetCommit", "READ")
     return code
 
 

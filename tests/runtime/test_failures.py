@@ -117,6 +117,33 @@ async def test_one_transient_add_partitions_error_is_survived(
     await assert_exactly_once(c)
 
 
+# A permission refused inside the commit's own requests (not on metadata, which usually
+# refuses first) stops the app naming the permission and the resource: READ on the topic
+# TxnOffsetCommit refused, READ on the group AddOffsetsToTxn refused. Nothing commits.
+# Without the adapter reading the refused topics out of the per-partition answer, the
+# message says "READ or WRITE on a topic".
+@pytest.mark.parametrize(
+    ("api", "error", "names"),
+    [
+        ("TxnOffsetCommit", codes.TOPIC_AUTHORIZATION_FAILED, "refused READ on topic in "),
+        ("AddOffsetsToTxn", codes.GROUP_AUTHORIZATION_FAILED, "refused READ on the group "),
+    ],
+)
+async def test_permission_refused_in_the_commit_is_fatal_and_named(
+    cluster: FakeCluster, api: str, error: int, names: str
+) -> None:
+    c = cluster
+    await seed(c)
+    rule = c.intercept(api, error=error, times=None)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+    with pytest.raises(eosflow.AuthorizationError) as raised:
+        await asyncio.wait_for(app.run(), 60)
+    assert f"{api}: not authorized: the broker {names}" in str(raised.value)
+    assert rule.hits == 1 and app.stats.committed == 0
+    assert c.committed("g") == {}
+    assert await read_all(c.bootstrap_servers, "out") == []
+
+
 # Three UNKNOWN_SERVER_ERROR answers to Produce broke the idempotent producer's sequence
 # state and left the app aborting forever (1,809 aborts, no progress). A failed produce
 # now re-initialises the producer (a new epoch clears the sequences).
