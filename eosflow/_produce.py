@@ -13,7 +13,7 @@ size, a partition its topic lacks, an output topic that has no metadata within
 is not bytes. A refusal by the producer or the broker is raised as eosflow's error
 (``TransientError`` or ``_aiokafka.Fenced``) for the caller to decide; the send futures
 of batches already handed over are in ``sends`` either way. This module knows nothing
-of sessions or transactions.
+of sessions or transactions. ``flush`` waits, bounded, for what was handed over.
 """
 
 from __future__ import annotations
@@ -111,3 +111,36 @@ async def _check_partition(
         raise FatalError(
             f"an output names {topic}[{partition}], but {topic} has partitions {sorted(known)}"
         )
+
+
+async def flush(
+    producer: AIOKafkaProducer, sends: Sequence[asyncio.Future[object]], timeout_s: float
+) -> None:
+    """Wait until every batch in ``sends`` is acknowledged and raise the first send error,
+    mapped. (One ``flush`` then a synchronous scan is much cheaper than gathering a
+    thousand futures.)
+
+    Bounded by ``timeout_s``: a transactional aiokafka producer resends a batch for as
+    long as it takes (it never expires one), so a broker that stays unreachable -- or
+    refuses every new login -- would hold the flush forever. Past the bound it is a
+    ``TransientError``: the batches were not all acknowledged, so the transaction cannot
+    commit, and the caller replaces the producer to drop them."""
+    if not sends:
+        return
+    with ak.mapped("Produce", "WRITE"):
+        try:
+            await asyncio.wait_for(_acknowledged(producer, sends), timeout_s)
+        except TimeoutError:
+            raise TimeoutError(f"outputs not acknowledged within {timeout_s:g} s") from None
+
+
+async def _acknowledged(
+    producer: AIOKafkaProducer, sends: Sequence[asyncio.Future[object]]
+) -> None:
+    await producer.flush()
+    pending = [f for f in sends if not f.done()]
+    if pending:
+        await asyncio.gather(*pending)
+    for f in sends:
+        if f.exception() is not None:
+            raise f.exception()  # type: ignore[misc]

@@ -75,6 +75,7 @@ class TransactSession:
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         # an error the rebalance listener met (aiokafka swallows them); raised by poll()
         self._failure: FatalError | None = None
+        self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class TransactSession:
         ``retry_timeout_s``; then, or at once for what no retry fixes (no bootstrap server
         answers, fencing, authorization), ``FatalError`` naming the bootstrap servers."""
         cfg = self.config
+        self._logins.attach()
         where, deadline = f"starting against {cfg.bootstrap_servers}", time.monotonic()
         deadline, delay = deadline + cfg.retry_timeout_s, cfg.retry_backoff_s
         while True:
@@ -132,6 +134,7 @@ class TransactSession:
             except EosflowError as exc:
                 log.warning("aborting on stop failed (%s); the broker aborts it on timeout", exc)
         await self._close_clients()
+        self._logins.detach()
 
     async def _close_clients(self) -> None:
         consumer, producer = self._consumer, self._producer
@@ -169,9 +172,11 @@ class TransactSession:
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
         """Records from partitions whose committed offsets are in place, in offset order.
-        Raises the ``FatalError`` the rebalance listener recorded, if any."""
+        Raises the ``FatalError`` the rebalance listener recorded, if any, and
+        ``AuthenticationError`` once a login refused mid-run is confirmed."""
         if self._failure is not None:
             raise self._failure
+        await self._logins.check(self.config.bootstrap_servers, self.config.security)
         try:
             with ak.mapped("consuming (fetch and group membership)", "READ"):
                 batch = await self.consumer.getmany(
@@ -346,7 +351,7 @@ class TransactSession:
             await self._recover()
             return Outcome.RECOVERED, f"producer failed: {failure!r}"
         try:
-            await self._flush(txn)
+            await _produce.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
         except TransientError as exc:
             # A failed batch leaves the idempotent producer's sequence numbers out of step
             # with the broker's: aborting alone would fail every later transaction the
@@ -360,21 +365,6 @@ class TransactSession:
             reason = await self._confirm_membership(txn.identity)
         reason = reason or txn.doomed
         return await self._end_txn(reason is None), reason
-
-    async def _flush(self, txn: Transaction) -> None:
-        """Wait until every record of the transaction is acknowledged; raise the first
-        send error, mapped. (One ``flush`` then a synchronous scan is much cheaper than
-        gathering a thousand futures.)"""
-        if not txn.sends:
-            return
-        with ak.mapped("Produce", "WRITE"):
-            await self.producer.flush()
-            pending = [f for f in txn.sends if not f.done()]
-            if pending:
-                await asyncio.gather(*pending)
-            for f in txn.sends:
-                if f.exception() is not None:
-                    raise f.exception()  # type: ignore[misc]
 
     async def _commit_offsets(
         self, offsets: dict[TopicPartition, int], identity: ak.GroupIdentity | None
@@ -469,6 +459,7 @@ class TransactSession:
         ``_broken``: the next ``begin`` recovers again."""
         self._broken = True
         self._epoch += 1  # records polled before this are not ours to commit
+        await self._logins.check(self.config.bootstrap_servers, self.config.security)
         old, self._producer, self._partitioner = self._producer, None, None
         if old is not None:
             try:

@@ -81,6 +81,7 @@ from ._requests import (
     forced_heartbeat,
     reinit_producer_id,
 )
+from ._security import LoginWatch
 
 __all__ = [
     "AUTHORIZATION",
@@ -95,6 +96,7 @@ __all__ = [
     "Capabilities",
     "Fenced",
     "GroupIdentity",
+    "LoginWatch",
     "Partitioner",
     "capabilities",
     "close_producer",

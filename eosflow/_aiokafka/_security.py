@@ -28,6 +28,7 @@ from aiokafka.errors import KafkaError, UnsupportedSaslMechanismError
 from .. import _codes as codes
 from .._errors import AuthenticationError, ConfigError
 from .._security import KafkaSecurity, TokenProvider, secret
+from ._errors import is_certificate_refusal
 
 log = logging.getLogger("eosflow.adapter")
 
@@ -128,6 +129,51 @@ async def diagnose(bootstrap_servers: str, security: KafkaSecurity, timeout_s: f
             continue
         conn.close()
         return
+
+
+class LoginWatch(logging.Filter):
+    """Notices a login or certificate refused on a connection aiokafka opens mid-run.
+
+    aiokafka logs such a refusal ("Unable connect to node ...") and tries the connection
+    again, for ever: a password rotated or a certificate expired while the app runs
+    would leave it fetching nothing and never failing. While attached to aiokafka's
+    client logger (``attach`` .. ``detach``, the session's lifetime) this filter only
+    notes that a refusal was logged; ``check`` then opens a connection of its own
+    (``diagnose``), so what stops the app is a refusal seen first-hand, not a log line.
+    Every client in the process logs through the same logger: another app's refusal
+    costs this one a diagnosis, nothing more."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen = False
+        self._logger = logging.getLogger("aiokafka")  # aiokafka's client.py logs here
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if any(isinstance(a, Exception) and _refused(a) for a in args):
+            self._seen = True
+        return True
+
+    def attach(self) -> None:
+        # first in line: a summarising filter before it would hide repeats from it
+        if self not in self._logger.filters:
+            self._logger.filters.insert(0, self)
+
+    def detach(self) -> None:
+        self._logger.removeFilter(self)
+
+    async def check(self, bootstrap_servers: str, security: KafkaSecurity) -> None:
+        """Raise ``AuthenticationError`` if a refusal was logged since the last check and
+        a connection of our own is refused too."""
+        if self._seen:
+            self._seen = False
+            await diagnose(bootstrap_servers, security, DIAGNOSE_TIMEOUT_S)
+
+
+def _refused(exc: Exception) -> bool:
+    return getattr(exc, "errno", None) == codes.SASL_AUTHENTICATION_FAILED or (
+        is_certificate_refusal(exc)
+    )
 
 
 def _tls_refusal(server: str, exc: ssl.SSLError) -> str:

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
+import os
 import struct
 import time
 from dataclasses import dataclass
 from io import BytesIO
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import _wire
 from .._wire import MessageSpec, _f
@@ -71,6 +73,36 @@ CREATE_ACLS = MessageSpec(
 )
 
 
+# AlterUserScramCredentials (KIP-554): SCRAM users without ZooKeeper; 1 is SCRAM-SHA-256
+SCRAM_SHA_512, SCRAM_ITERATIONS = 2, 4096
+ALTER_USER_SCRAM_CREDENTIALS = MessageSpec(
+    api_key=51,
+    name="AlterUserScramCredentials",
+    versions=(0, 0),
+    flexible_from=0,
+    request=(
+        _f("deletions", (_f("name", "string"), _f("mechanism", "int8"))),
+        _f(
+            "upsertions",
+            (
+                _f("name", "string"),
+                _f("mechanism", "int8"),
+                _f("iterations", "int32"),
+                _f("salt", "bytes"),
+                _f("salted_password", "bytes"),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f(
+            "results",
+            (_f("user_name", "string"), _f("error_code", "int16"), _f("error_message", "string")),
+        ),
+    ),
+)
+
+
 @dataclass(frozen=True)
 class Acl:
     """Allow ``principal`` ``operation`` on one resource named literally."""
@@ -104,8 +136,6 @@ def app_acls(
 async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float = 10.0) -> None:
     """Create ``acls`` through the super user's PLAINTEXT listener (CreateAcls v2, raw on
     a socket); any refusal raises."""
-    host, _, port = plaintext_server.split(",")[0].rpartition(":")
-    req, resp = _wire.spec_classes(CREATE_ACLS, 2)
     body = {
         "creations": [
             {
@@ -120,8 +150,52 @@ async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float =
             for a in acls
         ]
     }
-    client = b"eosflow-acls"
-    head = struct.pack(">hhih", CREATE_ACLS.api_key, 2, 1, len(client)) + client + b"\x00"
+    _throttle, results, _tags = await _admin_request(
+        plaintext_server, CREATE_ACLS, 2, body, timeout_s
+    )
+    failed = [(a, r) for a, r in zip(acls, results, strict=True) if r[0] != 0]
+    if failed:
+        raise RuntimeError(f"CreateAcls refused: {failed}")
+
+
+async def set_scram_password(
+    plaintext_server: str, user: str, password: str, timeout_s: float = 10.0
+) -> None:
+    """Create SCRAM-SHA-512 user ``user`` or change its password (AlterUserScramCredentials
+    v0 through the super user's PLAINTEXT listener, as ``kafka-configs --alter
+    --add-config SCRAM-SHA-512=[password=...]`` does). Connections already logged in
+    keep their session; every login after it needs the new password."""
+    salt = os.urandom(32)
+    salted = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, SCRAM_ITERATIONS)
+    body = {
+        "deletions": [],
+        "upsertions": [
+            {
+                "name": user,
+                "mechanism": SCRAM_SHA_512,
+                "iterations": SCRAM_ITERATIONS,
+                "salt": salt,
+                "salted_password": salted,
+            }
+        ],
+    }
+    _throttle, results, _tags = await _admin_request(
+        plaintext_server, ALTER_USER_SCRAM_CREDENTIALS, 0, body, timeout_s
+    )
+    failed = [r for r in results if r[1] != 0]
+    if failed:
+        raise RuntimeError(f"AlterUserScramCredentials refused: {failed}")
+
+
+async def _admin_request(
+    plaintext_server: str, spec: MessageSpec, version: int, body: dict[str, Any], timeout_s: float
+) -> Any:
+    """Send one flexible-version request of ``spec`` raw on a socket to the first of
+    ``plaintext_server`` (the super user's listener) and return its decoded answer."""
+    host, _, port = plaintext_server.split(",")[0].rpartition(":")
+    req, resp = _wire.spec_classes(spec, version)
+    client = b"eosflow-test-admin"
+    head = struct.pack(">hhih", spec.api_key, version, 1, len(client)) + client + b"\x00"
     payload = head + req.SCHEMA.encode(_wire.to_values(req.SCHEMA, body))
     reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
     try:
@@ -131,10 +205,7 @@ async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float =
     finally:
         writer.close()
     buf.read(5)  # correlation id, no tagged fields (response header v1)
-    _throttle, results, _tags = resp.SCHEMA.decode(buf)
-    failed = [(a, r) for a, r in zip(acls, results, strict=True) if r[0] != 0]
-    if failed:
-        raise RuntimeError(f"CreateAcls refused: {failed}")
+    return resp.SCHEMA.decode(buf)
 
 
 def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:

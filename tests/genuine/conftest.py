@@ -34,9 +34,13 @@ def version() -> str:
 
 @contextlib.asynccontextmanager
 async def genuine(
-    version: str, brokers: int = 1, *, secured: bool = False
+    version: str,
+    brokers: int = 1,
+    *,
+    secured: bool = False,
+    config: dict[str, str] | None = None,
 ) -> AsyncIterator[GenuineKafka]:
-    kafka = GenuineKafka(version, brokers, secured=secured)
+    kafka = GenuineKafka(version, brokers, secured=secured, config=config)
     try:
         await kafka.start()
     except GenuineUnavailable as exc:
