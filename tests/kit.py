@@ -10,7 +10,15 @@ from typing import Any
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import eosflow
+from eosflow import _codes as codes
 from eosflow.testing import read_topic
+
+# what genuine Kafka answers a group request while a fresh offsets partition loads
+_LOADING = (
+    codes.COORDINATOR_LOAD_IN_PROGRESS,
+    codes.COORDINATOR_NOT_AVAILABLE,
+    codes.NOT_COORDINATOR,
+)
 
 
 class Upper(eosflow.Processor):
@@ -102,9 +110,7 @@ class RawGroup:
             req = _wire.SpecRequest.of(spec, body)  # type: ignore[arg-type]
             resp = await self.client.send(self.node, req, group=ConnectionGroup.COORDINATION)
             answer: dict[str, object] = resp.to_object()
-            # COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR:
-            # genuine Kafka answers them while a fresh offsets partition loads; retry
-            if answer.get("error_code") not in (14, 15, 16) or time.monotonic() > deadline:
+            if answer.get("error_code") not in _LOADING or time.monotonic() > deadline:
                 return answer
             await asyncio.sleep(0.05)
             await self._find_coordinator()
@@ -129,7 +135,7 @@ class RawGroup:
             "group_protocols": [{"protocol_name": "range", "protocol_metadata": b""}],
         }
         resp = await self._send(_wire.JOIN_GROUP, body)
-        if resp["error_code"] == 79:  # MEMBER_ID_REQUIRED
+        if resp["error_code"] == codes.MEMBER_ID_REQUIRED:
             body["member_id"] = resp["member_id"]
             resp = await self._send(_wire.JOIN_GROUP, body)
         return resp

@@ -20,6 +20,7 @@ from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.struct import Struct
 from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
+from .. import _codes as E
 from .. import _wire
 
 _MODULES = (
@@ -198,7 +199,7 @@ def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int
     """ApiVersions v0 body with UNSUPPORTED_VERSION, Kafka's answer to a too-new version."""
     resp_cls = REGISTRY[(18, 0)][1]
     body = {
-        "error_code": 35,
+        "error_code": E.UNSUPPORTED_VERSION,
         "api_versions": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions
         ],

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from .. import _codes as E
 from ._api import Body, handles
-from ._sasl import ILLEGAL_SASL_STATE
 
 if TYPE_CHECKING:
     from ._cluster import FakeCluster
@@ -18,6 +17,10 @@ if TYPE_CHECKING:
 
 @handles("ApiVersions")
 async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
+    """The (key, min, max) of every API with a handler, as the profile allows (``PROFILES``);
+    profile "4.0" advertises Produce from v0 yet accepts v3+ (``ADVERTISED_FLOORS``), as Kafka
+    4.x does (KAFKA-18659). An ApiVersions version the cluster does not accept never gets here:
+    ``_cluster`` answers it UNSUPPORTED_VERSION with the v0 list. Versions: v0-1."""
     return {
         "error_code": 0,
         "api_versions": [
@@ -28,13 +31,19 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("SaslHandshake")
 async def sasl_handshake(c: FakeCluster, f: Frame, host: str) -> Body:
-    return {"error_code": ILLEGAL_SASL_STATE, "enabled_mechanisms": []}
+    """Reached only where no SASL login is under way (a listener without SASL, or a
+    connection already logged in; during a login ``_sasl`` answers): ILLEGAL_SASL_STATE with no
+    mechanisms, and the connection stays open. Versions: v0-1."""
+    return {"error_code": E.ILLEGAL_SASL_STATE, "enabled_mechanisms": []}
 
 
 @handles("SaslAuthenticate")
 async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Reached only where no SASL login is under way, as SaslHandshake:
+    ILLEGAL_SASL_STATE with a message and no token, and the connection stays open.
+    Versions: v0-1."""
     return {
-        "error_code": ILLEGAL_SASL_STATE,
+        "error_code": E.ILLEGAL_SASL_STATE,
         "error_message": "no SASL login on this connection",
         "sasl_auth_bytes": b"",
         "session_lifetime_ms": 0,
@@ -43,6 +52,11 @@ async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("Metadata")
 async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
+    """The one broker (node 0, also the controller) leads every partition, alone in its
+    replicas and ISR, at leader epoch 0. Null topics (v0: an empty list) asks for every topic;
+    a missing one is created with ``default_partitions`` when the request allows it (v4+;
+    older: yes) and the cluster auto-creates topics, else it answers UNKNOWN_TOPIC_OR_PARTITION
+    with no partitions. Versions: v0-5."""
     wanted = f.body.get("topics")
     if wanted is None or (f.version == 0 and not wanted):
         names = sorted(c.topics)
@@ -93,6 +107,10 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("CreateTopics")
 async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Creates each topic (-1 partitions: ``default_partitions``) and keeps its configs for
+    DescribeConfigs; ``validate_only`` only checks. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS
+    (0 or below -1), INVALID_REPLICATION_FACTOR (other than -1 or 1: there is one broker), each
+    with Kafka's message. Versions: v0-3; profile "4.0" v2-3 (KIP-896 floor)."""
     results = []
     for t in f.body["create_topic_requests"]:
         name, n, rf = t["topic"], t["num_partitions"], t["replication_factor"]
@@ -118,6 +136,8 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("DeleteTopics")
 async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Removes each topic and its partition logs at once; UNKNOWN_TOPIC_OR_PARTITION for a
+    topic that does not exist. Versions: v0-3; profile "4.0" v1-3 (KIP-896 floor)."""
     results = []
     for name in f.body["topics"]:
         code = E.NONE if c.topics.pop(name, None) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
@@ -140,6 +160,11 @@ _TOPIC, _BROKER = 2, 4
 
 @handles("DescribeConfigs")
 async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
+    """A topic (resource type 2): Kafka 4.0's defaults for a few keys (``TOPIC_DEFAULTS``,
+    source 5) overlaid by the configs given at CreateTopics (source 1), or
+    UNKNOWN_TOPIC_OR_PARTITION. The broker (type 4, named "" or its node id): broker.id and
+    transaction.max.timeout.ms; another broker name is INVALID_REQUEST with Kafka's message.
+    No config names asks for every key. Versions: v0-2; profile "4.0" v1-2 (KIP-896 floor)."""
     out = []
     for r in f.body["resources"]:
         rtype, name, wanted = r["resource_type"], r["resource_name"], r["config_names"]

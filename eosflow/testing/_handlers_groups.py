@@ -16,6 +16,12 @@ if TYPE_CHECKING:
 
 @handles("JoinGroup")
 async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Kafka's classic join (``_groups``): answers once every known member has rejoined or
+    the rebalance timeout (v0: the session timeout) has passed. From v4 a first join without a
+    member id gets MEMBER_ID_REQUIRED and its id (KIP-394), unless static (v5 instance id).
+    INVALID_SESSION_TIMEOUT outside ``GroupSettings``' bounds, INCONSISTENT_GROUP_PROTOCOL,
+    UNKNOWN_MEMBER_ID (the id echoed; a missing group is not created), FENCED_INSTANCE_ID;
+    an error carries generation -1 and an empty protocol. Versions: v0-5."""
     b = f.body
     session = b["session_timeout"] / 1000
     try:
@@ -44,6 +50,11 @@ async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("SyncGroup")
 async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    """The leader's SyncGroup hands every member its assignment and makes the group Stable;
+    followers wait for it, and once Stable a SyncGroup gets its assignment at once.
+    UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID (v3 instance id),
+    REBALANCE_IN_PROGRESS when a rebalance is being prepared or starts meanwhile; an error
+    carries an empty assignment. Versions: v0-3."""
     b = f.body
     try:
         assignment = await c.groups.sync(
@@ -60,6 +71,10 @@ async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("Heartbeat")
 async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Keeps the member's session alive. UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
+    FENCED_INSTANCE_ID (v3+ instance id) when the member checks fail, else
+    REBALANCE_IN_PROGRESS while a rebalance is being prepared. A session that lapses is
+    expired by the cluster's sweep (``session_check_interval_s``). Versions: v0-4."""
     b = f.body
     code = c.groups.heartbeat(
         b["group_id"], b["generation_id"], b["member_id"], b.get("group_instance_id")
@@ -69,11 +84,19 @@ async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("LeaveGroup")
 async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Removes the one member named (v0-1 carry a single member id) and rebalances the group
+    without it; UNKNOWN_MEMBER_ID for a group or member the coordinator does not hold.
+    Versions: v0-1."""
     return {"error_code": c.groups.leave(f.body["group"], f.body["member_id"])}
 
 
 @handles("OffsetCommit")
 async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Generation -1 and no member id on an Empty or new group: stored without checks (a
+    consumer outside group management). Otherwise UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION (also
+    for a group that does not exist), REBALANCE_IN_PROGRESS during a rebalance; the answer
+    applies to every partition, UNKNOWN_TOPIC_OR_PARTITION to those that do not exist. Null
+    metadata is stored as "". Versions: v0-3; profile "4.0" v2-3 (KIP-896 floor)."""
     b = f.body
     offsets = tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}
@@ -90,6 +113,11 @@ async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("OffsetFetch")
 async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+    """The committed offset and metadata per partition, -1 and no error where there is none.
+    Null topics (v2+) asks for every partition with a committed offset. RequireStable (v7,
+    KIP-447): UNSTABLE_OFFSET_COMMIT for a partition holding a transaction's pending offset;
+    committed transactional offsets show ``offset_lag_s`` after EndTxn (docs/design.md).
+    Versions: v0-7; profile "2.4" v0-6 (before KIP-447), "4.0" v1-7 (KIP-896 floor)."""
     b = f.body
     wanted = None
     if b.get("topics") is not None:
@@ -111,6 +139,9 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("DescribeGroups")
 async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Each group's state, protocol type, protocol and members (the chosen protocol's
+    metadata, the assignment); a group the coordinator does not hold is answered Dead, with
+    no error and no members. Versions: v0-2."""
     out = []
     for gid in f.body["groups"]:
         g = c.groups.get(gid)
@@ -152,6 +183,9 @@ async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("ListGroups")
 async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Every group the coordinator holds, with or without members, and its protocol type
+    ("" for none, e.g. a group that only committed offsets); never an error.
+    Versions: v0-2."""
     return {
         "error_code": 0,
         "groups": [

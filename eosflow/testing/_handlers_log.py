@@ -53,6 +53,12 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("Fetch")
 async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Long poll: waits up to max_wait_time until the partitions hold min_bytes, woken by
+    appends and markers; the first batch of a response comes whole even above the byte limits
+    (KIP-74). read_committed stops at the last stable offset and lists the aborted
+    transactions in range. UNKNOWN_TOPIC_OR_PARTITION, or OFFSET_OUT_OF_RANGE below the log
+    start or past the high watermark. No fetch sessions (session id 0).
+    Versions: v0-11; profile "4.0" v4-11 (KIP-896 floor)."""
     body = f.body
     read_committed = body.get("isolation_level", 0) == 1
     deadline = time.monotonic() + max(body.get("max_wait_time", 0), 0) / 1000
@@ -123,6 +129,11 @@ def _fetch_once(
 
 @handles("ListOffsets")
 async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Timestamp -1: the high watermark (the last stable offset for read_committed, v2+);
+    -2: the log start; any other: the first data record stamped at or after it, with its
+    timestamp, or offset and timestamp -1 when there is none. v0 answers in ``offsets``.
+    UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+    Versions: v0-5; profile "4.0" v1-5 (KIP-896 floor)."""
     read_committed = f.body.get("isolation_level", 0) == 1
     out = []
     for t in f.body["topics"]:

@@ -39,6 +39,12 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("AddPartitionsToTxn")
 async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Adds the partitions to the producer's transaction, opening it (its timeout starts).
+    INVALID_PRODUCER_ID_MAPPING for an unknown transactional id or another producer id;
+    another epoch: PRODUCER_FENCED (v2+; older INVALID_PRODUCER_EPOCH); CONCURRENT_TRANSACTIONS
+    while the last transaction's markers are written. A partition that does not exist gets
+    UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED, and nothing is added.
+    Versions: v0-2; profiles "2.4" and "2.5" v0-1."""
     b = f.body
     tps = [(t["name"], p) for t in b["topics"] for p in t["partitions"]]
     results = c.txns.add_partitions(
@@ -49,6 +55,10 @@ async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("AddOffsetsToTxn")
 async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Adds the group to the producer's transaction (opening it), so TxnOffsetCommit may
+    stage offsets for it. INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (v2+; older
+    INVALID_PRODUCER_EPOCH) and CONCURRENT_TRANSACTIONS as AddPartitionsToTxn.
+    Versions: v0-2; profiles "2.4" and "2.5" v0-1."""
     b = f.body
     return {
         "error_code": c.txns.add_offsets(
@@ -59,6 +69,12 @@ async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("TxnOffsetCommit")
 async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Stages the offsets in the group until the transaction ends: applied ``offset_lag_s``
+    after a committing EndTxn, dropped on abort. INVALID_PRODUCER_ID_MAPPING; another epoch:
+    PRODUCER_FENCED (v3+; older INVALID_PRODUCER_EPOCH); INVALID_TXN_STATE unless the open
+    transaction holds the group; v3 (KIP-447) with a generation, member or instance id also
+    runs the group's member checks. UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+    Versions: v0-3; profile "2.4" v0-2 (before KIP-447)."""
     b = f.body
     offsets = tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
@@ -79,6 +95,11 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
 
 @handles("EndTxn")
 async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Decides the open transaction and answers at once; its markers land ``marker_delay_s``
+    later (docs/design.md), and until then either result answers CONCURRENT_TRANSACTIONS. Once
+    written, the same result answers no error and the other INVALID_TXN_STATE, as does a
+    producer with no transaction. INVALID_PRODUCER_ID_MAPPING; another epoch: PRODUCER_FENCED
+    (v2+; older INVALID_PRODUCER_EPOCH). Versions: v0-2; profiles "2.4" and "2.5" v0-1."""
     b = f.body
     return {
         "error_code": c.txns.end_txn(

@@ -170,7 +170,7 @@ class TxnCoordinator:
         unknown = [tp for tp in partitions if self.log_for(tp) is None]
         if unknown:
             return {
-                tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else 55  # OPERATION_NOT_ATTEMPTED
+                tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
                 for tp in partitions
             }
         self._open(meta)

@@ -445,9 +445,9 @@ async def test_sasl_requests_on_a_listener_without_sasl_answer_illegal_sasl_stat
     c = RawConn(broker.bootstrap_servers)
     try:
         r = await c.send(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-        assert r is not None and r["error_code"] == 34, r  # ILLEGAL_SASL_STATE
+        assert r is not None and r["error_code"] == E.ILLEGAL_SASL_STATE, r
         r = await c.send(SASL_AUTHENTICATE, 1, {"sasl_auth_bytes": b"\0u\0p"})
-        assert r is not None and r["error_code"] == 34, r
+        assert r is not None and r["error_code"] == E.ILLEGAL_SASL_STATE, r
         assert await c.send(METADATA, 1, {"topics": []}) is not None
     finally:
         c.close()

@@ -8,10 +8,8 @@ import time
 
 from kit import RawGroup, create_topic, eventually
 
+from eosflow import _codes as codes
 from eosflow.testing._ladder import Broker
-
-ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS = 22, 25, 27
-FENCED_INSTANCE_ID = 82
 
 
 async def _stable_member(
@@ -36,7 +34,7 @@ async def test_static_member_rejoining_fences_its_old_member_id(eosflow_broker: 
         await second.start()
         rejoined = await second.join(instance_id="instance-1")
         assert rejoined["error_code"] == 0 and rejoined["member_id"] != old
-        assert await first.heartbeat(gen, old, "instance-1") == FENCED_INSTANCE_ID
+        assert await first.heartbeat(gen, old, "instance-1") == codes.FENCED_INSTANCE_ID
     finally:
         await first.close()
         if second is not None:
@@ -52,8 +50,8 @@ async def test_offset_commit_checks_member_and_generation(eosflow_broker: Broker
     try:
         gen, mid = await _stable_member(g)
         assert await g.commit(gen, mid, topic, 3) == 0
-        assert await g.commit(gen + 1, mid, topic, 4) == ILLEGAL_GENERATION
-        assert await g.commit(gen, "someone-else", topic, 4) == UNKNOWN_MEMBER_ID
+        assert await g.commit(gen + 1, mid, topic, 4) == codes.ILLEGAL_GENERATION
+        assert await g.commit(gen, "someone-else", topic, 4) == codes.UNKNOWN_MEMBER_ID
     finally:
         await g.close()
 
@@ -75,7 +73,7 @@ async def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(
         joining = asyncio.create_task(newcomer.join(rebalance_ms=1000, session_ms=session_ms))
 
         async def rebalancing() -> bool:
-            return await silent.heartbeat(gen, mid) == REBALANCE_IN_PROGRESS
+            return await silent.heartbeat(gen, mid) == codes.REBALANCE_IN_PROGRESS
 
         await eventually(rebalancing, timeout_s=10, what="heartbeat says REBALANCE_IN_PROGRESS")
         answer = await joining
@@ -84,7 +82,10 @@ async def test_member_that_does_not_rejoin_is_dropped_at_the_rebalance_timeout(
         members = [m["member_id"] for m in answer["members"]]  # type: ignore[attr-defined]
         assert members == [answer["member_id"]], "the silent member was dropped"
         assert 0.8 <= waited < session_ms / 1000, f"join completed after {waited:.2f} s"
-        assert await silent.heartbeat(gen, mid) in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION)
+        assert await silent.heartbeat(gen, mid) in (
+            codes.UNKNOWN_MEMBER_ID,
+            codes.ILLEGAL_GENERATION,
+        )
     finally:
         await silent.close()
         await newcomer.close()

@@ -16,6 +16,7 @@ from kit import Upper
 
 import eosflow
 from eosflow import AuthenticationError, KafkaSecurity
+from eosflow import _codes as codes
 from eosflow._aiokafka import plain_producer
 from eosflow.testing import ClusterSecurity, ClusterSettings, FakeCluster, check_exactly_once
 from eosflow.testing._pki import Pki, make_pki
@@ -125,7 +126,7 @@ async def test_a_refused_login_closes_the_connection_and_nothing_goes_before_log
     answer = await _exchange(r, w, 36, 1, login)
     assert answer is not None
     (code,) = struct.unpack_from(">h", answer)
-    assert code == 58  # SASL_AUTHENTICATION_FAILED
+    assert code == codes.SASL_AUTHENTICATION_FAILED
     assert await _exchange(r, w, 18, 0, b"") is None, "the connection is closed after it"
     w.close()
     r, w = await asyncio.open_connection(host, int(port), ssl=ctx)

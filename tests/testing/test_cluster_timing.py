@@ -43,7 +43,7 @@ async def test_next_transaction_waits_while_markers_are_written() -> None:
                 },
             )
             resp = (await p.client.send(0, add)).to_object()
-            assert resp["results"][0]["results"][0]["error_code"] == 51  # CONCURRENT_TXNS
+            assert resp["results"][0]["results"][0]["error_code"] == codes.CONCURRENT_TRANSACTIONS
             await asyncio.sleep(0.6)  # past the modelled marker delay
             resp = (await p.client.send(0, add)).to_object()
             assert resp["results"][0]["results"][0]["error_code"] == 0
@@ -125,13 +125,13 @@ async def test_fault_error_answer_to_metadata_is_per_topic() -> None:
         p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
         await p.start()
         try:
-            rule = c.intercept("Metadata", error=5, times=None)  # LEADER_NOT_AVAILABLE
+            rule = c.intercept("Metadata", error=codes.LEADER_NOT_AVAILABLE, times=None)
             untouched = await p.client.send(0, MetadataRequest([]))
             assert rule.hits == 0 and untouched.brokers
             resp = (await p.client.send(0, _metadata_request())).to_object()
             assert rule.hits == 1
             assert [(t["topic"], t["error_code"], t["partitions"]) for t in resp["topics"]] == [
-                ("t", 5, [])
+                ("t", codes.LEADER_NOT_AVAILABLE, [])
             ]
             assert resp["brokers"][0]["port"] == c.port
             c.remove_fault(rule)
