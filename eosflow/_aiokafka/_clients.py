@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -234,10 +234,26 @@ async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
     task = getattr(sender, "sender_task", None)
     if task is not None and not task.done():
         task.cancel()
-        with contextlib.suppress(BaseException):
+        with _only_theirs():
             await task
-    with contextlib.suppress(Exception):
+    with _only_theirs():
+        # its requests in flight were cancelled with the sender: their futures are
+        # gathered here and raise CancelledError, which is not a cancellation of ours
         await producer.client.close()
+
+
+@contextlib.contextmanager
+def _only_theirs() -> Iterator[None]:
+    """Swallow what a client being closed by force raises -- CancelledError included,
+    unless the task running this is itself being cancelled: that one passes."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+    except Exception as exc:
+        log.debug("closing by force: %r", exc)
 
 
 def seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> bool:

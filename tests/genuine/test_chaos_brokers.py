@@ -14,6 +14,11 @@ committed progress so that it lands mid-stream:
    coordinator) for longer than the clients' request timeout, then SIGCONT it;
 5. SIGKILL an instance and restart it.
 
+The same run goes over the PLAINTEXT listener and over SASL_SSL (SCRAM-SHA-512, with
+README's ACLs, ``GenuineKafka(secured=True)``): there a dying broker cuts TLS connections
+mid-record, which must stay a retried network failure, and every reconnection logs in
+again.
+
 Then a read_committed check must find every input exactly once (0 duplicates, 0
 losses, no strays) and the group's committed offsets at the input's end offsets; no
 instance may have died on the way (every fault here is one eosflow must survive) and
@@ -41,6 +46,7 @@ from aiokafka import AIOKafkaConsumer
 from conftest import genuine, version
 from fleet import Fleet, chaos_env, seed, until_committed
 from kit import create_topic
+from test_security import grant_fleet, scram_env
 
 from eosflow.testing import check_exactly_once
 from eosflow.testing._genuine import GenuineKafka
@@ -67,12 +73,14 @@ def _replication_is_for_three(k: GenuineKafka) -> None:
         assert s["transaction.state.log.min.isr"] == "2"
 
 
-async def test_exactly_once_under_broker_and_instance_chaos() -> None:
+@pytest.mark.parametrize("listener", ["PLAINTEXT", "SASL_SSL"])
+async def test_exactly_once_under_broker_and_instance_chaos(listener: str) -> None:
     v = version()
     if uses_zookeeper(v):
         pytest.skip(f"Kafka {v}: the zombie's recovery needs KIP-360 (Kafka 2.5+)")
+    secured = listener == "SASL_SSL"
     rng = random.Random(20261123)
-    async with genuine(v, brokers=BROKERS) as k:
+    async with genuine(v, brokers=BROKERS, secured=secured) as k:
         _replication_is_for_three(k)
         bs = k.bootstrap_servers
         src, dst = Broker.unique("bchaos-in"), Broker.unique("bchaos-out")
@@ -84,7 +92,11 @@ async def test_exactly_once_under_broker_and_instance_chaos() -> None:
             "EOSFLOW_RETRY_TIMEOUT_S": str(RETRY_TIMEOUT_S),
             "CHAOS_DELAY_S": str(DELAY_S),
         }
-        fleet = Fleet(bs, src, dst, group, Broker.unique("bchaos"), env)
+        servers = k.secured_servers() if secured else bs
+        env |= scram_env(k) if secured else {}
+        fleet = Fleet(servers, src, dst, group, Broker.unique("bchaos"), env, bs)
+        if secured:
+            await grant_fleet(k, fleet, INSTANCES)
         for i in range(INSTANCES):
             await fleet.start(i)
         events: list[str] = []

@@ -30,6 +30,7 @@ from eosflow.testing._genuine_security import (
     SCRAM_PRINCIPAL,
     SCRAM_USER,
     TOPIC,
+    WRITE,
     Acl,
     app_acls,
     create_acls,
@@ -280,19 +281,61 @@ async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
     await create_topic(k.bootstrap_servers, src, in_parts)
     await create_topic(k.bootstrap_servers, dst, 3)
     await seed(k.bootstrap_servers, src, records)
-    env = {
-        **chaos_env(session_s),
+    env = chaos_env(session_s) | scram_env(k)
+    fleet = Fleet(k.secured_servers(), src, dst, group, tag, env, k.bootstrap_servers)
+    await grant_fleet(k, fleet, instances)
+    await run_chaos(fleet, rng, instances, session_s, in_parts, records)
+
+
+def scram_env(k: GenuineKafka) -> dict[str, str]:
+    """`eosflow run`'s settings for the SASL_SSL listener as the SCRAM user."""
+    assert k.pki is not None
+    return {
         "EOSFLOW_SECURITY_PROTOCOL": "SASL_SSL",
         "EOSFLOW_SASL_MECHANISM": "SCRAM-SHA-512",
         "EOSFLOW_SASL_USERNAME": SCRAM_USER,
         "EOSFLOW_SASL_PASSWORD": k.scram_password,
         "EOSFLOW_SSL_CAFILE": str(k.pki.ca),
     }
-    fleet = Fleet(k.secured_servers(), src, dst, group, tag, env, k.bootstrap_servers)
+
+
+async def grant_fleet(k: GenuineKafka, fleet: Fleet, instances: int) -> None:
+    """README's ACLs for each of the fleet's instances, as the SCRAM user."""
     for i in range(instances):
-        txn = fleet.transactional_id(i)
         acls = app_acls(
-            SCRAM_PRINCIPAL, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst,)
+            SCRAM_PRINCIPAL,
+            transactional_id=fleet.transactional_id(i),
+            group_id=fleet.group,
+            inputs=(fleet.src,),
+            outputs=(fleet.dst,),
         )
         await create_acls(k.bootstrap_servers, acls)
-    await run_chaos(fleet, rng, instances, session_s, in_parts, records)
+
+
+async def test_a_producer_closed_by_force_over_tls_does_not_cancel_its_closer(
+    kafka: GenuineKafka,
+) -> None:
+    """A producer whose broker stopped answering is closed by force once ``stop()`` runs
+    out of time. Over TLS, closing a connection waits for the broker's close_notify, so
+    the timed-out ``stop()`` leaves aiokafka's connection-closed futures cancelled, and
+    the forced close gathers them again: that CancelledError is not the caller's. It
+    escaped once and ended an instance in the broker chaos over SASL_SSL."""
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+    from eosflow._aiokafka._security import connection_settings
+
+    k = kafka
+    src, *_ = await topics(k, "close", n=1)
+    await create_acls(k.bootstrap_servers, [Acl(SCRAM_PRINCIPAL, TOPIC, src, WRITE)])
+    p = AIOKafkaProducer(bootstrap_servers=k.secured_servers(), **connection_settings(scram(k)))
+    await p.start()
+    await p.send_and_wait(src, b"before")
+    node = k.node_ids[0]
+    k.stop_node(node)
+    try:
+        # nothing in flight: stop() reaches the connections' close and waits there for
+        # the stopped broker's close_notify until the timeout cuts it
+        await asyncio.wait_for(ak.close_producer(p, timeout_s=1.0), 60)
+    finally:
+        k.cont(node)
