@@ -143,7 +143,12 @@ async def start(
         await client.start()
     except Exception as exc:
         security = endpoint.security
-        if security.security_protocol != "PLAINTEXT" and "Unable to bootstrap" in str(exc):
+        # aiokafka takes a refused OAUTHBEARER token for a login and fails later, in other
+        # words ("Did we not perform bootstrap?"): any failed start is diagnosed then
+        token = security.sasl_mechanism == "OAUTHBEARER"
+        if token or (
+            security.security_protocol != "PLAINTEXT" and "Unable to bootstrap" in str(exc)
+        ):
             await diagnose(endpoint.bootstrap_servers, security, DIAGNOSE_TIMEOUT_S)
         raise map_error(exc, step, topics) from exc
 

@@ -24,6 +24,7 @@ from typing import Any
 from aiokafka.abc import AbstractTokenProvider
 from aiokafka.conn import create_conn
 from aiokafka.errors import KafkaError, UnsupportedSaslMechanismError
+from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslHandShakeRequest
 
 from .. import _codes as codes
 from .._errors import AuthenticationError, ConfigError
@@ -128,7 +129,56 @@ async def diagnose(bootstrap_servers: str, security: KafkaSecurity, timeout_s: f
         except (TimeoutError, OSError):
             continue
         conn.close()
+        if security.sasl_mechanism == "OAUTHBEARER":
+            why = await _refused_token(host.strip("[]"), int(port), security, timeout_s)
+            if why is not None:
+                raise AuthenticationError(
+                    f"SASL with {server}: authentication failed for {security.principal}: {why}"
+                )
         return
+
+
+async def _refused_token(
+    host: str, port: int, security: KafkaSecurity, timeout_s: float
+) -> str | None:
+    """Why the broker refuses our OAUTHBEARER token, or None if it accepts it.
+
+    aiokafka takes the broker's answer to a refused token -- an error challenge with no
+    error code (RFC 7628: ``{"status": "invalid_token"}``) -- for a finished login, and
+    then finds the connection closed under its first request. So the token is presented
+    here by hand, and an error challenge is answered as the RFC says (``\x01``), which
+    makes the broker give its reason with SASL_AUTHENTICATION_FAILED."""
+    kw: dict[str, Any] = {"security_protocol": "SSL" if security.tls else "PLAINTEXT"}
+    if security.tls:
+        kw["ssl_context"] = tls_context(security)
+    try:
+        conn = await asyncio.wait_for(
+            create_conn(host, port, request_timeout_ms=int(timeout_s * 1000), **kw), timeout_s
+        )
+    except (KafkaError, TimeoutError, OSError):
+        return None  # whatever stops this connection stops the app's too, and says so
+    try:
+        assert security.sasl_oauth_token_provider is not None  # checked by the config
+        token = await _Tokens(security.sasl_oauth_token_provider).token()
+        handshake = await conn.send(SaslHandShakeRequest("OAUTHBEARER"))
+        if handshake.error_code:
+            return None  # a mechanism the broker does not enable: aiokafka names it
+        first = f"n,,\x01auth=Bearer {token}\x01\x01".encode()
+        answer = await conn.send(SaslAuthenticateRequest(first))
+        if answer.error_code:
+            return f"[Error {answer.error_code}] {answer.error_message}"
+        if not answer.sasl_auth_bytes:
+            return None  # accepted
+        status = answer.sasl_auth_bytes.decode(errors="replace")
+        final = await conn.send(SaslAuthenticateRequest(b"\x01"))
+        reason = final.error_message or ""
+        said = status if reason in ("", status) else f"{reason} ({status})"
+        # Kafka's validator keeps the cause to its own log
+        return f"{said}; the broker's log says why (expiry, signing key, issuer, audience)"
+    except (KafkaError, TimeoutError, OSError):
+        return None
+    finally:
+        conn.close()
 
 
 class LoginWatch(logging.Filter):

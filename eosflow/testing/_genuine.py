@@ -36,7 +36,7 @@ from aiokafka.errors import KafkaError
 
 from . import _genuine_procs as procs
 from ._genuine_jars import GenuineUnavailable, check_tools, resolve, uses_zookeeper
-from ._genuine_security import LISTENERS, SCRAM_USER, secured_properties
+from ._genuine_security import LISTENERS, OIDC_ALLOWED_URLS, SCRAM_USER, secured_properties
 
 if TYPE_CHECKING:
     from ._pki import Pki
@@ -189,8 +189,17 @@ class GenuineKafka:
 
     def _java(self, main: str, *args: str, heap_mb: int, level: str = "INFO") -> list[str]:
         assert self._dir is not None and self._libs is not None
+        # Kafka 4 reads an OAUTHBEARER key set only from URLs this property allows
+        system = {OIDC_ALLOWED_URLS: self.pki.jwks.as_uri()} if self.pki is not None else {}
         return procs.java_command(
-            self._libs, self._dir, main, *args, heap_mb=heap_mb, log4j1=self.zookeeper, level=level
+            self._libs,
+            self._dir,
+            main,
+            *args,
+            heap_mb=heap_mb,
+            log4j1=self.zookeeper,
+            level=level,
+            system=system,
         )
 
     async def __aenter__(self) -> GenuineKafka:

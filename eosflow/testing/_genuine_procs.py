@@ -20,6 +20,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 JVM_FLAGS = [  # those of Kafka's kafka-run-class.sh
@@ -55,10 +56,11 @@ def java_command(
     log4j1: bool,
     level: str,
     classes: Path | None = None,
+    system: Mapping[str, str] | None = None,
 ) -> list[str]:
     """``java -Xmx.. -cp 'libs/*' main args`` logging to stdout at ``level`` (log4j 1.2
     before Kafka 4, log4j 2 from it); ``classes``, a folder of compiled classes, goes
-    first on the class path."""
+    first on the class path; ``system`` are Java system properties (``-Dkey=value``)."""
     if log4j1:
         conf = conf_dir / f"log4j-{level}.properties"
         conf.write_text(_LOG4J1.format(level=level))
@@ -68,7 +70,8 @@ def java_command(
         conf.write_text(_LOG4J2.format(level=level))
         log_flag = f"-Dlog4j2.configurationFile={conf}"
     cp = f"{libs}/*" if classes is None else f"{classes}:{libs}/*"
-    return ["java", f"-Xmx{heap_mb}m", *JVM_FLAGS, log_flag, "-cp", cp, main, *args]
+    flags = [f"-D{k}={v}" for k, v in (system or {}).items()]
+    return ["java", f"-Xmx{heap_mb}m", *JVM_FLAGS, *flags, log_flag, "-cp", cp, main, *args]
 
 
 _live: set[subprocess.Popen[bytes]] = set()

@@ -5,8 +5,10 @@ PLAINTEXT listener the brokers and the test's own admin use:
 
 - ``SASL_SSL``: SCRAM-SHA-512; user ``SCRAM_USER`` is created when the storage is
   formatted (``--add-scram``), with a password drawn per cluster (``scram_password``);
-  and OAUTHBEARER with Kafka's unsecured validator (``unsecured_token(SCRAM_USER)`` logs
-  in as the same principal);
+  and OAUTHBEARER with Kafka's OIDC validator (``OAuthBearerValidatorCallbackHandler``):
+  RS256 tokens checked against the test identity provider's key set (``Pki.jwks``, a
+  file URL the broker's JVM is allowed to read), its issuer and audience; a token from
+  ``Pki.tokens.token(SCRAM_USER)`` logs in as the same principal;
 - ``MTLS``: TLS with ``ssl.client.auth=required``; the principal is the certificate's CN
   (``User:app-client``, by ``ssl.principal.mapping.rules``);
 - ``EXPIRED``: TLS with a broker certificate that expired yesterday.
@@ -21,12 +23,9 @@ grants (``create_acls``; ``app_acls`` is what README.md's security section lists
 from __future__ import annotations
 
 import asyncio
-import base64
 import hashlib
-import json
 import os
 import struct
-import time
 from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,10 @@ if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when sec
     from ._pki import Pki
 
 SCRAM_USER = "app"
+TOKEN_ISSUER = "https://idp.eosflow.test"  # what the broker expects of OAUTHBEARER tokens
+TOKEN_AUDIENCE = "kafka"
+VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+OIDC_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"  # a JVM property
 CLIENT_CN = "app-client"  # the mutual-TLS client certificate's CN (_pki)
 LISTENERS = {"SASL_SSL": "SASL_SSL", "MTLS": "SSL", "EXPIRED": "SSL"}
 
@@ -215,11 +218,15 @@ def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
             "org.apache.kafka.common.security.scram.ScramLoginModule required;"
         ),
-        # OAUTHBEARER with Kafka's unsecured validator: tokens are unsigned JWTs whose
-        # "sub" is the principal (``unsecured_token``); for tests only
+        # OAUTHBEARER with Kafka's OIDC validator: signed tokens, checked against the key
+        # set, issuer and audience of the test identity provider (_pki.TokenIssuer)
         "listener.name.sasl_ssl.oauthbearer.sasl.jaas.config": (
             "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
         ),
+        "listener.name.sasl_ssl.oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        "sasl.oauthbearer.jwks.endpoint.url": pki.jwks.as_uri(),
+        "sasl.oauthbearer.expected.issuer": TOKEN_ISSUER,
+        "sasl.oauthbearer.expected.audience": TOKEN_AUDIENCE,
         "ssl.truststore.type": "PEM",
         "ssl.truststore.location": str(pki.ca),
         "ssl.keystore.type": "PEM",
@@ -236,18 +243,6 @@ def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
     props["advertised.listeners"] = props["listeners"]
     props["listener.security.protocol.map"] = ",".join(f"{n}:{p}" for n, p in LISTENERS.items())
     return props
-
-
-def unsecured_token(subject: str, lifetime_s: int = 3600) -> str:
-    """An unsigned JWT (``alg: none``) for Kafka's unsecured OAUTHBEARER validator."""
-    now = int(time.time())
-    head = {"alg": "none"}
-    claims = {"sub": subject, "iat": now, "exp": now + lifetime_s}
-    return ".".join(_b64url(json.dumps(part).encode()) for part in (head, claims)) + "."
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 MTLS_PRINCIPAL = f"User:{CLIENT_CN}"

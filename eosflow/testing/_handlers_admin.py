@@ -224,7 +224,8 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
 async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
     """Node 0 coordinates everything, once loaded: for ``ClusterSettings.coordinator_load_s``
     after the first ask of a kind (v0 has no key type: a group), COORDINATOR_NOT_AVAILABLE
-    with no node (-1, "", -1), as Kafka answers while its internal topic loads."""
+    with no node (-1, "", -1), as Kafka answers while its internal topic loads.
+    Versions: v0-1 in every profile."""
     kind = "transaction" if f.body.get("coordinator_type", 0) == 1 else "group"
     if c.loading(kind):
         return {

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 @handles("Produce")
 async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
     """acks other than -1, 0, 1: INVALID_REQUIRED_ACKS for every partition. A partition
-    answering an error carries offset and log start offset -1, as Kafka's do."""
+    answering an error carries offset and log start offset -1, as Kafka's do.
+    Versions: v0-8; profile "4.0" v3-8 (advertised from v0, as Kafka 4 does)."""
     txn_id = f.body.get("transactional_id")
     acks_ok = f.body.get("required_acks", -1) in (-1, 0, 1)
     out = []

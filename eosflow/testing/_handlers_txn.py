@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
     """From 4.0 (KRaft) the broker takes producer ids in blocks from the controller: for
     ``ClusterSettings.producer_ids_load_s`` after the first InitProducerId it answers
-    COORDINATOR_LOAD_IN_PROGRESS (2.4.1 makes the first one wait instead)."""
+    COORDINATOR_LOAD_IN_PROGRESS (2.4.1 makes the first one wait instead).
+    Versions: v0-4; profile "2.4" v0-2 (no KIP-360), "2.5" v0-3."""
     b = f.body
     if c.settings.profile == "4.0" and c.loading("producer ids"):
         return {

@@ -4,24 +4,72 @@
 localhost signed by it (key and chain in one file, Kafka's PEM keystore), the same
 broker's certificate already expired, a client certificate for mutual TLS
 (``CN=app-client``), and a second CA that signed none of them (a client trusting only
-it must refuse the broker). Keys are EC P-256, unencrypted PKCS#8 (what Kafka's PEM
-keystore takes without ``ssl.key.password``). For tests only: the keys sit in a temp
+it must refuse the broker). TLS keys are EC P-256, unencrypted PKCS#8 (what Kafka's PEM
+keystore takes without ``ssl.key.password``).
+
+Beside them, an identity provider's signing key: ``tokens`` signs OAUTHBEARER tokens
+(RS256 JWTs) whose public key the broker reads from ``jwks.json``; ``rogue_tokens``
+signs alike with a key the broker never saw. For tests only: the keys sit in a temp
 folder and live a day.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import ipaddress
+import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ._genuine_security import CLIENT_CN
+from ._genuine_security import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
+
+
+@dataclass(frozen=True)
+class TokenIssuer:
+    """Signs OAUTHBEARER tokens as an OIDC identity provider does: RS256 JWTs naming
+    ``TOKEN_ISSUER`` and ``TOKEN_AUDIENCE``, the principal in ``sub``."""
+
+    key: rsa.RSAPrivateKey
+    kid: str
+
+    def token(self, subject: str, lifetime_s: float = 3600.0) -> str:
+        """A token for ``subject``, valid from now for ``lifetime_s`` (negative: expired)."""
+        now = int(time.time())
+        head = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
+        claims = {
+            "iss": TOKEN_ISSUER,
+            "aud": TOKEN_AUDIENCE,
+            "sub": subject,
+            "iat": now - 60 if lifetime_s < 0 else now,
+            "exp": now + int(lifetime_s),
+        }
+        signing_input = ".".join(_b64(json.dumps(part).encode()) for part in (head, claims))
+        signature = self.key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
+        return f"{signing_input}.{_b64(signature)}"
+
+    def jwks(self) -> bytes:
+        """The public key as a JSON Web Key Set (what the broker's validator reads)."""
+        numbers = self.key.public_key().public_numbers()
+        key = {
+            "kty": "RSA",
+            "use": "sig",
+            "alg": "RS256",
+            "kid": self.kid,
+            "n": _b64(numbers.n.to_bytes((numbers.n.bit_length() + 7) // 8, "big")),
+            "e": _b64(numbers.e.to_bytes((numbers.e.bit_length() + 7) // 8, "big")),
+        }
+        return json.dumps({"keys": [key]}).encode()
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
 @dataclass(frozen=True)
@@ -32,6 +80,9 @@ class Pki:
     client_cert: Path  # CN=app-client, for mutual TLS
     client_key: Path
     other_ca: Path  # a CA that signed nothing here
+    jwks: Path  # the identity provider's public key set (``tokens``)
+    tokens: TokenIssuer  # signs tokens the broker accepts
+    rogue_tokens: TokenIssuer  # signs tokens with a key the broker never saw
 
 
 def make_pki(folder: Path) -> Pki:
@@ -58,7 +109,11 @@ def make_pki(folder: Path) -> Pki:
         client_cert=folder / "client.pem",
         client_key=folder / "client.key",
         other_ca=folder / "other-ca.pem",
+        jwks=folder / "jwks.json",
+        tokens=TokenIssuer(rsa.generate_private_key(65537, 2048), "eosflow-test-idp-1"),
+        rogue_tokens=TokenIssuer(rsa.generate_private_key(65537, 2048), "eosflow-test-idp-1"),
     )
+    pki.jwks.write_bytes(pki.tokens.jwks())
     pki.ca.write_bytes(_pem(ca_cert))
     pki.other_ca.write_bytes(_pem(other_cert))
     pki.broker.write_bytes(_key(broker_key) + _pem(fresh) + _pem(ca_cert))

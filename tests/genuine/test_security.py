@@ -12,7 +12,7 @@ import os
 import random
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import pytest_asyncio
@@ -34,7 +34,6 @@ from eosflow.testing._genuine_security import (
     Acl,
     app_acls,
     create_acls,
-    unsecured_token,
 )
 
 pytestmark = [pytest.mark.genuine, pytest.mark.asyncio(loop_scope="module")]
@@ -59,17 +58,16 @@ def scram(k: GenuineKafka, password: str | None = None) -> KafkaSecurity:
     )
 
 
-def app_token() -> str:
-    return unsecured_token(SCRAM_USER)
-
-
-def oauth(k: GenuineKafka) -> KafkaSecurity:
-    assert k.pki is not None
+def oauth(k: GenuineKafka, token: Callable[[], str] | None = None) -> KafkaSecurity:
+    """OAUTHBEARER as the SCRAM user's principal, with tokens the test identity provider
+    signs (``token`` overrides them)."""
+    pki = k.pki
+    assert pki is not None
     return KafkaSecurity(
         security_protocol="SASL_SSL",
-        ssl_cafile=k.pki.ca,
+        ssl_cafile=pki.ca,
         sasl_mechanism="OAUTHBEARER",
-        sasl_oauth_token_provider=app_token,  # type: ignore[arg-type]
+        sasl_oauth_token_provider=token or (lambda: pki.tokens.token(SCRAM_USER)),  # type: ignore[arg-type]
     )
 
 
@@ -218,6 +216,22 @@ async def test_a_wrong_password_is_an_authentication_error_naming_the_user(
         text = await _refused(kafka, kafka.secured_servers(), scram(kafka, "wrong-pw-123"))
     assert f"authentication failed for user {SCRAM_USER!r} (SCRAM-SHA-512)" in text, text
     assert "wrong-pw-123" not in text and "wrong-pw-123" not in caplog.text
+
+
+@pytest.mark.parametrize("token", ["signed by a key the broker never saw", "expired"])
+async def test_an_oauthbearer_token_the_broker_refuses_is_an_authentication_error(
+    kafka: GenuineKafka, token: str
+) -> None:
+    """The broker's OIDC validator checks the signature against the identity provider's
+    key set, and the expiry; either refusal ends the app at once, not in a retry loop."""
+    pki = kafka.pki
+    assert pki is not None
+    if token == "expired":
+        security = oauth(kafka, lambda: pki.tokens.token(SCRAM_USER, lifetime_s=-120))
+    else:
+        security = oauth(kafka, lambda: pki.rogue_tokens.token(SCRAM_USER))
+    text = await _refused(kafka, kafka.secured_servers(), security)
+    assert "authentication failed for an OAUTHBEARER token" in text, text
 
 
 async def test_an_untrusted_ca_is_an_authentication_error(kafka: GenuineKafka) -> None:
