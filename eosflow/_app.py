@@ -215,9 +215,8 @@ class EosApp:
             if not records:
                 return
         await session.begin(epoch)
-        deadline = time.monotonic() + cfg.commit_interval_s
         try:
-            await self._fill_transaction(session, records, deadline, limit, ahead)
+            await self._fill_transaction(session, records, session.deadline, limit, ahead)
         except TransientError as exc:  # a poll met a broker failure: abort, try again
             session.doom(str(exc))
         except TransactionError as exc:

@@ -162,6 +162,12 @@ class TransactSession:
         return self._txn is not None
 
     @property
+    def deadline(self) -> float:
+        """When the open transaction stops taking records (``time.monotonic()``)."""
+        assert self._txn is not None, "no transaction open"
+        return self._txn.deadline
+
+    @property
     def epoch(self) -> int:
         """Changes whenever the set of processable partitions (or their positions, after a
         recovery) changed; equal values mean records polled in between are still ours.
@@ -247,7 +253,7 @@ class TransactSession:
         except TransientError:
             self._broken = True  # a producer that cannot begin is replaced next time
             raise
-        self._txn = Transaction(epoch, identity)
+        self._txn = Transaction(epoch, identity, time.monotonic() + self.config.commit_interval_s)
 
     async def send_all(self, outputs: Sequence[Output]) -> None:
         """Produce ``outputs`` in the open transaction as whole batches (``_produce``). A

@@ -1,7 +1,8 @@
 """``Transaction``: what one open Kafka transaction holds, replaced whole each time.
 
 ``TransactSession.begin`` creates one and ``end`` consumes it: "in a transaction" means
-one exists. It holds the next offset consumed per partition, the send futures of its
+one exists. It holds its deadline (when it stops taking records: the commit interval
+from its start), the next offset consumed per partition, the send futures of its
 outputs, whether a send was refused, and why it is doomed if it is.
 
 It is tied to the assignment under which its records were polled: ``epoch`` is the
@@ -46,6 +47,7 @@ class Outcome(enum.Enum):
 class Transaction:
     epoch: int
     identity: GroupIdentity | None
+    deadline: float  # time.monotonic() past which it takes no more records
     consumed: dict[Partition, int] = field(default_factory=dict)
     sends: list[asyncio.Future[object]] = field(default_factory=list)
     doomed: str | None = None

@@ -7,7 +7,7 @@ from eosflow._transaction import Transaction
 
 
 def test_offsets_only_grow() -> None:
-    txn = Transaction(epoch=1, identity=None)
+    txn = Transaction(epoch=1, identity=None, deadline=0.0)
     txn.mark({("in", 0): 5}, committed={})
     txn.mark({("in", 0): 9, ("in", 1): 1}, committed={})
     with pytest.raises(FatalError, match=r"in\[0\] would be 9, not past what this transaction"):
@@ -16,7 +16,7 @@ def test_offsets_only_grow() -> None:
 
 
 def test_offsets_start_past_the_committed_one() -> None:
-    txn = Transaction(epoch=1, identity=None)
+    txn = Transaction(epoch=1, identity=None, deadline=0.0)
     with pytest.raises(FatalError, match=r"in\[0\] would be 10, not past its committed"):
         txn.mark({("in", 0): 10}, committed={("in", 0): 10})
     txn.mark({("in", 0): 11}, committed={("in", 0): 10})
