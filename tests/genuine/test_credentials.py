@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 import pytest_asyncio
 from conftest import genuine, version
+from test_security import config as config_for
 from test_security import topics
 
 import eosflow
@@ -84,18 +85,10 @@ class User:
             sasl_username=self.name,
             sasl_password=password,  # type: ignore[arg-type]
         )
-        config = eosflow.EosConfig(
-            bootstrap_servers=self.k.secured_servers(),
-            group_id=self.group,
-            input_topics=(self.src,),
-            transactional_id=self.txn,
-            session_timeout_s=6,
-            heartbeat_interval_s=0.6,
-            transaction_timeout_s=5,
-            retry_timeout_s=20,
-            max_records_per_txn=200,
-            security=security,
-        )
+        servers = self.k.secured_servers()
+        config = config_for(servers, security, self.src, self.group, self.txn, None)
+        # small transactions: several commits between the broker's session ends
+        config = config.model_copy(update={"max_records_per_txn": 200})
         return eosflow.EosApp(Paced(self.dst), config)
 
     async def report(self) -> CheckReport:
