@@ -11,6 +11,10 @@ the same settings and says what the broker (or the TLS layer) answered: a wrong
 password, an expired or untrusted certificate, a host name that does not match. Each is
 an ``AuthenticationError``: retrying cannot fix credentials, and a loop would only hide
 them. Secrets never enter a message.
+
+Mid-run, aiokafka only logs a refused login and retries it: ``LoginWatch`` notices the
+log line and has the session diagnose. For OAUTHBEARER, aiokafka takes a refused token
+for a login, so ``diagnose`` presents the token itself (``_refused_token``).
 """
 
 from __future__ import annotations
