@@ -84,7 +84,7 @@ def map_error(exc: BaseException, step: str, topics: str | None = None) -> Eosfl
             names = _topic_names(exc)
             resource = f"topic {', '.join(names)}" if names else resource
         return AuthorizationError(step, permission, resource, error_name(code))
-    if code == codes.SASL_AUTHENTICATION_FAILED or is_certificate_refusal(exc):
+    if is_refused_login(exc):
         # credentials or certificates: no retry can fix them (an OSError otherwise)
         return AuthenticationError(f"{step}: {_describe(exc)}")
     if type(exc).__name__ == "KafkaConnectionError" and "Unable to bootstrap" in str(exc):
@@ -128,6 +128,14 @@ def mapped(step: str, topics: str | None = None) -> Iterator[None]:
         raise
     except Exception as exc:
         raise map_error(exc, step, topics) from exc
+
+
+def is_refused_login(exc: BaseException) -> bool:
+    """Whether ``exc`` says the broker refused our SASL login, or either side refused a
+    certificate: what no retry can fix."""
+    return getattr(exc, "errno", None) == codes.SASL_AUTHENTICATION_FAILED or (
+        is_certificate_refusal(exc)
+    )
 
 
 def is_certificate_refusal(exc: BaseException) -> bool:

@@ -33,7 +33,7 @@ from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslHandShakeReques
 from .. import _codes as codes
 from .._errors import AuthenticationError, ConfigError
 from .._security import KafkaSecurity, TokenProvider, secret
-from ._errors import is_certificate_refusal
+from ._errors import is_refused_login
 
 log = logging.getLogger("eosflow.adapter")
 
@@ -204,7 +204,7 @@ class LoginWatch(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         args = record.args if isinstance(record.args, tuple) else ()
-        if any(isinstance(a, Exception) and _refused(a) for a in args):
+        if any(isinstance(a, Exception) and is_refused_login(a) for a in args):
             self._seen = True
         return True
 
@@ -222,12 +222,6 @@ class LoginWatch(logging.Filter):
         if self._seen:
             self._seen = False
             await diagnose(bootstrap_servers, security, DIAGNOSE_TIMEOUT_S)
-
-
-def _refused(exc: Exception) -> bool:
-    return getattr(exc, "errno", None) == codes.SASL_AUTHENTICATION_FAILED or (
-        is_certificate_refusal(exc)
-    )
 
 
 def _tls_refusal(server: str, exc: ssl.SSLError) -> str:
