@@ -120,7 +120,7 @@ async def _read_records(
                 out.extend(recs)
         return out
     finally:
-        await consumer.stop()
+        await ak.close_consumer(consumer, timeout_s=10.0)
 
 
 async def _partitions(
@@ -131,7 +131,7 @@ async def _partitions(
     try:
         return sorted(await producer.partitions_for(topic))
     finally:
-        await producer.stop()
+        await ak.close_producer(producer, timeout_s=10.0)
 
 
 async def check_exactly_once(
@@ -225,4 +225,4 @@ async def _offsets_behind(
                 behind[f"{topic}[{part}]"] = need - committed
         return behind
     finally:
-        await consumer.stop()
+        await ak.close_consumer(consumer, timeout_s=10.0)

@@ -140,10 +140,7 @@ class TransactSession:
         consumer, producer = self._consumer, self._producer
         self._consumer = self._producer = None
         if consumer is not None:
-            try:
-                await consumer.stop()
-            except Exception as exc:
-                log.warning("consumer did not stop cleanly: %r", exc)
+            await ak.close_consumer(consumer, timeout_s=10.0)
         if producer is not None:
             await ak.close_producer(producer, timeout_s=10.0)
 

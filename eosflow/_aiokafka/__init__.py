@@ -40,6 +40,7 @@ comes back as "no error".
 from ._clients import (
     GroupIdentity,
     Partitioner,
+    close_consumer,
     close_producer,
     consumer_failure,
     consumer_for,
@@ -99,6 +100,7 @@ __all__ = [
     "LoginWatch",
     "Partitioner",
     "capabilities",
+    "close_consumer",
     "close_producer",
     "commit_offsets_in_txn",
     "consumer_failure",

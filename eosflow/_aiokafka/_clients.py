@@ -247,6 +247,30 @@ async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
         await producer.client.close()
 
 
+async def close_consumer(consumer: AIOKafkaConsumer, timeout_s: float) -> None:
+    """Stop ``consumer`` (leave the group, close its fetcher and connections); past
+    ``timeout_s``, or when ``stop()`` fails half-way, close its connections by force.
+
+    aiokafka's fetcher cancels its pending fetch tasks and awaits them; one that was
+    sleeping its retry backoff after a failed fetch raises that CancelledError, which is
+    not the caller's. It ended a stopping app with a CancelledError in place of the
+    AuthenticationError that stopped it, and left the consumer's connections open."""
+    forget_client(consumer._client)
+    with _only_theirs():
+        try:
+            await asyncio.wait_for(consumer.stop(), timeout_s)
+            return
+        except (TimeoutError, KafkaError) as exc:
+            log.warning("consumer did not stop cleanly (%r); closing it by force", exc)
+    fetcher = getattr(consumer, "_fetcher", None)
+    for task in list(getattr(fetcher, "_pending_tasks", ())):
+        task.cancel()
+        with _only_theirs():
+            await task
+    with _only_theirs():
+        await consumer._client.close()
+
+
 @contextlib.contextmanager
 def _only_theirs() -> Iterator[None]:
     """Swallow what a client being closed by force raises -- CancelledError included,
