@@ -91,7 +91,8 @@ class EosConfig(BaseSettings):
     commit_interval_s: float = Field(
         default=0.1,
         gt=0,
-        description="a transaction spans at most this long from its first record, seconds",
+        description="a transaction spans at most this long from its first record, seconds; "
+        "must be below transaction_timeout_s",
     )
     max_records_per_txn: int = Field(
         default=5000, gt=0, description="a transaction holds at most this many records"
@@ -182,6 +183,12 @@ class EosConfig(BaseSettings):
                 f"session_timeout_s ({self.session_timeout_s}) so that a hung commit "
                 "expires before the group can move its partitions; set "
                 "allow_transaction_timeout_over_session=true to opt out"
+            )
+        if self.commit_interval_s >= self.transaction_timeout_s:
+            raise ValueError(
+                f"commit_interval_s ({self.commit_interval_s}) must be below "
+                f"transaction_timeout_s ({self.transaction_timeout_s}): the broker would "
+                "abort every transaction that spans the interval"
             )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError("heartbeat_interval_s must be below session_timeout_s")

@@ -135,7 +135,7 @@ async def test_revocation_dooms_the_open_transaction(cluster: FakeCluster) -> No
     c = cluster
     await seed(c)
     proc = Gate("out", park_at=150)
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=1000, commit_interval_s=5.0))
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=1000, commit_interval_s=4.0))
     async with app:
         await asyncio.wait_for(proc.parked.wait(), 20)
         c.force_rebalance("g")

@@ -40,6 +40,14 @@ def test_transaction_timeout_must_be_below_session_timeout() -> None:
     assert c.transaction_timeout_s == 20
 
 
+def test_commit_interval_must_be_below_transaction_timeout() -> None:
+    """A transaction open longer than the broker's timeout is aborted by the broker: an
+    interval past it would abort every transaction the app starts."""
+    with pytest.raises(eosflow.ConfigError, match=r"commit_interval_s \(5.0\) must be below"):
+        load_config(**BASE, transaction_timeout_s=5, commit_interval_s=5)
+    assert load_config(**BASE, transaction_timeout_s=5, commit_interval_s=4.9).commit_interval_s
+
+
 def test_bad_values_name_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EOSFLOW_TRANSACTIONAL_ID", raising=False)
     with pytest.raises(eosflow.ConfigError, match="commit_interval_s"):
