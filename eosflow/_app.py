@@ -135,8 +135,13 @@ class EosApp:
         self._session = session
         try:
             self.processor.configure(self.config)
-            await self.processor.on_start()
-            await session.start()
+            # A stop asked while starting (a slow on_start such as a Spark cold start, or
+            # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,
+            # so nothing is committed, and the group is never joined for nothing.
+            if not await self._unless_stopped(self.processor.on_start()):
+                return
+            if not await self._unless_stopped(session.start()):
+                return
             while not self._stopping.is_set():
                 try:
                     await self._one_transaction(session)
@@ -157,6 +162,25 @@ class EosApp:
             with contextlib.suppress(Exception):
                 await self.processor.on_stop()
             await session.stop()
+
+    async def _unless_stopped(self, step: Awaitable[None]) -> bool:
+        """Run ``step`` to its end (True), or cancel it once ``stop()`` is asked (False).
+        A cancellation of the app cancels the step too, which unwinds before it passes."""
+        task = asyncio.ensure_future(step)
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            stopped = not task.done()
+            if stopped:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if stopped:
+            return False
+        task.result()  # its error, if it failed
+        return True
 
     async def stop(self) -> None:
         """Finish the transaction in progress (commit), leave the group, return when done."""

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -64,6 +66,34 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout_s} s")
         await asyncio.sleep(0.05)
+
+
+class LogSeen(logging.Handler):
+    """``event`` is set once ``logger`` emits a record whose message starts with
+    ``prefix``: a test waits on what the code under test says it did, not on a sleep."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(logging.DEBUG)
+        self.prefix, self.event = prefix, asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith(self.prefix):
+            self.event.set()
+
+
+@contextlib.contextmanager
+def log_seen(logger: str, prefix: str) -> Iterator[asyncio.Event]:
+    """Watch ``logger`` for a message starting with ``prefix`` while the block runs."""
+    seen, log = LogSeen(prefix), logging.getLogger(logger)
+    level = log.level
+    log.addHandler(seen)
+    if not log.isEnabledFor(logging.DEBUG):
+        log.setLevel(logging.DEBUG)
+    try:
+        yield seen.event
+    finally:
+        log.removeHandler(seen)
+        log.setLevel(level)
 
 
 class RawGroup:

@@ -6,13 +6,12 @@ fails without that mechanism."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import os
 import signal
 from pathlib import Path
 
 import pytest
-from kit import read_all
+from kit import log_seen, read_all
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
@@ -354,18 +353,6 @@ async def test_unanswered_reinit_after_fencing_is_retried_not_fatal(
     await assert_exactly_once(c)
 
 
-class _Seen(logging.Handler):
-    """Sets ``event`` when a log record's message starts with ``prefix``."""
-
-    def __init__(self, prefix: str) -> None:
-        super().__init__(logging.DEBUG)
-        self.prefix, self.event = prefix, asyncio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage().startswith(self.prefix):
-            self.event.set()
-
-
 # A failed fetch puts aiokafka's pending fetch task to sleep for its retry backoff, and
 # stopping the consumer then cancels and awaits that task, which raises CancelledError
 # out of `consumer.stop()` -- not a cancellation of ours. In the genuine CI it replaced
@@ -381,18 +368,13 @@ async def test_closing_while_a_failed_fetch_backs_off_is_clean(cluster: FakeClus
     c = cluster
     await seed(c, n=5)
     consumer = AIOKafkaConsumer(bootstrap_servers=c.bootstrap_servers, retry_backoff_ms=60_000)
-    seen = _Seen("Failed fetch messages")
-    fetcher = logging.getLogger("aiokafka.consumer.fetcher")
-    fetcher.addHandler(seen)
-    try:
+    with log_seen("aiokafka.consumer.fetcher", "Failed fetch messages") as failed:
         await consumer.start()
         consumer.assign([TopicPartition("in", 0)])
         await consumer.seek_to_beginning()
         assert len((await consumer.getmany(timeout_ms=10_000))[TopicPartition("in", 0)]) == 5
         rule = c.intercept("Fetch", drop=True, times=None)
-        await asyncio.wait_for(seen.event.wait(), 30)
+        await asyncio.wait_for(failed.wait(), 30)
         await asyncio.wait_for(ak.close_consumer(consumer, timeout_s=5.0), 20)
-    finally:
-        fetcher.removeHandler(seen)
     assert rule.hits >= 1
     assert not [conn for conn in consumer._client._conns.values() if conn.connected()]
