@@ -553,7 +553,10 @@ class TransactSession:
 
     def _failed(self, exc: Exception) -> None:
         """The listener could not set up new partitions: the next ``poll`` raises this (a
-        partition without its committed offset must not silently stall)."""
+        partition without its committed offset must not silently stall). A set-up cut
+        short by the consumer's close is no failure: nothing polls that consumer again."""
+        if self._consumer is None:
+            return
         log.error("setting up newly assigned partitions failed: %r", exc)
         self._failure = FatalError(
             f"fetching the committed offsets of newly assigned partitions failed: {exc}"

@@ -6,6 +6,7 @@ still runs. Each test fails when ``EosApp._unless_stopped`` awaits its step to t
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 from test_mechanisms import Gate, cfg, seed
@@ -73,3 +74,29 @@ async def test_stop_while_the_session_starts_is_prompt(cluster: FakeCluster) -> 
     finally:
         init.release()
     assert joins.hits == 0 and app.stats.committed == 0
+
+
+# A stop that lands while newly assigned partitions are being set up (their committed
+# offsets being fetched) cancels that set-up; it is not a failure of the set-up. Without
+# the guard in `_failed`, the cancelled set-up meets the closed session and is logged as
+# an error -- and a start retried after such a close would fail its first poll with it.
+async def test_a_stop_while_partitions_are_set_up_is_not_a_failure(
+    cluster: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = cluster
+    await seed(c, n=10)
+    # delayed, not held: Kafka answers a connection's requests in order, so the consumer's
+    # LeaveGroup waits behind it
+    fetch = c.intercept("OffsetFetch", delay_s=2.0)
+    app = eosflow.EosApp(Gate("out"), cfg(c))
+
+    async def start_then_stop() -> None:
+        async with app:
+            await fetch.matched()
+
+    await asyncio.wait_for(start_then_stop(), 20)
+    assert app._session is not None and app._session._failure is None
+    errors = [
+        r for r in caplog.records if r.name.startswith("eosflow") and r.levelno >= logging.ERROR
+    ]
+    assert not errors, caplog.text
