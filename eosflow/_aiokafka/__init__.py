@@ -24,8 +24,9 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition``,
-``producer._max_request_size``, and ``producer._sender`` (its task is cancelled when a
-stuck producer is closed by force).
+``producer._max_request_size``, ``producer._sender`` (its task is cancelled when a
+stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
+cancelled and awaited when a consumer whose ``stop()`` failed is closed by force).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
