@@ -270,18 +270,37 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 async def _serve(app: EosApp) -> None:
+    """Run ``app`` until it ends. The first SIGTERM or SIGINT stops it cleanly: the open
+    transaction is finished, the group left, exit 0. A second one, for a stop that does
+    not end (a processor stuck in ``process()``, a broker that stopped answering), cancels
+    the app: the open transaction is aborted (or its outcome is unknown to the broker
+    until the transaction timeout) and the exit is 1, saying so."""
     loop = asyncio.get_running_loop()
     task = asyncio.create_task(app.run())
 
     stopping: list[asyncio.Task[None]] = []
+    forced: list[str] = []
 
     def on_signal(name: str) -> None:
+        if stopping:
+            log.warning("second %s received: cancelling the app", name)
+            forced.append(name)
+            task.cancel()
+            return
         log.info("%s received: finishing the open transaction and leaving the group", name)
         stopping.append(loop.create_task(app.stop()))
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
-    await task
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not forced:
+            raise
+        outcome = app.last_outcome.value if app.last_outcome else "none open"
+        raise FatalError(
+            f"stopped by force on a second {forced[0]}; the last transaction: {outcome}"
+        ) from None
     s = app.stats
     log.info(
         "stopped: %d records, %d transactions committed, %d aborted",

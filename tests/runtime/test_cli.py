@@ -72,6 +72,60 @@ async def test_sigterm_commits_leaves_and_exits_zero(eosflow_cluster: FakeCluste
     assert report.ok, report.summary()
 
 
+# A stop that cannot end -- the processor is stuck in process() -- ends on a second
+# SIGTERM: the app is cancelled, its open transaction aborted, the group left, exit 1
+# with one line. Without the second-signal branch in `_serve` the process never exits.
+async def test_second_sigterm_cancels_a_stuck_stop(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("in", 1)
+    c.create_topic("out", 1)
+    await _seed(c.bootstrap_servers, "in", [f"v{i}".encode() for i in range(20)])
+    stuck = tmp_path / "stuck"
+    env = {
+        "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
+        "CHAOS_OUT": "out",
+        "HANG_FILE": str(stuck),
+    }
+    proc = await spawn_run(
+        "hang:Hang",
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="cli-hang",
+        env={**ENV, **env},
+        capture=True,
+        log_level="info",
+    )
+
+    async def hanging() -> bool:
+        return stuck.exists()
+
+    try:
+        await eventually(hanging, timeout_s=30, what="the processor stuck on a record")
+        # two signals sent back to back may reach the process as one (a pending signal is
+        # not queued twice), so the second goes once the first was seen
+        proc.send_signal(signal.SIGTERM)
+        assert proc.stderr is not None
+        seen: list[str] = []
+        while not any("SIGTERM received" in line for line in seen):
+            seen.append((await asyncio.wait_for(proc.stderr.readline(), 30)).decode())
+            assert seen[-1], "exited before the first SIGTERM was seen: " + "".join(seen)
+        proc.send_signal(signal.SIGTERM)
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 1, "".join(seen) + err.decode()
+    line = err.decode().strip().splitlines()[-1]
+    assert "stopped by force on a second SIGTERM; the last transaction: aborted" in line, line
+    g = c.groups.get("g")
+    assert g is not None and not g.members, "left the group"
+    assert c.committed("g") == {} and await read_topic(c.bootstrap_servers, "out") == []
+
+
 async def test_fenced_instance_exits_nonzero_with_one_line(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     c.create_topic("in", 1)
