@@ -3,7 +3,8 @@
 One session owns the group consumer (read_committed, no auto-commit) and the
 transactional producer, so the producer always knows whether the consumer still owns
 its partitions. eosflow's own state -- what is committed, which partitions are ready,
-the assignment epoch and identity, the open ``Transaction`` -- is the source of truth.
+the assignment epoch and identity (``Positions``), the open ``Transaction`` -- is the
+source of truth.
 
 ``end(commit=True)`` runs under the session lock, which a revocation must take too:
 flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation the partitions were
@@ -36,6 +37,7 @@ from ._errors import (
     ProducerFencedError,
     TransientError,
 )
+from ._positions import Positions
 from ._records import Output, Record
 from ._transaction import Outcome, Transaction
 
@@ -56,14 +58,8 @@ class TransactSession:
         self._on_revoked = on_revoked
         self._lock = asyncio.Lock()
         self._txn: Transaction | None = None  # the open transaction
-        self._committed: dict[TopicPartition, int | None] = {}
-        self._ready: set[TopicPartition] = set()
-        # bumped whenever partitions come or go (or positions are re-read after recovery):
-        # records polled under one epoch may only be committed under the same epoch
-        self._epoch = 0
-        # the group generation and member id under which the partitions of this epoch
-        # were assigned: what TxnOffsetCommit and the forced heartbeat carry
-        self._identity: ak.GroupIdentity | None = None
+        # what is held and committed, the epoch and identity: see _positions
+        self._pos = Positions(config)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         # a recovery did not finish (the broker was unreachable): the producer must be
@@ -110,6 +106,7 @@ class TransactSession:
             self.caps = await ak.capabilities(self._producer)
         caps, cfg = self.caps, self.config
         log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
+        self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         self._consumer = ak.consumer_for(cfg, self._revoked, self._assigned, self._failed)
         await ak.start(self._consumer, cfg, "joining the group", "READ")
 
@@ -169,7 +166,7 @@ class TransactSession:
         """Changes whenever the set of processable partitions (or their positions, after a
         recovery) changed; equal values mean records polled in between are still ours.
         Read it right after ``poll`` (no await between) and pass it to ``begin``."""
-        return self._epoch
+        return self._pos.epoch
 
     # --- the transaction --------------------------------------------------------------
 
@@ -193,7 +190,7 @@ class TransactSession:
         out: list[Record] = []
         consumed = self._txn.consumed if self._txn is not None else {}
         for tp, msgs in batch.items():
-            if tp not in self._ready:
+            if tp not in self._pos.ready:
                 continue  # fetched before the stable offset was applied; seek redoes it
             floor = consumed.get(tp, -1)
             for m in msgs:
@@ -215,24 +212,12 @@ class TransactSession:
     def give_back(self, records: list[Record]) -> None:
         """Return polled but unprocessed records: their partitions are sought back to the
         first of them, so the next poll delivers them again."""
-        for tp, offset in _first_offsets(records).items():
-            if tp in self._ready:
-                ak.seek(self.consumer, tp, offset)  # False if it moved away meanwhile
+        self._pos.give_back(self.consumer, records)
 
     async def reposition(self, records: list[Record], committed: bool) -> None:
         """Undo polling ``records`` that will not be processed in a transaction (work done
-        ahead that could not be adopted): each of their partitions still ours goes back to
-        its committed offset. ``committed`` says whether the previous transaction
-        committed; if it did, a partition with nothing committed yet goes back to the
-        first of these records (nothing before them is pending), else it follows the reset
-        policy exactly as the abort's rewind did (the aborted records precede these)."""
-        for tp, offset in _first_offsets(records).items():
-            if tp not in self._ready:
-                continue  # moved away: its next owner starts from the committed offset
-            if committed and self._committed.get(tp) is None:
-                ak.seek(self.consumer, tp, offset)
-            else:
-                await self._seek_committed(tp)
+        ahead that could not be adopted); see ``Positions.reposition``."""
+        await self._pos.reposition(self.consumer, records, committed)
 
     async def begin(self, epoch: int) -> None:
         """Open a transaction for records polled (or work adopted) under ``epoch``. If the
@@ -241,7 +226,7 @@ class TransactSession:
         and aborts it."""
         if self._txn is not None:
             return
-        identity = self._identity  # before the await: the identity of this epoch, if current
+        identity = self._pos.identity  # before the await: the identity of this epoch, if current
         if self._broken or self._producer is None or ak.producer_failure(self._producer):
             await self._recover()  # bumps the epoch: records polled before it are stale
         try:
@@ -275,7 +260,7 @@ class TransactSession:
         they commit with it. An offset that does not grow is a ``FatalError``."""
         txn = self._txn
         assert txn is not None, "mark_consumed outside a transaction"
-        txn.mark(offsets, self._committed)  # type: ignore[arg-type]
+        txn.mark(offsets, self._pos.committed)  # type: ignore[arg-type]
 
     def doom(self, reason: str) -> None:
         if self._txn is not None:
@@ -294,7 +279,8 @@ class TransactSession:
         hold = flushed = False
         try:
             # Under the lock no revocation can run: checked here, it holds until EndTxn.
-            reason = (txn.doomed or self._stale(txn)) if commit else "abort requested"
+            stale = self._pos.stale(txn.epoch, txn.consumed)
+            reason = (txn.doomed or stale) if commit else "abort requested"
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
             try:
                 outcome, reason = await self._decide_and_end(txn, reason, offsets)
@@ -305,14 +291,14 @@ class TransactSession:
                 outcome, reason = Outcome.RECOVERED, f"fenced: {fenced}"
             if outcome is Outcome.COMMITTED:
                 flushed = True  # every send future was awaited and its result read
-                self._committed.update(offsets)
+                self._pos.committed.update(offsets)
                 hold = self._needs_post_commit_delay()
             else:
                 self.last_failure_reason = reason
                 if outcome is Outcome.ABORTED:
                     self.last_abort_reason = reason
                     log.info("transaction aborted: %s", reason)
-                    await self._rewind()
+                    await self._pos.rewind(self.consumer)
             return outcome
         finally:
             self._txn = None
@@ -325,17 +311,6 @@ class TransactSession:
                 )
             else:
                 self._lock.release()
-
-    def _stale(self, txn: Transaction) -> str | None:
-        """Why ``txn`` may not commit because of the assignment, if it may not: the
-        assignment changed since its records were polled, or it marked offsets of a
-        partition the session no longer holds."""
-        if txn.epoch != self._epoch:
-            return "partitions revoked"
-        gone = sorted(f"{t}[{p}]" for t, p in txn.consumed if (t, p) not in self._ready)
-        if gone:
-            return f"offsets of partitions no longer held: {', '.join(gone)}"
-        return None
 
     @property
     def _step_timeout_s(self) -> float:
@@ -438,15 +413,10 @@ class TransactSession:
             return Outcome.RECOVERED
         return Outcome.COMMITTED if commit else Outcome.ABORTED
 
-    @property
-    def _stable_fetches(self) -> bool:
-        """Whether committed offsets are fetched with RequireStable (KIP-447 and wanted);
-        without, commits hold rebalances back for the post-commit delay."""
-        assert self.caps is not None
-        return self.caps.kip447 and self.config.require_stable_fetch_offsets
-
     def _needs_post_commit_delay(self) -> bool:
-        return not self._stable_fetches and self.config.post_commit_delay_s > 0
+        """Without stable fetches (no KIP-447, or turned off) a commit holds rebalances
+        back for ``post_commit_delay_s``, so the next owner reads its offsets."""
+        return not self._pos.stable and self.config.post_commit_delay_s > 0
 
     # --- recovery -------------------------------------------------------------------
 
@@ -461,7 +431,7 @@ class TransactSession:
         broker cannot be reached, raises ``TransientError`` and leaves the session
         ``_broken``: the next ``begin`` recovers again."""
         self._broken = True
-        self._epoch += 1  # records polled before this are not ours to commit
+        self._pos.epoch += 1  # records polled before this are not ours to commit
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         old, self._producer, self._partitioner = self._producer, None, None
         if old is not None:
@@ -471,9 +441,7 @@ class TransactSession:
                 await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
-        assigned = list(self.consumer.assignment())
-        self._committed.update(await self._fetch_committed(assigned))
-        await self._rewind()
+        await self._pos.reread(self.consumer)
         self._broken = False
 
     async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
@@ -501,53 +469,12 @@ class TransactSession:
                 raise ProducerFencedError(txn_id, fenced) from None
             log.warning("KIP-360 re-initialisation failed (%s); replacing the producer", exc)
 
-    async def _fetch_committed(
-        self, partitions: list[TopicPartition]
-    ) -> dict[TopicPartition, int | None]:
-        if not partitions:
-            return {}
-        stable = self._stable_fetches
-        if not stable and self.config.post_commit_delay_s > 0:
-            await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
-        return await ak.fetch_committed(
-            self.consumer,
-            self.config.group_id,
-            partitions,
-            require_stable=stable,
-            timeout_s=self.config.transaction_timeout_s * 2,
-        )
-
-    async def _rewind(self) -> None:
-        for tp in self.consumer.assignment():
-            await self._seek_committed(tp)
-
-    async def _seek_committed(self, tp: TopicPartition) -> None:
-        """Position ``tp`` at its committed offset (or the reset policy's end). A partition
-        a concurrent rebalance took away is skipped: its next owner starts from the
-        committed offset anyway."""
-        offset = self._committed.get(tp)
-        with ak.mapped(f"positioning {tp.topic}[{tp.partition}]"):
-            if offset is not None:
-                moved = ak.seek(self.consumer, tp, offset)
-            else:
-                moved = await ak.seek_to_reset(self.consumer, tp, self.config.auto_offset_reset)
-        if not moved:
-            log.debug("%s no longer assigned; not repositioned", tp)
-
     # --- rebalances (called by the listener) ----------------------------------------
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
-            # aiokafka reports an empty set when the assignment was already lost (e.g.
-            # the member was evicted); eager rebalancing gives up every partition either
-            # way, so whatever we still held is gone too.
-            gone = revoked | self._ready
-            if gone:
-                self._epoch += 1
+            if self._pos.revoke(revoked):  # eagerly: whatever was still held is gone
                 self.doom("partitions revoked")
-            self._ready.clear()
-            for tp in gone:
-                self._committed.pop(tp, None)
         if self._on_revoked is not None and revoked:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
@@ -563,32 +490,12 @@ class TransactSession:
         )
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
-        # the generation these partitions were assigned under, before anything can move on
-        self._identity = ak.group_identity(self.consumer)
-        new = [tp for tp in assigned if tp not in self._ready]
+        new = await self._pos.take(self.consumer, assigned)
         if not new:
             return
-        ak.pause(self.consumer, new)
-        try:
-            self._committed.update(await self._fetch_committed(new))
-            for tp in new:
-                await self._seek_committed(tp)
-            self._ready.update(new)
-            self._epoch += 1
-        finally:
-            ak.resume(self.consumer, new)
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
-
-
-def _first_offsets(records: list[Record]) -> dict[TopicPartition, int]:
-    """The lowest offset among ``records`` per partition."""
-    first: dict[TopicPartition, int] = {}
-    for r in records:
-        tp = TopicPartition(r.topic, r.partition)
-        first[tp] = min(first.get(tp, r.offset), r.offset)
-    return first
 
 
 def _consume_error(fut: asyncio.Future[object]) -> None:

@@ -1,0 +1,160 @@
+"""``Positions``: which partitions this member may process, and where each one stands.
+
+The session's source of truth for ownership, kept apart from aiokafka's own view:
+
+- ``ready``: assigned partitions whose committed offsets are in place. A partition that
+  is assigned but not yet positioned is not processed: ``poll`` skips its records;
+- ``committed``: the committed offset of each, ``None`` where the group has none (the
+  reset policy then decides). It is updated by every commit and re-read after a recovery;
+- ``epoch``: moves whenever ``ready`` changes or positions are re-read. Records polled
+  under one epoch may only be committed under the same one;
+- ``identity``: the group generation and member id the partitions of this epoch were
+  assigned under, which TxnOffsetCommit and the forced heartbeat carry.
+
+Committed offsets are read with RequireStable when the broker has KIP-447 and it is
+wanted (``stable``), so an offset staged by a transaction still open elsewhere is waited
+for. Without it, a read first waits ``post_commit_delay_s`` for the previous owner's
+markers to land (trade-off: slower rebalances, but never an offset read too early).
+
+aiokafka rebalances eagerly: a revocation takes every partition, which ``revoke`` does.
+Incremental assignment (KIP-848) will revoke subsets; that change belongs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from . import _aiokafka as ak
+from ._config import EosConfig
+from ._records import Record
+
+log = logging.getLogger("eosflow.session")
+
+
+class Positions:
+    def __init__(self, config: EosConfig) -> None:
+        self.config = config
+        self.ready: set[TopicPartition] = set()
+        self.committed: dict[TopicPartition, int | None] = {}
+        # bumped whenever partitions come or go (or positions are re-read after recovery)
+        self.epoch = 0
+        self.identity: ak.GroupIdentity | None = None
+        self.stable = False  # RequireStable fetches; set once the broker's caps are known
+
+    def stale(self, epoch: int, consumed: Iterable[tuple[str, int]]) -> str | None:
+        """Why a transaction begun under ``epoch`` that consumed from ``consumed`` may not
+        commit, if it may not: the assignment changed since its records were polled, or
+        it marked offsets of a partition no longer held."""
+        if epoch != self.epoch:
+            return "partitions revoked"
+        gone = sorted(f"{t}[{p}]" for t, p in consumed if TopicPartition(t, p) not in self.ready)
+        if gone:
+            return f"offsets of partitions no longer held: {', '.join(gone)}"
+        return None
+
+    def revoke(self, revoked: set[TopicPartition]) -> bool:
+        """Give up ``revoked`` and, rebalancing eagerly, every partition still held:
+        aiokafka reports an empty set when the assignment was already lost (e.g. the
+        member was evicted). True when anything was held (the epoch then moved)."""
+        gone = revoked | self.ready
+        if gone:
+            self.epoch += 1
+        self.ready.clear()
+        for tp in gone:
+            self.committed.pop(tp, None)
+        return bool(gone)
+
+    async def take(
+        self, consumer: AIOKafkaConsumer, assigned: set[TopicPartition]
+    ) -> list[TopicPartition]:
+        """Position the newly ``assigned`` partitions at their committed offsets, paused
+        meanwhile so nothing is fetched from an old position, then make them ready.
+        Returns the new ones. The identity is taken first, before any await."""
+        self.identity = ak.group_identity(consumer)
+        new = [tp for tp in assigned if tp not in self.ready]
+        if not new:
+            return new
+        ak.pause(consumer, new)
+        try:
+            self.committed.update(await self.fetch(consumer, new))
+            for tp in new:
+                await self.seek(consumer, tp)
+            self.ready.update(new)
+            self.epoch += 1
+        finally:
+            ak.resume(consumer, new)
+        return new
+
+    async def reread(self, consumer: AIOKafkaConsumer) -> None:
+        """Re-read every assigned partition's committed offset and go back to it (after a
+        recovery, whose outcome only the broker knows)."""
+        self.committed.update(await self.fetch(consumer, list(consumer.assignment())))
+        await self.rewind(consumer)
+
+    async def fetch(
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int | None]:
+        if not partitions:
+            return {}
+        if not self.stable and self.config.post_commit_delay_s > 0:
+            await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
+        return await ak.fetch_committed(
+            consumer,
+            self.config.group_id,
+            partitions,
+            require_stable=self.stable,
+            timeout_s=self.config.transaction_timeout_s * 2,
+        )
+
+    async def rewind(self, consumer: AIOKafkaConsumer) -> None:
+        """Every assigned partition back to its committed offset (after an abort)."""
+        for tp in consumer.assignment():
+            await self.seek(consumer, tp)
+
+    async def seek(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
+        """Position ``tp`` at its committed offset (or the reset policy's end). A partition
+        a concurrent rebalance took away is skipped: its next owner starts from the
+        committed offset anyway."""
+        offset = self.committed.get(tp)
+        with ak.mapped(f"positioning {tp.topic}[{tp.partition}]"):
+            if offset is not None:
+                moved = ak.seek(consumer, tp, offset)
+            else:
+                moved = await ak.seek_to_reset(consumer, tp, self.config.auto_offset_reset)
+        if not moved:
+            log.debug("%s no longer assigned; not repositioned", tp)
+
+    def give_back(self, consumer: AIOKafkaConsumer, records: list[Record]) -> None:
+        """Seek each partition of ``records`` still held back to the first of them."""
+        for tp, offset in first_offsets(records).items():
+            if tp in self.ready:
+                ak.seek(consumer, tp, offset)  # False if it moved away meanwhile
+
+    async def reposition(
+        self, consumer: AIOKafkaConsumer, records: list[Record], committed: bool
+    ) -> None:
+        """Undo polling ``records`` that will not be processed: each partition still
+        held goes back to its committed offset -- or, when the previous transaction
+        ``committed`` and the partition has nothing committed yet, to the first of them
+        (nothing before them is pending); else the reset policy decides, exactly as the
+        abort's rewind did (the aborted records precede these)."""
+        for tp, offset in first_offsets(records).items():
+            if tp not in self.ready:
+                continue  # moved away: its next owner starts from the committed offset
+            if committed and self.committed.get(tp) is None:
+                ak.seek(consumer, tp, offset)
+            else:
+                await self.seek(consumer, tp)
+
+
+def first_offsets(records: list[Record]) -> dict[TopicPartition, int]:
+    """The lowest offset among ``records`` per partition."""
+    first: dict[TopicPartition, int] = {}
+    for r in records:
+        tp = TopicPartition(r.topic, r.partition)
+        first[tp] = min(first.get(tp, r.offset), r.offset)
+    return first
