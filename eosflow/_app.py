@@ -183,7 +183,8 @@ class EosApp:
         return True
 
     async def stop(self) -> None:
-        """Finish the transaction in progress (commit), leave the group, return when done."""
+        """Finish the transaction in progress (commit), leave the group, return when done;
+        while the app is still starting, cancel the start instead."""
         self._stopping.set()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError, FatalError):
