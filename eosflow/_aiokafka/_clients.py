@@ -230,17 +230,12 @@ async def close_producer(producer: AIOKafkaProducer, timeout_s: float) -> None:
     waiter = getattr(producer._txn_manager, "_transaction_waiter", None)
     if waiter is not None and waiter.done() and not waiter.cancelled():
         waiter.exception()
-    try:
-        await asyncio.wait_for(producer.stop(), timeout_s)
+    if await _stopped("producer", producer.stop(), timeout_s):
         return
-    except (TimeoutError, KafkaError) as exc:
-        log.warning("producer did not stop cleanly (%r); closing it by force", exc)
     sender = getattr(producer, "_sender", None)
     task = getattr(sender, "sender_task", None)
-    if task is not None and not task.done():
-        task.cancel()
-        with _only_theirs():
-            await task
+    if task is not None:
+        await _cancel_until_done(task)
     with _only_theirs():
         # its requests in flight were cancelled with the sender: their futures are
         # gathered here and raise CancelledError, which is not a cancellation of ours
@@ -256,19 +251,42 @@ async def close_consumer(consumer: AIOKafkaConsumer, timeout_s: float) -> None:
     not the caller's. It ended a stopping app with a CancelledError in place of the
     AuthenticationError that stopped it, and left the consumer's connections open."""
     forget_client(consumer._client)
-    with _only_theirs():
-        try:
-            await asyncio.wait_for(consumer.stop(), timeout_s)
-            return
-        except (TimeoutError, KafkaError) as exc:
-            log.warning("consumer did not stop cleanly (%r); closing it by force", exc)
+    if await _stopped("consumer", consumer.stop(), timeout_s):
+        return
     fetcher = getattr(consumer, "_fetcher", None)
     for task in list(getattr(fetcher, "_pending_tasks", ())):
-        task.cancel()
-        with _only_theirs():
-            await task
+        await _cancel_until_done(task)
     with _only_theirs():
         await consumer._client.close()
+
+
+async def _stopped(name: str, stop: Awaitable[None], timeout_s: float) -> bool:
+    """Await a client's ``stop()`` for ``timeout_s``: True when it completed, False when
+    it ran out of time or failed (the caller then closes the client by force)."""
+    with _only_theirs():
+        try:
+            await asyncio.wait_for(stop, timeout_s)
+            return True
+        except (TimeoutError, KafkaError) as exc:
+            log.warning("%s did not stop cleanly (%r); closing it by force", name, exc)
+    return False
+
+
+async def _cancel_until_done(task: asyncio.Future[Any], attempts: int = 5) -> None:
+    """Cancel ``task`` until it has ended. One cancel is not always enough: cancelled,
+    aiokafka's sender awaits its own sub-tasks, and one retrying a coordinator lookup
+    that never succeeds (a login refused for good) never ends; the next cancel reaches
+    it through that await. Past ``attempts`` (one second each) the task is abandoned,
+    logged. A cancellation of the caller passes."""
+    for _ in range(attempts):
+        if task.done():
+            break
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+    if not task.done():
+        log.warning("closing by force: %r did not end after %d cancels", task, attempts)
+    elif not task.cancelled():
+        task.exception()  # retrieved: what a client closed by force raises is not news
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from kit import log_seen, read_all
+from kit import eventually, log_seen, read_all
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
@@ -378,3 +378,32 @@ async def test_closing_while_a_failed_fetch_backs_off_is_clean(cluster: FakeClus
         await asyncio.wait_for(ak.close_consumer(consumer, timeout_s=5.0), 20)
     assert rule.hits >= 1
     assert not [conn for conn in consumer._client._conns.values() if conn.connected()]
+
+
+# A producer whose transaction coordinator cannot be found any more (FindCoordinator
+# answered COORDINATOR_NOT_AVAILABLE for good, as a login refused mid-run made it on
+# genuine Kafka in tests/genuine/test_credentials.py): its stop() times out, and the
+# forced close cancels the sender. Cancelled, aiokafka's sender awaits its sub-tasks,
+# and the one retrying the lookup never ends, so a single cancel left the close hanging
+# for ever. `_cancel_until_done` cancels again through that await. With one cancel and
+# an unbounded await in its place, the wait_for below runs out.
+async def test_closing_a_producer_stuck_finding_its_coordinator_ends(cluster: FakeCluster) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+
+    c = cluster
+    c.create_topic("out", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="stuck")
+    await p.start()
+    await p.begin_transaction()
+    c.intercept("AddPartitionsToTxn", error=codes.NOT_COORDINATOR, times=None)
+    lookups = c.intercept("FindCoordinator", error=codes.COORDINATOR_NOT_AVAILABLE, times=None)
+    await p.send("out", b"v")  # queued; its partition is never added
+
+    async def looping() -> bool:
+        return lookups.hits >= 2
+
+    await eventually(looping, timeout_s=30, what="the coordinator lookup retried")
+    await asyncio.wait_for(ak.close_producer(p, timeout_s=1.0), 30)
+    assert p._sender.sender_task.done()
