@@ -19,9 +19,12 @@ from ._errors import (
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
+from ._state import BYTES, JSON, Serde, Store
 from ._transaction import Outcome
 
 __all__ = [
+    "BYTES",
+    "JSON",
     "AuthenticationError",
     "AuthorizationError",
     "ConfigError",
@@ -36,7 +39,9 @@ __all__ = [
     "Processor",
     "ProducerFencedError",
     "Record",
+    "Serde",
     "Stats",
+    "Store",
     "TransactionError",
     "load_config",
 ]

@@ -38,11 +38,19 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from ._config import EosConfig
-from ._errors import EosflowError, FatalError, ProcessingError, TransactionError, TransientError
+from ._errors import (
+    ConfigError,
+    EosflowError,
+    FatalError,
+    ProcessingError,
+    TransactionError,
+    TransientError,
+)
 from ._logs import summarised_aiokafka_logs
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
 from ._session import TransactSession
+from ._state import declared
 from ._transaction import Outcome
 
 log = logging.getLogger("eosflow.app")
@@ -123,6 +131,14 @@ class EosApp:
         batch = overrides_batch(processor)
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
         self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
+        self._stores = declared(processor)
+        if batch and self._stores:
+            raise ConfigError(
+                f"{type(processor).__name__} declares stores but overrides process_batch: "
+                "stores are per input partition, for process()"
+            )
+        # with state: bound by the session's stores (state() then knows the partition)
+        self._process_record: Callable[[Record], Awaitable[object]] = processor.process
 
     # --- public -----------------------------------------------------------------------
 
@@ -131,8 +147,9 @@ class EosApp:
             await self._run()
 
     async def _run(self) -> None:
-        session = TransactSession(self.config, self._assigned, self._revoked)
+        session = TransactSession(self.config, self._assigned, self._revoked, self._stores)
         self._session = session
+        self._process_record = session.stores.bind(self.processor)
         try:
             self.processor.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
@@ -239,7 +256,7 @@ class EosApp:
             epoch = session.epoch  # the assignment these records were polled under
             if not records:
                 return
-        await session.begin(epoch)
+        await session.begin(epoch, adopted=ahead is not None)
         try:
             await self._fill_transaction(session, records, session.deadline, limit, ahead)
         except TransientError as exc:  # a poll met a broker failure: abort, try again
@@ -251,6 +268,7 @@ class EosApp:
                 "%s; transaction aborted, retrying with at most %d records", exc, self._batch_limit
             )
             session.doom(str(exc))
+        session.seal()  # store writes from here on are work done ahead
         ending = self._ending = asyncio.ensure_future(session.end(commit=True))
         failure: Exception | None = None
         try:
@@ -418,7 +436,7 @@ class EosApp:
         """Process ``records`` one by one into ``work`` until ``stop()`` holds (asked from
         the second record on, so a slow record still makes progress); returns how many
         were processed. A processor error goes to ``_failed`` (dead letter or stop)."""
-        process = self.processor.process
+        process = self._process_record
         outputs, offsets = work.outputs, work.offsets
         done = 0
         for r in records:

@@ -145,6 +145,18 @@ class EosConfig(BaseSettings):
         "transaction before the app stops with the last cause (as Kafka Streams' "
         "task.timeout.ms)",
     )
+    state_dir: str = Field(
+        default="eosflow-state",
+        min_length=1,
+        description="where stores keep their local copies (a directory per group and "
+        "transactional id beneath it); a cache of the changelog, safe to delete",
+    )
+    changelog_replication_factor: int = Field(
+        default=-1,
+        ge=-1,
+        description="replication factor of the changelog topics eosflow creates "
+        "(-1: the broker's default.replication.factor)",
+    )
     linger_s: float = Field(
         default=0.0, ge=0, description="producer linger before sending a batch, seconds"
     )
@@ -192,6 +204,10 @@ class EosConfig(BaseSettings):
             )
         if self.heartbeat_interval_s >= self.session_timeout_s:
             raise ValueError("heartbeat_interval_s must be below session_timeout_s")
+        if self.changelog_replication_factor == 0:
+            raise ValueError(
+                "changelog_replication_factor must be at least 1, or -1 for the broker's default"
+            )
         return self
 
 

@@ -18,13 +18,18 @@ markers to land (trade-off: slower rebalances, but never an offset read too earl
 
 aiokafka rebalances eagerly: a revocation takes every partition, which ``revoke`` does.
 Incremental assignment (KIP-848) will revoke subsets; that change belongs here.
+
+A partition with state stores is **held back** after its set-up (paused, not ready)
+until its stores are restored; ``release`` then makes it ready. Becoming ready this way
+does not move the epoch: nothing of it was polled before, so no transaction's records
+go stale.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -39,6 +44,7 @@ class Positions:
     def __init__(self, config: EosConfig) -> None:
         self.config = config
         self.ready: set[TopicPartition] = set()
+        self.held: set[TopicPartition] = set()  # assigned, set up, stores restoring
         self.committed: dict[TopicPartition, int | None] = {}
         # bumped whenever partitions come or go (or positions are re-read after recovery)
         self.epoch = 0
@@ -56,38 +62,66 @@ class Positions:
             return f"offsets of partitions no longer held: {', '.join(gone)}"
         return None
 
-    def revoke(self, revoked: set[TopicPartition]) -> bool:
+    def revoke(self, revoked: set[TopicPartition]) -> set[TopicPartition]:
         """Give up ``revoked`` and, rebalancing eagerly, every partition still held:
         aiokafka reports an empty set when the assignment was already lost (e.g. the
-        member was evicted). True when anything was held (the epoch then moved)."""
-        gone = revoked | self.ready
+        member was evicted). Returns what was given up (the epoch moved if anything)."""
+        gone = revoked | self.ready | self.held
         if gone:
             self.epoch += 1
         self.ready.clear()
+        self.held.clear()
         for tp in gone:
             self.committed.pop(tp, None)
-        return bool(gone)
+        return gone
 
     async def take(
-        self, consumer: AIOKafkaConsumer, assigned: set[TopicPartition]
+        self,
+        consumer: AIOKafkaConsumer,
+        assigned: set[TopicPartition],
+        hold: Callable[[Mapping[tuple[str, int], int | None]], set[tuple[str, int]]],
     ) -> list[TopicPartition]:
         """Position the newly ``assigned`` partitions at their committed offsets, paused
-        meanwhile so nothing is fetched from an old position, then make them ready.
-        Returns the new ones. The identity is taken first, before any await."""
+        meanwhile so nothing is fetched from an old position, then make them ready --
+        but those ``hold`` returns (given each new partition's committed offset), which
+        stay paused until ``release``d. Returns the new ones. The identity is taken
+        first, before any await."""
         self.identity = ak.group_identity(consumer)
         new = [tp for tp in assigned if tp not in self.ready]
         if not new:
             return new
         ak.pause(consumer, new)
+        held: set[tuple[str, int]] = set()
         try:
             self.committed.update(await self.fetch(consumer, new))
             for tp in new:
                 await self.seek(consumer, tp)
-            self.ready.update(new)
+            held = hold({(tp.topic, tp.partition): self.committed.get(tp) for tp in new})
+            self.held.update(TopicPartition(*p) for p in held)
+            self.ready.update(tp for tp in new if (tp.topic, tp.partition) not in held)
             self.epoch += 1
         finally:
-            ak.resume(consumer, new)
+            ak.resume(consumer, [tp for tp in new if (tp.topic, tp.partition) not in held])
         return new
+
+    def release(self, consumer: AIOKafkaConsumer, partition: tuple[str, int]) -> bool:
+        """A held-back partition is ready (its stores restored): process it. False if
+        it is no longer assigned."""
+        tp = TopicPartition(*partition)
+        self.held.discard(tp)
+        if tp not in consumer.assignment():
+            return False
+        self.ready.add(tp)
+        ak.resume(consumer, [tp])
+        return True
+
+    def hold_back(self, consumer: AIOKafkaConsumer, partitions: Iterable[tuple[str, int]]) -> None:
+        """Stop processing ``partitions`` until each is ``release``d (paused, not ready)."""
+        tps = [TopicPartition(*p) for p in partitions]
+        self.ready.difference_update(tps)
+        self.held.update(tps)
+        if tps:
+            ak.pause(consumer, [tp for tp in tps if tp in consumer.assignment()])
 
     async def reread(self, consumer: AIOKafkaConsumer) -> None:
         """Re-read every assigned partition's committed offset and go back to it (after a

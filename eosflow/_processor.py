@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._records import Output, Record
 
 if TYPE_CHECKING:
     from ._config import EosConfig
+    from ._state import Serde, Store, Stores
 
 ProcessResult = Output | Iterable[Output] | None
 
@@ -26,7 +27,36 @@ class Processor:
 
     Override ``process_batch`` to transform a whole transaction's records at once (the
     Spark offload does); the default calls ``process`` for each record.
+
+    **State.** Declare named stores in ``stores`` (name -> ``Serde``: ``eosflow.JSON``,
+    ``eosflow.BYTES``, or any object with ``dumps``/``loads``) and use
+    ``self.state(name)`` in ``process``: the store of the record's input partition. Its
+    writes commit in the same Kafka transaction as the outputs (through a compacted
+    changelog topic) and are rolled back with it, so state is exactly once too::
+
+        class Count(eosflow.Processor):
+            stores = {"counts": eosflow.JSON}
+
+            async def process(self, record):
+                counts = self.state("counts")
+                n = counts.get(record.key, 0) + 1
+                counts.put(record.key, n)
+                return eosflow.Output("counts", str(n), key=record.key)
     """
+
+    stores: ClassVar[Mapping[str, Serde | None]] = {}
+    _eosflow_state: Stores | None = None  # set on the instance by the runtime
+
+    def state(self, name: str) -> Store[Any]:
+        """The store ``name`` of the input partition of the record being processed
+        (declared in ``stores``). Only valid inside ``process``."""
+        stores = self._eosflow_state
+        if stores is None:
+            raise RuntimeError(
+                f"Processor.state({name!r}): no store is open; declare it in "
+                f"{type(self).__name__}.stores and call state() from process()"
+            )
+        return stores.store(name)
 
     async def process(self, record: Record) -> ProcessResult:
         raise NotImplementedError("override Processor.process or Processor.process_batch")

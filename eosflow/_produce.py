@@ -144,3 +144,37 @@ async def _acknowledged(
     for f in sends:
         if f.exception() is not None:
             raise f.exception()  # type: ignore[misc]
+
+
+async def send_to_partition(
+    producer: AIOKafkaProducer,
+    topic: str,
+    partition: int,
+    records: Sequence[tuple[bytes, bytes | None]],
+    sends: list[asyncio.Future[object]],
+) -> tuple[asyncio.Future[object], int]:
+    """Hand ``records`` (key, value) to ``producer`` as batches for one partition, in
+    order, appending each batch's future to ``sends``. Returns the last batch's future
+    and how many records it holds: once it resolves, the last record's offset is its
+    base offset plus that count minus one (a changelog's position record is last)."""
+    assert records, "nothing to send"
+    max_bytes = ak.max_request_bytes(producer)
+    with ak.mapped("producing changelog records", "WRITE"):
+        batch, count = producer.create_batch(), 0
+        for key, value in records:
+            meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
+            if meta is None:  # full: send it, start the next
+                sends.append(await producer.send_batch(batch, topic, partition=partition))
+                batch, count = producer.create_batch(), 0
+                meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
+                if meta is None:
+                    raise FatalError(f"aiokafka refused a record for {topic} into an empty batch")
+            if meta.size > max_bytes:
+                raise FatalError(
+                    f"a changelog record for {topic} is {meta.size} bytes, over the "
+                    f"producer's max request size ({max_bytes}): the store's value is too large"
+                )
+            count += 1
+        last = await producer.send_batch(batch, topic, partition=partition)
+        sends.append(last)
+    return last, count

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._positions import Positions
 from ._records import Output, Record
+from ._state import Serde, Stores
 from ._transaction import Outcome, Transaction
 
 log = logging.getLogger("eosflow.session")
@@ -52,6 +53,7 @@ class TransactSession:
         config: EosConfig,
         on_assigned: PartitionsHook | None = None,
         on_revoked: PartitionsHook | None = None,
+        stores: Mapping[str, Serde] | None = None,
     ) -> None:
         self.config = config
         self._on_assigned = on_assigned
@@ -72,6 +74,8 @@ class TransactSession:
         # an error the rebalance listener met (aiokafka swallows them); raised by poll()
         self._failure: FatalError | None = None
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
+        # the processor's state stores: restored on assignment, written with each commit
+        self.stores = Stores(config, stores or {}, self._restored, self._restore_failed)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -107,6 +111,7 @@ class TransactSession:
         caps, cfg = self.caps, self.config
         log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
+        await self.stores.start(self._producer)
         self._consumer = ak.consumer_for(cfg, self._revoked, self._assigned, self._failed)
         await ak.start(self._consumer, cfg, "joining the group", "READ")
 
@@ -130,6 +135,7 @@ class TransactSession:
                 await self.end(commit=False)
             except EosflowError as exc:
                 log.warning("aborting on stop failed (%s); the broker aborts it on timeout", exc)
+        await self.stores.stop()
         await self._close_clients()
         self._logins.detach()
 
@@ -219,13 +225,15 @@ class TransactSession:
         ahead that could not be adopted); see ``Positions.reposition``."""
         await self._pos.reposition(self.consumer, records, committed)
 
-    async def begin(self, epoch: int) -> None:
+    async def begin(self, epoch: int, adopted: bool = False) -> None:
         """Open a transaction for records polled (or work adopted) under ``epoch``. If the
         assignment changed since -- before this call, during its await (aiokafka's
         ``begin_transaction`` always yields) or later -- ``end`` sees that the epoch moved
-        and aborts it."""
+        and aborts it. ``adopted``: the work done ahead (and its store writes) is taken
+        into this transaction."""
         if self._txn is not None:
             return
+        self.stores.begin(adopted)
         identity = self._pos.identity  # before the await: the identity of this epoch, if current
         if self._broken or self._producer is None or ak.producer_failure(self._producer):
             await self._recover()  # bumps the epoch: records polled before it are stale
@@ -262,6 +270,12 @@ class TransactSession:
         assert txn is not None, "mark_consumed outside a transaction"
         txn.mark(offsets, self._pos.committed)  # type: ignore[arg-type]
 
+    def seal(self) -> None:
+        """The open transaction takes no more records: its store writes are frozen for
+        ``end``; writes from here on are work done ahead of the next transaction. Call
+        it right before starting ``end`` when work goes on meanwhile (``end`` seals too)."""
+        self.stores.seal()
+
     def doom(self, reason: str) -> None:
         if self._txn is not None:
             self._txn.doom(reason)
@@ -275,6 +289,7 @@ class TransactSession:
         txn = self._txn
         if txn is None:
             return Outcome.EMPTY
+        self.seal()
         await self._lock.acquire()
         hold = flushed = False
         try:
@@ -282,6 +297,9 @@ class TransactSession:
             stale = self._pos.stale(txn.epoch, txn.consumed)
             reason = (txn.doomed or stale) if commit else "abort requested"
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
+            if reason is None:
+                await self._send_changelog(txn)
+                reason = txn.doomed
             try:
                 outcome, reason = await self._decide_and_end(txn, reason, offsets)
             except ak.Fenced as fenced:
@@ -292,6 +310,7 @@ class TransactSession:
             if outcome is Outcome.COMMITTED:
                 flushed = True  # every send future was awaited and its result read
                 self._pos.committed.update(offsets)
+                self.stores.committed()
                 hold = self._needs_post_commit_delay()
             else:
                 self.last_failure_reason = reason
@@ -303,6 +322,7 @@ class TransactSession:
         finally:
             self._txn = None
             if not flushed:  # their errors are accounted for by the outcome
+                self.stores.discard()
                 for fut in txn.sends:
                     fut.add_done_callback(_consume_error)
             if hold:
@@ -311,6 +331,15 @@ class TransactSession:
                 )
             else:
                 self._lock.release()
+
+    async def _send_changelog(self, txn: Transaction) -> None:
+        """The transaction's store writes and position records into its changelogs (a
+        refusal dooms it, as for outputs)."""
+        try:
+            await self.stores.send(self.producer, txn.consumed, txn.sends)
+        except (TransientError, ak.Fenced) as exc:
+            txn.refused = True
+            txn.doom(f"changelog produce refused: {exc}")
 
     @property
     def _step_timeout_s(self) -> float:
@@ -442,6 +471,9 @@ class TransactSession:
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
         await self._pos.reread(self.consumer)
+        # the stores catch up too: the changelog knows whether that transaction committed
+        committed = {(tp.topic, tp.partition): off for tp, off in self._pos.committed.items()}
+        self._pos.hold_back(self.consumer, self.stores.recovered(committed))
         self._broken = False
 
     async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
@@ -473,8 +505,10 @@ class TransactSession:
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
-            if self._pos.revoke(revoked):  # eagerly: whatever was still held is gone
+            gone = self._pos.revoke(revoked)  # eagerly: whatever was still held is gone
+            if gone:
                 self.doom("partitions revoked")
+            self.stores.revoked((tp.topic, tp.partition) for tp in gone)
         if self._on_revoked is not None and revoked:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
@@ -489,8 +523,19 @@ class TransactSession:
             f"fetching the committed offsets of newly assigned partitions failed: {exc}"
         )
 
+    def _restore_failed(self, exc: Exception) -> None:
+        """A store restore failed for good: the next ``poll`` raises it."""
+        if self._consumer is None:
+            return
+        self._failure = exc if isinstance(exc, FatalError) else FatalError(str(exc))
+
+    def _restored(self, partition: tuple[str, int]) -> None:
+        """A held-back partition's stores are restored: it is processed from now on."""
+        if self._consumer is not None and self._pos.release(self.consumer, partition):
+            log.info("stores of %s[%d] ready", *partition)
+
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
-        new = await self._pos.take(self.consumer, assigned)
+        new = await self._pos.take(self.consumer, assigned, self.stores.assigned)
         if not new:
             return
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))

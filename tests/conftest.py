@@ -5,6 +5,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent / "procs"))
+sys.path.append(str(Path(__file__).parents[1]))  # examples/, for the tests that run them
 
 BROKER_FIXTURES = {"eosflow_broker", "aged", "broker"}  # fixtures taking the ladder's broker
 

@@ -84,6 +84,7 @@ from ._requests import (
     reinit_producer_id,
 )
 from ._security import LoginWatch
+from ._topics import ensure_compacted, partition_counts
 
 __all__ = [
     "AUTHORIZATION",
@@ -106,6 +107,7 @@ __all__ = [
     "commit_offsets_in_txn",
     "consumer_failure",
     "consumer_for",
+    "ensure_compacted",
     "error_for",
     "error_name",
     "fetch_committed",
@@ -115,6 +117,7 @@ __all__ = [
     "map_error",
     "mapped",
     "max_request_bytes",
+    "partition_counts",
     "pause",
     "plain_consumer",
     "plain_producer",

@@ -7,6 +7,7 @@ path: the broker-contract tests hold it against genuine Kafka.
 """
 
 from .._checker import CheckReport, check_exactly_once, read_topic
+from .._state_check import StateReport, check_counts, check_state
 from ._cluster import PROFILES, ClusterSettings, FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
@@ -22,8 +23,11 @@ __all__ = [
     "FakeCluster",
     "FaultRule",
     "GroupSettings",
+    "StateReport",
     "TxnSettings",
+    "check_counts",
     "check_exactly_once",
+    "check_state",
     "read_topic",
     "spawn_run",
 ]

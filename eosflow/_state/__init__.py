@@ -1,0 +1,276 @@
+"""``Stores``: a processor's state stores, kept exactly once beside the transaction.
+
+The session owns one ``Stores`` and calls it at the points of a transaction's life and
+of the group's; nothing else reaches into it. With no store declared every call returns
+at once, so a stateless app pays nothing (and no branch on "stateful" runs elsewhere).
+
+- **Start**: every changelog topic exists (created compacted, one partition per input
+  partition) or is checked (``_aiokafka.ensure_compacted``).
+- **Assignment**: each new input partition's local copy is opened (reused when the
+  partition never left, as when a rebalance revokes and gives back the same ones) and
+  restored in the background (``_restore``); the session keeps the partition paused and
+  unprocessed until it is ready. **Revocation** drops the restore of what moved and
+  keeps the local copies open until the next ``begin``: records polled before the
+  revocation may still be processed (their transaction aborts), and they read a store
+  that is still there. Only then are the copies of partitions no longer held closed.
+- **Transaction**: writes collect in ``Layers`` (the open transaction's, and the work
+  done ahead of the next one while a commit is in flight). ``send`` produces the sealed
+  transaction's changelog records -- changed keys, then a position record per consumed
+  input partition and store -- into the same Kafka transaction, before the commit's
+  flush. Only a **commit** writes them to the local copy, with the checkpoints the
+  produce gave; an **abort** drops them. After a **recovery** (an EndTxn whose outcome
+  only the broker knows) every held partition restores again from its checkpoint: the
+  changelog, not the local copy, knows whether that transaction committed.
+- **Processing**: ``bind`` wraps ``process`` so ``Processor.state(name)`` gives the store
+  of the record's partition; a record that raises leaves no write behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .. import _aiokafka as ak
+from .. import _produce
+from .._errors import ConfigError
+from ._changelog import changelog_topic, check_names, encode_position
+from ._layers import Layers
+from ._local import Checkpoint, Env, LocalPartition, instance_dir
+from ._restore import Job, Restorer
+from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+
+    from .._config import EosConfig
+    from .._processor import Processor
+    from .._records import Record
+
+__all__ = ["BYTES", "JSON", "Serde", "Store", "Stores", "declared"]
+
+log = logging.getLogger("eosflow.state")
+
+Partition = tuple[str, int]
+Process = Callable[["Record"], Awaitable[Any]]
+
+
+def declared(processor: Processor) -> dict[str, Serde]:
+    """The stores ``processor`` declares (its ``stores`` mapping: name -> Serde, None
+    meaning bytes), checked: a one-line ``ConfigError`` for a value that is no Serde."""
+    raw = getattr(processor, "stores", None) or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{type(processor).__name__}.stores must map store names to serializers "
+            f"(e.g. {{'counts': eosflow.JSON}}), not {type(raw).__name__}"
+        )
+    out: dict[str, Serde] = {}
+    for name, serde in raw.items():
+        serde = BYTES if serde is None else serde
+        if not isinstance(name, str) or not isinstance(serde, Serde):
+            raise ConfigError(
+                f"{type(processor).__name__}.stores[{name!r}]: expected a store name and a "
+                f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
+            )
+        out[name] = serde
+    return out
+
+
+class Stores:
+    def __init__(
+        self,
+        config: EosConfig,
+        specs: Mapping[str, Serde],
+        on_ready: Callable[[Partition], None],
+        on_failed: Callable[[Exception], None],
+    ) -> None:
+        self.config = config
+        self.specs = dict(specs)
+        self.current: Partition | None = None  # the partition of the record in process()
+        self._layers = Layers()
+        self._local: dict[Partition, LocalPartition] = {}
+        self._held: set[Partition] = set()
+        self._handles: dict[tuple[str, Partition], Store[Any]] = {}
+        self._env: Env | None = None
+        # the sealed transaction's position records: (partition, store, last batch, its
+        # record count, position), read once it committed
+        self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int]] = []
+        self._restorer = Restorer(
+            config, on_ready, on_failed, wait_s=max(config.retry_timeout_s, 1.0)
+        )
+        if self.specs:
+            check_names(config.group_id, config.input_topics, sorted(self.specs))
+        self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
+
+    def changelogs(self, topic: str) -> dict[str, str]:
+        """store -> its changelog topic, for input ``topic``."""
+        return {s: changelog_topic(self.config.group_id, topic, s) for s in self.specs}
+
+    # --- start and stop ------------------------------------------------------------------
+
+    async def start(self, producer: AIOKafkaProducer) -> None:
+        """Create or check every changelog topic (after the producer started)."""
+        if not self.specs:
+            return
+        cfg = self.config
+        timeout = cfg.transaction_timeout_s
+        counts = await ak.partition_counts(producer, list(cfg.input_topics), timeout)
+        wanted = {
+            changelog: (topic, counts[topic])
+            for topic in cfg.input_topics
+            for changelog in self.changelogs(topic).values()
+        }
+        await ak.ensure_compacted(producer, wanted, cfg.changelog_replication_factor, timeout)
+
+    async def stop(self) -> None:
+        await self._restorer.stop()
+        self._layers.discard()
+        self._held.clear()
+        self._settle()
+
+    # --- the group --------------------------------------------------------------------
+
+    def assigned(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
+        """Open and start restoring the stores of newly assigned partitions (their
+        committed offsets given); returns those to hold back until ready."""
+        if not self.specs:
+            return set()
+        for partition, offset in committed.items():
+            self._held.add(partition)
+            self._restore(partition, offset)
+        return set(committed)
+
+    def revoked(self, partitions: Iterable[Partition]) -> None:
+        gone = [p for p in partitions if p in self._held]
+        self._held.difference_update(gone)
+        self._restorer.remove(gone)
+
+    def recovered(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
+        """After a recovery: drop the writes in flight and restore every held partition
+        again from its checkpoint (the changelog knows whether the last transaction
+        committed). Returns those to hold back until ready."""
+        self._layers.discard()
+        self._positions.clear()
+        again = {p: committed.get(p) for p in self._held}
+        for partition, offset in again.items():
+            self._restore(partition, offset)
+        return set(again)
+
+    def _restore(self, partition: Partition, committed: int | None) -> None:
+        local = self._local.get(partition)
+        if local is None:
+            if self._env is None:
+                self._env = Env()
+            local = self._local[partition] = LocalPartition(
+                self._root, partition, sorted(self.specs), self._env
+            )
+        job = Job(partition, local, committed)
+        self._restorer.add(job, self.changelogs(partition[0]))
+
+    def _settle(self) -> None:
+        """Close the local copies of partitions no longer held."""
+        for partition in [p for p in self._local if p not in self._held]:
+            self._local.pop(partition).close()
+            for name in self.specs:
+                self._handles.pop((name, partition), None)
+
+    # --- the transaction ------------------------------------------------------------
+
+    def begin(self, adopted: bool) -> None:
+        if not self.specs:
+            return
+        self._settle()
+        self._layers.begin(adopted)
+        self._positions.clear()
+
+    def seal(self) -> None:
+        self._layers.seal()
+
+    async def send(
+        self,
+        producer: AIOKafkaProducer,
+        consumed: Mapping[Partition, int],
+        sends: list[asyncio.Future[object]],
+    ) -> None:
+        """Produce the sealed transaction's changelog records: per consumed partition and
+        store, the changed keys and then the position record (``consumed``'s offset)."""
+        if not self.specs:
+            return
+        sealed = self._layers.seal()
+        for partition, position in consumed.items():
+            topic, p = partition
+            for store, changelog in self.changelogs(topic).items():
+                writes = sealed.get((store, partition), {})
+                records = [*writes.items(), (RESERVED_KEY, encode_position(position))]
+                last, count = await _produce.send_to_partition(
+                    producer, changelog, p, records, sends
+                )
+                self._positions.append((partition, store, last, count, position))
+
+    def committed(self) -> None:
+        """The sealed transaction committed: its writes and checkpoints go to disk."""
+        if not self.specs:
+            return
+        sealed = self._layers.sealed
+        changes: dict[Partition, dict[str, dict[bytes, bytes | None]]] = {}
+        checkpoints: dict[Partition, dict[str, Checkpoint]] = {}
+        for partition, store, last, count, position in self._positions:
+            offset = last.result().offset + count - 1  # type: ignore[attr-defined]
+            checkpoints.setdefault(partition, {})[store] = Checkpoint(offset + 1, offset, position)
+            writes = sealed.get((store, partition))
+            if writes:
+                changes.setdefault(partition, {})[store] = writes
+        for partition, cps in checkpoints.items():
+            local = self._local.get(partition)
+            if local is not None:
+                local.apply(changes.get(partition, {}), cps)
+        self._positions.clear()
+        self._layers.committed()
+
+    def discard(self) -> None:
+        """The transaction aborted (or the work ahead was dropped): its writes go."""
+        self._layers.discard()
+        self._positions.clear()
+
+    # --- processing ----------------------------------------------------------------
+
+    def bind(self, processor: Processor) -> Process:
+        """``processor.process``, made to know its record's partition for ``state()``
+        and to take back the writes of a record that raises."""
+        process: Process = processor.process
+        if not self.specs:
+            return process
+        processor._eosflow_state = self
+        layers = self._layers
+
+        async def process_with_state(record: Record) -> Any:
+            self.current = (record.topic, record.partition)
+            undo: list[Any] = []
+            layers.undo = undo
+            try:
+                return await process(record)
+            except BaseException:
+                layers.revert(undo)
+                raise
+            finally:
+                layers.undo = None
+
+        return process_with_state
+
+    def store(self, name: str) -> Store[Any]:
+        """The store ``name`` of the partition of the record being processed."""
+        partition = self.current
+        handle = self._handles.get((name, partition))  # type: ignore[arg-type]
+        if handle is not None:
+            return handle
+        if name not in self.specs:
+            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
+        if partition is None:
+            raise RuntimeError("Processor.state() gives the store of the record in process()")
+        local = self._local.get(partition)
+        if local is None:
+            raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
+        handle = Store(name, partition, self.specs[name], self._layers, local)
+        self._handles[(name, partition)] = handle
+        return handle

@@ -1,0 +1,63 @@
+"""The changelog of a store: its topic's name, the position record that closes each
+transaction's writes, and producing one store partition's writes.
+
+Each store has, per input topic, a compacted changelog topic with one partition per
+input partition: ``<group>--<input topic>--<store>--changelog``. A transaction that
+consumed input partition p writes, for every store, its changed keys (a delete is a
+tombstone) and then one **position record** -- key ``RESERVED_KEY``, value the next input
+offset the transaction commits for p -- to partition p of that store's changelog, in the
+same Kafka transaction as its outputs and offsets. So the committed changelog says, at
+every position record, which input offset the store reflects there; restore compares
+that with the group's committed offset to know it has seen every committed transaction
+(``_restore``). Compaction keeps the latest position record (one key).
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+
+from .._errors import ConfigError
+
+_POSITION = struct.Struct(">q")
+_NONE = -(2**63)
+_LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")
+_MAX_TOPIC = 249  # Kafka's longest topic name
+
+
+def changelog_topic(group_id: str, topic: str, store: str) -> str:
+    return f"{group_id}--{topic}--{store}--changelog"
+
+
+def check_names(group_id: str, topics: tuple[str, ...], stores: list[str]) -> None:
+    """Every changelog name must be a legal Kafka topic: a one-line ``ConfigError``
+    naming the culprit otherwise (checked before anything connects)."""
+    for store in stores:
+        if not _LEGAL.match(store):
+            raise ConfigError(
+                f"store name {store!r}: use letters, digits, '.', '_' and '-' "
+                "(it names a changelog topic and a local column family)"
+            )
+        for topic in topics:
+            name = changelog_topic(group_id, topic, store)
+            if not _LEGAL.match(name):
+                raise ConfigError(
+                    f"group_id {group_id!r} cannot name the changelog topic {name!r}: "
+                    "Kafka topic names take letters, digits, '.', '_' and '-'"
+                )
+            if len(name) > _MAX_TOPIC:
+                raise ConfigError(
+                    f"the changelog topic {name[:40]}... is {len(name)} characters, over "
+                    f"Kafka's {_MAX_TOPIC}: shorten the group id, input topic or store name"
+                )
+
+
+def encode_position(position: int | None) -> bytes:
+    return _POSITION.pack(_NONE if position is None else position)
+
+
+def decode_position(data: bytes | None) -> int | None:
+    if data is None or len(data) != _POSITION.size:
+        raise ValueError(f"not a position record value: {data!r}")
+    (value,) = _POSITION.unpack(data)
+    return None if value == _NONE else int(value)

@@ -1,0 +1,71 @@
+"""``Layers``: the store writes not yet on disk, by the unit of work they belong to.
+
+- ``open``: writes of the work in hand -- the open transaction, or, while a transaction
+  commits, the work processed ahead of the next one;
+- ``sealed``: writes of the transaction that is committing (frozen by ``seal``).
+
+Each maps a store partition (store name, (topic, partition)) to its writes: key ->
+serialized value, or None for a delete. A read looks in ``open``, then ``sealed``, then
+on disk. The transaction's life moves the layers:
+
+    begin(adopted)   open <- the work done ahead if it was adopted, else nothing
+    seal()           sealed <- open; open <- nothing   (once per transaction: a second
+                     call before the next begin changes nothing)
+    committed        sealed goes to disk (by the caller), then is emptied
+    discard()        both emptied: an abort, a recovery, or work ahead dropped
+
+Replacing a dict whole rather than clearing it keeps a reader holding the old one
+consistent; nothing here awaits, so a layer never changes under a running read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Slot = tuple[str, tuple[str, int]]
+Writes = dict[bytes, bytes | None]
+Undo = list[tuple[Writes, bytes, Any]]  # (writes, key, the key's old entry or MISSING)
+MISSING = object()  # a key without a write in a layer (an undo entry's old value)
+
+
+class Layers:
+    __slots__ = ("_is_sealed", "open", "sealed", "undo")
+
+    def __init__(self) -> None:
+        self.open: dict[Slot, Writes] = {}
+        self.sealed: dict[Slot, Writes] = {}
+        self._is_sealed = False
+        # while one record is processed: its writes, so that a record that fails (and
+        # is dead-lettered) leaves none behind
+        self.undo: Undo | None = None
+
+    def begin(self, adopted: bool) -> None:
+        """A transaction opens: it keeps ``open`` only if it adopted the work done ahead
+        (whose writes those are); anything else there is stale."""
+        if not adopted:
+            self.open = {}
+        self.sealed = {}
+        self._is_sealed = False
+
+    def seal(self) -> dict[Slot, Writes]:
+        """Freeze the transaction's writes for its commit; later writes are work done
+        ahead of the next transaction. Returns what was sealed."""
+        if not self._is_sealed:
+            self.sealed, self.open = self.open, {}
+            self._is_sealed = True
+        return self.sealed
+
+    def committed(self) -> None:
+        self.sealed = {}
+
+    def discard(self) -> None:
+        self.open, self.sealed = {}, {}
+        self._is_sealed = False
+
+    def revert(self, undo: Undo) -> None:
+        """Take back the writes ``undo`` recorded, newest first."""
+        for writes, key, old in reversed(undo):
+            if old is MISSING:
+                writes.pop(key, None)
+            else:
+                writes[key] = old

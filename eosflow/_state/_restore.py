@@ -1,0 +1,377 @@
+"""``Restorer``: brings the local copy of newly assigned (or recovered) store partitions
+up to the committed changelog, in the background, one read_committed consumer for all.
+
+A **job** is one input partition with every store of it; the partition stays paused and
+is not processed until its job is done (``on_ready``). Jobs run in one task, so a long
+restore never blocks a rebalance or the group's heartbeats, and a revoked partition's job
+is simply dropped (``remove``): only the partitions that move are touched.
+
+Per store partition (a **target**):
+
+1. **Trust the checkpoint only if the changelog confirms it.** A local checkpoint names
+   the last position record it applied (offset and input position). The target reads
+   from that offset first: the record there must be a committed position record with
+   the same position. Anything else -- an aborted or missing record (local data of a
+   transaction that never committed), a changelog recreated or compacted past it, a
+   checkpoint past the end -- wipes the local copy and restores from the changelog's
+   start. With no checkpoint the restore starts at the beginning.
+2. **Read committed records up to the last stable offset**, applying each fetched batch
+   and the checkpoint atomically, so a kill mid-restore resumes from a consistent point.
+3. **Done when the store's position equals the group's committed offset** for the input
+   partition: then every committed transaction's writes are in. A transaction still
+   open on the changelog (a zombie's, which KIP-447 fencing will abort) holds the last
+   stable offset and is never read. If the position is behind the committed offset
+   while a transaction is pending there, the commit markers of the previous owner's last
+   transaction have not landed yet (the group coordinator saw its offsets first): wait
+   for them, up to ``wait_s``, then fail. With nothing pending, a differing position
+   means the input was processed without this store for a while (a store added to a
+   running pipeline): logged, and the restore is done.
+
+Progress is logged every ``_REPORT_EVERY_S`` on long restores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import EosflowError, FatalError, TransientError
+from ._changelog import decode_position
+from ._local import EMPTY, Checkpoint, LocalPartition
+from ._store import RESERVED_KEY
+
+log = logging.getLogger("eosflow.state")
+
+Partition = tuple[str, int]
+_REPORT_EVERY_S = 5.0
+_POLL_MS = 100
+_MAX_RECORDS = 20_000
+
+
+@dataclass(eq=False)
+class _Target:
+    store: str
+    tp: TopicPartition  # its changelog partition
+    checkpoint: Checkpoint
+    verifying: bool  # the first record read must be the checkpoint's position record
+    position: int | None
+    marker: int
+    lso: int = -1
+    applied: int = 0
+    done: bool = False
+
+
+@dataclass(eq=False)
+class Job:
+    partition: Partition
+    local: LocalPartition
+    committed: int | None  # the group's committed offset of the input partition
+    targets: list[_Target] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    pending_since: float | None = None
+    reported: float = field(default_factory=time.monotonic)
+
+
+class Restorer:
+    def __init__(
+        self,
+        config: EosConfig,
+        on_ready: Callable[[Partition], None],
+        on_failed: Callable[[Exception], None],
+        wait_s: float,
+    ) -> None:
+        self.config = config
+        self._on_ready, self._on_failed, self._wait_s = on_ready, on_failed, wait_s
+        self._jobs: dict[Partition, Job] = {}
+        self._by_tp: dict[TopicPartition, tuple[Job, _Target]] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    @property
+    def restoring(self) -> frozenset[Partition]:
+        return frozenset(self._jobs)
+
+    def add(self, job: Job, changelogs: dict[str, str]) -> None:
+        """Restore ``job`` (replacing a job of the same partition). ``changelogs``: store
+        -> changelog topic."""
+        self.remove([job.partition])
+        _topic, p = job.partition
+        for store in job.local.stores:
+            cp = job.local.checkpoint(store)
+            verify = cp.marker >= 0
+            if cp.offset > 0 and not verify:  # data without a position record: unverifiable
+                job.local.wipe(store)
+                cp = EMPTY
+            target = _Target(
+                store,
+                TopicPartition(changelogs[store], p),
+                cp,
+                verifying=verify,
+                position=cp.position,
+                marker=cp.marker,
+            )
+            job.targets.append(target)
+            self._by_tp[target.tp] = (job, target)
+        self._jobs[job.partition] = job
+        self._changed.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._run(), name="eosflow-restore")
+
+    def remove(self, partitions: list[Partition]) -> None:
+        for partition in partitions:
+            job = self._jobs.pop(partition, None)
+            if job is not None:
+                for t in job.targets:
+                    self._by_tp.pop(t.tp, None)
+                self._changed.set()
+
+    async def stop(self) -> None:
+        self._jobs.clear()
+        self._by_tp.clear()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await ak.close_consumer(consumer, timeout_s=10.0)
+
+    # --- the one task ----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        """The loop: (re)assign when jobs changed, fetch, apply, check. A broker failure
+        is retried with a growing backoff, every target repositioned from its local
+        checkpoint; failures that go on for ``wait_s`` fail every job."""
+        failing_since: float | None = None
+        backoff = self.config.retry_backoff_s
+        while self._jobs:
+            try:
+                consumer = await self._client()
+                if self._changed.is_set():
+                    self._changed.clear()
+                    await self._assign(consumer)
+                with ak.mapped("restoring state (fetching the changelog)", "READ"):
+                    batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
+                for tp, msgs in batch.items():
+                    found = self._by_tp.get(tp)
+                    if found is not None and msgs:
+                        await self._apply(consumer, *found, msgs)
+                for job in list(self._jobs.values()):
+                    await self._check(consumer, job)
+                failing_since, backoff = None, self.config.retry_backoff_s
+            except asyncio.CancelledError:
+                raise
+            except TransientError as exc:
+                now = time.monotonic()
+                if failing_since is None:
+                    failing_since = now
+                    log.warning("restoring state: %s; retrying", exc)
+                if now - failing_since > self._wait_s:
+                    self._fail(exc)
+                    return
+                self._changed.set()  # reposition every target from its checkpoint
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.config.retry_backoff_max_s)
+            except EosflowError as exc:
+                self._fail(exc)
+                return
+            except Exception as exc:  # the boundary: nothing else leaves the task unseen
+                self._fail(ak.map_error(exc, "restoring state"))
+                return
+
+    def _fail(self, exc: Exception) -> None:
+        failed = sorted(f"{t}[{p}]" for t, p in self._jobs)
+        self._jobs.clear()
+        self._by_tp.clear()
+        log.error("restoring the stores of %s failed: %s", ", ".join(failed), exc)
+        self._on_failed(exc)
+
+    async def _client(self) -> AIOKafkaConsumer:
+        if self._consumer is None:
+            cfg = self.config
+            consumer = ak.plain_consumer(
+                cfg.bootstrap_servers,
+                cfg.security,
+                client_id=f"{cfg.client_id}-restore",
+                isolation_level="read_committed",
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                fetch_max_wait_ms=_POLL_MS,
+                max_partition_fetch_bytes=4 << 20,
+                retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+            )
+            await ak.start(consumer, cfg, "starting the restore consumer", "READ")
+            self._consumer = consumer
+        return self._consumer
+
+    async def _assign(self, consumer: AIOKafkaConsumer) -> None:
+        """Assign every active target's changelog partition and put each where it reads
+        next (an assign forgets every position): a target still to verify at its
+        checkpoint's position record, one with local data at its checkpoint, a fresh one
+        at the changelog's start."""
+        active = [(job, t) for job, t in self._by_tp.values() if not t.done]
+        with ak.mapped("restoring state (positioning the changelog)", "READ"):
+            consumer.assign([t.tp for _job, t in active])
+            for job, t in active:
+                local = job.local.checkpoint(t.store)
+                offset = t.checkpoint.marker if t.verifying else local.offset
+                if offset > 0:
+                    consumer.seek(t.tp, offset)
+                else:
+                    await consumer.seek_to_beginning(t.tp)
+            fresh = [t.tp for _job, t in active if t.lso < 0]
+            if fresh:
+                ends = await consumer.end_offsets(fresh)  # read_committed: last stable offsets
+                for tp, end in ends.items():
+                    self._by_tp[tp][1].lso = end
+
+    async def _apply(
+        self, consumer: AIOKafkaConsumer, job: Job, t: _Target, msgs: list[object]
+    ) -> None:
+        first = msgs[0]
+        if t.verifying:
+            t.verifying = False
+            if not _confirms(first, t.checkpoint):
+                await self._distrust(
+                    consumer,
+                    job,
+                    t,
+                    f"the changelog at {t.checkpoint.marker} holds {_describe(first)}",
+                )
+                return
+            msgs = msgs[1:]  # the confirmed position record is applied already
+            if not msgs:
+                return
+        changes: dict[bytes, bytes | None] = {}
+        for m in msgs:
+            key = m.key  # type: ignore[attr-defined]
+            if key == RESERVED_KEY:
+                t.position = decode_position(m.value)  # type: ignore[attr-defined]
+                t.marker = m.offset  # type: ignore[attr-defined]
+            else:
+                changes[key] = m.value  # type: ignore[attr-defined]
+        last = msgs[-1].offset  # type: ignore[attr-defined]
+        cp = Checkpoint(last + 1, t.marker, t.position)
+        job.local.apply({t.store: changes}, {t.store: cp})
+        t.applied += len(msgs)
+
+    async def _distrust(self, consumer: AIOKafkaConsumer, job: Job, t: _Target, why: str) -> None:
+        topic, p = job.partition
+        log.warning(
+            "the local copy of store %r of %s[%d] is not confirmed by the committed "
+            "changelog (%s): wiped, restoring from the changelog's start",
+            t.store,
+            topic,
+            p,
+            why,
+        )
+        job.local.wipe(t.store)
+        t.checkpoint, t.position, t.marker, t.applied = EMPTY, None, -1, 0
+        with ak.mapped("restoring state (positioning the changelog)", "READ"):
+            await consumer.seek_to_beginning(t.tp)
+
+    async def _check(self, consumer: AIOKafkaConsumer, job: Job) -> None:
+        now = time.monotonic()
+        pending = False
+        for t in job.targets:
+            if t.done:
+                continue
+            with ak.mapped("restoring state (changelog position)", "READ"):
+                position = await consumer.position(t.tp)
+            lso = consumer.last_stable_offset(t.tp)
+            if lso is not None and lso >= 0:
+                t.lso = lso
+            if position < t.lso:
+                continue
+            if t.verifying:  # read up to the stable end without meeting its record
+                t.verifying = False
+                await self._distrust(consumer, job, t, "no committed record there")
+                continue
+            if t.position == job.committed:
+                t.done = True
+                continue
+            hw = consumer.highwater(t.tp)
+            if hw is not None and t.lso >= hw:  # nothing pending: all there is
+                topic, p = job.partition
+                log.warning(
+                    "store %r of %s[%d] reflects input offset %s but the group committed "
+                    "%s (was the input processed without this store?); going on with it",
+                    t.store,
+                    topic,
+                    p,
+                    t.position,
+                    job.committed,
+                )
+                t.done = True
+                continue
+            pending = True  # the previous owner's commit markers have not landed yet
+        if pending:
+            job.pending_since = job.pending_since or now
+            if now - job.pending_since > self._wait_s:
+                topic, p = job.partition
+                raise FatalError(
+                    f"restoring the stores of {topic}[{p}]: the changelog does not show "
+                    f"the transaction that committed input offset {job.committed} after "
+                    f"{self._wait_s:g} s (a transaction stays open on it)"
+                )
+        if all(t.done for t in job.targets):
+            self.remove([job.partition])
+            self._report(job, now, final=True)
+            self._on_ready(job.partition)
+        elif now - job.reported >= _REPORT_EVERY_S:
+            job.reported = now
+            self._report(job, now, final=False)
+
+    def _report(self, job: Job, now: float, final: bool) -> None:
+        topic, p = job.partition
+        applied = sum(t.applied for t in job.targets)
+        took = now - job.started
+        if final:
+            if applied:
+                log.info(
+                    "restored the stores of %s[%d]: %d changelog records in %.1f s",
+                    topic,
+                    p,
+                    applied,
+                    took,
+                )
+            return
+        for t in job.targets:
+            log.info(
+                "restoring store %r of %s[%d]: %d records applied (%.0f/s), reading "
+                "towards the stable offset %d",
+                t.store,
+                topic,
+                p,
+                t.applied,
+                t.applied / took if took > 0 else 0.0,
+                t.lso,
+            )
+
+
+def _confirms(record: object, cp: Checkpoint) -> bool:
+    """Whether ``record`` (the first committed record read at the checkpoint's position
+    record) is that record: same offset, the position key, the same position."""
+    if getattr(record, "offset", None) != cp.marker or getattr(record, "key", None) != RESERVED_KEY:
+        return False
+    try:
+        return decode_position(record.value) == cp.position  # type: ignore[attr-defined]
+    except ValueError:
+        return False
+
+
+def _describe(record: object) -> str:
+    offset = getattr(record, "offset", "?")
+    if getattr(record, "key", None) == RESERVED_KEY:
+        return f"a position record at {offset} with another position"
+    return f"a data record at {offset} first (the position record is aborted or gone)"

@@ -1,0 +1,193 @@
+"""What a processor sees of its state: ``Store`` (one store of one input partition),
+``Serde`` and the two serializers eosflow ships (``BYTES``, ``JSON``).
+
+A store's value is read through three layers, newest first: the writes of the work in
+hand (the open transaction, or work done ahead of the next one), the writes of the
+transaction that is committing, and the local copy on disk (what committed
+transactions left). Writes go to the first layer only; they reach the changelog and the
+disk when their transaction commits (``eosflow._state.Stores``). Values are serialized
+when put, so a value read back is a copy: change it and ``put`` it again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from ._layers import MISSING
+
+if TYPE_CHECKING:
+    from ._layers import Layers
+    from ._local import LocalPartition
+
+V = TypeVar("V")
+
+RESERVED_KEY = b"\x00eosflow.position"
+"""The changelog key of the record that closes each transaction's writes to a store
+partition (its value: the input offset the store then reflects). No store key may be it."""
+
+
+@runtime_checkable
+class Serde(Protocol):
+    """Turns a store's values into bytes and back. Any object with these two methods
+    will do (``pickle`` is one). ``dumps`` must be deterministic enough that a value put
+    twice reads back equal."""
+
+    def dumps(self, value: Any, /) -> bytes: ...
+
+    def loads(self, data: bytes, /) -> Any: ...
+
+
+class _Bytes:
+    """Values are bytes, stored as they are; a ``str`` is encoded as UTF-8."""
+
+    def dumps(self, value: Any) -> bytes:
+        if type(value) is bytes:
+            return value
+        if isinstance(value, str):
+            return value.encode()
+        if isinstance(value, (bytearray, memoryview)):
+            return bytes(value)
+        raise TypeError(
+            f"a store with BYTES values takes bytes or str, not {type(value).__name__} "
+            "(declare the store with eosflow.JSON or another Serde)"
+        )
+
+    def loads(self, data: bytes) -> bytes:
+        return data
+
+    def __repr__(self) -> str:
+        return "eosflow.BYTES"
+
+
+class _Json:
+    """Values are JSON (compact, UTF-8)."""
+
+    def dumps(self, value: Any) -> bytes:
+        return json.dumps(value, separators=(",", ":")).encode()
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+    def __repr__(self) -> str:
+        return "eosflow.JSON"
+
+
+BYTES: Serde = _Bytes()
+JSON: Serde = _Json()
+
+
+def store_key(key: bytes | str) -> bytes:
+    """A store key as bytes (``str`` as UTF-8); the reserved key is refused."""
+    if type(key) is not bytes:
+        if isinstance(key, str):
+            key = key.encode()
+        elif isinstance(key, (bytearray, memoryview)):
+            key = bytes(key)
+        else:
+            raise TypeError(f"store keys are bytes or str, not {type(key).__name__}")
+    if key == RESERVED_KEY:
+        raise ValueError(f"the store key {RESERVED_KEY!r} is reserved by eosflow")
+    return key
+
+
+class Store(Generic[V]):
+    """One named store of one input partition, as ``Processor.state(name)`` gives it.
+
+    Keys are bytes (``str`` is encoded as UTF-8) and kept in byte order; values go
+    through the store's ``Serde`` (``BYTES`` unless the processor declared another).
+    Reads see the open transaction's own writes. Writes become durable when the
+    transaction commits, atomically with its outputs and consumed offsets; if it
+    aborts they are gone and its records are processed again."""
+
+    __slots__ = ("_layers", "_local", "_serde", "_slot", "name", "partition")
+
+    def __init__(
+        self,
+        name: str,
+        partition: tuple[str, int],
+        serde: Serde,
+        layers: Layers,
+        local: LocalPartition,
+    ) -> None:
+        self.name, self.partition = name, partition
+        self._serde, self._layers, self._local = serde, layers, local
+        self._slot = (name, partition)
+
+    def __repr__(self) -> str:
+        topic, p = self.partition
+        return f"<eosflow.Store {self.name!r} of {topic}[{p}]>"
+
+    def _raw(self, key: bytes) -> bytes | None:
+        for layer in (self._layers.open, self._layers.sealed):
+            writes = layer.get(self._slot)
+            if writes is not None and key in writes:
+                return writes[key]
+        return self._local.get(self.name, key)
+
+    def get(self, key: bytes | str, default: V | None = None) -> V | None:
+        """The value of ``key``, or ``default`` when it has none."""
+        raw = self._raw(store_key(key))
+        return default if raw is None else self._serde.loads(raw)  # type: ignore[no-any-return]
+
+    def __contains__(self, key: bytes | str) -> bool:
+        return self._raw(store_key(key)) is not None
+
+    def put(self, key: bytes | str, value: V) -> None:
+        """Set ``key`` to ``value`` in the open transaction."""
+        self._set(store_key(key), self._serde.dumps(value))
+
+    def delete(self, key: bytes | str) -> None:
+        """Remove ``key`` in the open transaction (a tombstone in the changelog)."""
+        self._set(store_key(key), None)
+
+    def _set(self, key: bytes, data: bytes | None) -> None:
+        layers = self._layers
+        writes = layers.open.get(self._slot)
+        if writes is None:
+            writes = layers.open[self._slot] = {}
+        if layers.undo is not None:  # while a record is processed: undone if it fails
+            layers.undo.append((writes, key, writes.get(key, MISSING)))
+        writes[key] = data
+
+    def range(
+        self, start: bytes | str | None = None, end: bytes | str | None = None
+    ) -> Iterator[tuple[bytes, V]]:
+        """(key, value) for every key in ``[start, end)`` in byte order (open ends when
+        None), the open transaction's writes included. Do not write to the store while
+        iterating; collect first."""
+        lo = None if start is None else store_key(start)
+        hi = None if end is None else store_key(end)
+        overlay: dict[bytes, bytes | None] = {}
+        for layer in (self._layers.sealed, self._layers.open):  # newer wins
+            writes = layer.get(self._slot)
+            if writes:
+                overlay.update(_within(writes, lo, hi))
+        pending = sorted(overlay.items())
+        loads = self._serde.loads
+        i = 0
+        for key, raw in self._local.items(self.name, lo, hi):
+            while i < len(pending) and pending[i][0] < key:
+                k, v = pending[i]
+                i += 1
+                if v is not None:
+                    yield k, loads(v)
+            if i < len(pending) and pending[i][0] == key:
+                k, v = pending[i]
+                i += 1
+                if v is not None:
+                    yield k, loads(v)
+                continue
+            yield key, loads(raw)
+        for k, v in pending[i:]:
+            if v is not None:
+                yield k, loads(v)
+
+
+def _within(
+    writes: Mapping[bytes, bytes | None], lo: bytes | None, hi: bytes | None
+) -> Iterator[tuple[bytes, bytes | None]]:
+    for k, v in writes.items():
+        if (lo is None or k >= lo) and (hi is None or k < hi):
+            yield k, v
