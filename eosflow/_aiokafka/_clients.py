@@ -182,6 +182,16 @@ def max_request_bytes(producer: AIOKafkaProducer) -> int:
     return int(producer._max_request_size)
 
 
+async def wait_on_metadata(client: Any, topic: str) -> None:
+    """Wait until ``client`` has ``topic``'s metadata, tracking the topic from now on.
+    aiokafka's ``_wait_on_metadata`` returns at once for a topic the last full metadata
+    answer happened to hold, without tracking it; once any topic is tracked, refreshes
+    ask only for the tracked ones and the untracked topic vanishes from the metadata
+    (its partitioner then fails). Seen when a stateful app tracked its changelogs."""
+    await client.add_topic(topic)
+    await client._wait_on_metadata(topic)
+
+
 class Partitioner:
     """The partition ``producer.send`` would pick for a record without one: the producer's
     partitioner (murmur2 of the key; any available partition for a null key) over the
@@ -194,7 +204,7 @@ class Partitioner:
 
     async def ready(self, topic: str) -> None:
         if topic not in self.known:
-            await self._producer.client._wait_on_metadata(topic)
+            await wait_on_metadata(self._producer.client, topic)
             self.known.add(topic)
 
     def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:

@@ -26,6 +26,7 @@ from aiokafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 
 from .. import _codes as codes
 from .._errors import AuthorizationError, ConfigError, FatalError, TransientError
+from ._clients import wait_on_metadata
 from ._errors import TRANSIENT_CODES, error_name, mapped
 
 log = logging.getLogger("eosflow.adapter")
@@ -42,7 +43,7 @@ async def partition_counts(
     for topic in topics:
         try:
             with mapped(f"metadata of topic {topic!r}", "READ"):
-                await asyncio.wait_for(client._wait_on_metadata(topic), timeout_s)
+                await asyncio.wait_for(wait_on_metadata(client, topic), timeout_s)
         except TimeoutError:
             raise FatalError(
                 f"topic {topic!r} has no metadata after {timeout_s:g} s: it does not exist"

@@ -1,0 +1,201 @@
+"""Each mechanism of exactly-once state, on a broker from the ladder (or, for fault
+injection, the test cluster). The comment above each test names the mutation that made
+it fail when the mechanism was taken out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from kit import create_topic, eventually, log_seen
+from stateful import changelog, counts_ok, seed_keys, state_config, until_committed
+
+import eosflow
+from eosflow import _codes as codes
+from eosflow._state._changelog import encode_position
+from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir
+from eosflow._state._store import RESERVED_KEY
+from eosflow.testing import FakeCluster
+from eosflow.testing._ladder import Broker
+from examples.counting import Count
+
+
+async def _count(
+    bootstrap: str, group: str, src: str, txn: str, state_dir: Path, until: int, **kw: object
+) -> eosflow.EosApp:
+    """Run a counting app until the group committed ``until`` input records; stopped."""
+    app = eosflow.EosApp(Count(), state_config(bootstrap, group, src, txn, state_dir, **kw))
+    async with app:
+        await until_committed(bootstrap, src, 1, group, until, (app,))
+    return app
+
+
+# Aborted writes are never visible, after the abort (in the same instance) nor after a
+# restore (in another). Caught: applying the sealed writes to the local copy whatever the
+# outcome (the redo counted the aborted records twice); the restore consumer reading
+# read_uncommitted (the second instance restored the aborted writes).
+async def test_aborted_writes_are_never_visible(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-counts", 1)
+    await seed_keys(c.bootstrap_servers, src, 600, 20)
+    # once: the forced heartbeat before EndTxn fails after the changelog was produced
+    rule = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID)
+    app = await _count(
+        c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", 600, max_records_per_txn=100
+    )
+    assert rule.hits == 1 and app.stats.aborted >= 1
+    report = await counts_ok(c.bootstrap_servers, src, "g")
+    assert report.aborted_writes > 0  # the aborted transaction's writes are in the log
+    await seed_keys(c.bootstrap_servers, src, 600, 20, start=600)
+    await _count(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b", 1200)
+    await counts_ok(c.bootstrap_servers, src, "g")
+
+
+# A restore reads up to the last stable offset and is done once the store reflects the
+# group's committed offset, even while a transaction stays open on the changelog (a
+# zombie's). Caught: the restore consumer reading read_uncommitted (the open
+# transaction's write of k0 was restored); a restore that waits for the high watermark
+# (the instance never became ready while the transaction stayed open).
+async def test_restore_stops_at_the_last_stable_offset(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, group = b.unique("in"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, f"{src}-counts", 1)
+    await seed_keys(b.bootstrap_servers, src, 300, 10)
+    await _count(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path / "a", 300)
+    zombie = AIOKafkaProducer(
+        bootstrap_servers=b.bootstrap_servers,
+        transactional_id=b.unique("zombie"),
+        transaction_timeout_ms=120_000,
+    )
+    await zombie.start()
+    try:
+        await zombie.begin_transaction()
+        cl = changelog(group, src)
+        await zombie.send_and_wait(cl, b"999", key=b"k0", partition=0)
+        await zombie.send_and_wait(cl, encode_position(10**6), key=RESERVED_KEY, partition=0)
+        await seed_keys(b.bootstrap_servers, src, 300, 10, start=300)
+        # a fresh instance restores while the transaction is open, and counts on
+        await _count(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path / "b", 600)
+        await zombie.abort_transaction()
+    finally:
+        await zombie.stop()
+    await counts_ok(b.bootstrap_servers, src, group)
+
+
+# A store moves with its partition: the second instance restores the partitions it takes
+# over from the changelog and counts on from there. Caught: holding nothing back and
+# restoring nothing on assignment (the new owner counted from zero).
+async def test_a_store_moves_with_its_partition(eosflow_broker: Broker, tmp_path: Path) -> None:
+    b = eosflow_broker
+    src, group = b.unique("in"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 2)
+    await create_topic(b.bootstrap_servers, f"{src}-counts", 2)
+    await seed_keys(b.bootstrap_servers, src, 2000, 40)
+    cfg = {"max_records_per_txn": 200, "session_s": max(b.min_session_timeout_s, 1.0) * 6}
+    first = eosflow.EosApp(
+        Count(),
+        state_config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path / "a", **cfg),  # type: ignore[arg-type]
+    )
+    second_cfg = state_config(
+        b.bootstrap_servers,
+        group,
+        src,
+        b.unique("tx"),
+        tmp_path / "b",
+        **cfg,  # type: ignore[arg-type]
+    )
+    async with first:
+        await until_committed(b.bootstrap_servers, src, 2, group, 600, (first,))
+        second = eosflow.EosApp(Count(), second_cfg)
+        with log_seen("eosflow.state", "restored the stores of") as restored:
+            async with second:
+
+                async def split() -> bool:
+                    assert first.failure is None and second.failure is None
+                    return bool(first.assigned and second.assigned)
+
+                await eventually(split, timeout_s=60, what="the partitions split between the two")
+                await seed_keys(b.bootstrap_servers, src, 2000, 40, start=2000)
+                await until_committed(b.bootstrap_servers, src, 2, group, 4000, (first, second))
+                assert second.stats.records > 0
+        assert restored.is_set()  # the moved partition's state came from the changelog
+    await counts_ok(b.bootstrap_servers, src, group)
+
+
+# A checkpoint ahead of the committed changelog -- local data of a transaction that then
+# aborted, as a crash between a local write and the commit would leave -- is not trusted:
+# the local copy is wiped and restored. Caught: trusting any local checkpoint (k0 kept the
+# aborted 777 and the counts went wrong).
+async def test_a_checkpoint_ahead_of_the_changelog_is_not_trusted(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, group, txn = b.unique("in"), b.unique("g"), b.unique("tx")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, f"{src}-counts", 1)
+    await seed_keys(b.bootstrap_servers, src, 500, 10)
+    await _count(b.bootstrap_servers, group, src, txn, tmp_path, 500)
+    # the transaction that wrote k0=777 and claimed input offset 600 aborts...
+    raw = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("t"))
+    await raw.start()
+    try:
+        await raw.begin_transaction()
+        cl = changelog(group, src)
+        await raw.send_and_wait(cl, json.dumps(777).encode(), key=b"k0", partition=0)
+        meta = await raw.send_and_wait(cl, encode_position(600), key=RESERVED_KEY, partition=0)
+        await raw.abort_transaction()
+    finally:
+        await raw.stop()
+    # ...after the local copy took it in, with a checkpoint at its position record
+    local = LocalPartition(instance_dir(str(tmp_path), group, txn), (src, 0), ["counts"], Env())
+    local.apply(
+        {"counts": {b"k0": json.dumps(777).encode()}},
+        {"counts": Checkpoint(meta.offset + 1, meta.offset, 600)},
+    )
+    local.close()
+    await seed_keys(b.bootstrap_servers, src, 500, 10, start=500)
+    with log_seen("eosflow.state", "the local copy of store 'counts'") as distrusted:
+        await _count(b.bootstrap_servers, group, src, txn, tmp_path, 1000)
+    assert distrusted.is_set()
+    await counts_ok(b.bootstrap_servers, src, group)
+
+
+async def test_a_changelog_of_the_wrong_shape_is_one_line(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, group = b.unique("in"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 3)
+    admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+    await admin.start()
+    try:
+        await admin.create_topics(
+            [NewTopic(changelog(group, src), 2, 1, topic_configs={"cleanup.policy": "compact"})]
+        )
+    finally:
+        await admin.close()
+    app = eosflow.EosApp(
+        Count(), state_config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path)
+    )
+    with pytest.raises(eosflow.ConfigError) as err:
+        await asyncio.wait_for(app.run(), 60)
+    assert "has 2 partitions but its input" in str(err.value) and "\n" not in str(err.value)
+
+    group2 = b.unique("g")
+    await create_topic(b.bootstrap_servers, changelog(group2, src), 3)  # not compacted
+    app = eosflow.EosApp(
+        Count(), state_config(b.bootstrap_servers, group2, src, b.unique("tx"), tmp_path)
+    )
+    with pytest.raises(eosflow.ConfigError, match=r"cleanup\.policy=delete"):
+        await asyncio.wait_for(app.run(), 60)

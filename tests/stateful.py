@@ -1,0 +1,87 @@
+"""Helpers of the stateful tests: the counting app's config, keyed input, waiting for the
+group's progress, and the count check (``eosflow.testing.check_counts``)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from fleet import committed_total
+
+import eosflow
+from eosflow.testing import StateReport, check_counts
+
+
+def changelog(group: str, src: str, store: str = "counts") -> str:
+    return f"{group}--{src}--{store}--changelog"
+
+
+def state_config(
+    bootstrap: str,
+    group: str,
+    src: str,
+    transactional_id: str,
+    state_dir: Path | str,
+    session_s: float = 6.0,
+    **kw: object,
+) -> eosflow.EosConfig:
+    base: dict[str, object] = dict(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=transactional_id,
+        session_timeout_s=session_s,
+        heartbeat_interval_s=session_s / 10,
+        transaction_timeout_s=session_s * 0.8,
+        state_dir=str(state_dir),
+    )
+    base.update(kw)
+    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+
+
+async def seed_keys(
+    bootstrap: str, topic: str, n: int, keys: int, start: int = 0, key_bytes: int = 0
+) -> None:
+    """Records ``start``..``start+n`` with keys cycling through ``keys`` distinct ones
+    (``k<i % keys>``, padded to ``key_bytes``), placed by the key's hash as Kafka does,
+    so every record of a key is in one partition."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        futs = []
+        for i in range(start, start + n):
+            key = f"k{i % keys}".encode().ljust(key_bytes, b".")
+            futs.append(await p.send(topic, b"x", key=key))
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+
+
+async def until_committed(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    group: str,
+    target: int,
+    apps: tuple[eosflow.EosApp, ...] = (),
+    timeout_s: float = 60.0,
+) -> None:
+    """Wait until ``group`` committed ``target`` input records in all, failing early when
+    one of ``apps`` ended on an error."""
+    deadline = time.monotonic() + timeout_s
+    while (done := await committed_total(bootstrap, topic, partitions, group)) < target:
+        for app in apps:
+            assert app.failure is None, app.failure
+        assert time.monotonic() < deadline, f"stalled at {done}/{target}"
+        await asyncio.sleep(0.1)
+
+
+async def counts_ok(bootstrap: str, src: str, group: str) -> StateReport:
+    """The count check of ``examples/counting.py``'s run, asserted."""
+    report = await check_counts(
+        bootstrap, src, f"{src}-counts", changelog(group, src), group_id=group
+    )
+    assert report.ok, report.summary()
+    return report
