@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from eosflow import _codes as codes
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir
 from eosflow._state._store import RESERVED_KEY
-from eosflow.testing import FakeCluster
+from eosflow.testing import FakeCluster, StateReport, check_state, read_topic
 from eosflow.testing._ladder import Broker
 from examples.counting import Count
 
@@ -35,9 +36,12 @@ async def _count(
 
 
 # Aborted writes are never visible, after the abort (in the same instance) nor after a
-# restore (in another). Caught: applying the sealed writes to the local copy whatever the
-# outcome (the redo counted the aborted records twice); the restore consumer reading
-# read_uncommitted (the second instance restored the aborted writes).
+# restore (in another). The first instance's transactions abort after producing their
+# changelog records: once mid-stream (then redone), then for good (the forced heartbeat
+# keeps failing) until it stops, leaving aborted writes last in the changelog. Caught:
+# keeping the aborted transaction's writes (no discard on abort, layers kept at begin:
+# the redo counted those records twice); the restore consumer reading read_uncommitted
+# (the second instance restored the aborted writes).
 async def test_aborted_writes_are_never_visible(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
@@ -46,17 +50,38 @@ async def test_aborted_writes_are_never_visible(
     c.create_topic(src, 1)
     c.create_topic(f"{src}-counts", 1)
     await seed_keys(c.bootstrap_servers, src, 600, 20)
-    # once: the forced heartbeat before EndTxn fails after the changelog was produced
-    rule = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID)
-    app = await _count(
-        c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", 600, max_records_per_txn=100
+    once = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID)
+    cfg = state_config(
+        c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", max_records_per_txn=100
     )
-    assert rule.hits == 1 and app.stats.aborted >= 1
-    report = await counts_ok(c.bootstrap_servers, src, "g")
-    assert report.aborted_writes > 0  # the aborted transaction's writes are in the log
-    await seed_keys(c.bootstrap_servers, src, 600, 20, start=600)
-    await _count(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b", 1200)
+    app = eosflow.EosApp(Count(), cfg)
+    async with app:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 600, (app,))
+        assert once.hits == 1 and app.stats.aborted == 1
+        for_good = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID, times=None)
+        await seed_keys(c.bootstrap_servers, src, 300, 20, start=600)
+
+        async def aborting() -> bool:
+            return app.stats.aborted >= 3
+
+        await eventually(aborting, what="transactions aborting after their changelog writes")
+    c.remove_fault(for_good)
+    report = await check_state_now(c, src)
+    assert report.aborted_writes > 0  # in the log, last, and not in the state
+    await _count(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b", 900)
     await counts_ok(c.bootstrap_servers, src, "g")
+
+
+async def check_state_now(c: FakeCluster, src: str) -> StateReport:
+    """The committed changelog against the counts of the input the group committed."""
+    committed = c.committed("g", src)[(src, 0)]
+    inputs = await read_topic(c.bootstrap_servers, src)
+    want = Counter(k for _p, o, k, _v in inputs if o < committed)
+    report = await check_state(
+        c.bootstrap_servers, changelog("g", src), dict(want), serde=eosflow.JSON
+    )
+    assert report.ok, report.summary()
+    return report
 
 
 # A restore reads up to the last stable offset and is done once the store reflects the
