@@ -263,6 +263,16 @@ class FakeCluster:
             return {}
         return {tp: off for tp, (off, _) in g.offsets.items() if topic in (None, tp[0])}
 
+    def delay_markers(self, topic: str, seconds: float) -> None:
+        """Transaction markers of ``topic``'s partitions land ``seconds`` later than the
+        rest (0 undoes it): a committed transaction's offsets can then be read back,
+        stable, before that topic shows its records committed -- as on a cluster of
+        several brokers whose leader of that topic is slow or moving."""
+        if seconds > 0:
+            self.txns.marker_lag[topic] = seconds
+        else:
+            self.txns.marker_lag.pop(topic, None)
+
     def force_rebalance(self, group_id: str) -> None:
         self.groups.force_rebalance(group_id)
 

@@ -12,6 +12,12 @@ Timing that matters to clients is modelled, because the runtime defends against 
   (genuine Kafka 4.0 was measured showing the previous offset for up to ~20 ms). Until
   then a non-stable OffsetFetch returns the old offset and a stable one answers
   UNSTABLE_OFFSET_COMMIT.
+- ``marker_lag`` (topic -> seconds; empty unless a test sets it, see
+  ``FakeCluster.delay_markers``): the markers of that topic's partitions land that much
+  later than the rest, as when a partition's leader is slow or moving (a broker
+  restarting) on a cluster of several brokers. The group coordinator may then apply a
+  transaction's offsets before its data partitions show it committed; the transaction
+  completes once the last marker is written.
 - A sweep every ``sweep_interval_s`` aborts transactions open longer than their timeout,
   bumping the epoch, so the timed-out producer is fenced (Kafka's default sweep is 10 s).
 
@@ -23,6 +29,7 @@ for older versions.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections.abc import Callable
@@ -87,6 +94,7 @@ class TxnCoordinator:
         self.commits = 0
         self.aborts = 0
         self.reinits = 0
+        self.marker_lag: dict[str, float] = {}
 
     # --- producer ids -----------------------------------------------------------------
 
@@ -250,12 +258,12 @@ class TxnCoordinator:
         partitions, groups, token = set(meta.partitions), set(meta.groups), meta.token
         pid, epoch = meta.producer_id, meta.epoch
 
-        def write_markers() -> None:
-            for tp in partitions:
+        def write_markers(tps: set[Partition], last: bool) -> None:
+            for tp in tps:
                 log = self.log_for(tp)
                 if log is not None:
                     log.write_marker(pid, epoch, commit)
-            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.token == token:
+            if last and meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.token == token:
                 meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
 
         def apply_offsets() -> None:
@@ -263,12 +271,20 @@ class TxnCoordinator:
                 self.groups.complete_txn(group_id, token, commit)
 
         if immediate:
-            write_markers()
+            write_markers(partitions, last=True)
             apply_offsets()
             return
         loop = asyncio.get_running_loop()
         s = self.settings
-        _later(loop, s.marker_delay_s, write_markers)
+        lags = {tp: self.marker_lag.get(tp[0], 0.0) for tp in partitions}
+        slowest = max(lags.values(), default=0.0)
+        for lag in sorted(set(lags.values())):
+            tps = {tp for tp, t in lags.items() if t == lag}
+            _later(
+                loop, s.marker_delay_s + lag, functools.partial(write_markers, tps, lag == slowest)
+            )
+        if not partitions:
+            _later(loop, s.marker_delay_s, functools.partial(write_markers, set(), True))
         _later(loop, max(s.offset_lag_s, s.marker_delay_s), apply_offsets)
 
     def abort_expired(self) -> list[str]:

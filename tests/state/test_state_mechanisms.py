@@ -118,6 +118,40 @@ async def test_restore_stops_at_the_last_stable_offset(
     await counts_ok(b.bootstrap_servers, src, group)
 
 
+# A restore waits for the previous owner's last commit to show on the changelog: its
+# offsets can be read back (stable) before the changelog partition gets its commit
+# marker (another broker leads it, slow or moving). Stopping at the last stable offset
+# then would miss that transaction's writes. Caught: a restore done at the last stable
+# offset whatever the store's position (the second instance counted from stale state).
+async def test_a_restore_waits_for_commit_markers_still_in_flight(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-counts", 1)
+    await seed_keys(c.bootstrap_servers, src, 300, 10)
+    first = eosflow.EosApp(
+        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
+    )
+    async with first:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
+        c.delay_markers(changelog("g", src), 3.0)
+        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
+        await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
+    # the first instance is gone; its last transaction's changelog marker is not there yet
+    c.delay_markers(changelog("g", src), 0)
+    with log_seen("eosflow.session", "stores of in[0] ready") as ready:
+        second = eosflow.EosApp(
+            Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
+        )
+        async with second:
+            await seed_keys(c.bootstrap_servers, src, 50, 10, start=350)
+            await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
+    assert ready.is_set()
+    await counts_ok(c.bootstrap_servers, src, "g")
+
+
 # A store moves with its partition: the second instance restores the partitions it takes
 # over from the changelog and counts on from there. Caught: holding nothing back and
 # restoring nothing on assignment (the new owner counted from zero).
