@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 from collections import Counter
 from pathlib import Path
 
@@ -20,9 +21,11 @@ from eosflow import _codes as codes
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir
 from eosflow._state._store import RESERVED_KEY
-from eosflow.testing import FakeCluster, StateReport, check_state, read_topic
+from eosflow.testing import FakeCluster, StateReport, check_state, read_topic, spawn_run
 from eosflow.testing._ladder import Broker
 from examples.counting import Count
+
+ROOT = Path(__file__).parents[2]
 
 
 async def _count(
@@ -258,3 +261,57 @@ async def test_a_changelog_of_the_wrong_shape_is_one_line(
     )
     with pytest.raises(eosflow.ConfigError, match=r"cleanup\.policy=delete"):
         await asyncio.wait_for(app.run(), 60)
+
+
+# A SIGKILL during a restore, then a restart, still gives exactly-once state: the restore
+# applies each fetched batch with its checkpoint in one atomic write, so the restart
+# verifies that checkpoint against the changelog and resumes from it. The kill lands
+# while the restore waits for its second fetch (held by the test cluster), after it
+# applied the first.
+async def test_sigkill_during_a_restore_then_a_restart_is_exactly_once(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src, keys = "in", 3000
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-counts", 1)
+    # 2 KB keys: the changelog (~6 MB) takes several 4 MB fetches to restore
+    await seed_keys(c.bootstrap_servers, src, keys, keys, key_bytes=2048)
+    await _count(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", keys)
+    c.intercept("Fetch", client_id="eosflow-restore", delay_s=0.0)  # the first passes
+    held = c.intercept("Fetch", client_id="eosflow-restore", hold=True, times=None)
+    env = {
+        "PYTHONPATH": str(ROOT),
+        "COUNT_OUTPUT": f"{src}-counts",
+        "EOSFLOW_STATE_DIR": str(tmp_path / "b"),
+        "EOSFLOW_SESSION_TIMEOUT_S": "6",
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.6",
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": "4.8",
+    }
+    run = {"bootstrap_servers": c.bootstrap_servers, "group_id": "g", "input_topics": (src,)}
+    proc = await spawn_run("examples.counting:Count", transactional_id="tx-2", env=env, **run)
+    try:
+        await held.matched(timeout_s=60)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    local = LocalPartition(
+        instance_dir(str(tmp_path / "b"), "g", "tx-2"), (src, 0), ["counts"], Env()
+    )
+    partial = local.checkpoint("counts")
+    local.close()
+    end = c.topics[changelog("g", src)][0].high_watermark
+    assert 0 < partial.offset < end, (partial, end)  # killed mid-restore
+    c.remove_fault(held)
+    await seed_keys(c.bootstrap_servers, src, 300, keys, key_bytes=2048)
+    proc = await spawn_run(
+        "examples.counting:Count", transactional_id="tx-2", env=env, capture=True, **run
+    )
+    try:
+        await until_committed(c.bootstrap_servers, src, 1, "g", keys + 300, timeout_s=120)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert b"not confirmed" not in err, err.decode()  # it resumed from the checkpoint
+    await counts_ok(c.bootstrap_servers, src, "g")
