@@ -1,6 +1,7 @@
 """Chaos on the eosflow side, shared by the chaos tests: a fleet of `eosflow run`
-processes copying one topic into another (``tests/procs/slow_copy.py``), which can be
-SIGKILLed, restarted and SIGSTOPped, and the group's progress as committed offsets."""
+processes copying one topic into another (``tests/procs/slow_copy.py``) or counting it
+(``tests/procs/slow_count.py``), which can be SIGKILLed, restarted and SIGSTOPped, and
+the group's progress as committed offsets."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import random
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -44,6 +45,7 @@ class Fleet:
         run_id: str,
         env: Mapping[str, str],
         watch_servers: str | None = None,
+        target: str = "slow_copy:SlowCopy",
     ) -> None:
         self.bootstrap_servers, self.src, self.dst, self.group = bootstrap_servers, src, dst, group
         self.run_id, self.env = run_id, dict(env)
@@ -51,19 +53,20 @@ class Fleet:
         # instances connect over a secured one)
         self.watch_servers = watch_servers or bootstrap_servers
         self.procs: dict[int, asyncio.subprocess.Process] = {}
+        self.target = target
 
     def transactional_id(self, i: int) -> str:
         return f"{self.run_id}-{i}"
 
     async def start(self, i: int) -> None:
         self.procs[i] = await spawn_run(
-            "slow_copy:SlowCopy",
+            self.target,
             bootstrap_servers=self.bootstrap_servers,
             group_id=self.group,
             input_topics=(self.src,),
             transactional_id=self.transactional_id(i),
             env={
-                "PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests' / 'procs'}",
+                "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "procs")]),
                 "CHAOS_OUT": self.dst,
                 **self.env,
             },
@@ -119,10 +122,11 @@ async def run_chaos(
     session_s: float,
     partitions: int,
     records: int,
+    check: Callable[[Fleet], Awaitable[None]] | None = None,
 ) -> None:
     """Start ``instances`` instances, run ``chaos_schedule``, wait until the group
     committed every input, stop them (each must exit 0), and check the output exactly
-    once (read where ``fleet.watch_servers`` says)."""
+    once (read where ``fleet.watch_servers`` says), or run ``check`` instead."""
     for i in range(instances):
         await fleet.start(i)
     events: list[str] = []
@@ -132,6 +136,9 @@ async def run_chaos(
     finally:
         codes = await fleet.stop_all()
     assert codes == [0] * instances, f"exit codes {codes}; events {events}"
+    if check is not None:
+        await check(fleet)
+        return
     servers = fleet.watch_servers
     report = await check_exactly_once(servers, fleet.src, fleet.dst, group_id=fleet.group)
     assert report.ok, report.summary() + f"\nevents: {events}"

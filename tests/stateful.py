@@ -78,10 +78,11 @@ async def until_committed(
         await asyncio.sleep(0.1)
 
 
-async def counts_ok(bootstrap: str, src: str, group: str) -> StateReport:
-    """The count check of ``examples/counting.py``'s run, asserted."""
+async def counts_ok(bootstrap: str, src: str, group: str, output: str | None = None) -> StateReport:
+    """The count check of ``examples/counting.py``'s run (output ``<src>-counts``
+    unless named), asserted."""
     report = await check_counts(
-        bootstrap, src, f"{src}-counts", changelog(group, src), group_id=group
+        bootstrap, src, output or f"{src}-counts", changelog(group, src), group_id=group
     )
     assert report.ok, report.summary()
     return report

@@ -233,7 +233,9 @@ class Restorer:
             if fresh:
                 ends = await consumer.end_offsets(fresh)  # read_committed: last stable offsets
                 for tp, end in ends.items():
-                    self._by_tp[tp][1].lso = end
+                    found = self._by_tp.get(tp)  # (a job may have gone during the await)
+                    if found is not None:
+                        found[1].lso = end
 
     async def _apply(
         self, consumer: AIOKafkaConsumer, job: Job, t: _Target, msgs: list[object]
@@ -288,6 +290,8 @@ class Restorer:
                 continue
             with ak.mapped("restoring state (changelog position)", "READ"):
                 position = await consumer.position(t.tp)
+            if self._jobs.get(job.partition) is not job:
+                return  # removed (its partition moved) or replaced during the await
             lso = consumer.last_stable_offset(t.tp)
             if lso is not None and lso >= 0:
                 t.lso = lso
@@ -324,6 +328,8 @@ class Restorer:
                     f"the transaction that committed input offset {job.committed} after "
                     f"{self._wait_s:g} s (a transaction stays open on it)"
                 )
+        if self._jobs.get(job.partition) is not job:
+            return
         if all(t.done for t in job.targets):
             self.remove([job.partition])
             self._report(job, now, final=True)
