@@ -112,6 +112,11 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="enrich with a Spark job per transaction (needs the spark extra)",
     )
+    demo.add_argument(
+        "--stateful",
+        action="store_true",
+        help="count orders per customer in a state store, and check the final counts",
+    )
     demo.set_defaults(func=_cmd_demo)
     return p
 
@@ -335,4 +340,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    return 0 if asyncio.run(run_demo(args.records, args.instances, args.spark)) else 1
+    if args.spark and args.stateful:
+        print("eosflow: --spark and --stateful are separate demos; pick one", file=sys.stderr)
+        return 2
+    ok = asyncio.run(run_demo(args.records, args.instances, args.spark, args.stateful))
+    return 0 if ok else 1

@@ -4,6 +4,11 @@ Starts the embedded test cluster, seeds an ``orders`` topic, runs several ``eosf
 instances of ``Enrich`` as separate processes, SIGKILLs one of them midway and restarts
 it, shows progress, stops the rest with SIGTERM, and checks that every order appears in
 ``orders-enriched`` exactly once and the group's committed offsets reached the end.
+
+``--stateful`` runs the counting pipeline under the same crash instead: orders keyed by
+customer, ``CountOrders`` keeping a running count per customer in a store, and the check
+of the final counts against the ground truth (``eosflow.testing.check_counts``): every
+customer's count equals its orders, and its outputs are exactly 1, 2, ..., n.
 """
 
 from __future__ import annotations
@@ -12,24 +17,45 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
+import tempfile
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from aiokafka import AIOKafkaProducer
 
 from ._processor import Processor
 from ._records import Output, Record
+from ._state import JSON
 from .testing import (
     ClusterSettings,
     FakeCluster,
     GroupSettings,
     TxnSettings,
+    check_counts,
     check_exactly_once,
     spawn_run,
 )
 
 IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
+COUNT_OUT, COUNT_GROUP, CUSTOMERS = "orders-per-customer", "demo-count", 97
+
+
+@dataclass(frozen=True)
+class _Pipeline:
+    """What one demo runs: its group, output, processor and how orders are keyed."""
+
+    group: str
+    out: str
+    target: str
+    by_customer: bool
+
+
+ENRICH = _Pipeline(GROUP, OUT, "eosflow._demo:Enrich", by_customer=False)
+SPARK = _Pipeline(GROUP, OUT, "eosflow._demo_spark:SparkEnrich", by_customer=False)
+COUNT = _Pipeline(COUNT_GROUP, COUNT_OUT, "eosflow._demo:CountOrders", by_customer=True)
 
 
 class Enrich(Processor):
@@ -43,92 +69,135 @@ class Enrich(Processor):
         return Output(OUT, json.dumps(order).encode(), key=record.key)
 
 
-async def run_demo(records: int, instances: int, spark: bool = False) -> bool:
+class CountOrders(Processor):
+    """A running count of orders per customer (the order's key), emitted on every order."""
+
+    stores = {"orders": JSON}
+
+    async def process(self, record: Record) -> Output:
+        counts = self.state("orders")
+        n = counts.get(record.key or b"", 0) + 1
+        counts.put(record.key or b"", n)
+        return Output(COUNT_OUT, str(n).encode(), key=record.key)
+
+
+async def run_demo(
+    records: int, instances: int, spark: bool = False, stateful: bool = False
+) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.WARNING)
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = ClusterSettings(
         groups=GroupSettings(min_session_timeout_s=1.0), txns=TxnSettings(sweep_interval_s=1.0)
     )
-    async with FakeCluster(settings) as cluster:
-        cluster.create_topic(IN, 6)
-        cluster.create_topic(OUT, 3)
+    pipeline = COUNT if stateful else SPARK if spark else ENRICH
+    state_dir = tempfile.mkdtemp(prefix="eosflow-demo-state-")
+    try:
+        async with FakeCluster(settings) as cluster:
+            return await _run(cluster, pipeline, records, instances, spark, state_dir)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+async def _run(
+    cluster: FakeCluster,
+    pipeline: _Pipeline,
+    records: int,
+    instances: int,
+    spark: bool,
+    state_dir: str,
+) -> bool:
+    cluster.create_topic(IN, 6)
+    cluster.create_topic(pipeline.out, 3)
+    what = f"orders of {CUSTOMERS} customers" if pipeline.by_customer else "orders"
+    print(
+        f"test cluster on {cluster.bootstrap_servers}; seeding {records} {what} ...",
+        flush=True,
+    )
+    await _seed(cluster.bootstrap_servers, records, pipeline.by_customer)
+    env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
+
+    async def spawn(i: int) -> asyncio.subprocess.Process:
+        return await _spawn(cluster.bootstrap_servers, i, pipeline, env)
+
+    procs = [await spawn(i) for i in range(instances)]
+    killed = restarted = False
+    started = last_print = time.monotonic()
+    shown = -1
+    try:
+        while (done := _committed(cluster, pipeline.group)) < records:
+            elapsed = time.monotonic() - started
+            since = time.monotonic() - last_print
+            if (since >= 0.5 and done != shown) or since >= 3.0:  # progress, or a heartbeat
+                last_print, shown = time.monotonic(), done
+                alive = sum(p.returncode is None for p in procs)
+                print(
+                    f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
+                    f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
+                    flush=True,
+                )
+            if not killed and done >= records * 0.25:
+                print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
+                procs[0].send_signal(signal.SIGKILL)
+                await procs[0].wait()
+                killed = True
+            elif killed and not restarted:
+                print("  >> restarting instance 0 with the same transactional id", flush=True)
+                procs[0] = await spawn(0)
+                restarted = True
+            if any(p.returncode not in (None, -signal.SIGKILL) for p in procs):
+                print("an instance exited unexpectedly", flush=True)
+                return False
+            if elapsed > 600:
+                print("gave up after 600 s", flush=True)
+                return False
+            await asyncio.sleep(0.1)
         print(
-            f"test cluster on {cluster.bootstrap_servers}; seeding {records} orders ...", flush=True
+            f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
+            "stopping instances with SIGTERM",
+            flush=True,
         )
-        await _seed(cluster.bootstrap_servers, records)
-        procs = [await _spawn(cluster.bootstrap_servers, i, spark) for i in range(instances)]
-        killed = restarted = False
-        started = last_print = time.monotonic()
-        shown = -1
-        try:
-            while (done := _committed(cluster)) < records:
-                elapsed = time.monotonic() - started
-                since = time.monotonic() - last_print
-                if (since >= 0.5 and done != shown) or since >= 3.0:  # progress, or a heartbeat
-                    last_print, shown = time.monotonic(), done
-                    alive = sum(p.returncode is None for p in procs)
-                    print(
-                        f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
-                        f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
-                        flush=True,
-                    )
-                if not killed and done >= records * 0.25:
-                    print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
-                    procs[0].send_signal(signal.SIGKILL)
-                    await procs[0].wait()
-                    killed = True
-                elif killed and not restarted:
-                    print("  >> restarting instance 0 with the same transactional id", flush=True)
-                    procs[0] = await _spawn(cluster.bootstrap_servers, 0, spark)
-                    restarted = True
-                if any(p.returncode not in (None, -signal.SIGKILL) for p in procs):
-                    print("an instance exited unexpectedly", flush=True)
-                    return False
-                if elapsed > 600:
-                    print("gave up after 600 s", flush=True)
-                    return False
-                await asyncio.sleep(0.1)
-            print(
-                f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
-                "stopping instances with SIGTERM",
-                flush=True,
-            )
-        finally:
-            for p in procs:
-                if p.returncode is None:
-                    p.send_signal(signal.SIGTERM)
-            for p in procs:
-                await p.wait()
-        report = await check_exactly_once(
-            cluster.bootstrap_servers, IN, OUT, match="key", group_id=GROUP
-        )
-        print(report.summary(), flush=True)
-        return report.ok
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            await p.wait()
+    bootstrap = cluster.bootstrap_servers
+    if pipeline.by_customer:
+        changelog = f"{pipeline.group}--{IN}--orders--changelog"
+        state = await check_counts(bootstrap, IN, pipeline.out, changelog, group_id=COUNT_GROUP)
+        print(state.summary(), flush=True)
+        return state.ok
+    report = await check_exactly_once(bootstrap, IN, OUT, match="key", group_id=GROUP)
+    print(report.summary(), flush=True)
+    return report.ok
 
 
-async def _seed(bootstrap: str, n: int) -> None:
+async def _seed(bootstrap: str, n: int, by_customer: bool) -> None:
+    """``n`` JSON orders, keyed by order id, or by customer for the counting demo."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
         futs = []
         for i in range(n):
-            order = {"id": i, "customer": f"c{i % 97}", "amount": (i * 37) % 1000}
-            futs.append(
-                await producer.send(IN, json.dumps(order).encode(), key=f"order-{i}".encode())
-            )
+            customer = f"c{i % CUSTOMERS}"
+            order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
+            key = customer if by_customer else f"order-{i}"
+            futs.append(await producer.send(IN, json.dumps(order).encode(), key=key.encode()))
         await asyncio.gather(*futs)
     finally:
         await producer.stop()
 
 
-async def _spawn(bootstrap: str, index: int, spark: bool) -> asyncio.subprocess.Process:
-    env = instance_env(spark, os.environ)
+async def _spawn(
+    bootstrap: str, index: int, pipeline: _Pipeline, env: Mapping[str, str]
+) -> asyncio.subprocess.Process:
     return await spawn_run(
-        "eosflow._demo_spark:SparkEnrich" if spark else "eosflow._demo:Enrich",
+        pipeline.target,
         bootstrap_servers=bootstrap,
-        group_id=GROUP,
+        group_id=pipeline.group,
         input_topics=(IN,),
-        transactional_id=f"demo-enrich-{index}",
+        transactional_id=f"{pipeline.group}-{index}",
         env=env,
     )
 
@@ -153,5 +222,5 @@ def instance_env(spark: bool, environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def _committed(cluster: FakeCluster) -> int:
-    return sum(cluster.committed(GROUP, IN).values())
+def _committed(cluster: FakeCluster, group: str) -> int:
+    return sum(cluster.committed(group, IN).values())

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from ._layers import MISSING
 
@@ -125,6 +125,12 @@ class Store(Generic[V]):
             if writes is not None and key in writes:
                 return writes[key]
         return self._local.get(self.name, key)
+
+    @overload
+    def get(self, key: bytes | str) -> V | None: ...
+
+    @overload
+    def get(self, key: bytes | str, default: V) -> V: ...
 
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The value of ``key``, or ``default`` when it has none."""

@@ -17,7 +17,10 @@ committed progress so that it lands mid-stream:
 The same run goes over the PLAINTEXT listener and over SASL_SSL (SCRAM-SHA-512, with
 README's ACLs, ``GenuineKafka(secured=True)``): there a dying broker cuts TLS connections
 mid-record, which must stay a retried network failure, and every reconnection logs in
-again.
+again. And once with state, over PLAINTEXT: the instances run the running count
+(``tests/procs/slow_count.py``) over 500 keys, their changelogs replicated three times;
+then the count of every key must equal its input records, each key's outputs be exactly
+1..n, and no aborted changelog write be visible (``eosflow.testing.check_counts``).
 
 Then a read_committed check must find every input exactly once (0 duplicates, 0
 losses, no strays) and the group's committed offsets at the input's end offsets; no
@@ -40,12 +43,14 @@ import inspect
 import random
 import signal
 import time
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from conftest import genuine, version
 from fleet import Fleet, chaos_env, seed, until_committed
 from kit import create_topic
+from stateful import counts_ok, seed_keys
 from test_security import grant_fleet, scram_env
 
 from eosflow.testing import check_exactly_once
@@ -56,6 +61,7 @@ from eosflow.testing._ladder import Broker
 pytestmark = pytest.mark.genuine
 
 RECORDS, IN_PARTS, OUT_PARTS, INSTANCES, BROKERS = 20_000, 6, 3, 3, 3
+KEYS = 500  # the counting run's distinct keys
 SESSION_S = 8.0
 RETRY_TIMEOUT_S = 120.0
 DELAY_S = 0.004  # per record: ~30 s of copying undisturbed, so every fault lands mid-stream
@@ -73,8 +79,12 @@ def _replication_is_for_three(k: GenuineKafka) -> None:
         assert s["transaction.state.log.min.isr"] == "2"
 
 
-@pytest.mark.parametrize("listener", ["PLAINTEXT", "SASL_SSL"])
-async def test_exactly_once_under_broker_and_instance_chaos(listener: str) -> None:
+@pytest.mark.parametrize(
+    ("listener", "work"), [("PLAINTEXT", "copy"), ("SASL_SSL", "copy"), ("PLAINTEXT", "count")]
+)
+async def test_exactly_once_under_broker_and_instance_chaos(
+    listener: str, work: str, tmp_path: Path
+) -> None:
     v = version()
     if uses_zookeeper(v):
         pytest.skip(f"Kafka {v}: the zombie's recovery needs KIP-360 (Kafka 2.5+)")
@@ -87,14 +97,20 @@ async def test_exactly_once_under_broker_and_instance_chaos(listener: str) -> No
         group = Broker.unique("bchaos-g")
         await create_topic(bs, src, IN_PARTS, replication=BROKERS)
         await create_topic(bs, dst, OUT_PARTS, replication=BROKERS)
-        await seed(bs, src, RECORDS)
+        counting = work == "count"
+        if counting:
+            await seed_keys(bs, src, RECORDS, KEYS)
+        else:
+            await seed(bs, src, RECORDS)
         env = chaos_env(SESSION_S) | {
             "EOSFLOW_RETRY_TIMEOUT_S": str(RETRY_TIMEOUT_S),
             "CHAOS_DELAY_S": str(DELAY_S),
+            "EOSFLOW_STATE_DIR": str(tmp_path),
         }
         servers = k.secured_servers() if secured else bs
         env |= scram_env(k) if secured else {}
-        fleet = Fleet(servers, src, dst, group, Broker.unique("bchaos"), env, bs)
+        target = "slow_count:SlowCount" if counting else "slow_copy:SlowCopy"
+        fleet = Fleet(servers, src, dst, group, Broker.unique("bchaos"), env, bs, target)
         if secured:
             await grant_fleet(k, fleet, INSTANCES)
         for i in range(INSTANCES):
@@ -154,6 +170,11 @@ async def test_exactly_once_under_broker_and_instance_chaos(listener: str) -> No
         finally:
             codes = await fleet.stop_all()
         assert codes == [0] * INSTANCES, f"exit codes {codes}; events {events}"
+        if counting:
+            state = await counts_ok(bs, src, group, output=dst)
+            assert state.found == KEYS, f"{state.summary()}\nevents: {events}"
+            print(f"events: {events}\n{state.summary()}")
+            return
         report = await check_exactly_once(bs, src, dst, match="key", group_id=group)
         assert report.ok, report.summary() + f"\nevents: {events}"
         assert report.inputs == RECORDS and report.outputs == RECORDS

@@ -172,6 +172,23 @@ async def test_embedded_example_runs_as_written() -> None:
     assert "EXACTLY ONCE: OK" in out.decode()
 
 
+async def test_the_stateful_demo_checks_its_counts() -> None:
+    """``eosflow demo --stateful``: the counting pipeline under a SIGKILL, its final
+    counts checked against the ground truth."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "eosflow", "demo", "--stateful", "--records", "5000"),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    assert proc.returncode == 0, out.decode() + err.decode()
+    assert "SIGKILL instance 0" in out.decode()
+    assert "STATE EXACTLY ONCE: OK -- 97 keys expected, 97 in the changelog" in out.decode()
+
+
 async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     for t in ("orders", "orders-enriched", "orders-dlq"):
