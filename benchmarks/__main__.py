@@ -8,7 +8,10 @@
   Python (``spark_payoff.py``);
 - ``outage``: log lines per minute of a broker outage (``outage_noise.py``);
 - ``stress``: exactly once across rebalances with work done ahead (``stress_rebalance.py``);
-- ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``).
+- ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``);
+- ``state``: the stateful count against the pass-through and quixstreams, memory over a
+  million keys and the restore of a million changelog records (``state_bench.py``);
+- ``state-engines``: SQLite, RocksDB and LMDB as the local copy (``state_engines.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -24,6 +27,8 @@ COMMANDS = {
     "outage": "benchmarks.outage_noise",
     "stress": "benchmarks.stress_rebalance",
     "fault-sweep": "benchmarks.fault_sweep",
+    "state": "benchmarks.state_bench",
+    "state-engines": "benchmarks.state_engines",
 }
 
 if __name__ == "__main__":

@@ -1,0 +1,179 @@
+"""One stateful benchmark contender in its own process.
+
+    python -m benchmarks._state_contenders NAME BOOTSTRAP SRC DST RECORDS INTERVAL GROUP STATE_DIR
+
+NAME:
+- ``eosflow-copy``: eosflow's pass-through (the stateless reference), default settings;
+- ``eosflow-count``: the running count of ``examples/counting.py`` (a JSON store per
+  partition, the new count emitted per record), default settings;
+- ``quixstreams-count``: the same count in quixstreams 3 (exactly-once, its RocksDB state
+  keyed by the message key, ``apply(stateful=True)``);
+- ``eosflow-restore``: a fresh eosflow count instance joining the group after the input is
+  all consumed: it only restores every partition's store from the changelog; RECORDS is
+  then the changelog records expected, and the time is from start to every store ready.
+
+Prints one JSON line: records, seconds (first record processed to the last commit; for
+the restore, start to ready), peak RSS (MiB) and the RSS once a tenth was processed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks._contenders import EXTRA, _peak_rss_mb
+
+
+def _config(boot: str, src: str, group: str, state_dir: str, interval: float) -> Any:
+    import eosflow
+
+    return eosflow.EosConfig(
+        bootstrap_servers=boot,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=group,
+        commit_interval_s=interval,
+        state_dir=state_dir,
+    )
+
+
+async def run_eosflow(
+    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str, count: bool
+) -> float:
+    import eosflow
+
+    first: list[float] = []
+
+    class Copy(eosflow.Processor):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if not first:
+                first.append(time.monotonic())
+            return eosflow.Output(dst, record.value, key=record.key)
+
+    class Count(eosflow.Processor):
+        stores = {"counts": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if not first:
+                first.append(time.monotonic())
+            counts = self.state("counts")
+            key = record.key or b""
+            c = counts.get(key, 0) + 1
+            counts.put(key, c)
+            return eosflow.Output(dst, str(c).encode(), key=key)
+
+    app = eosflow.EosApp(
+        Count() if count else Copy(), _config(boot, src, group, state_dir, interval)
+    )
+    async with app:
+        while not (app.stats.records >= n and not app.in_transaction):
+            if app.failure is not None:
+                raise app.failure
+            if "rss_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
+                EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+            await asyncio.sleep(0.005)
+        done = time.monotonic()
+    return done - first[0]
+
+
+async def run_restore(boot: str, src: str, group: str, state_dir: str, interval: float) -> float:
+    """Start a fresh count instance (its own transactional id and empty local copy) and
+    time it until every assigned partition's stores are restored."""
+    import eosflow
+
+    ready: set[str] = set()
+    restored: list[int] = []
+
+    class Watch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            msg = record.getMessage()
+            if msg.startswith("stores of ") and msg.endswith(" ready"):
+                ready.add(msg)
+            elif msg.startswith("restored the stores of "):
+                restored.append(int(msg.split(": ")[1].split()[0]))
+
+    for name in ("eosflow.session", "eosflow.state"):
+        logging.getLogger(name).addHandler(Watch())
+        logging.getLogger(name).setLevel(logging.INFO)
+
+    class Count(eosflow.Processor):
+        stores = {"counts": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> None:
+            raise AssertionError("the input is all consumed: nothing to process")
+
+    cfg = _config(boot, src, group, state_dir, interval).model_copy(
+        update={"transactional_id": f"{group}-restore"}
+    )
+    started = time.monotonic()
+    app = eosflow.EosApp(Count(), cfg)
+    async with app:
+        while not (app.assigned and len(ready) >= len(app.assigned)):
+            if app.failure is not None:
+                raise app.failure
+            await asyncio.sleep(0.005)
+        took = time.monotonic() - started
+    EXTRA["restored_records"] = sum(restored)
+    return took
+
+
+def run_quixstreams(
+    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
+) -> float:
+    from quixstreams import Application
+
+    app = Application(
+        broker_address=boot,
+        consumer_group=group,
+        processing_guarantee="exactly-once",
+        auto_offset_reset="earliest",
+        commit_interval=interval,
+        state_dir=state_dir,
+        loglevel="WARNING",
+    )
+    t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
+    t_out = app.topic(dst, value_serializer="bytes", key_serializer="bytes")
+    seen = [0]
+    first: list[float] = []
+
+    def count(value: Any, state: Any) -> bytes:
+        if not first:
+            first.append(time.monotonic())
+        c = state.get("count", 0) + 1
+        state.set("count", c)
+        seen[0] += 1
+        if seen[0] == n // 10:
+            EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+        if seen[0] >= n:
+            app.stop()  # graceful: the final checkpoint commits the last transaction
+        return str(c).encode()
+
+    app.dataframe(t_in).apply(count, stateful=True).to_topic(t_out)
+    app.run()
+    return time.monotonic() - first[0]
+
+
+def main() -> None:
+    name, boot, src, dst = sys.argv[1:5]
+    n, interval, group, state_dir = int(sys.argv[5]), float(sys.argv[6]), sys.argv[7], sys.argv[8]
+    Path(state_dir).mkdir(parents=True, exist_ok=True)
+    if name == "quixstreams-count":
+        seconds = run_quixstreams(boot, src, dst, n, interval, group, state_dir)
+    elif name in ("eosflow-copy", "eosflow-count"):
+        count = name == "eosflow-count"
+        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, group, state_dir, count))
+    elif name == "eosflow-restore":
+        seconds = asyncio.run(run_restore(boot, src, group, state_dir, interval))
+    else:
+        raise SystemExit(f"unknown contender {name!r}")
+    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    print(json.dumps({**line, **EXTRA}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

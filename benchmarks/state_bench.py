@@ -1,0 +1,229 @@
+"""``python -m benchmarks state``: exactly-once state, measured.
+
+    .venv/bin/python -m benchmarks state --broker genuine --records 200000 --keys 10000 \
+        --reps 3 --restore-keys 1000000
+
+1. **Throughput**, contenders in turns (A B C A B C ...), each in its own process, on the
+   same input (``--records`` records of 100 B over ``--keys`` keys, placed by key on
+   ``--partitions`` partitions), each into a fresh output topic and group:
+   ``eosflow-copy`` (the stateless pass-through, eosflow's defaults), ``eosflow-count``
+   (the running count of ``examples/counting.py``, defaults) and ``quixstreams-count``
+   (the same count in quixstreams, exactly-once). Every run is checked: each key's
+   outputs are exactly 1..n (the copy: each key's outputs as many as its inputs), and for
+   eosflow the committed changelog holds every key's count (``check_counts``).
+2. **Memory and restore** (``--restore-keys`` N > 0): eosflow-count over N records of N
+   distinct keys (peak RSS against the RSS after a tenth: flat means the store is on
+   disk), then a fresh instance of the same group restores every store from the
+   changelog (N data records plus the position records): the time from its start to
+   every partition ready.
+
+Targets (reported, never failed on): count >= 0.7x copy; eosflow-count >= 1.0x
+quixstreams-count; restore of 1,000,000 records under 10 s; peak RSS under 200 MiB over
+1,000,000 distinct keys. The broker: as ``python -m benchmarks run`` (``--broker fake`` or
+``genuine[:version]``). Writes ``benchmarks/results/state.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter, defaultdict
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from benchmarks.compare import RESULTS, broker, create
+from eosflow.testing import check_counts, read_topic
+
+CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
+TIMEOUT_S = 1800.0
+
+
+async def seed(boot: str, topic: str, n: int, keys: int) -> None:
+    print(f"  seeding {n:,} records over {keys:,} keys into {topic} ...", flush=True)
+    started = time.monotonic()
+    producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5, max_batch_size=256 * 1024)
+    await producer.start()
+    try:
+        payload = b"x" * 100
+        futs = [await producer.send(topic, payload, key=b"k%d" % (i % keys)) for i in range(n)]
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+    print(f"  seeded in {time.monotonic() - started:.1f} s", flush=True)
+
+
+async def run(
+    name: str, boot: str, src: str, dst: str, n: int, args: Any, group: str
+) -> dict[str, Any]:
+    state_dir = tempfile.mkdtemp(prefix="eosflow-bench-state-")
+    cmd = [sys.executable, "-m", "benchmarks._state_contenders", name, boot, src, dst, str(n)]
+    cmd += [str(args.interval), group, state_dir]
+    proc = await asyncio.create_subprocess_exec(
+        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        shutil.rmtree(state_dir, ignore_errors=True)
+    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(
+            f"{name} failed ({proc.returncode}): {err.decode(errors='replace')[-3000:]}"
+        )
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["rate"] = n / result["seconds"]
+    return result
+
+
+async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
+    """'ok', or what is wrong with the run's output."""
+    if name == "eosflow-count":
+        report = await check_counts(
+            boot, src, dst, f"{group}--{src}--counts--changelog", group_id=group
+        )
+        return "ok" if report.ok else report.summary()
+    inputs = Counter(k for _p, _o, k, _v in await read_topic(boot, src))
+    outputs = await read_topic(boot, dst)
+    if name == "eosflow-copy":
+        got = Counter(k for _p, _o, k, _v in outputs)
+        return (
+            "ok"
+            if got == inputs
+            else f"copy differs on {len(set(got.items()) ^ set(inputs.items()))} keys"
+        )
+    seen: dict[bytes | None, list[int]] = defaultdict(list)
+    for _p, _o, k, v in outputs:
+        seen[k].append(int(v or b"-1"))
+    bad = [k for k in inputs if sorted(seen.get(k, [])) != list(range(1, inputs[k] + 1))]
+    return "ok" if not bad else f"{len(bad)} keys whose outputs are not 1..n"
+
+
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.median(r[key] for r in rows)
+
+
+async def main(args: argparse.Namespace) -> int:
+    RESULTS.mkdir(exist_ok=True)
+    tag = uuid.uuid4().hex[:6]
+    out: dict[str, Any] = {"args": vars(args), "throughput": [], "memory": None, "restore": None}
+    ok = True
+    async with broker(args) as (boot, described, _version):
+        out["broker"] = described
+        print(f"broker: {described}", flush=True)
+        if args.records:
+            src = f"state-in-{tag}"
+            await create(boot, (src, args.partitions))
+            await seed(boot, src, args.records, args.keys)
+            for rep in range(args.reps):
+                for name in args.contenders:
+                    dst, group = f"state-out-{tag}-{name}-{rep}", f"state-g-{tag}-{name}-{rep}"
+                    await create(boot, (dst, args.partitions))
+                    r = await run(name, boot, src, dst, args.records, args, group)
+                    r["rep"], r["check"] = rep, await check(name, boot, src, dst, group)
+                    ok &= r["check"] == "ok"
+                    out["throughput"].append(r)
+                    print(
+                        f"  turn {rep + 1} {name}: {r['rate']:,.0f} rec/s, peak RSS "
+                        f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}",
+                        flush=True,
+                    )
+        if args.restore_keys:
+            n = args.restore_keys
+            src, dst, group = f"state-big-{tag}", f"state-big-out-{tag}", f"state-big-g-{tag}"
+            await create(boot, (src, args.partitions), (dst, args.partitions))
+            await seed(boot, src, n, n)
+            mem = await run("eosflow-count", boot, src, dst, n, args, group)
+            mem["check"] = await check("eosflow-count", boot, src, dst, group)
+            ok &= mem["check"] == "ok"
+            out["memory"] = mem
+            print(
+                f"  {n:,} distinct keys: {mem['rate']:,.0f} rec/s, RSS after a tenth "
+                f"{mem.get('rss_tenth_mb', 0):.0f} MiB, peak {mem['rss_peak_mb']:.0f} MiB, "
+                f"check {mem['check']}",
+                flush=True,
+            )
+            res = await run("eosflow-restore", boot, src, dst, n, args, group)
+            out["restore"] = res
+            print(
+                f"  restore: {res['restored_records']:,} changelog records in "
+                f"{res['seconds']:.1f} s ({res['restored_records'] / res['seconds']:,.0f}/s), "
+                f"peak RSS {res['rss_peak_mb']:.0f} MiB",
+                flush=True,
+            )
+    report(out, args)
+    (RESULTS / "state.json").write_text(json.dumps(out, indent=1))
+    return 0 if ok else 1
+
+
+def report(out: dict[str, Any], args: argparse.Namespace) -> None:
+    rows = out["throughput"]
+    if rows:
+        print(
+            f"\n{args.records:,} records x 100 B over {args.keys:,} keys, {args.partitions} "
+            f"partitions, commit interval {args.interval:g} s, medians of {args.reps} turns "
+            f"(min-max); {out['broker']}\n"
+        )
+        print("| contender | rec/s | peak RSS MiB | checks |")
+        print("|---|---:|---:|---|")
+        by = {n: [r for r in rows if r["contender"] == n] for n in args.contenders}
+        for name, mine in by.items():
+            rates = [r["rate"] for r in mine]
+            checks = "all ok" if all(r["check"] == "ok" for r in mine) else "FAILED"
+            print(
+                f"| {name} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
+                f" | {_median(mine, 'rss_peak_mb'):.0f} | {checks} |"
+            )
+        if by.get("eosflow-count") and by.get("eosflow-copy"):
+            ratio = _median(by["eosflow-count"], "rate") / _median(by["eosflow-copy"], "rate")
+            print(f"\ncount / copy: {ratio:.2f}x (target >= 0.7x)")
+        if by.get("eosflow-count") and by.get("quixstreams-count"):
+            e, q = by["eosflow-count"], by["quixstreams-count"]
+            ratio = _median(e, "rate") / _median(q, "rate")
+            faster = sum(a["rate"] > b["rate"] for a, b in zip(e, q, strict=False))
+            print(
+                f"eosflow-count / quixstreams-count: {ratio:.2f}x, faster in {faster} of "
+                f"{len(e)} turns (target >= 1.0x)"
+            )
+    if out["memory"]:
+        m = out["memory"]
+        print(
+            f"\nmemory, {args.restore_keys:,} distinct keys: RSS after a tenth "
+            f"{m.get('rss_tenth_mb', 0):.0f} MiB, peak {m['rss_peak_mb']:.0f} MiB "
+            "(target: flat, under 200 MiB)"
+        )
+    if out["restore"]:
+        r = out["restore"]
+        print(
+            f"restore: {r['restored_records']:,} records in {r['seconds']:.1f} s "
+            "(target under 10 s)"
+        )
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--broker", default="fake", help="fake, or genuine[:version]")
+    ap.add_argument("--records", type=int, default=200_000, help="0: skip the throughput part")
+    ap.add_argument("--keys", type=int, default=10_000)
+    ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--interval", type=float, default=0.1, help="commit interval, seconds")
+    ap.add_argument("--restore-keys", type=int, default=0, help="the memory and restore run")
+    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
+    args = ap.parse_args(argv)
+    args.broker_latency_ms = 0.0  # compare.broker's option, unused here
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse())))
