@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _aiokafka as ak
 from .. import _produce
 from .._errors import ConfigError
+from .._processor import overrides_batch
 from ._changelog import changelog_topic, check_names, encode_position
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
@@ -74,6 +75,11 @@ def declared(processor: Processor) -> dict[str, Serde]:
                 f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
             )
         out[name] = serde
+    if out and overrides_batch(processor):
+        raise ConfigError(
+            f"{type(processor).__name__} declares stores but overrides process_batch: "
+            "stores are per input partition, for process()"
+        )
     return out
 
 
