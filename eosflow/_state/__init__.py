@@ -97,7 +97,9 @@ class Stores:
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
         self._held: set[Partition] = set()
-        self._handles: dict[tuple[str, Partition], Store[Any]] = {}
+        # per partition: its stores by name (those of ``current`` in ``_now``)
+        self._handles: dict[Partition, dict[str, Store[Any]]] = {}
+        self._now: dict[str, Store[Any]] = {}
         self._env: Env | None = None
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
@@ -178,8 +180,7 @@ class Stores:
         """Close the local copies of partitions no longer held."""
         for partition in [p for p in self._local if p not in self._held]:
             self._local.pop(partition).close()
-            for name in self.specs:
-                self._handles.pop((name, partition), None)
+            self._handles.pop(partition, None)
 
     # --- the transaction ------------------------------------------------------------
 
@@ -243,15 +244,24 @@ class Stores:
 
     def bind(self, processor: Processor) -> Process:
         """``processor.process``, made to know its record's partition for ``state()``
-        and to take back the writes of a record that raises."""
+        and, when failing records are dead-lettered, to take back the writes of one that
+        raises (without a dead-letter topic a raise stops the app: its transaction aborts,
+        and its writes with it)."""
         process: Process = processor.process
         if not self.specs:
             return process
         processor._eosflow_state = self
-        layers = self._layers
+        layers, handles = self._layers, self._handles
+        empty: dict[str, Store[Any]] = {}
 
         async def process_with_state(record: Record) -> Any:
-            self.current = (record.topic, record.partition)
+            self.current = partition = (record.topic, record.partition)
+            self._now = handles.get(partition, empty)
+            return await process(record)
+
+        async def process_undoing(record: Record) -> Any:
+            self.current = partition = (record.topic, record.partition)
+            self._now = handles.get(partition, empty)
             undo: list[Any] = []
             layers.undo = undo
             try:
@@ -262,21 +272,22 @@ class Stores:
             finally:
                 layers.undo = None
 
-        return process_with_state
+        return process_with_state if self.config.dead_letter_topic is None else process_undoing
 
     def store(self, name: str) -> Store[Any]:
         """The store ``name`` of the partition of the record being processed."""
-        partition = self.current
-        handle = self._handles.get((name, partition))  # type: ignore[arg-type]
+        handle = self._now.get(name)
         if handle is not None:
             return handle
         if name not in self.specs:
             raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
+        partition = self.current
         if partition is None:
             raise RuntimeError("Processor.state() gives the store of the record in process()")
         local = self._local.get(partition)
         if local is None:
             raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
         handle = Store(name, partition, self.specs[name], self._layers, local)
-        self._handles[(name, partition)] = handle
+        self._now = self._handles.setdefault(partition, {})
+        self._now[name] = handle
         return handle

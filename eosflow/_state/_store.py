@@ -62,16 +62,31 @@ class _Bytes:
 
 
 class _Json:
-    """Values are JSON (compact, UTF-8)."""
+    """Values are JSON (compact, UTF-8). Integers, the commonest value of a count, take a
+    fast path: their JSON is their decimal digits (``int`` reads those back, and any
+    other JSON falls back to the decoder)."""
+
+    _encode = json.JSONEncoder(separators=(",", ":")).encode
+    _decode = json.JSONDecoder().decode
 
     def dumps(self, value: Any) -> bytes:
-        return json.dumps(value, separators=(",", ":")).encode()
+        if type(value) is int:
+            return b"%d" % value
+        return self._encode(value).encode()
 
     def loads(self, data: bytes) -> Any:
-        return json.loads(data)
+        if data[:1] in _DIGITS:
+            try:
+                return int(data)
+            except ValueError:
+                pass
+        return self._decode(data.decode())
 
     def __repr__(self) -> str:
         return "eosflow.JSON"
+
+
+_DIGITS = frozenset(bytes([c]) for c in b"-0123456789")
 
 
 BYTES: Serde = _Bytes()
@@ -120,10 +135,13 @@ class Store(Generic[V]):
         return f"<eosflow.Store {self.name!r} of {topic}[{p}]>"
 
     def _raw(self, key: bytes) -> bytes | None:
-        for layer in (self._layers.open, self._layers.sealed):
-            writes = layer.get(self._slot)
-            if writes is not None and key in writes:
-                return writes[key]
+        layers, slot = self._layers, self._slot
+        writes = layers.open.get(slot)
+        if writes is not None and key in writes:
+            return writes[key]
+        writes = layers.sealed.get(slot)
+        if writes is not None and key in writes:
+            return writes[key]
         return self._local.get(self.name, key)
 
     @overload
@@ -134,7 +152,7 @@ class Store(Generic[V]):
 
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The value of ``key``, or ``default`` when it has none."""
-        raw = self._raw(store_key(key))
+        raw = self._raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
         return default if raw is None else self._serde.loads(raw)  # type: ignore[no-any-return]
 
     def __contains__(self, key: bytes | str) -> bool:
@@ -142,7 +160,8 @@ class Store(Generic[V]):
 
     def put(self, key: bytes | str, value: V) -> None:
         """Set ``key`` to ``value`` in the open transaction."""
-        self._set(store_key(key), self._serde.dumps(value))
+        data = self._serde.dumps(value)
+        self._set(key if type(key) is bytes and key != RESERVED_KEY else store_key(key), data)
 
     def delete(self, key: bytes | str) -> None:
         """Remove ``key`` in the open transaction (a tombstone in the changelog)."""
