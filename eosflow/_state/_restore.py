@@ -67,6 +67,7 @@ class _Target:
     lso: int = -1
     applied: int = 0
     done: bool = False
+    assigned: bool = False  # to the restore consumer, and positioned
 
 
 @dataclass(eq=False)
@@ -229,6 +230,7 @@ class Restorer:
                     consumer.seek(t.tp, offset)
                 else:
                     await consumer.seek_to_beginning(t.tp)
+                t.assigned = True
             fresh = [t.tp for _job, t in active if t.lso < 0]
             if fresh:
                 ends = await consumer.end_offsets(fresh)  # read_committed: last stable offsets
@@ -283,6 +285,8 @@ class Restorer:
             await consumer.seek_to_beginning(t.tp)
 
     async def _check(self, consumer: AIOKafkaConsumer, job: Job) -> None:
+        if not all(t.assigned for t in job.targets):
+            return  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
         pending = False
         for t in job.targets:
