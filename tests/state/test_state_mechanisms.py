@@ -18,6 +18,7 @@ from stateful import changelog, counts_ok, seed_keys, state_config, until_commit
 
 import eosflow
 from eosflow import _codes as codes
+from eosflow._state import _restore
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir
 from eosflow._state._store import RESERVED_KEY
@@ -127,8 +128,9 @@ async def test_restore_stops_at_the_last_stable_offset(
 # then would miss that transaction's writes. Caught: a restore done at the last stable
 # offset whatever the store's position (the second instance counted from stale state).
 async def test_a_restore_waits_for_commit_markers_still_in_flight(
-    eosflow_cluster: FakeCluster, tmp_path: Path
+    eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # a long restore logs progress
     c = eosflow_cluster
     src = "in"
     c.create_topic(src, 1)
@@ -144,14 +146,17 @@ async def test_a_restore_waits_for_commit_markers_still_in_flight(
         await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
     # the first instance is gone; its last transaction's changelog marker is not there yet
     c.delay_markers(changelog("g", src), 0)
-    with log_seen("eosflow.session", "stores of in[0] ready") as ready:
+    with (
+        log_seen("eosflow.session", "stores of in[0] ready") as ready,
+        log_seen("eosflow.state", "restoring store 'counts' of in[0]") as progress,
+    ):
         second = eosflow.EosApp(
             Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
         )
         async with second:
             await seed_keys(c.bootstrap_servers, src, 50, 10, start=350)
             await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
-    assert ready.is_set()
+    assert ready.is_set() and progress.is_set()
     await counts_ok(c.bootstrap_servers, src, "g")
 
 
