@@ -38,7 +38,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 
 from ._config import EosConfig
-from ._errors import EosflowError, FatalError, ProcessingError, TransactionError, TransientError
+from ._errors import (
+    ConfigError,
+    EosflowError,
+    FatalError,
+    ProcessingError,
+    TransactionError,
+    TransientError,
+)
 from ._logs import summarised_aiokafka_logs
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
@@ -124,7 +131,12 @@ class EosApp:
         batch = overrides_batch(processor)
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
         self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
-        self._stores = declared(processor)  # (refused for a batch processor)
+        self._stores = declared(processor)
+        if batch and self._stores:
+            raise ConfigError(
+                f"{type(processor).__name__} declares stores but overrides process_batch: "
+                "stores are per input partition, for process()"
+            )
         # with state: bound by the session's stores (state() then knows the partition)
         self._process_record: Callable[[Record], Awaitable[object]] = processor.process
 

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ._records import Output, Record
 
 if TYPE_CHECKING:
     from ._config import EosConfig
-    from ._state import Serde, Store, Stores
+    from ._state._store import Serde, Store
+
+
+class _StoresOfTheRecord(Protocol):
+    """What the runtime gives a processor with stores (``_state.Stores``)."""
+
+    def store(self, name: str) -> Store[Any]: ...
+
 
 ProcessResult = Output | Iterable[Output] | None
 
@@ -45,7 +52,7 @@ class Processor:
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
-    _eosflow_state: Stores | None = None  # set on the instance by the runtime
+    _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed

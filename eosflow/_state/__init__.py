@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from .. import _aiokafka as ak
 from .. import _produce
 from .._errors import ConfigError
-from .._processor import overrides_batch
 from ._changelog import changelog_topic, check_names, encode_position
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
@@ -46,7 +45,6 @@ if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
 
     from .._config import EosConfig
-    from .._processor import Processor
     from .._records import Record
 
 __all__ = ["BYTES", "JSON", "Serde", "Store", "Stores", "declared"]
@@ -57,9 +55,10 @@ Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
 
 
-def declared(processor: Processor) -> dict[str, Serde]:
-    """The stores ``processor`` declares (its ``stores`` mapping: name -> Serde, None
-    meaning bytes), checked: a one-line ``ConfigError`` for a value that is no Serde."""
+def declared(processor: object) -> dict[str, Serde]:
+    """The stores ``processor`` (a ``Processor``) declares (its ``stores`` mapping: name
+    -> Serde, None meaning bytes), checked: a one-line ``ConfigError`` for a value that is
+    no Serde."""
     raw = getattr(processor, "stores", None) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(
@@ -75,11 +74,6 @@ def declared(processor: Processor) -> dict[str, Serde]:
                 f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
             )
         out[name] = serde
-    if out and overrides_batch(processor):
-        raise ConfigError(
-            f"{type(processor).__name__} declares stores but overrides process_batch: "
-            "stores are per input partition, for process()"
-        )
     return out
 
 
@@ -242,8 +236,9 @@ class Stores:
 
     # --- processing ----------------------------------------------------------------
 
-    def bind(self, processor: Processor) -> Process:
-        """``processor.process``, made to know its record's partition for ``state()``
+    def bind(self, processor: Any) -> Process:
+        """``processor.process`` (a ``Processor``'s), made to know its record's partition
+        for ``state()``
         and, when failing records are dead-lettered, to take back the writes of one that
         raises (without a dead-letter topic a raise stops the app: its transaction aborts,
         and its writes with it)."""
