@@ -149,7 +149,7 @@ class EosApp:
     async def _run(self) -> None:
         session = TransactSession(self.config, self._assigned, self._revoked, self._stores)
         self._session = session
-        self._process_record = session.stores.bind(self.processor)
+        self._process_record = session.stores.bind(self.processor, as_outputs)
         try:
             self.processor.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or

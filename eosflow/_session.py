@@ -318,6 +318,8 @@ class TransactSession:
                     self.last_abort_reason = reason
                     log.info("transaction aborted: %s", reason)
                     await self._pos.rewind(self.consumer)
+            if txn.fatal is not None:  # aborted first: nothing left open on the broker
+                raise txn.fatal
             return outcome
         finally:
             self._txn = None
@@ -334,12 +336,16 @@ class TransactSession:
 
     async def _send_changelog(self, txn: Transaction) -> None:
         """The transaction's store writes and position records into its changelogs (a
-        refusal dooms it, as for outputs)."""
+        refusal dooms it, as for outputs; what no retry fixes is raised by ``end`` once
+        the transaction is aborted, so nothing stays open on the broker)."""
         try:
             await self.stores.send(self.producer, txn.consumed, txn.sends)
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
             txn.doom(f"changelog produce refused: {exc}")
+        except FatalError as exc:  # e.g. a value too large, WRITE refused: abort, then stop
+            txn.refused, txn.fatal = True, exc
+            txn.doom(f"changelog produce failed: {exc}")
 
     @property
     def _step_timeout_s(self) -> float:

@@ -52,6 +52,7 @@ class Transaction:
     sends: list[asyncio.Future[object]] = field(default_factory=list)
     doomed: str | None = None
     refused: bool = False  # the producer refused a send: the rest were dropped
+    fatal: FatalError | None = None  # raised by ``end`` once the transaction is aborted
 
     def doom(self, reason: str) -> None:
         """Make the transaction abort at ``end``; the first reason is kept."""

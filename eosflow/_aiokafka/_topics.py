@@ -42,8 +42,9 @@ async def partition_counts(
     out: dict[str, int] = {}
     for topic in topics:
         try:
-            with mapped(f"metadata of topic {topic!r}", "READ"):
-                await asyncio.wait_for(wait_on_metadata(client, topic), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                with mapped(f"metadata of topic {topic!r}", "READ"):
+                    await wait_on_metadata(client, topic)
         except TimeoutError:
             raise FatalError(
                 f"topic {topic!r} has no metadata after {timeout_s:g} s: it does not exist"
@@ -78,6 +79,12 @@ async def ensure_compacted(
             node = _controller(client)
             resp = await client.send(node, CreateTopicsRequest(requests, 30_000, False))
         retry: dict[str, tuple[str, int]] = {}
+        answered = {entry["topic"] for entry in resp.to_object()["topic_errors"]}
+        for name in pending:
+            if name not in answered:
+                raise FatalError(
+                    f"creating changelog topic {name}: the broker did not answer for it"
+                )
         for entry in resp.to_object()["topic_errors"]:
             name, code = entry["topic"], entry["error_code"]
             message = entry.get("error_message")
@@ -96,7 +103,8 @@ async def ensure_compacted(
             elif code in _RETRIABLE:
                 retry[name] = pending[name]
                 if code == codes.NOT_CONTROLLER:
-                    await client.force_metadata_update()
+                    with mapped("metadata (looking for the controller)"):
+                        await client.force_metadata_update()
             else:
                 raise FatalError(
                     f"creating changelog topic {name}: {error_name(code)}"
@@ -138,10 +146,11 @@ async def _check(
         policy = {e["config_names"]: e["config_value"] for e in res["config_entries"]}.get(
             "cleanup.policy", "delete"
         )
-        if "compact" not in (policy or "").split(","):
+        if [p.strip() for p in (policy or "").split(",")] != ["compact"]:
             raise ConfigError(
                 f"changelog topic {name} has cleanup.policy={policy}: a changelog must be "
-                "compacted (cleanup.policy=compact), or old state is deleted with its segments"
+                "compacted only (cleanup.policy=compact); with delete, keys not written "
+                "within the retention are gone from it, and a restore would miss them"
             )
 
 

@@ -95,6 +95,7 @@ class Stores:
         self._handles: dict[Partition, dict[str, Store[Any]]] = {}
         self._now: dict[str, Store[Any]] = {}
         self._env: Env | None = None
+        self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
         self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int]] = []
@@ -126,6 +127,7 @@ class Stores:
         await ak.ensure_compacted(producer, wanted, cfg.changelog_replication_factor, timeout)
 
     async def stop(self) -> None:
+        self._stopped = True
         await self._restorer.stop()
         self._layers.discard()
         self._held.clear()
@@ -136,7 +138,7 @@ class Stores:
     def assigned(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
         """Open and start restoring the stores of newly assigned partitions (their
         committed offsets given); returns those to hold back until ready."""
-        if not self.specs:
+        if not self.specs or self._stopped:
             return set()
         for partition, offset in committed.items():
             self._held.add(partition)
@@ -154,6 +156,8 @@ class Stores:
         committed). Returns those to hold back until ready."""
         self._layers.discard()
         self._positions.clear()
+        if self._stopped:
+            return set()
         again = {p: committed.get(p) for p in self._held}
         for partition, offset in again.items():
             self._restore(partition, offset)
@@ -217,15 +221,21 @@ class Stores:
         changes: dict[Partition, dict[str, dict[bytes, bytes | None]]] = {}
         checkpoints: dict[Partition, dict[str, Checkpoint]] = {}
         for partition, store, last, count, position in self._positions:
-            offset = last.result().offset + count - 1  # type: ignore[attr-defined]
-            checkpoints.setdefault(partition, {})[store] = Checkpoint(offset + 1, offset, position)
+            base = last.result().offset  # type: ignore[attr-defined]
+            if base is not None and base >= 0:
+                offset = base + count - 1
+                checkpoints.setdefault(partition, {})[store] = Checkpoint(
+                    offset + 1, offset, position
+                )
+            # else aiokafka took a retried batch for a duplicate and knows no offset: the
+            # writes go to disk under the previous checkpoint (a restore replays them)
             writes = sealed.get((store, partition))
             if writes:
                 changes.setdefault(partition, {})[store] = writes
-        for partition, cps in checkpoints.items():
+        for partition in checkpoints.keys() | changes.keys():
             local = self._local.get(partition)
             if local is not None:
-                local.apply(changes.get(partition, {}), cps)
+                local.apply(changes.get(partition, {}), checkpoints.get(partition, {}))
         self._positions.clear()
         self._layers.committed()
 
@@ -236,9 +246,10 @@ class Stores:
 
     # --- processing ----------------------------------------------------------------
 
-    def bind(self, processor: Any) -> Process:
+    def bind(self, processor: Any, check: Callable[[Any], Any]) -> Process:
         """``processor.process`` (a ``Processor``'s), made to know its record's partition
-        for ``state()``
+        for ``state()`` (``check``: what the app does with a result, raising for a wrong
+        one)
         and, when failing records are dead-lettered, to take back the writes of one that
         raises (without a dead-letter topic a raise stops the app: its transaction aborts,
         and its writes with it)."""
@@ -252,7 +263,10 @@ class Stores:
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
             self._now = handles.get(partition, empty)
-            return await process(record)
+            try:
+                return await process(record)
+            finally:  # state() outside process() must not get the last record's store
+                self.current, self._now = None, empty
 
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
@@ -260,12 +274,15 @@ class Stores:
             undo: list[Any] = []
             layers.undo = undo
             try:
-                return await process(record)
+                # its outputs checked here too: a record dead-lettered for what it
+                # returned leaves no write either
+                return check(await process(record))
             except BaseException:
                 layers.revert(undo)
                 raise
             finally:
                 layers.undo = None
+                self.current, self._now = None, empty
 
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
 

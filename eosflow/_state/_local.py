@@ -204,11 +204,15 @@ class LocalPartition:
         self._db.write(batch)
 
     def wipe(self, store: str) -> None:
-        """Forget everything of ``store``: its data and checkpoint."""
+        """Forget everything of ``store``: its checkpoint first, synced to disk, then its
+        data. (The other order could leave, after a power loss, an empty store under a
+        checkpoint the changelog still confirms.)"""
+        sync = self._env._rocksdict.WriteOptions()
+        sync.sync = True
+        self._cf[_META_CF].delete(store.encode(), sync)
         self._cf[store] = self._handle[store] = None
         self._db.drop_column_family(store)
         self._db.create_column_family(store, self._env.options())
-        self._cf[_META_CF].delete(store.encode())
         self._refresh()
 
     def close(self) -> None:

@@ -96,6 +96,7 @@ class Restorer:
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
+        self._closed = False
 
     @property
     def restoring(self) -> frozenset[Partition]:
@@ -104,6 +105,8 @@ class Restorer:
     def add(self, job: Job, changelogs: dict[str, str]) -> None:
         """Restore ``job`` (replacing a job of the same partition). ``changelogs``: store
         -> changelog topic."""
+        if self._closed:
+            return  # stopped: a rebalance that ends after the stop restores nothing
         self.remove([job.partition])
         _topic, p = job.partition
         for store in job.local.stores:
@@ -136,16 +139,25 @@ class Restorer:
                 self._changed.set()
 
     async def stop(self) -> None:
+        self._closed = True
         self._jobs.clear()
         self._by_tp.clear()
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        consumer, self._consumer = self._consumer, None
-        if consumer is not None:
-            await ak.close_consumer(consumer, timeout_s=10.0)
+        try:
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # our own cancellation, not the task's
+                except Exception as exc:
+                    log.debug("the restore task ended on %r while stopping", exc)
+        finally:
+            consumer, self._consumer = self._consumer, None
+            if consumer is not None:
+                await ak.close_consumer(consumer, timeout_s=10.0)
 
     # --- the one task ----------------------------------------------------------------
 
@@ -165,7 +177,9 @@ class Restorer:
                     batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
                 for tp, msgs in batch.items():
                     found = self._by_tp.get(tp)
-                    if found is not None and msgs:
+                    # a target added (a job replaced) while this fetch ran is not yet
+                    # positioned: what came is from the old position, read again later
+                    if found is not None and msgs and found[1].assigned:
                         await self._apply(consumer, *found, msgs)
                 for job in list(self._jobs.values()):
                     await self._check(consumer, job)
@@ -189,11 +203,20 @@ class Restorer:
             except Exception as exc:  # the boundary: nothing else leaves the task unseen
                 self._fail(ak.map_error(exc, "restoring state"))
                 return
+        self._idle()
+
+    def _idle(self) -> None:
+        """Nothing left to restore: stop fetching the changelogs (this instance writes
+        them now; their records would only pile up in the consumer's buffer)."""
+        if self._consumer is not None:
+            with contextlib.suppress(Exception):
+                self._consumer.assign([])
 
     def _fail(self, exc: Exception) -> None:
         failed = sorted(f"{t}[{p}]" for t, p in self._jobs)
         self._jobs.clear()
         self._by_tp.clear()
+        self._idle()
         log.error("restoring the stores of %s failed: %s", ", ".join(failed), exc)
         self._on_failed(exc)
 
@@ -211,7 +234,11 @@ class Restorer:
                 max_partition_fetch_bytes=4 << 20,
                 retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
             )
-            await ak.start(consumer, cfg, "starting the restore consumer", "READ")
+            try:
+                await ak.start(consumer, cfg, "starting the restore consumer", "READ")
+            except BaseException:
+                await ak.close_consumer(consumer, timeout_s=5.0)  # no half-started client
+                raise
             self._consumer = consumer
         return self._consumer
 
@@ -224,6 +251,8 @@ class Restorer:
         with ak.mapped("restoring state (positioning the changelog)", "READ"):
             consumer.assign([t.tp for _job, t in active])
             for job, t in active:
+                if self._by_tp.get(t.tp) != (job, t):
+                    continue  # removed or replaced during an await of this loop
                 local = job.local.checkpoint(t.store)
                 offset = t.checkpoint.marker if t.verifying else local.offset
                 if offset > 0:
@@ -288,6 +317,7 @@ class Restorer:
         if not all(t.assigned for t in job.targets):
             return  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
+        waited = job.pending_since is not None and now - job.pending_since > self._wait_s
         pending = False
         for t in job.targets:
             if t.done:
@@ -301,37 +331,32 @@ class Restorer:
                 t.lso = lso
             if position < t.lso:
                 continue
+            hw = consumer.highwater(t.tp)
             if t.verifying:  # read up to the stable end without meeting its record
+                if hw is not None and t.lso <= t.checkpoint.marker < hw and not waited:
+                    pending = True  # an open transaction holds it back: not yet readable
+                    continue
                 t.verifying = False
                 await self._distrust(consumer, job, t, "no committed record there")
                 continue
             if t.position == job.committed:
                 t.done = True
                 continue
-            hw = consumer.highwater(t.tp)
             if hw is not None and t.lso >= hw:  # nothing pending: all there is
-                topic, p = job.partition
-                log.warning(
-                    "store %r of %s[%d] reflects input offset %s but the group committed "
-                    "%s (was the input processed without this store?); going on with it",
-                    t.store,
-                    topic,
-                    p,
-                    t.position,
-                    job.committed,
-                )
-                t.done = True
+                _settled(job, t)
                 continue
             pending = True  # the previous owner's commit markers have not landed yet
-        if pending:
+        if not pending:
+            job.pending_since = None
+        elif waited:
+            topic, p = job.partition
+            raise FatalError(
+                f"restoring the stores of {topic}[{p}]: the changelog does not show "
+                f"the transaction that committed input offset {job.committed} after "
+                f"{self._wait_s:g} s (a transaction stays open on it)"
+            )
+        else:
             job.pending_since = job.pending_since or now
-            if now - job.pending_since > self._wait_s:
-                topic, p = job.partition
-                raise FatalError(
-                    f"restoring the stores of {topic}[{p}]: the changelog does not show "
-                    f"the transaction that committed input offset {job.committed} after "
-                    f"{self._wait_s:g} s (a transaction stays open on it)"
-                )
         if self._jobs.get(job.partition) is not job:
             return
         if all(t.done for t in job.targets):
@@ -367,6 +392,33 @@ class Restorer:
                 t.applied / took if took > 0 else 0.0,
                 t.lso,
             )
+
+
+def _settled(job: Job, t: _Target) -> None:
+    """Nothing is pending on the changelog and the store's position is not the group's
+    committed offset. Behind it: the input was processed without this store for a while
+    (a store added to a running pipeline) -- logged, and the restore is done. Ahead of it
+    (or offsets where the group has none): the state already reflects input that would
+    be processed again, counted twice -- the group's offsets were reset or expired behind
+    the state. That stops the app."""
+    topic, p = job.partition
+    if job.committed is None or (t.position is not None and t.position > job.committed):
+        raise FatalError(
+            f"store {t.store!r} of {topic}[{p}] reflects input up to offset {t.position}, "
+            f"but the group's committed offset is {job.committed}: its records would be "
+            "applied twice (were the group's offsets reset or expired?); reset the state "
+            "too (delete the changelog and the local state) or restore the offsets"
+        )
+    log.warning(
+        "store %r of %s[%d] reflects input offset %s but the group committed %s (was the "
+        "input processed without this store?); going on with it",
+        t.store,
+        topic,
+        p,
+        t.position,
+        job.committed,
+    )
+    t.done = True
 
 
 def _confirms(record: object, cp: Checkpoint) -> bool:
