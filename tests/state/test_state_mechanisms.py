@@ -11,7 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from kit import create_topic, eventually, log_seen
 from stateful import changelog, counts_ok, seed_keys, state_config, until_committed
@@ -266,6 +266,79 @@ async def test_a_changelog_of_the_wrong_shape_is_one_line(
     )
     with pytest.raises(eosflow.ConfigError, match=r"cleanup\.policy=delete"):
         await asyncio.wait_for(app.run(), 60)
+
+    # compacted, and deleted after the retention too: keys not written within it vanish
+    # from the changelog (caught: accepting any policy that includes compact)
+    group3 = b.unique("g")
+    admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+    await admin.start()
+    try:
+        policy = {"cleanup.policy": "compact,delete"}
+        await admin.create_topics([NewTopic(changelog(group3, src), 3, 1, topic_configs=policy)])
+    finally:
+        await admin.close()
+    app = eosflow.EosApp(
+        Count(), state_config(b.bootstrap_servers, group3, src, b.unique("tx"), tmp_path)
+    )
+    with pytest.raises(eosflow.ConfigError, match=r"cleanup\.policy=compact,delete"):
+        await asyncio.wait_for(app.run(), 60)
+
+
+# A store whose position is ahead of the group's committed offset -- the offsets were
+# reset (or expired) behind the state -- stops the app: processing those records again
+# would count them twice. Caught: going on with a warning (the counts were doubled).
+async def test_a_store_ahead_of_the_groups_offsets_stops_the_app(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, group = b.unique("in"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, f"{src}-counts", 1)
+    await seed_keys(b.bootstrap_servers, src, 300, 10)
+    await _count(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path / "a", 300)
+    reset = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await reset.start()
+    try:  # as kafka-consumer-groups --reset-offsets would, the group being empty
+        reset.assign([TopicPartition(src, 0)])
+        await reset.commit({TopicPartition(src, 0): 100})
+    finally:
+        await reset.stop()
+    app = eosflow.EosApp(
+        Count(), state_config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path / "b")
+    )
+    with pytest.raises(eosflow.FatalError, match="offsets reset or expired") as err:
+        await asyncio.wait_for(app.run(), 60)
+    assert "reflects input up to offset 300, but the group's committed offset is 100" in str(
+        err.value
+    )
+
+
+# A changelog record that can never be produced (a store value over the producer's max
+# request size) aborts the transaction, then stops the app: nothing stays open on the
+# broker, holding readers back until the transaction timeout. Caught: raising before
+# the abort (the transaction stayed Ongoing).
+async def test_a_changelog_that_cannot_be_produced_aborts_then_stops(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("in", 1)
+    c.create_topic("in-counts", 1)
+    await seed_keys(c.bootstrap_servers, "in", 10, 10)
+
+    class Huge(eosflow.Processor):
+        stores = {"blobs": eosflow.BYTES}
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            self.state("blobs").put(record.key or b"", b"x" * 1_200_000)
+            return eosflow.Output("in-counts", b"stored", key=record.key)
+
+    app = eosflow.EosApp(Huge(), state_config(c.bootstrap_servers, "g", "in", "tx-h", tmp_path))
+    with pytest.raises(eosflow.FatalError, match="the store's value is too large"):
+        await asyncio.wait_for(app.run(), 60)
+    assert c.txns.txns["tx-h"].state in ("PrepareAbort", "CompleteAbort")
+    assert await read_topic(c.bootstrap_servers, "in-counts") == []
 
 
 # A SIGKILL during a restore, then a restart, still gives exactly-once state: the restore
