@@ -125,6 +125,9 @@ class Stores:
             for changelog in self.changelogs(topic).values()
         }
         await ak.ensure_compacted(producer, wanted, cfg.changelog_replication_factor, timeout)
+        # their metadata now, tracked: the first commit's changelog produce need not wait
+        # for a new topic's leaders under the session lock
+        await ak.partition_counts(producer, sorted(wanted), timeout)
 
     async def stop(self) -> None:
         self._stopped = True

@@ -26,6 +26,9 @@ _MAX_TOPIC = 249  # Kafka's longest topic name
 
 
 def changelog_topic(group_id: str, topic: str, store: str) -> str:
+    """``<group>--<topic>--<store>--changelog``. Names holding ``--`` themselves could
+    meet another app's (group ``a--b`` with topic ``c``, group ``a`` with topic ``b--c``):
+    keep ``--`` out of group ids, input topics and store names of one cluster."""
     return f"{group_id}--{topic}--{store}--changelog"
 
 
