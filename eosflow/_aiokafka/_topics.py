@@ -141,6 +141,10 @@ async def _check(
         resp = await client.send(client.get_random_node(), DescribeConfigsRequest(resources))
     for res in resp.to_object()["resources"]:
         name, code = res["resource_name"], res["error_code"]
+        if code == codes.TOPIC_AUTHORIZATION_FAILED:
+            raise AuthorizationError(
+                "checking changelog topics", "DESCRIBE_CONFIGS", f"topic {name}", error_name(code)
+            )
         if code != 0:
             raise TransientError(f"DescribeConfigs of {name}", error_name(code))
         policy = {e["config_names"]: e["config_value"] for e in res["config_entries"]}.get(

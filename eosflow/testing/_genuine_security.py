@@ -46,8 +46,8 @@ LISTENERS = {"SASL_SSL": "SASL_SSL", "MTLS": "SSL", "EXPIRED": "SSL"}
 
 # Kafka's ACL enums (org.apache.kafka.common.acl / resource)
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = 2, 3, 4, 5
-LITERAL = 3
-READ, WRITE, DESCRIBE, IDEMPOTENT_WRITE = 3, 4, 8, 12
+LITERAL, PREFIXED = 3, 4
+READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE = 3, 4, 5, 8, 10, 12
 ALLOW = 3
 
 CREATE_ACLS = MessageSpec(
@@ -108,12 +108,14 @@ ALTER_USER_SCRAM_CREDENTIALS = MessageSpec(
 
 @dataclass(frozen=True)
 class Acl:
-    """Allow ``principal`` ``operation`` on one resource named literally."""
+    """Allow ``principal`` ``operation`` on one resource named literally (or, with
+    ``PREFIXED``, on every resource whose name starts with ``resource_name``)."""
 
     principal: str
     resource_type: int
     resource_name: str
     operation: int
+    pattern: int = LITERAL
 
 
 def app_acls(
@@ -136,6 +138,13 @@ def app_acls(
     return acls
 
 
+def state_acls(principal: str, group_id: str) -> list[Acl]:
+    """What an app with state stores needs besides ``app_acls`` (README.md): CREATE,
+    DESCRIBE_CONFIGS, WRITE and READ on the topics prefixed ``<group>--``, its changelogs."""
+    ops = (CREATE, DESCRIBE_CONFIGS, WRITE, READ)
+    return [Acl(principal, TOPIC, f"{group_id}--", op, PREFIXED) for op in ops]
+
+
 async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float = 10.0) -> None:
     """Create ``acls`` through the super user's PLAINTEXT listener (CreateAcls v2, raw on
     a socket); any refusal raises."""
@@ -144,7 +153,7 @@ async def create_acls(plaintext_server: str, acls: list[Acl], timeout_s: float =
             {
                 "resource_type": a.resource_type,
                 "resource_name": a.resource_name,
-                "resource_pattern_type": LITERAL,
+                "resource_pattern_type": a.pattern,
                 "principal": a.principal,
                 "host": "*",
                 "operation": a.operation,

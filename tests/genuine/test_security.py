@@ -13,6 +13,7 @@ import random
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -22,7 +23,7 @@ from kit import Upper, create_topic, read_all
 
 import eosflow
 from eosflow import AuthenticationError, AuthorizationError, KafkaSecurity
-from eosflow.testing import check_exactly_once
+from eosflow.testing import check_counts, check_exactly_once
 from eosflow.testing._genuine import GenuineKafka
 from eosflow.testing._genuine_security import (
     MTLS_PRINCIPAL,
@@ -34,7 +35,9 @@ from eosflow.testing._genuine_security import (
     Acl,
     app_acls,
     create_acls,
+    state_acls,
 )
+from examples.counting import Count
 
 pytestmark = [pytest.mark.genuine, pytest.mark.asyncio(loop_scope="module")]
 N = 2000
@@ -158,6 +161,53 @@ async def test_exactly_once_over_sasl_ssl_oauthbearer(kafka: GenuineKafka) -> No
 
 async def test_exactly_once_over_mutual_tls_with_the_readme_acls(kafka: GenuineKafka) -> None:
     await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL, mtls(kafka))
+
+
+async def test_exactly_once_state_over_sasl_ssl_with_the_readme_acls(
+    kafka: GenuineKafka, tmp_path: Path
+) -> None:
+    """The running count over SASL_SSL with README's ACLs, its changelog grant included;
+    without that grant, the start stops with one line naming CREATE on the changelog."""
+    k = kafka
+    src, dst, _dlq, group, txn = await topics(k, "state")
+    await create_acls(
+        k.bootstrap_servers,
+        app_acls(
+            SCRAM_PRINCIPAL, transactional_id=txn, group_id=group, inputs=(src,), outputs=(dst,)
+        ),
+    )
+    cfg = config(k.secured_servers(), scram(k), src, group, txn, None).model_copy(
+        update={"state_dir": str(tmp_path)}
+    )
+    os.environ["COUNT_OUTPUT"] = dst
+    try:
+        counting = Count()
+    finally:
+        del os.environ["COUNT_OUTPUT"]
+    with pytest.raises(AuthorizationError) as info:
+        await asyncio.wait_for(eosflow.EosApp(counting, cfg).run(), 60)
+    changelog = f"{group}--{src}--counts--changelog"
+    assert f"refused CREATE on topic {changelog}" in str(info.value), info.value
+    await create_acls(k.bootstrap_servers, state_acls(SCRAM_PRINCIPAL, group))
+    app = eosflow.EosApp(counting, cfg)
+    async with app:
+        deadline = time.monotonic() + 90
+        while app.stats.records < N or app.last_outcome is not eosflow.Outcome.COMMITTED:
+            assert app.failure is None, app.failure
+            assert time.monotonic() < deadline, f"{app.stats.records} of {N} within 90 s"
+            await asyncio.sleep(0.1)
+    await create_acls(k.bootstrap_servers, [Acl(SCRAM_PRINCIPAL, TOPIC, dst, READ)])
+    report = await check_counts(
+        k.secured_servers(), src, dst, changelog, group_id=group, security=scram(k)
+    )
+    assert report.ok, report.summary()
+    # a restart finds the changelog there: it checks it (DESCRIBE_CONFIGS) and restores
+    async with eosflow.EosApp(counting, cfg) as again:
+        deadline = time.monotonic() + 60
+        while not again.assigned:
+            assert again.failure is None, again.failure
+            assert time.monotonic() < deadline, "the restarted app took no partition"
+            await asyncio.sleep(0.1)
 
 
 @pytest.mark.parametrize(
