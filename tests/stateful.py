@@ -7,7 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import committed_total
 
 import eosflow
@@ -76,6 +76,25 @@ async def until_committed(
             assert app.failure is None, app.failure
         assert time.monotonic() < deadline, f"stalled at {done}/{target}"
         await asyncio.sleep(0.1)
+
+
+async def until_each_partition_committed(
+    bootstrap: str, topic: str, partitions: int, group: str, apps: tuple[eosflow.EosApp, ...]
+) -> None:
+    """Wait until ``group`` committed something on every partition of ``topic`` (so each
+    partition's stores hold state that a new owner must restore)."""
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        deadline = time.monotonic() + 60
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        while not all([(await c.committed(tp) or 0) > 0 for tp in tps]):
+            for app in apps:
+                assert app.failure is None, app.failure
+            assert time.monotonic() < deadline, "a partition saw no commit within 60 s"
+            await asyncio.sleep(0.1)
+    finally:
+        await c.stop()
 
 
 async def counts_ok(bootstrap: str, src: str, group: str, output: str | None = None) -> StateReport:
