@@ -265,10 +265,17 @@ class TransactSession:
 
     def mark_consumed(self, offsets: dict[tuple[str, int], int]) -> None:
         """Record the next offset per (topic, partition) processed in this transaction;
-        they commit with it. An offset that does not grow is a ``FatalError``."""
+        they commit with it. An offset that does not grow is a ``FatalError``.
+
+        Committed offsets are the floor only while the transaction's assignment is
+        current. A rebalance or recovery since its records were polled re-read them, and
+        another member may have committed past those records meanwhile (a partition lost
+        and given back): such a transaction is stale, so ``end`` aborts it and rewinds,
+        and its offsets are never committed -- that is no bug to stop for."""
         txn = self._txn
         assert txn is not None, "mark_consumed outside a transaction"
-        txn.mark(offsets, self._pos.committed)  # type: ignore[arg-type]
+        current = txn.epoch == self._pos.epoch
+        txn.mark(offsets, self._pos.committed if current else {})  # type: ignore[arg-type]
 
     def seal(self) -> None:
         """The open transaction takes no more records: its store writes are frozen for

@@ -629,6 +629,60 @@ async def test_rebalance_inside_begin_aborts_the_transaction(
     assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
 
 
+# Invariant 22's floor under a partition lost and given back: records were polled (or
+# worked ahead) under one assignment; a rebalance inside `begin` takes the partition away,
+# another member commits past those records meanwhile (the group's committed offset moves
+# to 150, as the fleet's chaos saw on genuine 4.4 after a coordinator pause), and the
+# partition comes back. The transaction is stale and must simply abort and rewind to 150.
+# Check committed offsets as the floor of a stale transaction too (`mark_consumed` passing
+# them whatever the epoch) and the app stops on "records would be committed twice".
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_stale_records_below_a_moved_committed_offset_abort(
+    cluster: FakeCluster, ahead: bool
+) -> None:
+    c = cluster
+    await seed(c)
+    proc = Counting("out")
+    hold = c.intercept("EndTxn", hold=True)  # the first commit, until work ahead is done
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=ahead))
+    async with app:
+        await hold.matched()
+        if ahead:
+            await until(app, lambda: len(proc.seen) == 100, "50 records processed ahead")
+        session = app._session
+        assert session is not None
+        producer = session.producer
+        original = producer.begin_transaction
+        begins = 0
+
+        async def begin_across_a_lost_partition() -> None:
+            nonlocal begins
+            begins += 1
+            if begins == 1:
+                await until(
+                    app,
+                    lambda: c.committed("g", "in").get(("in", 0)) == 50,
+                    "the first commit's offsets landed",
+                )
+                group = c.groups.get("g")
+                assert group is not None
+                group.offsets[("in", 0)] = (150, None)  # another member's commit
+                before = proc.assignments
+                c.force_rebalance("g")
+                await until(app, lambda: proc.assignments > before, "rebalance done")
+            await original()
+
+        producer.begin_transaction = begin_across_a_lost_partition  # type: ignore[method-assign]
+        hold.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert app.failure is None
+    assert app.stats.aborted == 1
+    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+    values = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
+    expected = [f"v{i}".encode() for i in (*range(50), *range(150, N))]
+    assert sorted(values) == sorted(expected), "50..149: aborted here, the other member's"
+
+
 # Invariant 9 without KIP-360 (a 2.4 broker: InitProducerId below v3): a fencing answer
 # cannot be told apart from a timed-out epoch, so it is fatal -- assuming a timeout and
 # carrying on could run beside a newer instance. Remove the raise in `_reinit`'s
