@@ -48,14 +48,27 @@ def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
                 and cls.__module__ == mod.__name__
                 and isinstance(cls.__dict__.get("API_VERSION"), int)
             ):
-                resp = cls.RESPONSE_TYPE
-                # aiokafka's ListGroupsRequest_v2 claims API_VERSION 1; trust the response
-                version = resp.API_VERSION if isinstance(resp.API_VERSION, int) else cls.API_VERSION
-                reg[(cls.API_KEY, version)] = (cls, resp)
+                # the class name's _vN is the version: aiokafka's ListGroupsRequest_v2
+                # claims API_VERSION 1, and its DescribeGroupsRequest_v3 answers with the
+                # v2 response (whose schema v3 shares), so neither attribute is trusted
+                suffix = cls.__name__.rpartition("_v")[2]
+                version = int(suffix) if suffix.isdigit() else cls.API_VERSION
+                reg[(cls.API_KEY, version)] = (cls, _response(cls.RESPONSE_TYPE, version))
     for spec in _wire.SPECS.values():
         for v in range(spec.versions[0], spec.versions[1] + 1):
             reg[(spec.api_key, v)] = _wire.spec_classes(spec, v)
     return reg
+
+
+def _response(given: type[Response], version: int) -> type[Response]:
+    """The response class of ``version``: ``given``, or its sibling named ``_v<version>``
+    in the same module when ``given`` is another version's."""
+    if given.API_VERSION == version:
+        return given
+    module = importlib.import_module(given.__module__)
+    name = given.__name__.rpartition("_v")[0] + f"_v{version}"
+    sibling = getattr(module, name, None)
+    return cast(type[Response], sibling) if sibling is not None else given
 
 
 REGISTRY = _registry()

@@ -141,7 +141,7 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
 async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     """Each group's state, protocol type, protocol and members (the chosen protocol's
     metadata, the assignment); a group the coordinator does not hold is answered Dead, with
-    no error and no members. Versions: v0-2."""
+    no error and no members. Versions: v0-3 (v3: authorized operations, not computed)."""
     out = []
     for gid in f.body["groups"]:
         g = c.groups.get(gid)
