@@ -11,7 +11,9 @@
 - ``fault-sweep``: the full fault matrix, one outcome line per case (``fault_sweep.py``);
 - ``state``: the stateful count against the pass-through and quixstreams, memory over a
   million keys and the restore of a million changelog records (``state_bench.py``);
-- ``state-engines``: SQLite, RocksDB and LMDB as the local copy (``state_engines.py``).
+- ``state-engines``: SQLite, RocksDB and LMDB as the local copy (``state_engines.py``);
+- ``metrics``: the pass-through with every operations feature off, then on
+  (``metrics_overhead.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -29,6 +31,7 @@ COMMANDS = {
     "fault-sweep": "benchmarks.fault_sweep",
     "state": "benchmarks.state_bench",
     "state-engines": "benchmarks.state_engines",
+    "metrics": "benchmarks.metrics_overhead",
 }
 
 if __name__ == "__main__":

@@ -4,6 +4,11 @@
 
 NAME:
 - ``eosflow-copy``: eosflow's pass-through (the stateless reference), default settings;
+- ``eosflow-copy-bare`` / ``eosflow-copy-ops``: the same copy with every operations
+  feature off (no metrics port, no progress line, no tracing), then with all of them on:
+  the metrics port scraped every second by a thread as a Prometheus would (harsher than
+  its usual 15 s), the progress line every 10 s, tracing through OpenTelemetry's API
+  (``python -m benchmarks metrics`` runs the two in turns);
 - ``eosflow-count``: the running count of ``examples/counting.py`` (a JSON store per
   partition, the new count emitted per record), default settings;
 - ``quixstreams-count``: the same count in quixstreams 3 (exactly-once, its RocksDB state
@@ -22,16 +27,21 @@ import asyncio
 import json
 import logging
 import sys
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 from benchmarks._contenders import EXTRA, _peak_rss_mb
 
 
-def _config(boot: str, src: str, group: str, state_dir: str, interval: float) -> Any:
+def _config(
+    boot: str, src: str, group: str, state_dir: str, interval: float, ops: Any = None
+) -> Any:
     import eosflow
 
+    extra = {} if ops is None else {"ops": ops}
     return eosflow.EosConfig(
         bootstrap_servers=boot,
         group_id=group,
@@ -39,11 +49,33 @@ def _config(boot: str, src: str, group: str, state_dir: str, interval: float) ->
         transactional_id=group,
         commit_interval_s=interval,
         state_dir=state_dir,
+        **extra,
     )
 
 
+BARE = {"metrics_port": None, "progress_interval_s": 0, "tracing": False}
+ALL_ON = {"metrics_port": 0, "progress_interval_s": 10, "tracing": True}
+
+
+def _scrape_every_second(app: Any, stop: threading.Event) -> None:
+    """A Prometheus that scrapes every second (checks every answer is whole)."""
+    port = app.ops.port
+    while not stop.wait(1.0):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            assert b"eosflow_records_consumed_total" in r.read()
+        EXTRA["scrapes"] = EXTRA.get("scrapes", 0) + 1
+
+
 async def run_eosflow(
-    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str, count: bool
+    boot: str,
+    src: str,
+    dst: str,
+    n: int,
+    interval: float,
+    group: str,
+    state_dir: str,
+    count: bool,
+    ops: Any = None,
 ) -> float:
     import eosflow
 
@@ -68,9 +100,12 @@ async def run_eosflow(
             return eosflow.Output(dst, str(c).encode(), key=key)
 
     app = eosflow.EosApp(
-        Count() if count else Copy(), _config(boot, src, group, state_dir, interval)
+        Count() if count else Copy(), _config(boot, src, group, state_dir, interval, ops)
     )
+    stop = threading.Event()
     async with app:
+        if app.ops.port is not None:
+            threading.Thread(target=_scrape_every_second, args=(app, stop), daemon=True).start()
         while not (app.stats.records >= n and not app.in_transaction):
             if app.failure is not None:
                 raise app.failure
@@ -78,6 +113,7 @@ async def run_eosflow(
                 EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         done = time.monotonic()
+        stop.set()
     return done - first[0]
 
 
@@ -164,9 +200,12 @@ def main() -> None:
     Path(state_dir).mkdir(parents=True, exist_ok=True)
     if name == "quixstreams-count":
         seconds = run_quixstreams(boot, src, dst, n, interval, group, state_dir)
-    elif name in ("eosflow-copy", "eosflow-count"):
+    elif name in ("eosflow-copy", "eosflow-count", "eosflow-copy-bare", "eosflow-copy-ops"):
         count = name == "eosflow-count"
-        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, group, state_dir, count))
+        ops = {"eosflow-copy-bare": BARE, "eosflow-copy-ops": ALL_ON}.get(name)
+        seconds = asyncio.run(
+            run_eosflow(boot, src, dst, n, interval, group, state_dir, count, ops)
+        )
     elif name == "eosflow-restore":
         seconds = asyncio.run(run_restore(boot, src, group, state_dir, interval))
     else:

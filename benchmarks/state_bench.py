@@ -43,6 +43,7 @@ from benchmarks.compare import RESULTS, broker, create
 from eosflow.testing import check_counts, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
+OPS = ["eosflow-copy-bare", "eosflow-copy-ops"]  # python -m benchmarks metrics
 TIMEOUT_S = 1800.0
 
 
@@ -95,7 +96,7 @@ async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
         return "ok" if report.ok else report.summary()
     inputs = Counter(k for _p, _o, k, _v in await read_topic(boot, src))
     outputs = await read_topic(boot, dst)
-    if name == "eosflow-copy":
+    if name in ("eosflow-copy", *OPS):
         got = Counter(k for _p, _o, k, _v in outputs)
         return (
             "ok"
@@ -187,6 +188,17 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         if by.get("eosflow-count") and by.get("eosflow-copy"):
             ratio = _median(by["eosflow-count"], "rate") / _median(by["eosflow-copy"], "rate")
             print(f"\ncount / copy: {ratio:.2f}x (target >= 0.7x)")
+        if by.get("eosflow-copy-ops") and by.get("eosflow-copy-bare"):
+            on, off = by["eosflow-copy-ops"], by["eosflow-copy-bare"]
+            ratio = _median(on, "rate") / _median(off, "rate")
+            per_turn = ", ".join(
+                f"{a['rate'] / b['rate']:.3f}" for a, b in zip(on, off, strict=False)
+            )
+            print(
+                f"\noperations on / off: {ratio:.3f}x, a cost of {(1 - ratio) * 100:.1f}% "
+                f"(target under 3%); per turn {per_turn}; "
+                f"{sum(r.get('scrapes', 0) for r in on)} scrapes"
+            )
         if by.get("eosflow-count") and by.get("quixstreams-count"):
             e, q = by["eosflow-count"], by["quixstreams-count"]
             ratio = _median(e, "rate") / _median(q, "rate")
@@ -219,7 +231,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--interval", type=float, default=0.1, help="commit interval, seconds")
     ap.add_argument("--restore-keys", type=int, default=0, help="the memory and restore run")
-    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
+    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + OPS)
     args = ap.parse_args(argv)
     args.broker_latency_ms = 0.0  # compare.broker's option, unused here
     return args

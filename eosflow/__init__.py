@@ -4,7 +4,7 @@ Subclass ``Processor``, describe the instance with ``EosConfig`` and run ``EosAp
 input record affects the output exactly once, across crashes, rebalances and zombies.
 """
 
-from ._app import EosApp, Stats
+from ._app import EosApp
 from ._config import EosConfig, load_config
 from ._errors import (
     AuthenticationError,
@@ -16,15 +16,17 @@ from ._errors import (
     ProducerFencedError,
     TransactionError,
 )
+from ._observe import Observer, SparkJobReport, Stats, TransactionReport
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
 from ._state import BYTES, JSON, Serde, Store
-from ._transaction import Outcome
+from ._transaction import AbortReason, Outcome
 
 __all__ = [
     "BYTES",
     "JSON",
+    "AbortReason",
     "AuthenticationError",
     "AuthorizationError",
     "ConfigError",
@@ -33,6 +35,7 @@ __all__ = [
     "EosflowError",
     "FatalError",
     "KafkaSecurity",
+    "Observer",
     "Outcome",
     "Output",
     "ProcessingError",
@@ -40,8 +43,10 @@ __all__ = [
     "ProducerFencedError",
     "Record",
     "Serde",
+    "SparkJobReport",
     "Stats",
     "Store",
     "TransactionError",
+    "TransactionReport",
     "load_config",
 ]

@@ -46,12 +46,15 @@ from ._errors import (
     TransactionError,
     TransientError,
 )
+from ._failures import Failures
 from ._logs import summarised_aiokafka_logs
+from ._observe import Observer, Observers, Stats
+from ._ops._runner import Operations
 from ._processor import Processor, as_outputs, overrides_batch
 from ._records import Output, Record
 from ._session import TransactSession
 from ._state import declared
-from ._transaction import Outcome
+from ._transaction import AbortReason, Outcome
 
 log = logging.getLogger("eosflow.app")
 
@@ -82,24 +85,8 @@ class _Work:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
     pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
     dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
+    failed: TransactionError | None = None  # work ahead: the processor asked for a retry
     size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
-
-
-@dataclass
-class Stats:
-    """Counters of a running app (read them for progress; they only grow). ``records``,
-    ``outputs`` and ``dead_lettered`` count work put into transactions, so work redone
-    after an abort counts again."""
-
-    records: int = 0
-    outputs: int = 0
-    committed: int = 0
-    aborted: int = 0
-    recovered: int = 0
-    dead_lettered: int = 0
-    # processed ahead while a commit was in flight, then dropped because that commit did
-    # not succeed or partitions moved (they are processed again)
-    dropped_ahead: int = 0
 
 
 class EosApp:
@@ -108,12 +95,20 @@ class EosApp:
     ``await app.run()`` runs until ``await app.stop()``, a fatal error or cancellation.
     ``async with EosApp(...) as app:`` runs it in the background of the current event
     loop and stops it cleanly on exit (re-raising a fatal error that ended it early).
+    ``observers`` are told of each transaction, rebalance and recovery (``Observer``),
+    after ``stats``.
     """
 
-    def __init__(self, processor: Processor, config: EosConfig) -> None:
+    def __init__(
+        self, processor: Processor, config: EosConfig, observers: Sequence[Observer] = ()
+    ) -> None:
         self.processor = processor
         self.config = config
         self.stats = Stats()
+        self.observers = Observers([self.stats, *observers])
+        # health, progress, and metrics / tracing when configured: observers too
+        self.ops = Operations(config.ops, self.observers)
+        processor.observer = self.observers
         self.last_outcome: Outcome | None = None
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
@@ -124,7 +119,7 @@ class EosApp:
         self._record_cost_s = 0.0  # moving average of processing time per record
         # halved after a retriable failure, grown back by _REGROWTH per commit
         self._batch_limit = config.max_records_per_txn
-        self._failures = _Failures(config)
+        self._failures = Failures(config)
         # The processing strategy, picked once: per record as records arrive (stream), or
         # the whole transaction in one process_batch call (batch engines such as Spark).
         # Both fill the transaction through one loop (_fill) and share the error policy.
@@ -147,10 +142,13 @@ class EosApp:
             await self._run()
 
     async def _run(self) -> None:
-        session = TransactSession(self.config, self._assigned, self._revoked, self._stores)
+        session = TransactSession(
+            self.config, self._assigned, self._revoked, self._stores, self.observers
+        )
         self._session = session
         self._process_record = session.stores.bind(self.processor, as_outputs)
         try:
+            self.ops.start(session.lag)
             self.processor.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,
@@ -168,17 +166,26 @@ class EosApp:
             await self._end_on_cancel(session)
             raise
         except BaseException as exc:
+            self.ops.failed(f"{type(exc).__name__}: {exc}")
             if session.in_transaction:
+                why = (
+                    AbortReason.PROCESSING_ERROR
+                    if isinstance(exc, ProcessingError)
+                    else AbortReason.STOPPED
+                )
                 with contextlib.suppress(Exception):
-                    self.last_outcome = await session.end(commit=False)
+                    self.last_outcome = await session.end(False, why, str(exc))
             if isinstance(exc, Exception) and not isinstance(exc, EosflowError):
                 # the last line of the boundary: nothing but eosflow's errors leaves run()
                 raise FatalError(f"unexpected {type(exc).__name__}: {exc}") from exc
             raise
         finally:
-            with contextlib.suppress(Exception):
-                await self.processor.on_stop()
-            await session.stop()
+            try:
+                with contextlib.suppress(Exception):
+                    await self.processor.on_stop()
+                await session.stop()
+            finally:
+                await self.ops.stop()
 
     async def _unless_stopped(self, step: Awaitable[None]) -> bool:
         """Run ``step`` to its end (True), or cancel it once ``stop()`` is asked (False).
@@ -221,6 +228,7 @@ class EosApp:
         return task.exception()
 
     async def __aenter__(self) -> EosApp:
+        self.ops.open()  # the metrics port is known (``ops.port``) once this returns
         self._task = asyncio.create_task(self.run(), name="eosflow-app")
         return self
 
@@ -260,14 +268,10 @@ class EosApp:
         try:
             await self._fill_transaction(session, records, session.deadline, limit, ahead)
         except TransientError as exc:  # a poll met a broker failure: abort, try again
-            session.doom(str(exc))
-        except TransactionError as exc:
-            # retriable: abort, rewind, and try again with half the records
-            self._batch_limit = max(1, min(limit, self._batch_limit) // 2)
-            log.error(
-                "%s; transaction aborted, retrying with at most %d records", exc, self._batch_limit
-            )
-            session.doom(str(exc))
+            session.doom(AbortReason.BROKER_ERROR, str(exc))
+        except TransactionError as exc:  # retriable: abort, rewind, try again smaller
+            self._retry_smaller(exc)
+            session.doom(AbortReason.PROCESSING_ERROR, str(exc))
         session.seal()  # store writes from here on are work done ahead
         ending = self._ending = asyncio.ensure_future(session.end(commit=True))
         failure: Exception | None = None
@@ -283,7 +287,7 @@ class EosApp:
             raise
         finally:
             self._ending = None
-        self._count(outcome)
+        self.last_outcome = outcome
         if failure is not None:
             raise failure
         if outcome is Outcome.COMMITTED:
@@ -297,11 +301,15 @@ class EosApp:
         if ahead is None:
             return
         committed = outcome is Outcome.COMMITTED
-        if committed and ahead.epoch == session.epoch and not self._stopping.is_set():
+        adopt = ahead.epoch == session.epoch and ahead.failed is None
+        if committed and adopt and not self._stopping.is_set():
             self._ahead = ahead
-        else:
-            self.stats.dropped_ahead += len(ahead.records)
-            await session.reposition(ahead.records + ahead.pending, committed)
+            return
+        self.stats.dropped_ahead += len(ahead.records)
+        await session.reposition(ahead.records + ahead.pending, committed)
+        if ahead.failed is not None:
+            self._retry_smaller(ahead.failed)
+            await self._failures.failed(str(ahead.failed), ahead.failed, self._stopping)
 
     async def _work_ahead(
         self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
@@ -320,7 +328,11 @@ class EosApp:
             if not records:
                 await asyncio.wait([ending], timeout=_IDLE_WAIT_S)
                 continue
-            done = await self._process(records, ahead, ending.done)
+            try:
+                done = await self._process(records, ahead, ending.done)
+            except TransactionError as exc:  # nothing of this work is adopted: redone
+                ahead.failed, ahead.pending = exc, records
+                break
             if done < len(records):
                 ahead.pending = records[done:]
                 break
@@ -329,10 +341,7 @@ class EosApp:
     async def _send(self, session: TransactSession, work: _Work) -> None:
         """Put ``work`` into the open transaction: outputs produced, offsets marked."""
         await session.send_all(work.outputs)
-        session.mark_consumed(work.offsets)
-        self.stats.records += len(work.records)
-        self.stats.outputs += len(work.outputs)
-        self.stats.dead_lettered += work.dead_lettered
+        session.mark_consumed(work.offsets, len(work.records), work.dead_lettered)
 
     async def _fill(
         self,
@@ -426,6 +435,13 @@ class EosApp:
             work.dead_lettered = len(batch)
         await self._send(session, work)
 
+    def _retry_smaller(self, exc: TransactionError) -> None:
+        """The processor asked for a retry: the next transactions hold half the records."""
+        self._batch_limit = max(1, self._batch_limit // 2)
+        log.error(
+            "%s; transaction aborted, retrying with at most %d records", exc, self._batch_limit
+        )
+
     def _full(self, size: int) -> bool:
         cap = self.config.max_bytes_per_txn
         return cap is not None and size >= cap
@@ -455,6 +471,9 @@ class EosApp:
                     outputs.append(result)
                 elif result is not None:
                     outputs.extend(as_outputs(result))  # checked: a TypeError names it
+            except TransactionError:  # retriable: the transaction aborts, all is redone
+                work.records.extend(records[:done])  # processed, now to be dropped
+                raise
             except Exception as exc:
                 outputs.extend(self._failed([r], exc))
                 work.dead_lettered += 1
@@ -483,15 +502,6 @@ class EosApp:
         )
         return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
 
-    def _count(self, outcome: Outcome) -> None:
-        self.last_outcome = outcome
-        if outcome is Outcome.COMMITTED:
-            self.stats.committed += 1
-        elif outcome is Outcome.ABORTED:
-            self.stats.aborted += 1
-        elif outcome is Outcome.RECOVERED:
-            self.stats.recovered += 1
-
     async def _end_on_cancel(self, session: TransactSession) -> None:
         ending = self._ending
         try:
@@ -511,62 +521,6 @@ class EosApp:
     async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned - partitions
         await self.processor.on_revoked(partitions)
-
-
-class _Failures:
-    """Consecutive failed transactions (aborted, recovered, or a step that could not
-    reach the broker) since the last commit: each waits a backoff that doubles from
-    ``retry_backoff_s`` to ``retry_backoff_max_s``, and once failures have gone on for
-    ``retry_timeout_s`` the app stops with a ``FatalError`` carrying the last cause.
-    Warnings are summarised: one when failures start, then at most one per 10 s. A
-    failure long after the previous one (more than ``retry_timeout_s``) starts afresh."""
-
-    _REPORT_EVERY_S = 10.0
-
-    def __init__(self, config: EosConfig) -> None:
-        self._config = config
-        self._since: float | None = None
-        self._last = 0.0
-        self._count = 0
-        self._reported = 0.0
-        self._backoff = config.retry_backoff_s
-
-    def reset(self) -> None:
-        if self._since is not None and self._count > 1:
-            log.info(
-                "committing again after %d failed attempts over %.1f s",
-                self._count,
-                time.monotonic() - self._since,
-            )
-        self._since = None
-        self._count = 0
-        self._backoff = self._config.retry_backoff_s
-
-    async def failed(self, reason: str, exc: BaseException | None, stopping: asyncio.Event) -> None:
-        cfg = self._config
-        now = time.monotonic()
-        if self._since is None or now - self._last > cfg.retry_timeout_s:
-            self.reset()
-            self._since = self._reported = now
-            log.warning("transaction failed: %s; retrying", reason)
-        elif now - self._since > cfg.retry_timeout_s:
-            raise FatalError(
-                f"no transaction committed for {now - self._since:.0f} s "
-                f"({self._count + 1} failed attempts); last: {reason}"
-            ) from exc
-        elif now - self._reported >= self._REPORT_EVERY_S:
-            self._reported = now
-            log.warning(
-                "still failing after %.0f s (%d attempts); last: %s",
-                now - self._since,
-                self._count + 1,
-                reason,
-            )
-        self._count += 1
-        self._last = now
-        with contextlib.suppress(TimeoutError):  # a stop cuts the wait short
-            await asyncio.wait_for(stopping.wait(), self._backoff)
-        self._backoff = min(self._backoff * 2, cfg.retry_backoff_max_s)
 
 
 def _all_room(room: int, remaining_s: float) -> int:

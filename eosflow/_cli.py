@@ -1,4 +1,4 @@
-"""The ``eosflow`` command: ``run``, ``check`` and ``demo``.
+"""The ``eosflow`` command: ``run``, ``check``, ``status`` and ``demo``.
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT end the open transaction, leave the
 group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config
@@ -23,14 +23,16 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ._app import EosApp
-from ._config import ENV_PREFIX, EosConfig, load_config, load_security
+from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
 from ._errors import ConfigError, EosflowError, FatalError
+from ._logs import configure as configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
 
 log = logging.getLogger("eosflow.cli")
 
 LOG_LEVELS = ["debug", "info", "warning", "error"]
+LOG_FORMATS = ["text", "json"]
 # extra spellings of generated flags (``--input-topic`` reads better repeated)
 _ALIASES = {"input_topics": ("--input-topic",)}
 
@@ -40,9 +42,7 @@ T = TypeVar("T")
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logs(args.log_level, args.log_format)
     try:
         code: int = args.func(args)
         return code
@@ -65,6 +65,7 @@ def _one_line(exc: BaseException) -> str:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eosflow", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
+    p.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     # the same option on every command, so it may also follow the command's name; not
     # given there, it leaves the value given before the command (or the default) alone
     common = argparse.ArgumentParser(add_help=False)
@@ -73,6 +74,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=LOG_LEVELS,
         default=argparse.SUPPRESS,
         help="log level (default: info; also accepted before the command)",
+    )
+    common.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="text lines, or one JSON object per line (default: text)",
     )
     sub = p.add_subparsers(required=True, metavar="COMMAND")
 
@@ -98,6 +105,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_config_flags(chk, security_only=True)
     chk.set_defaults(func=_cmd_check)
+
+    status = sub.add_parser(
+        "status",
+        parents=[common],
+        help="a group's partitions: committed offset, last stable offset, lag, member",
+    )
+    status.add_argument("--bootstrap-servers", required=True)
+    status.add_argument("--group-id", required=True)
+    _add_config_flags(status, security_only=True)
+    status.set_defaults(func=_cmd_status)
 
     demo = sub.add_parser(
         "demo",
@@ -140,9 +157,13 @@ def _add_config_flags(parser: argparse.ArgumentParser, *, security_only: bool = 
     )
     fields = [(security, n, f) for n, f in KafkaSecurity.model_fields.items()]
     if settings is not None:
+        ops = parser.add_argument_group(
+            "operations", "metrics, health probes, progress and tracing (EosConfig.ops)"
+        )
         fields[:0] = [
-            (settings, n, f) for n, f in EosConfig.model_fields.items() if n != "security"
+            (settings, n, f) for n, f in EosConfig.model_fields.items() if n not in NESTED
         ]
+        fields += [(ops, n, f) for n, f in NESTED["ops"].model_fields.items()]
     for group, name, field in fields:
         flags = ["--" + name.replace("_", "-"), *_ALIASES.get(name, ())]
         kind, choices = _kind(name, field)
@@ -202,12 +223,13 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
     values: dict[str, object] = {}
     for name in EosConfig.model_fields:
         value = getattr(args, name, None)
-        if value is not None and name != "security":
+        if value is not None and name not in NESTED:
             values[name] = value
-    security = {n: getattr(args, n) for n in KafkaSecurity.model_fields if hasattr(args, n)}
-    security = {n: v for n, v in security.items() if v is not None}
-    if security:
-        values["security"] = security
+    for name, model in NESTED.items():
+        given = {n: getattr(args, n, None) for n in model.model_fields}
+        given = {n: v for n, v in given.items() if v is not None}
+        if given:
+            values[name] = given
     return values
 
 
@@ -333,6 +355,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     )
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from ._ops._status import group_status
+
+    report = _guarded(
+        lambda: asyncio.run(
+            group_status(
+                args.bootstrap_servers,
+                args.group_id,
+                load_security(config_values(args).get("security")),
+            )
+        )
+    )
+    print(report.table())
+    return 0
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

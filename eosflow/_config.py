@@ -23,6 +23,7 @@ from pydantic_settings import (
 )
 
 from ._errors import ConfigError
+from ._ops._settings import OpsSettings
 from ._security import KafkaSecurity
 
 ENV_PREFIX = "EOSFLOW_"
@@ -65,6 +66,10 @@ class EosConfig(BaseSettings):
     security: KafkaSecurity = Field(
         default_factory=KafkaSecurity,
         description="TLS and SASL of every connection (its own EOSFLOW_* settings)",
+    )
+    ops: OpsSettings = Field(
+        default_factory=OpsSettings,
+        description="metrics, health probes, progress and tracing (their own EOSFLOW_* settings)",
     )
 
     session_timeout_s: float = Field(
@@ -211,13 +216,19 @@ class EosConfig(BaseSettings):
         return self
 
 
+NESTED: Mapping[str, type[BaseSettings]] = {"security": KafkaSecurity, "ops": OpsSettings}
+"""The fields of ``EosConfig`` that are settings objects of their own, whose fields are
+read from ``EOSFLOW_<FIELD>`` and given as flags like the rest."""
+
+
 def load_config(**values: object) -> EosConfig:
     """Build an ``EosConfig`` from ``values`` over the environment, raising
     ``ConfigError`` with one line per invalid field."""
     try:
-        security = values.get("security")
-        if isinstance(security, Mapping):  # flags given: over the environment's settings
-            values = {**values, "security": KafkaSecurity(**security)}
+        for name, model in NESTED.items():
+            given = values.get(name)
+            if isinstance(given, Mapping):  # flags given: over the environment's settings
+                values = {**values, name: model(**given)}
         return EosConfig(**values)  # type: ignore[arg-type]
     except ValidationError as exc:
         raise ConfigError("invalid eosflow config: " + _lines(exc)) from None
@@ -244,8 +255,8 @@ def check_environment(environ: Mapping[str, str], cls: type[BaseSettings] = EosC
     """Raise ``ConfigError`` for an ``EOSFLOW_*`` variable that is neither a field of
     ``cls`` nor in ``OTHER_ENV_VARS``, naming the closest field (a misspelt setting
     would otherwise be ignored silently)."""
-    fields = [*cls.model_fields, *KafkaSecurity.model_fields]
-    known = [ENV_PREFIX + name.upper() for name in fields if name != "security"]
+    fields = [*cls.model_fields, *(f for m in NESTED.values() for f in m.model_fields)]
+    known = [ENV_PREFIX + name.upper() for name in fields if name not in NESTED]
     for var in sorted(environ):
         upper = var.upper()  # pydantic-settings reads the environment case-insensitively
         if not upper.startswith(ENV_PREFIX) or upper in known or _is_other(upper):

@@ -13,6 +13,8 @@ get the filter, for as long as an app runs.
 
 from __future__ import annotations
 
+import datetime
+import json
 import logging
 import re
 import time
@@ -71,3 +73,35 @@ class summarised_aiokafka_logs:
     def __exit__(self, *exc: object) -> None:
         for lg in self._loggers:
             lg.removeFilter(self.filter)
+
+
+class JsonLines(logging.Formatter):
+    """``--log-format json``: one JSON object per line -- ``time`` (ISO 8601, UTC),
+    ``level``, ``logger``, ``message``, the traceback as ``exception`` when there is one,
+    and the progress line's figures as ``progress`` (``_ops._progress``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        progress = getattr(record, "progress", None)
+        if progress is not None:
+            entry["progress"] = progress
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure(level: str, fmt: str) -> None:
+    """The command line's logging: ``fmt`` ``text`` (one plain line each) or ``json``."""
+    handler = logging.StreamHandler()
+    if fmt == "json":
+        handler.setFormatter(JsonLines())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level.upper(), handlers=[handler])

@@ -162,6 +162,16 @@ class Positions:
         if not moved:
             log.debug("%s no longer assigned; not repositioned", tp)
 
+    async def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
+        """Each held partition's records not yet committed, against its last stable
+        offset (``_aiokafka.stable_lag``); partitions not fetched yet are left out."""
+        out: dict[tuple[str, int], int] = {}
+        for tp in self.ready | self.held:
+            n = await ak.stable_lag(consumer, tp, self.committed.get(tp))
+            if n is not None:
+                out[(tp.topic, tp.partition)] = n
+        return out
+
     def give_back(self, consumer: AIOKafkaConsumer, records: list[Record]) -> None:
         """Seek each partition of ``records`` still held back to the first of them."""
         for tp, offset in first_offsets(records).items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ._observe import Observer
 from ._records import Output, Record
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class Processor:
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
+    #: the running app's observers (set by ``EosApp``): report events of your own to
+    #: them; the Spark offload reports each job (``Observer.spark_job``)
+    observer: Observer = Observer()
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed

@@ -27,6 +27,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from . import _aiokafka as ak
 from . import _produce
+from ._commit import commit_offsets, confirm_membership
 from ._config import EosConfig
 from ._errors import (
     AuthenticationError,
@@ -37,10 +38,11 @@ from ._errors import (
     ProducerFencedError,
     TransientError,
 )
+from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._records import Output, Record
 from ._state import Serde, Stores
-from ._transaction import Outcome, Transaction
+from ._transaction import Abort, AbortReason, Outcome, Transaction
 
 log = logging.getLogger("eosflow.session")
 
@@ -54,8 +56,10 @@ class TransactSession:
         on_assigned: PartitionsHook | None = None,
         on_revoked: PartitionsHook | None = None,
         stores: Mapping[str, Serde] | None = None,
+        observer: Observer | None = None,
     ) -> None:
         self.config = config
+        self.observer = observer or Observer()  # told of each transaction, rebalance, recovery
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
         self._lock = asyncio.Lock()
@@ -215,6 +219,12 @@ class TransactSession:
                 )
         return out
 
+    async def lag(self) -> dict[tuple[str, int], int]:
+        """Each held partition's records not yet committed (``Positions.lag``)."""
+        if self._consumer is None:
+            return {}
+        return await self._pos.lag(self._consumer)
+
     def give_back(self, records: list[Record]) -> None:
         """Return polled but unprocessed records: their partitions are sought back to the
         first of them, so the next poll delivers them again."""
@@ -236,7 +246,10 @@ class TransactSession:
         self.stores.begin(adopted)
         identity = self._pos.identity  # before the await: the identity of this epoch, if current
         if self._broken or self._producer is None or ak.producer_failure(self._producer):
-            await self._recover()  # bumps the epoch: records polled before it are stale
+            # bumps the epoch: records polled before it are stale
+            await self._recover(
+                AbortReason.BROKER_ERROR if self._broken else AbortReason.PRODUCE_FAILED
+            )
         try:
             with ak.mapped("beginning a transaction"):
                 await self.producer.begin_transaction()
@@ -261,11 +274,15 @@ class TransactSession:
             )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
-            txn.doom(f"produce refused: {exc}")
+            txn.doom(AbortReason.PRODUCE_FAILED, f"produce refused: {exc}")
+        txn.outputs += len(outputs)
 
-    def mark_consumed(self, offsets: dict[tuple[str, int], int]) -> None:
+    def mark_consumed(
+        self, offsets: dict[tuple[str, int], int], records: int = 0, dead_lettered: int = 0
+    ) -> None:
         """Record the next offset per (topic, partition) processed in this transaction;
         they commit with it. An offset that does not grow is a ``FatalError``.
+        ``records`` and ``dead_lettered`` count what they cover, for the report.
 
         Committed offsets are the floor only while the transaction's assignment is
         current. A rebalance or recovery since its records were polled re-read them, and
@@ -276,6 +293,8 @@ class TransactSession:
         assert txn is not None, "mark_consumed outside a transaction"
         current = txn.epoch == self._pos.epoch
         txn.mark(offsets, self._pos.committed if current else {})  # type: ignore[arg-type]
+        txn.records += records
+        txn.dead_lettered += dead_lettered
 
     def seal(self) -> None:
         """The open transaction takes no more records: its store writes are frozen for
@@ -283,15 +302,18 @@ class TransactSession:
         it right before starting ``end`` when work goes on meanwhile (``end`` seals too)."""
         self.stores.seal()
 
-    def doom(self, reason: str) -> None:
+    def doom(self, reason: AbortReason, detail: str) -> None:
         if self._txn is not None:
-            self._txn.doom(reason)
+            self._txn.doom(reason, detail)
 
-    async def end(self, commit: bool) -> Outcome:
+    async def end(
+        self, commit: bool, reason: AbortReason = AbortReason.STOPPED, detail: str = ""
+    ) -> Outcome:
         """End the open transaction: commit if ``commit`` and every check passes, else
-        abort. Returns the outcome. Raises ``ProducerFencedError`` when a newer instance
-        owns the transactional id, ``TransientError`` when the outcome was unknown and
-        the recovery could not reach the broker (the next ``begin`` recovers again), and
+        abort (for ``reason``). Returns the outcome, which the observer is told with the
+        transaction's report. Raises ``ProducerFencedError`` when a newer instance owns
+        the transactional id, ``TransientError`` when the outcome was unknown and the
+        recovery could not reach the broker (the next ``begin`` recovers again), and
         ``FatalError`` for what no retry can fix (e.g. a refused authorization)."""
         txn = self._txn
         if txn is None:
@@ -299,37 +321,41 @@ class TransactSession:
         self.seal()
         await self._lock.acquire()
         hold = flushed = False
+        outcome: Outcome | None = None
+        why: Abort | None = None
         try:
             # Under the lock no revocation can run: checked here, it holds until EndTxn.
             stale = self._pos.stale(txn.epoch, txn.consumed)
-            reason = (txn.doomed or stale) if commit else "abort requested"
+            if not commit:
+                why = Abort(reason, detail or "abort requested")
+            else:
+                why = txn.doomed or (Abort(AbortReason.REVOKED, stale) if stale else None)
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
-            if reason is None:
-                await self._send_changelog(txn)
-                reason = txn.doomed
             try:
-                outcome, reason = await self._decide_and_end(txn, reason, offsets)
+                outcome, why = await self._decide_and_end(txn, why, offsets)
             except ak.Fenced as fenced:
                 # A timed-out transaction also bumps the epoch: KIP-360 tells the two apart.
                 log.warning("producer epoch fenced (%s): trying KIP-360 recovery", fenced)
-                await self._recover(fenced=str(fenced))
-                outcome, reason = Outcome.RECOVERED, f"fenced: {fenced}"
+                why = Abort(AbortReason.TIMEOUT, f"fenced: {fenced}")
+                await self._recover(why.reason, fenced=str(fenced))
+                outcome = Outcome.RECOVERED
             if outcome is Outcome.COMMITTED:
                 flushed = True  # every send future was awaited and its result read
                 self._pos.committed.update(offsets)
                 self.stores.committed()
                 hold = self._needs_post_commit_delay()
             else:
-                self.last_failure_reason = reason
+                self.last_failure_reason = str(why)
                 if outcome is Outcome.ABORTED:
-                    self.last_abort_reason = reason
-                    log.info("transaction aborted: %s", reason)
+                    self.last_abort_reason = str(why)
+                    log.info("transaction aborted: %s", why)
                     await self._pos.rewind(self.consumer)
             if txn.fatal is not None:  # aborted first: nothing left open on the broker
                 raise txn.fatal
             return outcome
         finally:
             self._txn = None
+            self._report(txn, outcome, why)
             if not flushed:  # their errors are accounted for by the outcome
                 self.stores.discard()
                 for fut in txn.sends:
@@ -349,10 +375,22 @@ class TransactSession:
             await self.stores.send(self.producer, txn.consumed, txn.sends)
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
-            txn.doom(f"changelog produce refused: {exc}")
+            txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce refused: {exc}")
         except FatalError as exc:  # e.g. a value too large, WRITE refused: abort, then stop
             txn.refused, txn.fatal = True, exc
-            txn.doom(f"changelog produce failed: {exc}")
+            txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce failed: {exc}")
+
+    def _report(self, txn: Transaction, outcome: Outcome | None, why: Abort | None) -> None:
+        """Tell the observer how ``txn`` ended. An end cut short by an error it raises is
+        reported as recovered (the next ``begin`` re-initialises), unless that error is
+        fatal: then the app stops, and its failure is the report."""
+        if outcome is None:
+            if not self._broken:
+                return
+            outcome = Outcome.RECOVERED
+        if outcome is not Outcome.COMMITTED and why is None:
+            why = Abort(AbortReason.UNKNOWN_OUTCOME, "the outcome is unknown")
+        self.observer.transaction_ended(TransactionReport.of(txn, outcome, why, time.monotonic()))
 
     @property
     def _step_timeout_s(self) -> float:
@@ -361,69 +399,49 @@ class TransactSession:
         return self.config.transaction_timeout_s / 4
 
     async def _decide_and_end(
-        self, txn: Transaction, reason: str | None, offsets: dict[TopicPartition, int]
-    ) -> tuple[Outcome, str | None]:
+        self, txn: Transaction, why: Abort | None, offsets: dict[TopicPartition, int]
+    ) -> tuple[Outcome, Abort | None]:
+        """Flush, offsets, forced heartbeat, EndTxn: each step timed in ``txn.phases``;
+        a step that fails makes the rest abort (``_commit``)."""
         failure = ak.producer_failure(self.producer)
         if failure is not None:
             if ak.is_fencing(failure):
                 raise ak.Fenced(repr(failure))
             log.warning("producer failed (%r): recovering", failure)
-            await self._recover()
-            return Outcome.RECOVERED, f"producer failed: {failure!r}"
+            why = Abort(AbortReason.PRODUCE_FAILED, f"producer failed: {failure!r}")
+            await self._recover(why.reason)
+            return Outcome.RECOVERED, why
         try:
-            await _produce.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
+            with txn.phase("flush"):  # the store writes first, then every send answered
+                if why is None:
+                    await self._send_changelog(txn)
+                    why = txn.doomed
+                await _produce.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
         except TransientError as exc:
             # A failed batch leaves the idempotent producer's sequence numbers out of step
             # with the broker's: aborting alone would fail every later transaction the
             # same way. A new epoch (KIP-360) aborts this one and starts them afresh.
             log.warning("produce failed (%s): re-initialising the producer", exc)
-            await self._recover()
-            return Outcome.RECOVERED, f"produce failed: {exc}"
-        if reason is None and offsets:
-            reason = await self._commit_offsets(offsets, txn.identity)
-        if reason is None and offsets:
-            reason = await self._confirm_membership(txn.identity)
-        reason = reason or txn.doomed
-        return await self._end_txn(reason is None), reason
-
-    async def _commit_offsets(
-        self, offsets: dict[TopicPartition, int], identity: ak.GroupIdentity | None
-    ) -> str | None:
-        """AddOffsetsToTxn + TxnOffsetCommit; None when accepted, else why not (abort).
-        Retries that ran out are a reason to abort, never an acceptance."""
-        assert self.caps is not None
-        try:
-            code = await ak.commit_offsets_in_txn(
-                self.producer,
-                self.config.transactional_id,
-                self.config.group_id,
-                offsets,
-                self.caps,
-                identity or ak.group_identity(self.consumer),
-                self._step_timeout_s,
-            )
-        except TransientError as exc:
-            return str(exc)
-        if code == 0:
-            return None
-        error = ak.map_error(ak.error_for(code), "TxnOffsetCommit")
-        if isinstance(error, ak.Fenced):  # (a refused permission is raised by the adapter)
-            raise error
-        return f"TxnOffsetCommit: {ak.error_name(code)}"
-
-    async def _confirm_membership(self, identity: ak.GroupIdentity | None) -> str | None:
-        assert self.caps is not None
-        try:
-            with ak.mapped("forced heartbeat"):
-                code = await asyncio.wait_for(
-                    ak.forced_heartbeat(self.consumer, self.config.group_id, identity),
-                    self._step_timeout_s,
+            await self._recover(AbortReason.PRODUCE_FAILED)
+            return Outcome.RECOVERED, Abort(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
+        caps, step_s = self.caps, self._step_timeout_s
+        assert caps is not None
+        if why is None and offsets:
+            with txn.phase("offsets"):
+                why = await commit_offsets(
+                    self.producer, self.consumer, self.config, caps, offsets, txn.identity, step_s
                 )
-        except (TransientError, FatalError) as exc:
-            return f"forced heartbeat failed: {exc}"
-        if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and self.caps.kip447):
-            return None
-        return f"forced heartbeat: {ak.error_name(code)}"
+        if why is None and offsets:
+            with txn.phase("heartbeat"):
+                why = await confirm_membership(
+                    self.consumer, self.config, caps, txn.identity, step_s
+                )
+        why = why or txn.doomed
+        with txn.phase("end_txn"):
+            outcome = await self._end_txn(why is None)
+        if outcome is Outcome.RECOVERED:
+            why = Abort(AbortReason.UNKNOWN_OUTCOME, f"EndTxn outcome unknown ({why or 'commit'})")
+        return outcome, why
 
     async def _end_txn(self, commit: bool) -> Outcome:
         """EndTxn. Any failure but a fencing answer leaves the outcome unknown: it is never
@@ -449,7 +467,7 @@ class TransactSession:
                 "commit" if commit else "abort",
                 "cancelled" if cancelled else exc,
             )
-            await self._recover()
+            await self._recover(AbortReason.UNKNOWN_OUTCOME)
             if cancelled:
                 raise
             return Outcome.RECOVERED
@@ -462,7 +480,7 @@ class TransactSession:
 
     # --- recovery -------------------------------------------------------------------
 
-    async def _recover(self, fenced: str | None = None) -> None:
+    async def _recover(self, cause: AbortReason, fenced: str | None = None) -> None:
         """After an unknown EndTxn outcome, a failed produce or a fencing answer: abort via
         a new producer epoch (KIP-360: InitProducerId with the current id and epoch),
         replace the producer, and take positions from the broker's committed offsets.
@@ -488,6 +506,7 @@ class TransactSession:
         committed = {(tp.topic, tp.partition): off for tp, off in self._pos.committed.items()}
         self._pos.hold_back(self.consumer, self.stores.recovered(committed))
         self._broken = False
+        self.observer.producer_reinitialised(cause)
 
     async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
         txn_id = self.config.transactional_id
@@ -520,8 +539,10 @@ class TransactSession:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
             gone = self._pos.revoke(revoked)  # eagerly: whatever was still held is gone
             if gone:
-                self.doom("partitions revoked")
+                self.doom(AbortReason.REVOKED, "partitions revoked")
             self.stores.revoked((tp.topic, tp.partition) for tp in gone)
+            if gone:
+                self.observer.partitions_revoked(frozenset((tp.topic, tp.partition) for tp in gone))
         if self._on_revoked is not None and revoked:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
@@ -552,6 +573,7 @@ class TransactSession:
         if not new:
             return
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
+        self.observer.partitions_assigned(frozenset((tp.topic, tp.partition) for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
 

@@ -23,8 +23,10 @@ skips records; it is a ``FatalError`` (a bug, never a condition to retry).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from ._aiokafka import GroupIdentity
@@ -43,6 +45,39 @@ class Outcome(enum.Enum):
     EMPTY = "empty"  # no transaction was open
 
 
+class AbortReason(enum.Enum):
+    """Why a transaction did not commit, as a bounded set (a metric label, a span
+    attribute); the words of each case stay in ``Abort.detail``."""
+
+    REVOKED = "revoked"  # its partitions moved (or were lost) since its records were polled
+    FENCED = "fenced"  # the group fenced the member (KIP-447: an old generation or member)
+    HEARTBEAT_FAILED = "heartbeat_failed"  # the forced heartbeat did not confirm membership
+    OFFSET_COMMIT_FAILED = "offset_commit_failed"  # TxnOffsetCommit refused or unanswered
+    PRODUCE_FAILED = "produce_failed"  # an output or changelog write refused or failed
+    PROCESSING_ERROR = "processing_error"  # the processor raised (retriable or not)
+    TIMEOUT = "timeout"  # the broker timed the transaction out (epoch bumped; KIP-360)
+    UNKNOWN_OUTCOME = "unknown_outcome"  # EndTxn unanswered: recovered (KIP-360)
+    BROKER_ERROR = "broker_error"  # a poll or a step met a broker or network failure
+    STOPPED = "stopped"  # the app stopped, was cancelled or failed with it open
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Why a transaction aborts: its ``reason`` and the words of the case."""
+
+    reason: AbortReason
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+PHASES = ("flush", "offsets", "heartbeat", "end_txn")
+"""The steps of ``TransactSession.end``, timed in each ``Transaction.phases``: flush (the
+outputs and the changelog writes answered), offsets (AddOffsetsToTxn + TxnOffsetCommit),
+heartbeat (the forced one), end_txn (EndTxn, or its recovery)."""
+
+
 @dataclass(eq=False, slots=True)
 class Transaction:
     epoch: int
@@ -50,14 +85,30 @@ class Transaction:
     deadline: float  # time.monotonic() past which it takes no more records
     consumed: dict[Partition, int] = field(default_factory=dict)
     sends: list[asyncio.Future[object]] = field(default_factory=list)
-    doomed: str | None = None
+    doomed: Abort | None = None
     refused: bool = False  # the producer refused a send: the rest were dropped
     fatal: FatalError | None = None  # raised by ``end`` once the transaction is aborted
+    # what observers are told when it ends (``TransactionReport``)
+    started: float = field(default_factory=time.monotonic)
+    started_at: float = field(default_factory=time.time)  # wall clock, for traces
+    records: int = 0
+    outputs: int = 0
+    dead_lettered: int = 0
+    phases: list[tuple[str, float, float]] = field(default_factory=list)  # name, start, end
 
-    def doom(self, reason: str) -> None:
+    def doom(self, reason: AbortReason, detail: str) -> None:
         """Make the transaction abort at ``end``; the first reason is kept."""
         if self.doomed is None:
-            self.doomed = reason
+            self.doomed = Abort(reason, detail)
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time one step of ``end`` (one of ``PHASES``), whatever its outcome."""
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases.append((name, start, time.monotonic()))
 
     def mark(
         self, offsets: Mapping[Partition, int], committed: Mapping[Partition, int | None]

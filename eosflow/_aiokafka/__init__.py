@@ -56,6 +56,7 @@ from ._clients import (
     resume,
     seek,
     seek_to_reset,
+    stable_lag,
     start,
 )
 from ._errors import (
@@ -75,6 +76,7 @@ from ._errors import (
     map_error,
     mapped,
 )
+from ._groups import GroupView, Member, describe_group
 from ._requests import (
     Capabilities,
     capabilities,
@@ -99,7 +101,9 @@ __all__ = [
     "Capabilities",
     "Fenced",
     "GroupIdentity",
+    "GroupView",
     "LoginWatch",
+    "Member",
     "Partitioner",
     "capabilities",
     "close_consumer",
@@ -107,6 +111,7 @@ __all__ = [
     "commit_offsets_in_txn",
     "consumer_failure",
     "consumer_for",
+    "describe_group",
     "ensure_compacted",
     "error_for",
     "error_name",
@@ -128,5 +133,6 @@ __all__ = [
     "resume",
     "seek",
     "seek_to_reset",
+    "stable_lag",
     "start",
 ]

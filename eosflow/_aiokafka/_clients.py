@@ -335,6 +335,26 @@ async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: s
     return True
 
 
+async def stable_lag(
+    consumer: AIOKafkaConsumer, tp: TopicPartition, committed: int | None
+) -> int | None:
+    """Records of ``tp`` not yet committed: its last stable offset, as the last fetch
+    answer gave it (read_committed: an open transaction on the input holds it back, where
+    the high watermark would count records nobody can read yet), minus ``committed`` --
+    or, with nothing committed, minus the consumer's position. None when ``tp`` is no
+    longer assigned or has not been fetched since it was assigned (paused, restoring)."""
+    if tp not in consumer.assignment():
+        return None
+    try:
+        end = consumer.last_stable_offset(tp)
+        if end is None or end < 0:
+            return None
+        base = committed if committed is not None else await consumer.position(tp)
+    except IllegalStateError:  # revoked meanwhile
+        return None
+    return max(0, int(end) - int(base))
+
+
 def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
     consumer.pause(*partitions)
 

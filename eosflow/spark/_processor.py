@@ -25,12 +25,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._config import EosConfig
 from .._errors import TransactionError
+from .._observe import SparkJobReport
 from .._processor import Processor
 from .._records import Output, Record
 from . import _session
@@ -148,14 +150,14 @@ class SparkProcessor(Processor):
             return []
         table = records_to_arrow(records)
         tag = f"eosflow-{uuid.uuid4().hex[:12]}"
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+        started = time.monotonic()
+        cancelled = False
         tags = self.tags
         job = asyncio.ensure_future(asyncio.to_thread(tags.run, tag, lambda: self._job(table)))
         try:
             result = await asyncio.wait_for(asyncio.shield(job), self._job_timeout_s)
         except TimeoutError:
-            await self._cancel(tag, job)
+            cancelled = await self._cancel(tag, job)
             raise SparkJobTimeout(
                 f"Spark job on {len(records)} records ran past {self._job_timeout_s:.1f} s; "
                 "raise transaction_timeout_s (and session_timeout_s) or "
@@ -167,7 +169,9 @@ class SparkProcessor(Processor):
                 tags.cancel(tag)
             raise
         finally:
-            self.last_job_s = loop.time() - started
+            ended = time.monotonic()
+            self.last_job_s = ended - started
+            self.observer.spark_job(SparkJobReport(started, ended, len(records), cancelled))
         return arrow_to_outputs(result, self.output_topic)
 
     def _job(self, table: Any) -> Any:
@@ -179,10 +183,11 @@ class SparkProcessor(Processor):
                 raise SparkJobError(spark_message(exc)) from None
             raise
 
-    async def _cancel(self, tag: str, job: asyncio.Future[Any]) -> None:
+    async def _cancel(self, tag: str, job: asyncio.Future[Any]) -> bool:
         """Cancel the job that ran past its budget and wait for it to stop, at most
         ``CANCEL_GRACE_S`` and at most half of what the transaction timeout leaves after
-        the budget; its outcome is retrieved whenever it comes."""
+        the budget; its outcome is retrieved whenever it comes. True if it stopped
+        cancelled within that wait."""
         job.add_done_callback(_retrieve)
         try:
             reached = await asyncio.to_thread(self.tags.cancel, tag)
@@ -200,7 +205,8 @@ class SparkProcessor(Processor):
         if done and job.exception() is not None:  # cancelled jobs end in an error
             self.cancelled_jobs += 1
             log.info("Spark job %s cancelled", tag)
-        elif done:
+            return True
+        if done:
             log.warning("Spark job %s ran to its end although it was cancelled", tag)
         else:
             log.warning(
@@ -209,6 +215,7 @@ class SparkProcessor(Processor):
                 tag,
                 self._cancel_grace_s,
             )
+        return False
 
 
 CANCEL_GRACE_S = 10.0

@@ -493,6 +493,50 @@ async def test_work_ahead_across_a_rebalance_is_exactly_once(cluster: FakeCluste
     await assert_exactly_once(c, n)
 
 
+# The error tree's promise for `process()` too: a `TransactionError` it raises is
+# retried -- the transaction aborts, or the work done ahead is dropped and put back, and
+# the records are redone -- never dead-lettered (with a dead-letter topic) nor fatal
+# (without one). Record 70 raises once, inside work done ahead while the first commit is
+# held (ahead) or inside a transaction (not). Catch it with the other exceptions (the
+# old `_process`) and it is dead-lettered; re-raise it without the work-ahead handling
+# and the app stops on it.
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_a_transaction_error_from_process_is_retried(
+    cluster: FakeCluster, ahead: bool
+) -> None:
+    c = cluster
+    await seed(c)
+    c.create_topic("dlq", 1)
+
+    class RetryOnce(Spy):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            if record.offset == 70 and not self.gate.is_set():
+                self.gate.set()
+                raise eosflow.TransactionError("not now")
+            return await super().process(record)
+
+    proc = RetryOnce("out")
+    hold = c.intercept("EndTxn", hold=True)
+    app = eosflow.EosApp(
+        proc,
+        cfg(c, max_records_per_txn=50, process_ahead=ahead, dead_letter_topic="dlq"),
+    )
+    async with app:
+        await hold.matched()
+        if ahead:
+            await until(app, lambda: proc.gate.is_set(), "record 70 raised ahead")
+        hold.release()
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert proc.gate.is_set()
+    assert app.stats.dead_lettered == 0
+    assert await read_all(c.bootstrap_servers, "dlq") == []
+    if ahead:
+        assert app.stats.dropped_ahead >= 20 and app.stats.aborted == 0
+    else:
+        assert app.stats.aborted == 1
+    await assert_exactly_once(c)
+
+
 # Invariant 16, the safety net: work ahead that is not adopted is put back. Records polled
 # after an abort's rewind (a window the app cannot rule out) would otherwise be skipped.
 # After a commit, a partition with nothing committed goes back to the first record put

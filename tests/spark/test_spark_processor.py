@@ -216,6 +216,13 @@ async def test_job_past_its_budget_is_cancelled_and_its_rows_stop(
     monkeypatch.setenv("SLOW_UDF_S", "0.25")
     monkeypatch.setenv("SLOW_ROWS", str(rows))
     proc = Slow()
+    jobs: list[eosflow.SparkJobReport] = []
+
+    class Jobs(eosflow.Observer):  # what the app's metrics and tracing are told
+        def spark_job(self, report: eosflow.SparkJobReport) -> None:
+            jobs.append(report)
+
+    proc.observer = Jobs()
     await proc.on_start()
     proc._job_timeout_s = 1.5  # one Spark partition: 20 rows x 0.25 s = a 5 s job
     try:
@@ -229,6 +236,8 @@ async def test_job_past_its_budget_is_cancelled_and_its_rows_stop(
     done = rows.read_text().splitlines() if rows.exists() else []
     assert 0 < len(done) < 20, f"{len(done)} of 20 rows done: the job was not cancelled"
     assert proc.cancelled_jobs == 1
+    assert [(j.rows, j.cancelled) for j in jobs] == [(20, True)]
+    assert 1.5 <= jobs[0].duration_s < 7.0
 
 
 async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(

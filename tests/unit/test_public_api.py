@@ -12,6 +12,7 @@ PKG = Path(eosflow.__file__).parent
 
 def test_all_is_pinned() -> None:
     assert sorted(eosflow.__all__) == [
+        "AbortReason",
         "AuthenticationError",
         "AuthorizationError",
         "BYTES",
@@ -22,6 +23,7 @@ def test_all_is_pinned() -> None:
         "FatalError",
         "JSON",
         "KafkaSecurity",
+        "Observer",
         "Outcome",
         "Output",
         "ProcessingError",
@@ -29,9 +31,11 @@ def test_all_is_pinned() -> None:
         "ProducerFencedError",
         "Record",
         "Serde",
+        "SparkJobReport",
         "Stats",
         "Store",
         "TransactionError",
+        "TransactionReport",
         "load_config",
     ]
     for name in eosflow.__all__:

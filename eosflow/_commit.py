@@ -1,0 +1,80 @@
+"""The two membership steps of a commit: the offsets into the transaction, then the
+forced heartbeat. ``TransactSession.end`` runs them between the flush and EndTxn.
+
+Each returns None when the step passed, else the ``Abort`` that makes the transaction
+abort. Retries that run out are a reason to abort, never an acceptance. A fencing answer
+to the offsets is raised (``_aiokafka.Fenced``; the session recovers or stops on it), as is
+a refused permission (``AuthorizationError``, by the adapter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from . import _aiokafka as ak
+from . import _codes as codes
+from ._config import EosConfig
+from ._errors import FatalError, TransientError
+from ._transaction import Abort, AbortReason
+
+# TxnOffsetCommit answers that mean the group fenced this member off (KIP-447): it is
+# a zombie of an older generation, or no longer a member at all
+_GROUP_FENCING = frozenset(
+    {codes.ILLEGAL_GENERATION, codes.UNKNOWN_MEMBER_ID, codes.FENCED_INSTANCE_ID}
+)
+
+
+async def commit_offsets(
+    producer: AIOKafkaProducer,
+    consumer: AIOKafkaConsumer,
+    config: EosConfig,
+    caps: ak.Capabilities,
+    offsets: dict[TopicPartition, int],
+    identity: ak.GroupIdentity | None,
+    timeout_s: float,
+) -> Abort | None:
+    """AddOffsetsToTxn + TxnOffsetCommit, under the generation the partitions were
+    assigned under (``identity``)."""
+    try:
+        code = await ak.commit_offsets_in_txn(
+            producer,
+            config.transactional_id,
+            config.group_id,
+            offsets,
+            caps,
+            identity or ak.group_identity(consumer),
+            timeout_s,
+        )
+    except TransientError as exc:
+        return Abort(AbortReason.OFFSET_COMMIT_FAILED, str(exc))
+    if code == 0:
+        return None
+    error = ak.map_error(ak.error_for(code), "TxnOffsetCommit")
+    if isinstance(error, ak.Fenced):
+        raise error
+    why = AbortReason.FENCED if code in _GROUP_FENCING else AbortReason.OFFSET_COMMIT_FAILED
+    return Abort(why, f"TxnOffsetCommit: {ak.error_name(code)}")
+
+
+async def confirm_membership(
+    consumer: AIOKafkaConsumer,
+    config: EosConfig,
+    caps: ak.Capabilities,
+    identity: ak.GroupIdentity | None,
+    timeout_s: float,
+) -> Abort | None:
+    """The forced heartbeat, its answer awaited: membership confirmed right before EndTxn.
+    With KIP-447, REBALANCE_IN_PROGRESS passes: the broker fences the offsets of an old
+    generation itself."""
+    try:
+        with ak.mapped("forced heartbeat"):
+            code = await asyncio.wait_for(
+                ak.forced_heartbeat(consumer, config.group_id, identity), timeout_s
+            )
+    except (TransientError, FatalError) as exc:
+        return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat failed: {exc}")
+    if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and caps.kip447):
+        return None
+    return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat: {ak.error_name(code)}")

@@ -1,0 +1,180 @@
+"""``Observer``: what a running app tells whoever watches it, one call per event.
+
+The runtime calls its observers at a handful of points, never per record:
+
+- ``transaction_ended``: once per transaction, with a ``TransactionReport`` (outcome, why
+  it did not commit, its records, outputs and dead letters, the timing of each commit
+  phase). Everything about transactions -- counters, commit latency, traces, the
+  progress line -- is derived from these reports;
+- ``partitions_assigned`` / ``partitions_revoked``: a rebalance gave or took partitions;
+- ``producer_reinitialised``: the producer was replaced (KIP-360 recovery), and why;
+- ``spark_job``: a Spark job of a transaction ended (``SparkJobReport``);
+- ``lag_sampled``: each partition's lag against its last stable offset, sampled by the
+  app's operations task (about once a second, when one runs).
+
+``Stats``, the Prometheus metrics, the health probes, the progress log and tracing are
+all observers; an embedding app can pass its own (``EosApp(..., observers=[...])``).
+
+Failure mode: an observer runs inline on the event loop, so it must be quick and must not
+block. One that raises is logged once and dropped from the fan-out -- watching the app
+never stops it. Reports are after the fact: an observer that builds spans gives them
+their recorded times, so nothing in the loop waits on an observer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from ._transaction import Abort, AbortReason, Outcome, Transaction
+
+log = logging.getLogger("eosflow.observe")
+
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionReport:
+    """One ended transaction. ``reason`` and ``detail`` say why it did not commit (None
+    when it did). ``phases`` holds (name, start, end) on the ``time.monotonic`` clock,
+    one per commit step that ran (``_transaction.PHASES``); ``started`` is on that clock
+    too and ``started_at`` on the wall clock (``time.time``)."""
+
+    outcome: Outcome
+    reason: AbortReason | None
+    detail: str | None
+    records: int
+    outputs: int
+    dead_lettered: int
+    started: float
+    started_at: float
+    ended: float
+    phases: tuple[tuple[str, float, float], ...] = ()
+    partitions: tuple[Partition, ...] = ()
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended - self.started
+
+    @classmethod
+    def of(
+        cls, txn: Transaction, outcome: Outcome, why: Abort | None, ended: float
+    ) -> TransactionReport:
+        committed = outcome is Outcome.COMMITTED
+        return cls(
+            outcome=outcome,
+            reason=None if committed or why is None else why.reason,
+            detail=None if committed or why is None else why.detail,
+            records=txn.records,
+            outputs=txn.outputs,
+            dead_lettered=txn.dead_lettered,
+            started=txn.started,
+            started_at=txn.started_at,
+            ended=ended,
+            phases=tuple(txn.phases),
+            partitions=tuple(txn.consumed),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SparkJobReport:
+    """One Spark job of a transaction: its duration, rows in and whether it was
+    cancelled past its budget. ``started`` is on the ``time.monotonic`` clock."""
+
+    started: float
+    ended: float
+    rows: int
+    cancelled: bool = False
+
+    @property
+    def duration_s(self) -> float:
+        return self.ended - self.started
+
+
+class Observer:
+    """Watches a running app: override the events wanted (each does nothing here).
+    Called on the event loop; keep each call short and never block."""
+
+    def transaction_ended(self, report: TransactionReport) -> None:
+        """A transaction committed, aborted or was recovered."""
+
+    def partitions_assigned(self, partitions: frozenset[Partition]) -> None:
+        """A rebalance gave this instance ``partitions`` (set up, about to be processed)."""
+
+    def partitions_revoked(self, partitions: frozenset[Partition]) -> None:
+        """A rebalance took ``partitions`` away."""
+
+    def producer_reinitialised(self, reason: AbortReason) -> None:
+        """The transactional producer was replaced after ``reason`` (KIP-360)."""
+
+    def spark_job(self, report: SparkJobReport) -> None:
+        """A Spark job of a transaction ended."""
+
+    def lag_sampled(self, lag: Mapping[Partition, int]) -> None:
+        """Each held partition's lag: its last stable offset minus its committed offset."""
+
+
+@dataclass
+class Stats(Observer):
+    """Counters of a running app, kept from its reports (they only grow). ``records``,
+    ``outputs`` and ``dead_lettered`` count the work of every ended transaction, so work
+    redone after an abort counts again."""
+
+    records: int = 0
+    outputs: int = 0
+    committed: int = 0
+    aborted: int = 0
+    recovered: int = 0
+    dead_lettered: int = 0
+    # processed ahead while a commit was in flight, then dropped because that commit did
+    # not succeed or partitions moved (they are processed again)
+    dropped_ahead: int = 0
+
+    def transaction_ended(self, report: TransactionReport) -> None:
+        self.records += report.records
+        self.outputs += report.outputs
+        self.dead_lettered += report.dead_lettered
+        if report.outcome is Outcome.COMMITTED:
+            self.committed += 1
+        elif report.outcome is Outcome.ABORTED:
+            self.aborted += 1
+        elif report.outcome is Outcome.RECOVERED:
+            self.recovered += 1
+
+
+@dataclass(eq=False)
+class Observers(Observer):
+    """The fan-out the runtime calls: every observer in turn; one that raises is logged
+    and dropped."""
+
+    members: list[Observer] = field(default_factory=list)
+
+    def add(self, *observers: Observer) -> None:
+        self.members.extend(observers)
+
+    def _each(self, event: str, *args: object) -> None:
+        for member in tuple(self.members):
+            try:
+                getattr(member, event)(*args)
+            except Exception:
+                log.exception("observer %r failed on %s; dropped", member, event)
+                self.members.remove(member)
+
+    def transaction_ended(self, report: TransactionReport) -> None:
+        self._each("transaction_ended", report)
+
+    def partitions_assigned(self, partitions: frozenset[Partition]) -> None:
+        self._each("partitions_assigned", partitions)
+
+    def partitions_revoked(self, partitions: frozenset[Partition]) -> None:
+        self._each("partitions_revoked", partitions)
+
+    def producer_reinitialised(self, reason: AbortReason) -> None:
+        self._each("producer_reinitialised", reason)
+
+    def spark_job(self, report: SparkJobReport) -> None:
+        self._each("spark_job", report)
+
+    def lag_sampled(self, lag: Mapping[Partition, int]) -> None:
+        self._each("lag_sampled", lag)

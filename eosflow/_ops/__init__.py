@@ -1,0 +1,17 @@
+"""Operating a running app: Prometheus metrics, health probes, lag, the progress log,
+tracing and ``eosflow status``. Every part is an ``Observer`` of the app or reads the
+broker on its own; nothing here is on the per-record path.
+
+This package's ``__init__`` imports nothing, so ``_config`` can take ``OpsSettings`` from
+``_ops._settings`` without pulling the rest in. The parts:
+
+- ``_settings``: ``OpsSettings``, the settings of this room (``EosConfig.ops``);
+- ``_metrics``: ``PrometheusMetrics``, the observer that keeps the metrics;
+- ``_health``: ``Health``, what ``/livez`` and ``/readyz`` answer;
+- ``_http``: the HTTP server (a thread) serving the three;
+- ``_progress``: ``Progress``, the periodic log line;
+- ``_tracing``: ``Tracing``, OpenTelemetry spans from transaction reports;
+- ``_runner``: ``Operations``, which builds the above from the settings and runs the
+  loop-side ticker (loop liveness, lag samples, progress lines);
+- ``_status``: ``eosflow status``, a group's partitions from the broker's view.
+"""

@@ -1,0 +1,78 @@
+"""The operations port: ``/metrics`` (Prometheus text format), ``/livez``, ``/readyz``.
+
+A ``ThreadingHTTPServer`` in a daemon thread, not a server on the event loop: the probes
+must answer while the loop is blocked (that is what ``/livez`` reports), and a scrape
+must not take time from the loop. Each probe answers 200 or 503 with one line saying
+why. Binds 127.0.0.1 by default; port 0 takes a free port (``MetricsServer.port``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .._errors import ConfigError
+from ._health import Health
+
+log = logging.getLogger("eosflow.ops")
+
+Probe = Callable[[], tuple[bool, str]]
+
+
+class MetricsServer:
+    def __init__(self, host: str, port: int, health: Health, registry: Any) -> None:
+        routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
+            "/livez": lambda: _probe(health.live),
+            "/readyz": lambda: _probe(health.ready),
+        }
+        if registry is not None:
+            from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+            routes["/metrics"] = lambda: (200, CONTENT_TYPE_LATEST, generate_latest(registry))
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                route = routes.get(self.path.split("?", 1)[0])
+                if route is None:
+                    status, kind, body = 404, "text/plain", b"not found\n"
+                else:
+                    status, kind, body = route()
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug("%s %s", self.address_string(), format % args)
+
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise ConfigError(f"metrics_port: cannot listen on {host}:{port}: {exc}") from None
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="eosflow-metrics", daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+        log.info("metrics and health probes on http://%s:%d/", *self._server.server_address[:2])
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (blocks up to the server's poll interval)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
+
+
+def _probe(check: Probe) -> tuple[int, str, bytes]:
+    ok, why = check()
+    return (200 if ok else 503), "text/plain; charset=utf-8", f"{why}\n".encode()

@@ -1,0 +1,111 @@
+"""``Operations``: the operations observers of one app, built from ``OpsSettings``, and
+their loop side.
+
+Built with the app: health and progress always (progress unless its interval is 0),
+Prometheus metrics and the HTTP port when ``metrics_port`` is set, tracing when asked
+and OpenTelemetry is installed; each joins the app's observers. ``start`` (first thing
+in ``run()``) opens the port and starts the ticker, a task on the app's event loop that
+
+- beats every 0.25 s: the pulse ``/livez`` watches;
+- samples lag about once a second (``lag``: the session's view, no broker request) and
+  tells every observer (``lag_sampled``);
+- logs the progress line when due.
+
+``failed`` marks the app failed (``/livez`` answers 503 from then on); ``stop`` (last
+thing in ``run()``) ends the ticker and closes the port. A ticker error is logged and
+the ticker goes on: watching the app never stops it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+
+from .._observe import Observers
+from ._health import Health
+from ._http import MetricsServer
+from ._metrics import PrometheusMetrics, _require
+from ._progress import Progress
+from ._settings import OpsSettings
+from ._tracing import Tracing
+
+log = logging.getLogger("eosflow.ops")
+
+Partition = tuple[str, int]
+LagSource = Callable[[], Awaitable[Mapping[Partition, int]]]
+
+BEAT_S = 0.25
+LAG_EVERY_S = 1.0
+
+
+class Operations:
+    def __init__(self, settings: OpsSettings, observers: Observers) -> None:
+        self.settings = settings
+        self.observers = observers
+        self.health = Health(settings)
+        self.progress = (
+            Progress(settings.progress_interval_s) if settings.progress_interval_s else None
+        )
+        self.metrics: PrometheusMetrics | None = None
+        if settings.metrics_port is not None:
+            _require()  # the install hint at construction, not at the first scrape
+            self.metrics = PrometheusMetrics()
+        self.tracing = Tracing() if settings.tracing and Tracing.available() else None
+        for member in (self.health, self.metrics, self.progress, self.tracing):
+            if member is not None:
+                observers.add(member)
+        self._server: MetricsServer | None = None
+        self._ticker: asyncio.Task[None] | None = None
+
+    @property
+    def port(self) -> int | None:
+        """The metrics port in use (a free one when ``metrics_port`` is 0), once started."""
+        return self._server.port if self._server is not None else None
+
+    def open(self) -> None:
+        """Listen on the metrics port, if one is set (``port`` tells which); idempotent.
+        A port that cannot be bound is a ``ConfigError``."""
+        cfg = self.settings
+        if cfg.metrics_port is not None and self._server is None:
+            registry = self.metrics.registry if self.metrics is not None else None
+            self._server = MetricsServer(cfg.metrics_host, cfg.metrics_port, self.health, registry)
+            self._server.start()
+
+    def start(self, lag: LagSource) -> None:
+        """``open``, then start the ticker on the running loop."""
+        self.open()
+        self.health.beat()
+        self._ticker = asyncio.create_task(self._tick(lag), name="eosflow-ops")
+
+    def failed(self, why: str) -> None:
+        self.health.failed(why)
+
+    async def stop(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._ticker
+            self._ticker = None
+        if self.progress is not None:
+            self.progress.emit(time.monotonic())  # the last partial interval
+        if self._server is not None:
+            server, self._server = self._server, None
+            await asyncio.to_thread(server.stop)
+
+    async def _tick(self, lag: LagSource) -> None:
+        sampled = 0.0
+        while True:
+            await asyncio.sleep(BEAT_S)
+            now = time.monotonic()
+            self.health.beat()
+            try:
+                if now - sampled >= LAG_EVERY_S:
+                    sampled = now
+                    self.observers.lag_sampled(await lag())
+                if self.progress is not None and self.progress.due(now):
+                    self.progress.emit(now)
+            except Exception:
+                log.exception("operations ticker failed; going on")

@@ -1,0 +1,101 @@
+"""The operations observers fed real reports directly: the bookkeeping the scraped tests
+cannot reach cheaply (a Spark job's metrics, a revoked partition's lag series, the
+fan-out dropping an observer that raises, the JSON log line)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+import eosflow
+from eosflow._logs import JsonLines
+from eosflow._observe import Observers
+from eosflow._ops._metrics import PrometheusMetrics
+from eosflow._transaction import AbortReason
+
+
+def samples(m: PrometheusMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    from prometheus_client import generate_latest
+
+    out = {}
+    for family in text_string_to_metric_families(generate_latest(m.registry).decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def report(
+    outcome: eosflow.Outcome, reason: AbortReason | None = None
+) -> eosflow.TransactionReport:
+    now = time.monotonic()
+    return eosflow.TransactionReport(
+        outcome=outcome,
+        reason=reason,
+        detail=None if reason is None else "words",
+        records=10,
+        outputs=12,
+        dead_lettered=1,
+        started=now - 0.2,
+        started_at=time.time() - 0.2,
+        ended=now,
+        phases=(("flush", now - 0.1, now - 0.05), ("end_txn", now - 0.05, now)),
+    )
+
+
+def test_metrics_of_spark_jobs_reinits_and_a_revoked_partitions_lag() -> None:
+    m = PrometheusMetrics()
+    now = time.monotonic()
+    m.spark_job(eosflow.SparkJobReport(now - 2.0, now, rows=500, cancelled=False))
+    m.spark_job(eosflow.SparkJobReport(now - 9.0, now, rows=40, cancelled=True))
+    m.producer_reinitialised(AbortReason.UNKNOWN_OUTCOME)
+    m.partitions_assigned(frozenset({("in", 0), ("in", 1)}))
+    m.lag_sampled({("in", 0): 7, ("in", 1): 0, ("elsewhere", 3): 99})
+    m.transaction_ended(report(eosflow.Outcome.COMMITTED))
+    m.transaction_ended(report(eosflow.Outcome.RECOVERED, AbortReason.UNKNOWN_OUTCOME))
+    s = samples(m)
+    assert s[("eosflow_spark_job_seconds_count", ())] == 2
+    assert s[("eosflow_spark_job_rows_sum", ())] == 540
+    assert s[("eosflow_spark_jobs_cancelled_total", ())] == 1
+    assert s[("eosflow_producer_reinitialisations_total", (("reason", "unknown_outcome"),))] == 1
+    assert s[("eosflow_consumer_lag", (("partition", "0"), ("topic", "in")))] == 7
+    assert ("eosflow_consumer_lag", (("partition", "3"), ("topic", "elsewhere"))) not in s
+    assert s[("eosflow_records_consumed_total", ())] == 10  # the committed one only
+    assert s[("eosflow_records_aborted_total", ())] == 10
+    assert s[("eosflow_transaction_aborts_total", (("reason", "unknown_outcome"),))] == 1
+    assert s[("eosflow_commit_phase_seconds_count", (("phase", "flush"),))] == 2
+    assert s[("eosflow_commit_phase_seconds_count", (("phase", "offsets"),))] == 0
+
+    m.partitions_revoked(frozenset({("in", 0)}))
+    s = samples(m)
+    assert ("eosflow_consumer_lag", (("partition", "0"), ("topic", "in"))) not in s
+    assert s[("eosflow_consumer_lag", (("partition", "1"), ("topic", "in")))] == 0
+    assert s[("eosflow_assigned_partitions", ())] == 1
+
+
+def test_an_observer_that_raises_is_dropped_not_fatal(caplog: object) -> None:
+    seen: list[str] = []
+
+    class Broken(eosflow.Observer):
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            raise RuntimeError("observer bug")
+
+    class Fine(eosflow.Observer):
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            seen.append(report.outcome.value)
+
+    broken = Broken()
+    fan = Observers([broken, Fine()])
+    fan.transaction_ended(report(eosflow.Outcome.COMMITTED))
+    fan.transaction_ended(report(eosflow.Outcome.COMMITTED))
+    assert seen == ["committed", "committed"]
+    assert broken not in fan.members
+
+
+def test_json_log_lines() -> None:
+    record = logging.LogRecord("eosflow.app", logging.WARNING, __file__, 1, "x=%d", (3,), None)
+    entry = json.loads(JsonLines().format(record))
+    assert entry["level"] == "WARNING" and entry["message"] == "x=3"
+    assert entry["time"].endswith("+00:00") and "progress" not in entry

@@ -1,0 +1,74 @@
+"""``eosflow status`` against the ladder's broker: each partition's committed offset, last
+stable offset, lag and holder, while an app runs and after it left."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+from aiokafka import AIOKafkaProducer
+from kit import create_topic, eventually
+from test_metrics import Scripted, config, produce
+
+import eosflow
+from eosflow._ops._status import group_status
+from eosflow.testing._ladder import Broker
+
+
+async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Broker) -> None:
+    b = eosflow_broker
+    src, dst, group = b.unique("in"), b.unique("out"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 2)
+    await create_topic(b.bootstrap_servers, dst, 1)
+    await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 2)
+    open_txn = AIOKafkaProducer(
+        bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("open")
+    )
+    await open_txn.start()
+    try:
+        await open_txn.begin_transaction()
+        await asyncio.gather(*[await open_txn.send(src, b"x", partition=0) for _ in range(20)])
+        app = eosflow.EosApp(Scripted(dst), config(b, src, group, client_id="status-test"))
+        async with app:
+
+            async def committed() -> bool:
+                assert app.failure is None, app.failure
+                return app.stats.records >= 100 and not app.in_transaction
+
+            await eventually(committed, timeout_s=60, what="100 records committed")
+
+            async def held() -> bool:  # the commit is visible to OffsetFetch
+                st = await group_status(b.bootstrap_servers, group)
+                return all(p.committed == 50 for p in st.partitions)
+
+            await eventually(held, timeout_s=30, what="offsets 50 and 50 committed")
+            st = await group_status(b.bootstrap_servers, group)
+            assert (st.state, st.members) == ("Stable", 1)
+            assert [(p.partition, p.committed, p.last_stable, p.lag) for p in st.partitions] == [
+                (0, 50, 50, 0),  # the open transaction's 20 records are not lag
+                (1, 50, 50, 0),
+            ]
+            assert all(p.member and p.member.startswith("status-test@") for p in st.partitions)
+        st = await group_status(b.bootstrap_servers, group)
+        assert (st.state, st.members) == ("Empty", 0)
+        assert [p.member for p in st.partitions] == [None, None]
+
+        # the CLI in a thread: the test cluster is served by this event loop
+        def cli(group_id: str) -> subprocess.CompletedProcess[str]:
+            argv = [sys.executable, "-m", "eosflow", "status"]
+            argv += ["--bootstrap-servers", b.bootstrap_servers, "--group-id", group_id]
+            return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+        out = await asyncio.to_thread(cli, group)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == f"group {group}: Empty, 0 member(s), total lag 0"
+        heading = ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]
+        assert lines[1].split() == heading
+        assert lines[2].split() == [src, "0", "50", "50", "0", "-"]
+        unknown = await asyncio.to_thread(cli, b.unique("none"))
+        assert unknown.returncode == 2
+        assert unknown.stderr.count("\n") == 1 and "has no committed offsets" in unknown.stderr
+    finally:
+        await open_txn.stop()
