@@ -17,6 +17,8 @@ from ._errors import (
     TransactionError,
 )
 from ._observe import Observer, SparkJobReport, Stats, TransactionReport
+from ._ops._metrics import PrometheusMetrics
+from ._ops._settings import OpsSettings
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
@@ -36,11 +38,13 @@ __all__ = [
     "FatalError",
     "KafkaSecurity",
     "Observer",
+    "OpsSettings",
     "Outcome",
     "Output",
     "ProcessingError",
     "Processor",
     "ProducerFencedError",
+    "PrometheusMetrics",
     "Record",
     "Serde",
     "SparkJobReport",
