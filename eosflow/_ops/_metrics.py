@@ -10,8 +10,10 @@ Records are counted by the outcome of their transaction: ``consumed``, ``produce
 topics see it), while ``aborted`` counts the records of transactions that did not
 commit (they are redone, and counted again when they commit).
 
-Default: a registry of its own, which ``eosflow run --metrics-port`` serves; an embedding
-app passes its own registry instead (``PrometheusMetrics(registry=...)``). Needs
+Default: a registry of its own, with prometheus_client's process and platform collectors
+(``process_resident_memory_bytes``, CPU seconds, open files), which ``eosflow run
+--metrics-port`` serves; an embedding app passes its own registry instead
+(``PrometheusMetrics(registry=...)``). Needs
 ``prometheus_client`` (the metrics extra); without it building one is a ``ConfigError``.
 """
 
@@ -51,7 +53,11 @@ class PrometheusMetrics(Observer):
 
     def __init__(self, registry: Any = None) -> None:
         p = _require()
-        r = self.registry = registry if registry is not None else p.CollectorRegistry()
+        if registry is None:  # a registry of its own: with the process' CPU, memory, files
+            registry = p.CollectorRegistry()
+            p.ProcessCollector(registry=registry)
+            p.PlatformCollector(registry=registry)
+        r = self.registry = registry
 
         def counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> Any:
             return p.Counter(name, doc, labels, registry=r)

@@ -248,3 +248,28 @@ async def test_progress_lines_carry_their_figures(
     entry = json.loads(JsonLines().format(lines[0]))
     assert entry["logger"] == "eosflow.progress" and entry["progress"]["committed"] >= 1
     assert set(entry["progress"]) >= {"records_per_s", "lag", "aborted", "abort_reasons"}
+
+
+# An embedding app keeps the metrics in its own registry (no port of eosflow's).
+async def test_an_embedding_app_registers_the_metrics_in_its_own_registry(
+    cluster: FakeCluster,
+) -> None:
+    from prometheus_client import CollectorRegistry
+
+    c = cluster
+    await seed(c)
+    mine = CollectorRegistry()
+    app = eosflow.EosApp(
+        Copy(), cfg(c, metrics_port=None), [eosflow.PrometheusMetrics(registry=mine)]
+    )
+    async with app:
+        assert app.ops.port is None
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return mine.get_sample_value("eosflow_records_consumed_total") == N
+
+        await eventually(done, timeout_s=30, what="the app's metrics in the embedder's registry")
+    committed = mine.get_sample_value("eosflow_transactions_total", {"outcome": "committed"})
+    assert committed == app.stats.committed
+    assert mine.get_sample_value("process_resident_memory_bytes") is None  # not ours to add
