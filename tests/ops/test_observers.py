@@ -99,3 +99,28 @@ def test_json_log_lines() -> None:
     entry = json.loads(JsonLines().format(record))
     assert entry["level"] == "WARNING" and entry["message"] == "x=3"
     assert entry["time"].endswith("+00:00") and "progress" not in entry
+
+
+def test_a_spark_job_is_a_child_span_of_its_transaction() -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from eosflow._ops._tracing import Tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracing = Tracing(provider.get_tracer("test"))
+    txn = report(eosflow.Outcome.COMMITTED)
+    tracing.spark_job(eosflow.SparkJobReport(txn.started + 0.01, txn.started + 0.09, rows=64))
+    tracing.transaction_ended(txn)
+    tracing.transaction_ended(report(eosflow.Outcome.COMMITTED))  # no job in this one
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    job, parents = spans["eosflow.spark.job"], exporter.get_finished_spans()
+    first = next(s for s in parents if s.name == "eosflow.transaction")
+    assert job.parent is not None and job.parent.span_id == first.context.span_id
+    assert job.attributes["eosflow.rows"] == 64
+    assert abs((job.end_time - job.start_time) / 1e9 - 0.08) < 1e-3
+    assert first.start_time <= job.start_time and job.end_time <= first.end_time
+    assert sum(s.name == "eosflow.spark.job" for s in parents) == 1
