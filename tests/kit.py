@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 import eosflow
 from eosflow import _codes as codes
 from eosflow.testing import read_topic
+from eosflow.testing._ladder import Broker
 
 # what genuine Kafka answers a group request while a fresh offsets partition loads
 _LOADING = (
@@ -297,3 +298,19 @@ class RawConn:
         self._w.write(self.frame(key, version, body))
         await self._w.drain()
         return await self.read(key, version)
+
+
+def ladder_config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosConfig:
+    """An app's config on the ladder's broker: timeouts scaled to its minimum session."""
+    session = max(b.min_session_timeout_s, 1.0) * 6
+    base: dict[str, object] = dict(
+        bootstrap_servers=b.bootstrap_servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=b.unique("tx"),
+        session_timeout_s=session,
+        heartbeat_interval_s=session / 10,
+        transaction_timeout_s=session * 0.8,
+    )
+    base.update(kw)
+    return eosflow.EosConfig(**base)  # type: ignore[arg-type]

@@ -4,11 +4,13 @@ own parser, on the ladder's broker (the test cluster, genuine Kafka in CI stage 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import create_topic, eventually
+from kit import create_topic, eventually, ladder_config
 from prometheus_client.parser import text_string_to_metric_families
 
 import eosflow
@@ -42,19 +44,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosConfig:
-    session = max(b.min_session_timeout_s, 1.0) * 6
-    base: dict[str, object] = dict(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        session_timeout_s=session,
-        heartbeat_interval_s=session / 10,
-        transaction_timeout_s=session * 0.8,
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+config = ladder_config
 
 
 class Scripted(eosflow.Processor):
@@ -153,13 +143,7 @@ async def test_lag_is_against_the_last_stable_offset(eosflow_broker: Broker) -> 
     await create_topic(b.bootstrap_servers, src, 1)
     await create_topic(b.bootstrap_servers, dst, 1)
     await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 1)
-    open_txn = AIOKafkaProducer(
-        bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("open")
-    )
-    await open_txn.start()
-    try:
-        await open_txn.begin_transaction()
-        await asyncio.gather(*[await open_txn.send(src, b"later", partition=0) for _ in range(50)])
+    async with open_transaction(b, src, 50) as open_txn:
         ops = {"metrics_port": 0, "progress_interval_s": 0}
         app = eosflow.EosApp(Scripted(dst), config(b, src, group, ops=ops))
         async with app:
@@ -191,8 +175,20 @@ async def test_lag_is_against_the_last_stable_offset(eosflow_broker: Broker) -> 
                 )
 
             await eventually(all_done, timeout_s=60, what="the 50 committed later, lag 0")
+
+
+@contextlib.asynccontextmanager
+async def open_transaction(b: Broker, topic: str, n: int) -> AsyncIterator[AIOKafkaProducer]:
+    """A transactional producer that wrote ``n`` records to ``topic``[0] and left its
+    transaction open (the caller may commit it)."""
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("open"))
+    await p.start()
+    try:
+        await p.begin_transaction()
+        await asyncio.gather(*[await p.send(topic, b"later", partition=0) for _ in range(n)])
+        yield p
     finally:
-        await open_txn.stop()
+        await p.stop()
 
 
 async def high_watermark(bootstrap: str, topic: str) -> int:

@@ -7,9 +7,8 @@ import asyncio
 import subprocess
 import sys
 
-from aiokafka import AIOKafkaProducer
 from kit import create_topic, eventually
-from test_metrics import Scripted, config, produce
+from test_metrics import Scripted, config, open_transaction, produce
 
 import eosflow
 from eosflow._ops._status import group_status
@@ -22,13 +21,7 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
     await create_topic(b.bootstrap_servers, src, 2)
     await create_topic(b.bootstrap_servers, dst, 1)
     await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 2)
-    open_txn = AIOKafkaProducer(
-        bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("open")
-    )
-    await open_txn.start()
-    try:
-        await open_txn.begin_transaction()
-        await asyncio.gather(*[await open_txn.send(src, b"x", partition=0) for _ in range(20)])
+    async with open_transaction(b, src, 20):
         app = eosflow.EosApp(Scripted(dst), config(b, src, group, client_id="status-test"))
         async with app:
 
@@ -70,5 +63,3 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
         unknown = await asyncio.to_thread(cli, b.unique("none"))
         assert unknown.returncode == 2
         assert unknown.stderr.count("\n") == 1 and "has no committed offsets" in unknown.stderr
-    finally:
-        await open_txn.stop()

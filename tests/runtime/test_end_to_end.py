@@ -6,26 +6,13 @@ import asyncio
 import time
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import Upper, create_topic, eventually, read_all
+from kit import Upper, create_topic, eventually, ladder_config, read_all
 
 import eosflow
 from eosflow._checker import _partitions as partitions_of
 from eosflow.testing._ladder import Broker
 
-
-def config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosConfig:
-    session = max(b.min_session_timeout_s, 1.0) * 6
-    base: dict[str, object] = dict(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        session_timeout_s=session,
-        heartbeat_interval_s=session / 10,
-        transaction_timeout_s=session * 0.8,
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+config = ladder_config
 
 
 async def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
@@ -634,15 +635,18 @@ class Counting(Spy):
 # defence in depth), records 50..99 commit twice: once in the transaction begun across
 # the rebalance, once after the seek back. Without the epoch alone, the broker's fence
 # aborts it, with another reason.
-@pytest.mark.parametrize("ahead", [True, False])
-async def test_rebalance_inside_begin_aborts_the_transaction(
-    cluster: FakeCluster, ahead: bool
-) -> None:
-    c = cluster
-    await seed(c)
+async def rebalance_inside_begin(
+    c: FakeCluster, ahead: bool, meanwhile: Callable[[eosflow.EosApp], Awaitable[None]]
+) -> tuple[eosflow.EosApp, Counting, int]:
+    """Run 200 records in 50-record transactions; the first commit is held (until 50
+    records are processed ahead, if ``ahead``); inside the next ``begin`` -- after its
+    records were polled or its work ahead adopted -- ``meanwhile`` runs, then a whole
+    rebalance. Returns the app (stopped once all is committed), the processor, and how
+    many begins there were."""
     proc = Counting("out")
-    hold = c.intercept("EndTxn", hold=True)  # the first commit, until work ahead is done
+    hold = c.intercept("EndTxn", hold=True)
     app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=ahead))
+    begins = 0
     async with app:
         await hold.matched()
         if ahead:
@@ -651,12 +655,12 @@ async def test_rebalance_inside_begin_aborts_the_transaction(
         assert session is not None
         producer = session.producer
         original = producer.begin_transaction
-        begins = 0
 
         async def begin_across_a_rebalance() -> None:
             nonlocal begins
             begins += 1
             if begins == 1:  # the transaction after the held commit
+                await meanwhile(app)
                 before = proc.assignments
                 c.force_rebalance("g")
                 await until(app, lambda: proc.assignments > before, "rebalance done")
@@ -665,6 +669,30 @@ async def test_rebalance_inside_begin_aborts_the_transaction(
         producer.begin_transaction = begin_across_a_rebalance  # type: ignore[method-assign]
         hold.release()
         await until(app, lambda: all_done(app, c), "all committed")
+    return app, proc, begins
+
+
+async def nothing(app: eosflow.EosApp) -> None:
+    return None
+
+
+# Invariant 17 (the rebalance race of issue 10): a revocation that lands after records were
+# polled (or work ahead adopted) but before the transaction is formally open must still
+# abort that transaction. aiokafka's `begin_transaction` always yields to the event loop;
+# this test makes a whole rebalance -- revocation, rejoin with a new generation, stable
+# offset fetch and seek back -- happen inside that yield of the second `begin`. Without
+# the assignment epoch carried into the transaction AND without the TxnOffsetCommit and
+# forced heartbeat carrying the generation of that assignment (the broker's fence, kept as
+# defence in depth), records 50..99 commit twice: once in the transaction begun across
+# the rebalance, once after the seek back. Without the epoch alone, the broker's fence
+# aborts it, with another reason.
+@pytest.mark.parametrize("ahead", [True, False])
+async def test_rebalance_inside_begin_aborts_the_transaction(
+    cluster: FakeCluster, ahead: bool
+) -> None:
+    c = cluster
+    await seed(c)
+    app, proc, begins = await rebalance_inside_begin(c, ahead, nothing)
     assert begins >= 1 and proc.revoked_at, "the rebalance ran inside begin"
     await assert_exactly_once(c)
     # decided by the session from the assignment epoch, before any request; with only the
@@ -686,39 +714,18 @@ async def test_stale_records_below_a_moved_committed_offset_abort(
 ) -> None:
     c = cluster
     await seed(c)
-    proc = Counting("out")
-    hold = c.intercept("EndTxn", hold=True)  # the first commit, until work ahead is done
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=ahead))
-    async with app:
-        await hold.matched()
-        if ahead:
-            await until(app, lambda: len(proc.seen) == 100, "50 records processed ahead")
-        session = app._session
-        assert session is not None
-        producer = session.producer
-        original = producer.begin_transaction
-        begins = 0
 
-        async def begin_across_a_lost_partition() -> None:
-            nonlocal begins
-            begins += 1
-            if begins == 1:
-                await until(
-                    app,
-                    lambda: c.committed("g", "in").get(("in", 0)) == 50,
-                    "the first commit's offsets landed",
-                )
-                group = c.groups.get("g")
-                assert group is not None
-                group.offsets[("in", 0)] = (150, None)  # another member's commit
-                before = proc.assignments
-                c.force_rebalance("g")
-                await until(app, lambda: proc.assignments > before, "rebalance done")
-            await original()
+    async def another_member_commits(app: eosflow.EosApp) -> None:
+        await until(
+            app,
+            lambda: c.committed("g", "in").get(("in", 0)) == 50,
+            "the first commit's offsets landed",
+        )
+        group = c.groups.get("g")
+        assert group is not None
+        group.offsets[("in", 0)] = (150, None)
 
-        producer.begin_transaction = begin_across_a_lost_partition  # type: ignore[method-assign]
-        hold.release()
-        await until(app, lambda: all_done(app, c), "all committed")
+    app, _proc, _begins = await rebalance_inside_begin(c, ahead, another_member_commits)
     assert app.failure is None
     assert app.stats.aborted == 1
     assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
