@@ -352,10 +352,14 @@ class EosApp:
         taken: tuple[int, int],
         take: Callable[[list[Record]], Awaitable[tuple[int, int]]],
         poll_size: Callable[[int, float], int],
+        caught_up_end: float,
     ) -> None:
         """The one fill loop of a transaction, for both strategies: hand ``records``, then
         each further poll, to ``take`` until the deadline, the record limit, the byte
-        limit or a stop. ``taken`` is (records, bytes) already in the transaction; ``take``
+        limit, a stop -- or, from ``caught_up_end`` on, the consumer having caught up
+        (nothing buffered: a record does not wait for the interval when nothing else
+        will come; before ``caught_up_end`` the poll waits for input, which bounds the
+        commit rate). ``taken`` is (records, bytes) already in the transaction; ``take``
         returns how many of the records it took and their bytes. One that took fewer is
         past the deadline: a transaction must not outgrow the commit interval, or it
         risks the transaction timeout, so the rest is given back for the next one."""
@@ -370,7 +374,8 @@ class EosApp:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or count >= limit or self._full(size) or self._stopping.is_set():
                 return
-            records = await session.poll(poll_size(limit - count, remaining), remaining)
+            wait = max(0.0, min(deadline, caught_up_end) - time.monotonic())
+            records = await session.poll(poll_size(limit - count, remaining), wait)
             if not records:
                 return
 
@@ -405,7 +410,8 @@ class EosApp:
                 )
             return done, chunk.size
 
-        await self._fill(session, records, deadline, limit, taken, take, self._chunk)
+        caught_up_end = session.opened + self.config.min_transaction_s
+        await self._fill(session, records, deadline, limit, taken, take, self._chunk, caught_up_end)
 
     async def _batch_transaction(
         self,
@@ -424,7 +430,8 @@ class EosApp:
             batch.extend(records)
             return len(records), _bytes(records)
 
-        await self._fill(session, records, deadline, limit, (0, 0), take, _all_room)
+        # a batch engine pays per call: its transactions fill to the interval
+        await self._fill(session, records, deadline, limit, (0, 0), take, _all_room, deadline)
         work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
         try:
             work.outputs = as_outputs(await self.processor.process_batch(batch))

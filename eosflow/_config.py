@@ -99,6 +99,14 @@ class EosConfig(BaseSettings):
         description="a transaction spans at most this long from its first record, seconds; "
         "must be below transaction_timeout_s",
     )
+    min_transaction_s: float = Field(
+        default=0.02,
+        ge=0,
+        description="a transaction whose input has caught up (nothing buffered) commits "
+        "once it is this old, rather than waiting for commit_interval_s; it bounds the "
+        "commit rate of a slow input (at most commit_interval_s); seconds (process() "
+        "only: process_batch transactions fill to the interval)",
+    )
     max_records_per_txn: int = Field(
         default=5000, gt=0, description="a transaction holds at most this many records"
     )

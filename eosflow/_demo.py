@@ -113,7 +113,10 @@ async def _run(
         f"test cluster on {cluster.bootstrap_servers}; seeding {records} {what} ...",
         flush=True,
     )
-    await _seed(cluster.bootstrap_servers, records, pipeline.by_customer)
+    # a quarter first; the rest is produced as instance 0 is killed, so the kill lands in
+    # the middle of the work however fast the instances are
+    quarter = max(1, records // 4)
+    await _seed(cluster.bootstrap_servers, quarter, pipeline.by_customer)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
 
     async def spawn(i: int) -> asyncio.subprocess.Process:
@@ -121,6 +124,7 @@ async def _run(
 
     procs = [await spawn(i) for i in range(instances)]
     killed = restarted = False
+    rest: asyncio.Task[None] | None = None
     started = last_print = time.monotonic()
     shown = -1
     try:
@@ -135,7 +139,12 @@ async def _run(
                     f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
                     flush=True,
                 )
-            if not killed and done >= records * 0.25:
+            if not killed and done >= quarter:
+                rest = asyncio.create_task(
+                    _seed(
+                        cluster.bootstrap_servers, records - quarter, pipeline.by_customer, quarter
+                    )
+                )
                 print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
                 procs[0].send_signal(signal.SIGKILL)
                 await procs[0].wait()
@@ -151,12 +160,16 @@ async def _run(
                 print("gave up after 600 s", flush=True)
                 return False
             await asyncio.sleep(0.1)
+        if rest is not None:
+            await rest  # long done: every order is committed
         print(
             f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
             "stopping instances with SIGTERM",
             flush=True,
         )
     finally:
+        if rest is not None and not rest.done():
+            rest.cancel()
         for p in procs:
             if p.returncode is None:
                 p.send_signal(signal.SIGTERM)
@@ -173,13 +186,14 @@ async def _run(
     return report.ok
 
 
-async def _seed(bootstrap: str, n: int, by_customer: bool) -> None:
-    """``n`` JSON orders, keyed by order id, or by customer for the counting demo."""
+async def _seed(bootstrap: str, n: int, by_customer: bool, first: int = 0) -> None:
+    """Orders ``first`` to ``first + n - 1`` as JSON, keyed by order id, or by customer for
+    the counting demo."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
         futs = []
-        for i in range(n):
+        for i in range(first, first + n):
             customer = f"c{i % CUSTOMERS}"
             order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
             key = customer if by_customer else f"order-{i}"

@@ -166,6 +166,12 @@ class TransactSession:
         return self._txn is not None
 
     @property
+    def opened(self) -> float:
+        """When the open transaction began (``time.monotonic()``)."""
+        assert self._txn is not None, "no transaction open"
+        return self._txn.started
+
+    @property
     def deadline(self) -> float:
         """When the open transaction stops taking records (``time.monotonic()``)."""
         assert self._txn is not None, "no transaction open"

@@ -128,15 +128,19 @@ async def test_a_transaction_the_broker_timed_out(aged: tuple[Broker, bool]) -> 
     await create_topic(b.bootstrap_servers, src, 1)
     await create_topic(b.bootstrap_servers, dst, 1)
     proc = Gate(dst, park_at=5)
-    cfg = config(b, src, group, commit_interval_s=4.0, transaction_timeout_s=5.0)
+    # one transaction spans the whole 4 s interval (it must not end once caught up)
+    cfg = config(
+        b, src, group, commit_interval_s=4.0, min_transaction_s=4.0, transaction_timeout_s=5.0
+    )
     app = eosflow.EosApp(proc, cfg)
 
     async def stall_past_the_transaction_timeout() -> None:
         await seed(b.bootstrap_servers, src, 5, 1)
 
-        async def sent_and_open() -> bool:
+        async def sent_and_open() -> bool:  # five outputs in the log, none committed
             assert app.failure is None, app.failure
-            return app.stats.outputs == 5 and not await lso_reached_end(b.bootstrap_servers, dst)
+            sent = await read_all(b.bootstrap_servers, dst, committed_only=False)
+            return len(sent) == 5 and not await lso_reached_end(b.bootstrap_servers, dst)
 
         await eventually(sent_and_open, timeout_s=30, what="records 0-4 sent, uncommitted")
         await seed(b.bootstrap_servers, src, 1, 1)  # offset 5: the processor stalls on it
