@@ -85,7 +85,7 @@ class _Work:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
     pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
     dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
-    failed: TransactionError | None = None  # work ahead: the processor asked for a retry
+    failed: TransactionError | None = None  # work ahead: a retry asked, or a poll failed
     size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
 
@@ -108,6 +108,11 @@ class EosApp:
         self.observers = Observers([self.stats, *observers])
         # health, progress, and metrics / tracing when configured: observers too
         self.ops = Operations(config.ops, self.observers)
+        if "observer" in vars(processor):
+            raise ConfigError(
+                f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
+                "Processor.observer): name your attribute otherwise"
+            )
         processor.observer = self.observers
         self.last_outcome: Outcome | None = None
         self.assigned: frozenset[tuple[str, int]] = frozenset()
@@ -138,8 +143,11 @@ class EosApp:
     # --- public -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        with summarised_aiokafka_logs():
-            await self._run()
+        try:
+            with summarised_aiokafka_logs():
+                await self._run()
+        finally:  # also when the set-up before the loop failed: no port left open
+            await self.ops.stop()
 
     async def _run(self) -> None:
         session = TransactSession(
@@ -180,12 +188,9 @@ class EosApp:
                 raise FatalError(f"unexpected {type(exc).__name__}: {exc}") from exc
             raise
         finally:
-            try:
-                with contextlib.suppress(Exception):
-                    await self.processor.on_stop()
-                await session.stop()
-            finally:
-                await self.ops.stop()
+            with contextlib.suppress(Exception):
+                await self.processor.on_stop()
+            await session.stop()
 
     async def _unless_stopped(self, step: Awaitable[None]) -> bool:
         """Run ``step`` to its end (True), or cancel it once ``stop()`` is asked (False).
@@ -308,8 +313,10 @@ class EosApp:
         self.stats.dropped_ahead += len(ahead.records)
         await session.reposition(ahead.records + ahead.pending, committed)
         if ahead.failed is not None:
-            self._retry_smaller(ahead.failed)
-            await self._failures.failed(str(ahead.failed), ahead.failed, self._stopping)
+            if not isinstance(ahead.failed, TransientError):  # the processor asked
+                self._retry_smaller(ahead.failed)
+            if committed:  # (a failed commit was counted as the failure already)
+                await self._failures.failed(str(ahead.failed), ahead.failed, self._stopping)
 
     async def _work_ahead(
         self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
@@ -324,7 +331,11 @@ class EosApp:
             return None
         ahead = _Work(epoch=session.epoch)
         while not ending.done() and len(ahead.records) < limit and not self._full(ahead.size):
-            records = await session.poll(limit - len(ahead.records), 0)
+            try:
+                records = await session.poll(limit - len(ahead.records), 0)
+            except TransientError as exc:  # what was polled ahead is put back, not lost
+                ahead.failed = exc
+                break
             if not records:
                 await asyncio.wait([ending], timeout=_IDLE_WAIT_S)
                 continue

@@ -25,6 +25,7 @@ from pydantic.fields import FieldInfo
 from ._app import EosApp
 from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
 from ._errors import ConfigError, EosflowError, FatalError
+from ._logs import JsonLines
 from ._logs import configure as configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
@@ -47,15 +48,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.func(args)
         return code
     except ConfigError as exc:
-        print(f"eosflow: {_one_line(exc)}", file=sys.stderr)
+        _last_word(args, f"eosflow: {_one_line(exc)}")
         return 2
     except EosflowError as exc:  # FatalError, and any other eosflow error reaching here
         if exc.__cause__ is not None:  # what the error boundary mapped, for debugging
             log.debug("cause of the fatal error", exc_info=exc)
-        print(f"eosflow: fatal: {_one_line(exc)}", file=sys.stderr)
+        _last_word(args, f"eosflow: fatal: {_one_line(exc)}")
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _last_word(args: argparse.Namespace, line: str) -> None:
+    """The one line on stderr that says why the command failed: plain, or with
+    ``--log-format json`` a log object like every other line (level ERROR)."""
+    if args.log_format == "json":
+        line = JsonLines().format(
+            logging.makeLogRecord(
+                {"name": "eosflow", "levelno": logging.ERROR, "levelname": "ERROR", "msg": line}
+            )
+        )
+    print(line, file=sys.stderr)
 
 
 def _one_line(exc: BaseException) -> str:

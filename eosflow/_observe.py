@@ -62,6 +62,8 @@ class TransactionReport:
         cls, txn: Transaction, outcome: Outcome, why: Abort | None, ended: float
     ) -> TransactionReport:
         committed = outcome is Outcome.COMMITTED
+        if not committed and why is None:  # cut short: the first reason it was doomed for
+            why = txn.doomed or Abort(AbortReason.UNKNOWN_OUTCOME, "the outcome is unknown")
         return cls(
             outcome=outcome,
             reason=None if committed or why is None else why.reason,

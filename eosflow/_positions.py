@@ -46,6 +46,7 @@ class Positions:
         self.ready: set[TopicPartition] = set()
         self.held: set[TopicPartition] = set()  # assigned, set up, stores restoring
         self.committed: dict[TopicPartition, int | None] = {}
+        self.polled: dict[TopicPartition, int] = {}  # past the last record polled (lag)
         # bumped whenever partitions come or go (or positions are re-read after recovery)
         self.epoch = 0
         self.identity: ak.GroupIdentity | None = None
@@ -73,6 +74,7 @@ class Positions:
         self.held.clear()
         for tp in gone:
             self.committed.pop(tp, None)
+            self.polled.pop(tp, None)
         return gone
 
     async def take(
@@ -162,14 +164,30 @@ class Positions:
         if not moved:
             log.debug("%s no longer assigned; not repositioned", tp)
 
-    async def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
-        """Each held partition's records not yet committed, against its last stable
-        offset (``_aiokafka.stable_lag``); partitions not fetched yet are left out."""
+    def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
+        """Each held partition's records not yet committed: its last stable offset minus
+        its committed offset (or, with none, its position); partitions not fetched yet
+        are left out. Once the consumer has read up to the last stable offset and nothing
+        was polled past the committed offset, the gap is commit markers and aborted
+        records, not lag: it is 0 (every transaction on the input ends with a marker
+        after its last record, so the committed offset never reaches the last stable
+        offset by itself)."""
         out: dict[tuple[str, int], int] = {}
         for tp in self.ready | self.held:
-            n = await ak.stable_lag(consumer, tp, self.committed.get(tp))
-            if n is not None:
-                out[(tp.topic, tp.partition)] = n
+            ends = ak.log_position(consumer, tp)
+            if ends is None:
+                continue
+            stable, position = ends
+            base = self.committed.get(tp)
+            if base is None:
+                base = position
+            if base is None:
+                continue
+            read_all = position is not None and position >= stable
+            if read_all and self.polled.get(tp, -1) <= base:
+                out[(tp.topic, tp.partition)] = 0
+            else:
+                out[(tp.topic, tp.partition)] = max(0, stable - base)
         return out
 
     def give_back(self, consumer: AIOKafkaConsumer, records: list[Record]) -> None:

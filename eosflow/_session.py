@@ -71,6 +71,7 @@ class TransactSession:
         # a recovery did not finish (the broker was unreachable): the producer must be
         # replaced and positions re-read before the next transaction
         self._broken = False
+        self._recoveries = 0  # recoveries begun (a report tells one that resolved an end)
         self._partitioner: ak.Partitioner | None = None
         self.caps: ak.Capabilities | None = None
         self.last_abort_reason: str | None = None  # of the last ABORTED outcome
@@ -205,9 +206,12 @@ class TransactSession:
             raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
         out: list[Record] = []
         consumed = self._txn.consumed if self._txn is not None else {}
+        polled = self._pos.polled
         for tp, msgs in batch.items():
             if tp not in self._pos.ready:
                 continue  # fetched before the stable offset was applied; seek redoes it
+            if msgs:
+                polled[tp] = msgs[-1].offset + 1
             floor = consumed.get(tp, -1)
             for m in msgs:
                 if m.offset < floor:
@@ -225,11 +229,11 @@ class TransactSession:
                 )
         return out
 
-    async def lag(self) -> dict[tuple[str, int], int]:
+    def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""
         if self._consumer is None:
             return {}
-        return await self._pos.lag(self._consumer)
+        return self._pos.lag(self._consumer)
 
     def give_back(self, records: list[Record]) -> None:
         """Return polled but unprocessed records: their partitions are sought back to the
@@ -329,6 +333,8 @@ class TransactSession:
         hold = flushed = False
         outcome: Outcome | None = None
         why: Abort | None = None
+        escaped: BaseException | None = None
+        recoveries = self._recoveries
         try:
             # Under the lock no revocation can run: checked here, it holds until EndTxn.
             stale = self._pos.stale(txn.epoch, txn.consumed)
@@ -359,9 +365,19 @@ class TransactSession:
             if txn.fatal is not None:  # aborted first: nothing left open on the broker
                 raise txn.fatal
             return outcome
+        except BaseException as exc:
+            escaped = exc
+            raise
         finally:
             self._txn = None
-            self._report(txn, outcome, why)
+            if outcome is None and not isinstance(escaped, FatalError):
+                # cut short: resolved by a recovery now (or by the next begin's) -- unless
+                # the app is stopping on a fatal error, which is then the report
+                if self._recoveries > recoveries or self._broken:
+                    outcome = Outcome.RECOVERED
+            if outcome is not None:
+                report = TransactionReport.of(txn, outcome, why, time.monotonic())
+                self.observer.transaction_ended(report)
             if not flushed:  # their errors are accounted for by the outcome
                 self.stores.discard()
                 for fut in txn.sends:
@@ -386,18 +402,6 @@ class TransactSession:
             txn.refused, txn.fatal = True, exc
             txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce failed: {exc}")
 
-    def _report(self, txn: Transaction, outcome: Outcome | None, why: Abort | None) -> None:
-        """Tell the observer how ``txn`` ended. An end cut short by an error it raises is
-        reported as recovered (the next ``begin`` re-initialises), unless that error is
-        fatal: then the app stops, and its failure is the report."""
-        if outcome is None:
-            if not self._broken:
-                return
-            outcome = Outcome.RECOVERED
-        if outcome is not Outcome.COMMITTED and why is None:
-            why = Abort(AbortReason.UNKNOWN_OUTCOME, "the outcome is unknown")
-        self.observer.transaction_ended(TransactionReport.of(txn, outcome, why, time.monotonic()))
-
     @property
     def _step_timeout_s(self) -> float:
         """The time budget of one step of ``end`` (offsets, heartbeat): a quarter of the
@@ -414,9 +418,9 @@ class TransactSession:
             if ak.is_fencing(failure):
                 raise ak.Fenced(repr(failure))
             log.warning("producer failed (%r): recovering", failure)
-            why = Abort(AbortReason.PRODUCE_FAILED, f"producer failed: {failure!r}")
-            await self._recover(why.reason)
-            return Outcome.RECOVERED, why
+            txn.doom(AbortReason.PRODUCE_FAILED, f"producer failed: {failure!r}")
+            await self._recover(AbortReason.PRODUCE_FAILED)
+            return Outcome.RECOVERED, txn.doomed
         try:
             with txn.phase("flush"):  # the store writes first, then every send answered
                 if why is None:
@@ -428,8 +432,9 @@ class TransactSession:
             # with the broker's: aborting alone would fail every later transaction the
             # same way. A new epoch (KIP-360) aborts this one and starts them afresh.
             log.warning("produce failed (%s): re-initialising the producer", exc)
+            txn.doom(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
             await self._recover(AbortReason.PRODUCE_FAILED)
-            return Outcome.RECOVERED, Abort(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
+            return Outcome.RECOVERED, txn.doomed
         caps, step_s = self.caps, self._step_timeout_s
         assert caps is not None
         if why is None and offsets:
@@ -497,6 +502,7 @@ class TransactSession:
         broker cannot be reached, raises ``TransientError`` and leaves the session
         ``_broken``: the next ``begin`` recovers again."""
         self._broken = True
+        self._recoveries += 1
         self._pos.epoch += 1  # records polled before this are not ours to commit
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         old, self._producer, self._partitioner = self._producer, None, None

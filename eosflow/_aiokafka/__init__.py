@@ -24,7 +24,8 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition``,
-``producer._max_request_size``, ``producer._sender`` (its task is cancelled when a
+``producer._max_request_size``, ``consumer._subscription`` (an assigned partition's
+position, read for lag), ``producer._sender`` (its task is cancelled when a
 stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
 cancelled and awaited when a consumer whose ``stop()`` failed is closed by force).
 
@@ -46,6 +47,7 @@ from ._clients import (
     consumer_failure,
     consumer_for,
     group_identity,
+    log_position,
     max_request_bytes,
     pause,
     plain_consumer,
@@ -56,7 +58,6 @@ from ._clients import (
     resume,
     seek,
     seek_to_reset,
-    stable_lag,
     start,
 )
 from ._errors import (
@@ -119,6 +120,7 @@ __all__ = [
     "forced_heartbeat",
     "group_identity",
     "is_fencing",
+    "log_position",
     "map_error",
     "mapped",
     "max_request_bytes",
@@ -133,6 +135,5 @@ __all__ = [
     "resume",
     "seek",
     "seek_to_reset",
-    "stable_lag",
     "start",
 ]

@@ -335,24 +335,21 @@ async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: s
     return True
 
 
-async def stable_lag(
-    consumer: AIOKafkaConsumer, tp: TopicPartition, committed: int | None
-) -> int | None:
-    """Records of ``tp`` not yet committed: its last stable offset, as the last fetch
-    answer gave it (read_committed: an open transaction on the input holds it back, where
-    the high watermark would count records nobody can read yet), minus ``committed`` --
-    or, with nothing committed, minus the consumer's position. None when ``tp`` is no
-    longer assigned or has not been fetched since it was assigned (paused, restoring)."""
+def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, int | None] | None:
+    """``tp``'s last stable offset, as the last fetch answer gave it (read_committed: an
+    open transaction on the input holds it back, where the high watermark would count
+    records nobody can read yet), and the consumer's position (None if it has none yet).
+    None when ``tp`` is no longer assigned or has not been fetched since it was assigned
+    (paused, restoring). Never awaits: aiokafka's ``position()`` waits for an offset
+    reset, which a broker outage can hold up."""
     if tp not in consumer.assignment():
         return None
-    try:
-        end = consumer.last_stable_offset(tp)
-        if end is None or end < 0:
-            return None
-        base = committed if committed is not None else await consumer.position(tp)
-    except IllegalStateError:  # revoked meanwhile
+    end = consumer.last_stable_offset(tp)
+    if end is None or end < 0:
         return None
-    return max(0, int(end) - int(base))
+    state = consumer._subscription.subscription.assignment.state_value(tp)
+    position = state.position if state.has_valid_position else None
+    return int(end), None if position is None else int(position)
 
 
 def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:

@@ -7,8 +7,8 @@ and OpenTelemetry is installed; each joins the app's observers. ``start`` (first
 in ``run()``) opens the port and starts the ticker, a task on the app's event loop that
 
 - beats every 0.25 s: the pulse ``/livez`` watches;
-- samples lag about once a second (``lag``: the session's view, no broker request) and
-  tells every observer (``lag_sampled``);
+- samples lag about once a second (``lag``: the session's view, no broker request, no
+  await: the pulse never waits on it) and tells every observer (``lag_sampled``);
 - logs the progress line when due.
 
 ``failed`` marks the app failed (``/livez`` answers 503 from then on); ``stop`` (last
@@ -19,10 +19,9 @@ the ticker goes on: watching the app never stops it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from .._observe import Observers
 from ._health import Health
@@ -35,7 +34,7 @@ from ._tracing import Tracing
 log = logging.getLogger("eosflow.ops")
 
 Partition = tuple[str, int]
-LagSource = Callable[[], Awaitable[Mapping[Partition, int]]]
+LagSource = Callable[[], Mapping[Partition, int]]
 
 BEAT_S = 0.25
 LAG_EVERY_S = 1.0
@@ -85,10 +84,9 @@ class Operations:
 
     async def stop(self) -> None:
         if self._ticker is not None:
-            self._ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._ticker
-            self._ticker = None
+            ticker, self._ticker = self._ticker, None
+            ticker.cancel()
+            await asyncio.wait([ticker])  # (a cancellation of the caller is not swallowed)
         if self.progress is not None:
             self.progress.emit(time.monotonic())  # the last partial interval
         if self._server is not None:
@@ -104,7 +102,7 @@ class Operations:
             try:
                 if now - sampled >= LAG_EVERY_S:
                     sampled = now
-                    self.observers.lag_sampled(await lag())
+                    self.observers.lag_sampled(lag())
                 if self.progress is not None and self.progress.due(now):
                     self.progress.emit(now)
             except Exception:

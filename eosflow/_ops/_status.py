@@ -4,16 +4,19 @@ the app, against any Kafka (DescribeGroups, OffsetFetch, ListOffsets).
 
 Lag is the last stable offset minus the committed offset (read_committed ListOffsets): a
 transaction left open on the input does not count as lag, as the high watermark would
-make it. A partition with nothing committed shows ``-`` for its offset and lag, as
-Kafka's own ``kafka-consumer-groups`` does. The topics are those the group committed
-offsets for or its members hold.
+make it. Where nothing readable lies between the two (commit markers, aborted records:
+every transaction ends with a marker after its last record), the lag is 0; otherwise the
+markers among the records behind are counted too. A partition with nothing committed
+shows ``-`` for its offset and lag, as Kafka's own ``kafka-consumer-groups`` does. The
+topics are those the group committed offsets for or its members hold.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
-from aiokafka import TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._checker import _partitions as partitions_of
@@ -30,10 +33,7 @@ class PartitionStatus:
     committed: int | None
     last_stable: int
     member: str | None  # "client_id@host (member id)"
-
-    @property
-    def lag(self) -> int | None:
-        return None if self.committed is None else max(0, self.last_stable - self.committed)
+    lag: int | None  # None: nothing committed
 
 
 @dataclass(frozen=True)
@@ -85,17 +85,27 @@ async def group_status(
             f"group {group_id!r} has no committed offsets and no members holding partitions "
             f"on {bootstrap_servers} (state {view.state})"
         )
-    ends = await _last_stable_offsets(bootstrap_servers, security, topics)
-    rows = tuple(
-        PartitionStatus(t, p, view.committed.get((t, p)), end, holder.get((t, p)))
-        for (t, p), end in sorted(ends.items())
+    ends, caught_up = await _last_stable_offsets(
+        bootstrap_servers, security, topics, view.committed
     )
-    return GroupStatus(group_id, view.state, view.protocol, len(view.members), rows)
+    rows = []
+    for tp, end in sorted(ends.items()):
+        at = view.committed.get(tp)
+        lag = None if at is None else 0 if tp in caught_up else max(0, end - at)
+        rows.append(PartitionStatus(tp[0], tp[1], at, end, holder.get(tp), lag))
+    return GroupStatus(group_id, view.state, view.protocol, len(view.members), tuple(rows))
 
 
 async def _last_stable_offsets(
-    bootstrap_servers: str, security: KafkaSecurity, topics: list[str]
-) -> dict[Partition, int]:
+    bootstrap_servers: str,
+    security: KafkaSecurity,
+    topics: list[str],
+    committed: dict[Partition, int],
+) -> tuple[dict[Partition, int], set[Partition]]:
+    """Each partition's last stable offset, and the partitions caught up although short
+    of it: no committed record lies between the group's committed offset and it, only
+    commit markers and aborted records (every transaction ends with a marker after its
+    last record, so a caught-up group's offset is one short of it)."""
     tps = [
         TopicPartition(t, p)
         for t in topics
@@ -105,10 +115,42 @@ async def _last_stable_offsets(
     await ak.start(consumer, _Where(bootstrap_servers, security), "listing offsets", "READ")
     try:
         with ak.mapped("listing the last stable offsets", "DESCRIBE"):
-            ends = await consumer.end_offsets(tps)
-        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items()}
+            ends = {
+                (tp.topic, tp.partition): int(off)
+                for tp, off in (await consumer.end_offsets(tps)).items()
+            }
+        behind = {tp: off for tp, off in committed.items() if ends.get(tp, off) > off}
+        with ak.mapped("reading past the committed offsets", "READ"):
+            caught_up = set(await _nothing_readable(consumer, behind, ends))
+        return ends, caught_up
     finally:
         await ak.close_consumer(consumer, timeout_s=10.0)
+
+
+async def _nothing_readable(
+    consumer: AIOKafkaConsumer, start: dict[Partition, int], ends: dict[Partition, int]
+) -> list[Partition]:
+    """The partitions of ``start`` where read_committed finds no record before ``ends``
+    (a few fetches each, a 10 s budget in all)."""
+    if not start:
+        return []
+    tps = {TopicPartition(*tp): tp for tp in start}
+    consumer.assign(list(tps))
+    for tp, key in tps.items():
+        consumer.seek(tp, start[key])
+    open_ = set(tps)
+    found: set[Partition] = set()
+    deadline = time.monotonic() + 10.0
+    while open_ and time.monotonic() < deadline:
+        batch = await consumer.getmany(*open_, timeout_ms=500)
+        for tp, records in batch.items():
+            if any(r.offset < ends[tps[tp]] for r in records):
+                found.add(tps[tp])
+                open_.discard(tp)
+        for tp in list(open_):
+            if await consumer.position(tp) >= ends[tps[tp]]:
+                open_.discard(tp)
+    return [key for tp, key in tps.items() if key not in found and tp not in open_]
 
 
 @dataclass(frozen=True)

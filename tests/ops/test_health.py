@@ -279,3 +279,20 @@ async def test_an_embedding_app_registers_the_metrics_in_its_own_registry(
     committed = mine.get_sample_value("eosflow_transactions_total", {"outcome": "committed"})
     assert committed == app.stats.committed
     assert mine.get_sample_value("process_resident_memory_bytes") is None  # not ours to add
+
+
+# A run that fails before its loop (a store name that cannot name a changelog) still
+# closes the port that `async with` opened: a retry may listen on it again.
+async def test_a_failed_start_leaves_no_port_open(cluster: FakeCluster) -> None:
+    import socket
+
+    class BadStore(Copy):
+        stores = {"bad name": eosflow.JSON}
+
+    app = eosflow.EosApp(BadStore(), cfg(cluster))
+    with pytest.raises(eosflow.ConfigError, match="store name 'bad name'"):
+        async with app:
+            port = app.ops.port
+            assert port is not None
+    with socket.socket() as s, pytest.raises(ConnectionRefusedError):
+        s.connect(("127.0.0.1", port))

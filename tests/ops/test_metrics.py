@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ from kit import create_topic, eventually, ladder_config
 from prometheus_client.parser import text_string_to_metric_families
 
 import eosflow
+from eosflow._ops._runner import LAG_EVERY_S
 from eosflow.testing._ladder import Broker
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -167,14 +169,17 @@ async def test_lag_is_against_the_last_stable_offset(eosflow_broker: Broker) -> 
 
             await open_txn.commit_transaction()
 
-            async def all_done() -> bool:
-                s = await scrape(app)
+            async def all_done() -> bool:  # lag sampled well after the last commit: the
+                s = await scrape(app)  # input's commit marker (offset 150) is no lag
+                last = value(s, "eosflow_last_commit_timestamp_seconds")
                 return (
                     value(s, "eosflow_records_consumed_total") == 150
+                    and time.time() > last + 2 * LAG_EVERY_S
                     and value(s, "eosflow_consumer_lag", topic=src, partition="0") == 0
                 )
 
             await eventually(all_done, timeout_s=60, what="the 50 committed later, lag 0")
+            assert await asyncio.to_thread(get, port, "/readyz") == (200, "ready: caught up\n")
 
 
 @contextlib.asynccontextmanager

@@ -124,3 +124,19 @@ def test_a_spark_job_is_a_child_span_of_its_transaction() -> None:
     assert abs((job.end_time - job.start_time) / 1e9 - 0.08) < 1e-3
     assert first.start_time <= job.start_time and job.end_time <= first.end_time
     assert sum(s.name == "eosflow.spark.job" for s in parents) == 1
+
+
+def test_a_processor_attribute_named_observer_is_refused_not_overwritten() -> None:
+    import pytest
+
+    class Mine(eosflow.Processor):
+        def __init__(self) -> None:
+            self.observer = "my own"  # type: ignore[assignment]
+
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1", group_id="g", input_topics=("in",), transactional_id="t"
+    )
+    with pytest.raises(eosflow.ConfigError, match=r"Mine.observer is eosflow's"):
+        eosflow.EosApp(Mine(), cfg)
+    plain = eosflow.EosApp(eosflow.Processor(), cfg)
+    assert plain.processor.observer is plain.observers

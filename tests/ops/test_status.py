@@ -21,7 +21,7 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
     await create_topic(b.bootstrap_servers, src, 2)
     await create_topic(b.bootstrap_servers, dst, 1)
     await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 2)
-    async with open_transaction(b, src, 20):
+    async with open_transaction(b, src, 20) as txn:
         app = eosflow.EosApp(Scripted(dst), config(b, src, group, client_id="status-test"))
         async with app:
 
@@ -43,6 +43,17 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
                 (1, 50, 50, 0),
             ]
             assert all(p.member and p.member.startswith("status-test@") for p in st.partitions)
+
+            # committed, the 20 are processed: the commit marker after them is no lag
+            await txn.commit_transaction()
+
+            async def seventy() -> bool:
+                st = await group_status(b.bootstrap_servers, group)
+                return st.partitions[0].committed == 70
+
+            await eventually(seventy, timeout_s=60, what="the 20 records committed")
+            st = await group_status(b.bootstrap_servers, group)
+            assert (st.partitions[0].last_stable, st.partitions[0].lag) == (71, 0)
         st = await group_status(b.bootstrap_servers, group)
         assert (st.state, st.members) == ("Empty", 0)
         assert [p.member for p in st.partitions] == [None, None]
@@ -59,7 +70,7 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
         assert lines[0] == f"group {group}: Empty, 0 member(s), total lag 0"
         heading = ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]
         assert lines[1].split() == heading
-        assert lines[2].split() == [src, "0", "50", "50", "0", "-"]
+        assert lines[2].split() == [src, "0", "70", "71", "0", "-"]
         unknown = await asyncio.to_thread(cli, b.unique("none"))
         assert unknown.returncode == 2
         assert unknown.stderr.count("\n") == 1 and "has no committed offsets" in unknown.stderr

@@ -538,6 +538,45 @@ async def test_a_transaction_error_from_process_is_retried(
     await assert_exactly_once(c)
 
 
+# Invariant 16 when a poll fails during work ahead: records already polled and processed
+# ahead (50..59) are put back, not dropped with the work. The poll after them raises a
+# TransientError while the first commit is held; that commit then succeeds. Without the
+# handling in `_work_ahead` the consumer stays past 59 and records 50..59 are lost.
+async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeCluster) -> None:
+    from eosflow._errors import TransientError
+
+    c = cluster
+    await seed(c)
+    proc = Spy("out")
+    hold = c.intercept("EndTxn", hold=True)
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50))
+    async with app:
+        await until(app, lambda: app._session is not None, "the session")
+        session = app._session
+        assert session is not None
+        original = session.poll  # wrapped before the first commit (held) is in flight
+        ahead: list[eosflow.Record] = []  # returned while the commit is in flight
+        raised = False
+
+        async def poll(max_records: int, timeout_s: float) -> list[eosflow.Record]:
+            nonlocal raised
+            if app._ending is None or raised:
+                return await original(max_records, timeout_s)
+            if len(ahead) >= 10:  # ten processed ahead: this poll fails
+                raised = True
+                hold.release()  # the commit goes through; the work ahead is not adopted
+                raise TransientError("consuming", "injected failure")
+            got = await original(min(max_records, 10 - len(ahead)), timeout_s)
+            ahead.extend(got)
+            return got
+
+        session.poll = poll  # type: ignore[method-assign]
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert raised and [r.offset for r in ahead] == list(range(50, 60))
+    assert app.stats.dropped_ahead == 10 and app.stats.recovered == 0
+    await assert_exactly_once(c)
+
+
 # Invariant 16, the safety net: work ahead that is not adopted is put back. Records polled
 # after an abort's rewind (a window the app cannot rule out) would otherwise be skipped.
 # After a commit, a partition with nothing committed goes back to the first record put
