@@ -13,7 +13,8 @@
   million keys and the restore of a million changelog records (``state_bench.py``);
 - ``state-engines``: SQLite, RocksDB and LMDB as the local copy (``state_engines.py``);
 - ``metrics``: the pass-through with every operations feature off, then on
-  (``metrics_overhead.py``).
+  (``metrics_overhead.py``);
+- ``txn-end``: latency, commit rate and throughput per ``min_transaction_s`` (``txn_end.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -32,6 +33,7 @@ COMMANDS = {
     "state": "benchmarks.state_bench",
     "state-engines": "benchmarks.state_engines",
     "metrics": "benchmarks.metrics_overhead",
+    "txn-end": "benchmarks.txn_end",
 }
 
 if __name__ == "__main__":

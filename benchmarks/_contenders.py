@@ -86,6 +86,7 @@ async def run_eosflow(
                 EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         done = time.monotonic()
+    EXTRA["commits"] = app.stats.committed
     return done - first[0]
 
 
