@@ -17,11 +17,18 @@ def median_rate(runs: list[dict[str, Any]]) -> float:
     return float(statistics.median(r["rate"] for r in runs))
 
 
+def _caps(result: dict[str, Any]) -> dict[str, Any]:
+    """Each contender's transaction cap (older results hold one number for all)."""
+    caps = result["txn_records"]
+    return caps if isinstance(caps, dict) else {"all": caps}
+
+
 def print_table(result: dict[str, Any], names: list[str]) -> None:
     print(
         f"\n{result['date']}, {result['machine']}, broker: {result['broker']}, "
-        f"{result['records']:,} x {result['size']} B, {result['txn_records']}-record "
-        "transactions at most, "
+        f"{result['records']:,} x {result['size']} B, transaction caps "
+        + ", ".join(f"{n} {c}" for n, c in _caps(result).items())
+        + ", "
         + (
             f"{result['work_rounds']} SHA-256 rounds of work per record\n"
             if result.get("work_rounds")

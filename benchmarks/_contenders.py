@@ -74,8 +74,8 @@ async def run_eosflow(
         input_topics=(src,),
         transactional_id=group,
         commit_interval_s=interval,
-        max_records_per_txn=txn,
         process_ahead=ahead,
+        **({"max_records_per_txn": txn} if txn else {}),  # 0: eosflow's default
     )
     app = eosflow.EosApp(Copy(), config)
     async with app:

@@ -116,7 +116,7 @@ async def contender(
         cmd = streams.command(boot, src, dst, n, interval, group, args.work_rounds, state_dir)
     else:
         cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
-        cmd += [str(interval), str(args.txn_records), str(args.work_rounds), group]
+        cmd += [str(interval), str(txn_cap(name, args)), str(args.work_rounds), group]
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -137,6 +137,19 @@ async def contender(
     result: dict[str, Any] = json.loads(lines[-1])
     result["rate"] = n / result["seconds"]
     return result
+
+
+OTHERS_TXN = 1000
+"""The hand-written loops' transaction cap when ``--txn-records`` is not given (they have
+no default of their own); quixstreams and Kafka Streams commit by interval only."""
+
+
+def txn_cap(name: str, args: argparse.Namespace) -> int:
+    """The cap a contender runs with: ``--txn-records`` if given, else eosflow's default
+    (0 tells the contender to leave ``max_records_per_txn`` alone) and ``OTHERS_TXN``."""
+    if args.txn_records:
+        return int(args.txn_records)
+    return 0 if name.startswith("eosflow") else OTHERS_TXN
 
 
 async def check(boot: str, src: str, dst: str, group: str, match: str, r: dict[str, Any]) -> str:
@@ -346,7 +359,7 @@ async def main(args: argparse.Namespace) -> int:
             "kafka_streams_version": args.streams.version if "kafka-streams" in names else None,
             "records": args.records,
             "size": args.size,
-            "txn_records": args.txn_records,
+            "txn_records": {n: txn_cap(n, args) or "default" for n in names},
             "work_rounds": args.work_rounds,
             "rate": args.rate,
             "throughput": [],
@@ -386,7 +399,12 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=200_000)
     p.add_argument("--size", type=int, default=100)
-    p.add_argument("--txn-records", type=int, default=1000)
+    p.add_argument(
+        "--txn-records",
+        type=int,
+        help="records per transaction at most, for every contender; default: eosflow's own "
+        f"default (max_records_per_txn), {OTHERS_TXN} for the hand-written loops",
+    )
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--intervals", type=float, nargs="+", default=[0.1])
     p.add_argument("--partitions", type=int, nargs="+", default=[3])

@@ -84,7 +84,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=3)
     args = ap.parse_args(argv)
     # what compare.latency / throughput read
-    args.size, args.txn_records, args.work_rounds, args.check = 100, 5000, 0, True
+    args.size, args.txn_records, args.work_rounds, args.check = 100, None, 0, True
     args.broker_latency_ms, args.warmup, args.warmed = 0.0, True, False
     return args
 
