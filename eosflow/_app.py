@@ -108,7 +108,7 @@ class EosApp:
         self.observers = Observers([self.stats, *observers])
         # health, progress, and metrics / tracing when configured: observers too
         self.ops = Operations(config.ops, self.observers)
-        if "observer" in vars(processor):
+        if not isinstance(vars(processor).get("observer", Observer()), Observer):
             raise ConfigError(
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
                 "Processor.observer): name your attribute otherwise"

@@ -138,5 +138,6 @@ def test_a_processor_attribute_named_observer_is_refused_not_overwritten() -> No
     )
     with pytest.raises(eosflow.ConfigError, match=r"Mine.observer is eosflow's"):
         eosflow.EosApp(Mine(), cfg)
-    plain = eosflow.EosApp(eosflow.Processor(), cfg)
-    assert plain.processor.observer is plain.observers
+    proc = eosflow.Processor()
+    first, again = eosflow.EosApp(proc, cfg), eosflow.EosApp(proc, cfg)  # a restart
+    assert proc.observer is again.observers is not first.observers
