@@ -43,6 +43,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaError
 
 from benchmarks._compare_report import plot, print_table
 from benchmarks._streams import KafkaStreamsContender
@@ -216,7 +217,13 @@ async def joined(boot: str, group: str, runner: asyncio.Task[Any], timeout_s: fl
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline and not runner.done():
-            described = await admin.describe_consumer_groups([group])
+            try:
+                described = await admin.describe_consumer_groups([group])
+            except KafkaError as exc:  # a fresh broker's coordinator may not be there yet
+                if not exc.retriable:
+                    raise
+                await asyncio.sleep(0.2)
+                continue
             states = [g[2] for resp in described for g in resp.groups]
             if states == ["Stable"]:
                 break

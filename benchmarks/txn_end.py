@@ -28,7 +28,7 @@ VAR = "EOSFLOW_MIN_TRANSACTION_S"
 
 async def main(args: argparse.Namespace) -> int:
     out: dict[str, Any] = {"args": vars(args), "latency": {}, "throughput": {}}
-    ok = True
+    ok, reps = True, args.reps
     async with broker(args) as (boot, described, _version):
         out["broker"] = described
         print(f"broker: {described}", flush=True)
@@ -45,7 +45,7 @@ async def main(args: argparse.Namespace) -> int:
             )
         if args.records:
             rates: dict[str, list[float]] = {str(s): [] for s in args.settings}
-            reps, args.reps = args.reps, 1
+            args.reps = 1
             for _ in range(reps):
                 for setting in args.settings:
                     os.environ[VAR] = str(setting)
