@@ -27,11 +27,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._transaction import Abort, AbortReason, Outcome, Transaction
+from ._transaction import Abort, AbortReason, Outcome, Partition, Transaction
 
 log = logging.getLogger("eosflow.observe")
-
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,10 +22,8 @@ import time
 from collections.abc import Mapping
 
 from .._observe import Observer, TransactionReport
-from .._transaction import Outcome
+from .._transaction import Outcome, Partition
 from ._settings import OpsSettings
-
-Partition = tuple[str, int]
 
 
 class Health(Observer):

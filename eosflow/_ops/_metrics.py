@@ -25,14 +25,13 @@ from typing import Any
 
 from .._errors import ConfigError
 from .._observe import Observer, SparkJobReport, TransactionReport
-from .._transaction import PHASES, AbortReason, Outcome
+from .._transaction import PHASES, AbortReason, Outcome, Partition
 
 try:
     import prometheus_client as prom
 except ImportError:  # pragma: no cover - the metrics extra is not installed
     prom = None  # type: ignore[assignment]
 
-Partition = tuple[str, int]
 
 # commit phases and whole transactions: 1 ms (a local broker) to 30 s (a stalled one)
 _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)

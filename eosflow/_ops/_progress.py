@@ -18,11 +18,9 @@ import time
 from collections.abc import Mapping
 
 from .._observe import Observer, TransactionReport
-from .._transaction import Outcome
+from .._transaction import Outcome, Partition
 
 log = logging.getLogger("eosflow.progress")
-
-Partition = tuple[str, int]
 
 
 class Progress(Observer):

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from .._observe import Observers
+from .._transaction import Partition
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, _require
@@ -33,7 +34,6 @@ from ._tracing import Tracing
 
 log = logging.getLogger("eosflow.ops")
 
-Partition = tuple[str, int]
 LagSource = Callable[[], Mapping[Partition, int]]
 
 BEAT_S = 0.25

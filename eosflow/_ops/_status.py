@@ -22,8 +22,7 @@ from .. import _aiokafka as ak
 from .._checker import _partitions as partitions_of
 from .._errors import ConfigError
 from .._security import KafkaSecurity
-
-Partition = tuple[str, int]
+from .._transaction import Partition
 
 
 @dataclass(frozen=True)
