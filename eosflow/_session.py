@@ -206,27 +206,17 @@ class TransactSession:
             raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
         out: list[Record] = []
         consumed = self._txn.consumed if self._txn is not None else {}
-        polled = self._pos.polled
+        polled, ready = self._pos.polled, self._pos.ready
         for tp, msgs in batch.items():
-            if tp not in self._pos.ready:
+            if tp not in ready or not msgs:
                 continue  # fetched before the stable offset was applied; seek redoes it
-            if msgs:
-                polled[tp] = msgs[-1].offset + 1
+            records = ak.as_records(msgs)  # eosflow Records from aiokafka itself
+            polled[tp] = records[-1].offset + 1
             floor = consumed.get(tp, -1)
-            for m in msgs:
-                if m.offset < floor:
-                    continue
-                out.append(
-                    Record(
-                        m.topic,
-                        m.partition,
-                        m.offset,
-                        m.key,
-                        m.value,
-                        tuple(m.headers or ()),
-                        m.timestamp,
-                    )
-                )
+            if records[0].offset >= floor:
+                out += records
+            else:
+                out += [r for r in records if r.offset >= floor]
         return out
 
     def lag(self) -> dict[tuple[str, int], int]:

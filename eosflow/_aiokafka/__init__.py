@@ -13,6 +13,8 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - stable committed-offset fetches (OffsetFetch v7 RequireStable, retrying
   UNSTABLE_OFFSET_COMMIT);
 - KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
+- consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
+  record instead of aiokafka's ``ConsumerRecord`` and a copy);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
 
@@ -27,7 +29,9 @@ error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._max_request_size``, ``consumer._subscription`` (an assigned partition's
 position, read for lag), ``producer._sender`` (its task is cancelled when a
 stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
-cancelled and awaited when a consumer whose ``stop()`` failed is closed by force).
+cancelled and awaited when a consumer whose ``stop()`` failed is closed by force), and
+``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
+``_consumer_record`` makes eosflow ``Record``s for the group consumer: ``_fetch``).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
@@ -77,6 +81,7 @@ from ._errors import (
     map_error,
     mapped,
 )
+from ._fetch import as_records
 from ._groups import GroupView, Member, describe_group
 from ._requests import (
     Capabilities,
@@ -106,6 +111,7 @@ __all__ = [
     "LoginWatch",
     "Member",
     "Partitioner",
+    "as_records",
     "capabilities",
     "close_consumer",
     "close_producer",

@@ -23,6 +23,7 @@ from .._config import EosConfig
 from .._security import KafkaSecurity
 from ._coordinators import forget_client
 from ._errors import map_error
+from ._fetch import AS_RECORD
 from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
 log = logging.getLogger("eosflow.adapter")
@@ -76,6 +77,7 @@ def consumer_for(
         max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
         rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
         retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+        key_deserializer=AS_RECORD,  # getmany hands back eosflow Records (_fetch)
         **connection_settings(cfg.security),
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
