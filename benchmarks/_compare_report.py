@@ -54,6 +54,7 @@ def print_table(result: dict[str, Any], names: list[str]) -> None:
                 f"{med[n] / med['aiokafka']:.2f}x | {rss:.0f} MiB | {once} |"
             )
     print_ratios(result, names)
+    print_ceiling(result, names)
     print("\n| contender | latency p50 | latency p99 | exactly once |")
     print("|---|---|---|---|")
     for n, lat in result["latency"].items():
@@ -83,6 +84,27 @@ def print_ratios(result: dict[str, Any], names: list[str]) -> None:
             )
 
 
+def print_ceiling(result: dict[str, Any], names: list[str]) -> None:
+    """Kafka's own perf tools on the same broker, measured in the same turns, and each
+    contender's median as a fraction of that ceiling (``_ceiling``)."""
+    points = [p for p in result["throughput"] if p.get("ceiling")]
+    if not points:
+        return
+    print("\nThe broker's ceiling: Kafka's own perf tools, in the same turns (medians):\n")
+    print("| commit interval | partitions | transactional produce | read_committed consume "
+          "| ceiling | " + " | ".join(f"{n} / ceiling" for n in names) + " |")  # fmt: skip
+    print("|---|---|---|---|---|" + "---|" * len(names))
+    for point in points:
+        c = point["ceiling"]
+        top = statistics.median(r["rate"] for r in c)
+        fractions = " | ".join(f"{median_rate(point['runs'][n]) / top:.0%}" for n in names)
+        print(
+            f"| {point['interval_s']:g} s | {point['partitions']} "
+            f"| {statistics.median(r['produce'] for r in c):,.0f} "
+            f"| {statistics.median(r['consume'] for r in c):,.0f} | {top:,.0f} | {fractions} |"
+        )
+
+
 def print_targets(result: dict[str, Any], names: list[str]) -> None:
     if "eosflow" not in names:
         return
@@ -99,6 +121,17 @@ def print_targets(result: dict[str, Any], names: list[str]) -> None:
             )
     else:
         print("- eosflow >= Kafka Streams EOS v2: not measured (kafka-streams not run)")
+    for point in result["throughput"]:
+        at = f"({point['interval_s']:g} s commits, {point['partitions']} partitions)"
+        if "librdkafka" in names:
+            ratio = median_rate(point["runs"]["eosflow"]) / median_rate(point["runs"]["librdkafka"])
+            verdict = "yes" if ratio >= 1 else "NO"
+            print(f"- eosflow >= the librdkafka loop {at}: {verdict} ({ratio:.2f}x)")
+        if point.get("ceiling"):
+            top = statistics.median(r["rate"] for r in point["ceiling"])
+            share = median_rate(point["runs"]["eosflow"]) / top
+            verdict = "yes" if share >= 0.5 else "NO"
+            print(f"- eosflow >= 50% of the broker's ceiling {at}: {verdict} ({share:.0%})")
     lat = result["latency"].get("eosflow")
     if lat is None:
         print("- p99 < 100 ms at 2,000 rec/s, 100 ms commits: not measured (--latency-s 0)")

@@ -22,11 +22,9 @@ from pathlib import Path
 
 from eosflow.testing._genuine_jars import (
     GenuineUnavailable,
-    cache_root,
-    check_tools,
     coordinates,
-    copy_dependencies,
     locked,
+    resolve_artifacts,
 )
 from eosflow.testing._genuine_procs import java_command
 
@@ -65,20 +63,13 @@ class KafkaStreamsContender:
 
     @staticmethod
     def _resolve(version: str) -> Path:
-        _, mvn = check_tools()
-        home = cache_root() / f"streams-{version}"
-        libs = home / "libs"
-        if (home / "complete").exists():
-            return libs
-        with locked(home / "lock"):
-            if not (home / "complete").exists():
-                deps = [
-                    ("org.apache.kafka", "kafka-streams", version),
-                    ("org.apache.kafka", "kafka-clients", version),
-                    *coordinates(version)[1:],  # the broker's log binding
-                ]
-                copy_dependencies(mvn, deps, home, f"Kafka Streams {version}", "kafka-streams-")
-        return libs
+        deps = [
+            ("org.apache.kafka", "kafka-streams", version),
+            ("org.apache.kafka", "kafka-clients", version),
+            *coordinates(version)[1:],  # the broker's log binding
+        ]
+        what = f"Kafka Streams {version}"
+        return resolve_artifacts(f"streams-{version}", deps, what, "kafka-streams-")
 
     def _compile(self, libs: Path) -> Path:
         javac = shutil.which("javac")

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import importlib.util
 import json
 import os
@@ -37,7 +36,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -45,18 +43,18 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
+from benchmarks._bench_broker import PIN_CONTENDER, broker
+from benchmarks._ceiling import KafkaTools
 from benchmarks._compare_report import plot, print_table
 from benchmarks._streams import KafkaStreamsContender
-from benchmarks.cluster_throughput import start_cluster
 from eosflow.testing import check_exactly_once
-from eosflow.testing._genuine import DEFAULT_VERSION, GenuineKafka
+from eosflow.testing._genuine import DEFAULT_VERSION
 
 RESULTS = Path(__file__).parent / "results"
 CONTENDERS = ["eosflow", "eosflow-serial", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
 DEFAULT_FAKE = ["eosflow", "aiokafka", "quixstreams"]
 DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
 STREAMS_FALLBACK = "4.3.1"  # the newest kafka-streams Maven Central served here (no 4.4.0)
-BROKER_HEAP_MB = 1024  # Kafka's own default (kafka-server-start.sh: -Xmx1G)
 CONTENDER_TIMEOUT_S = 900.0
 WARMUP_RECORDS = 20_000
 
@@ -118,6 +116,8 @@ async def contender(
     else:
         cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
         cmd += [str(interval), str(txn_cap(name, args)), str(args.work_rounds), group]
+    if args.pin:
+        cmd = [*PIN_CONTENDER, *cmd]
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
@@ -174,7 +174,10 @@ async def throughput(
     if args.warmup and not args.warmed:
         await warm_up(boot, names, args, interval, partitions)
         args.warmed = True
+    ceiling: list[dict[str, float]] = []
     for rep in range(args.reps):
+        if args.tools is not None:  # Kafka's own tools, in the turn like a contender
+            ceiling.append(await perf_tools(boot, src, args, interval, partitions))
         for name in names:  # in turns, so drift on a shared machine hits everyone
             dst, group = f"cmp-out-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
             await create(boot, (dst, partitions))
@@ -186,7 +189,28 @@ async def throughput(
                 f" {r['rate']:9,.0f} rec/s, peak RSS {r['rss_peak_mb']:.0f} MiB  {verdict}",
                 flush=True,
             )
+    if ceiling:
+        runs["ceiling"] = ceiling
     return runs
+
+
+async def perf_tools(
+    boot: str, src: str, args: argparse.Namespace, interval: float, partitions: int
+) -> dict[str, float]:
+    """The broker's ceiling in this turn (``_ceiling``): Kafka's transactional perf
+    producer writing as many records to a fresh topic, its perf consumer reading ``src``."""
+    tools: KafkaTools = args.tools
+    dst = f"cmp-perf-{uuid.uuid4().hex[:8]}"
+    await create(boot, (dst, partitions))
+    produce = await tools.produce(boot, dst, args.records, args.size, interval)
+    consume = await tools.consume(boot, src, args.records)
+    r = {"produce": produce, "consume": consume, "rate": min(produce, consume)}
+    print(
+        f"  interval {interval:g} s, {partitions} partitions: Kafka's perf tools: transactional "
+        f"produce {produce:,.0f} rec/s, read_committed consume {consume:,.0f} rec/s",
+        flush=True,
+    )
+    return r
 
 
 async def warm_up(
@@ -298,55 +322,6 @@ def choose(args: argparse.Namespace, genuine: bool) -> list[str]:
     return names
 
 
-@contextlib.asynccontextmanager
-async def broker(args: argparse.Namespace) -> AsyncIterator[tuple[str, str, str]]:
-    """(bootstrap, description, Kafka version for Kafka Streams) of the broker asked for,
-    stopped (by pid) when the block ends, however it ends."""
-    kind, _, version = args.broker.partition(":")
-    named = os.environ.get("EOSFLOW_BENCH_BOOTSTRAP")
-    if kind == "genuine":
-        if named:
-            raise SystemExit("EOSFLOW_BENCH_BOOTSTRAP names a broker: drop it or --broker genuine")
-        if args.broker_latency_ms:
-            raise SystemExit("--broker-latency-ms applies to the test cluster only")
-        version = version or DEFAULT_VERSION
-        kafka = GenuineKafka(version, heap_mb=BROKER_HEAP_MB, auto_create_topics=False)
-        print(f"starting Apache Kafka {version} (one KRaft broker, -Xmx{BROKER_HEAP_MB}m) ...")
-        try:
-            await kafka.start()
-            print(
-                f"Kafka {version} ready at {kafka.bootstrap_servers} in {kafka.started_in_s:.1f} s"
-                f" (log {kafka.log_path})",
-                flush=True,
-            )
-            yield (
-                kafka.bootstrap_servers,
-                f"Apache Kafka {version}, one KRaft broker (own JVM, -Xmx{BROKER_HEAP_MB}m)",
-                version,
-            )
-        finally:
-            kafka.stop_sync()  # SIGTERM, SIGKILL after 10 s; also on Ctrl-C or failure
-            print(f"Kafka {version} stopped", flush=True)
-        return
-    if kind != "fake" or version:
-        raise SystemExit(f"--broker: fake or genuine[:version], not {args.broker!r}")
-    if args.broker_latency_ms and named:
-        raise SystemExit("--broker-latency-ms applies to the test cluster only")
-    proc, boot = await start_cluster(args.broker_latency_ms)
-    try:
-        yield (
-            boot,
-            named
-            or "eosflow test cluster (own process)"
-            + (f", +{args.broker_latency_ms:g} ms per request" if args.broker_latency_ms else ""),
-            DEFAULT_VERSION,
-        )
-    finally:
-        if proc is not None:
-            proc.terminate()
-            await proc.wait()
-
-
 async def main(args: argparse.Namespace) -> int:
     names = choose(args, args.broker.startswith("genuine"))
     async with broker(args) as (boot, described, version):
@@ -357,6 +332,11 @@ async def main(args: argparse.Namespace) -> int:
             )
             print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
             await asyncio.to_thread(args.streams.prepare)
+        args.tools = None
+        if args.broker.startswith("genuine") and args.ceiling:
+            args.tools = KafkaTools(version)
+            print(f"preparing Kafka's perf tools {version} (Maven; cached) ...", flush=True)
+            await asyncio.to_thread(args.tools.prepare)
         result: dict[str, Any] = {
             "date": time.strftime("%Y-%m-%d"),
             "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
@@ -375,9 +355,10 @@ async def main(args: argparse.Namespace) -> int:
         for partitions in args.partitions:
             for interval in args.intervals:
                 runs = await throughput(boot, names, args, interval, partitions)
-                result["throughput"].append(
-                    {"interval_s": interval, "partitions": partitions, "runs": runs}
-                )
+                point = {"interval_s": interval, "partitions": partitions, "runs": runs}
+                if "ceiling" in runs:
+                    point["ceiling"] = runs.pop("ceiling")
+                result["throughput"].append(point)
         for name in names if args.latency_s > 0 else []:
             result["latency"][name] = await latency(boot, name, args)
             lat = result["latency"][name]
@@ -428,7 +409,13 @@ if __name__ == "__main__":
         "--broker-latency-ms",
         type=float,
         default=0.0,
-        help="test cluster only: delay every request (a stand-in for network round trips)",
+        help="test cluster: delay every request; genuine Kafka: add this much round trip to "
+        "every connection (a proxy): a stand-in for a broker on another host",
+    )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="genuine Kafka: the broker on one core, every contender on the other",
     )
     p.add_argument(
         "--contenders",
@@ -461,6 +448,12 @@ if __name__ == "__main__":
         dest="warmup",
         action="store_false",
         help=f"skip the untimed first turn of every contender ({WARMUP_RECORDS:,} records)",
+    )
+    p.add_argument(
+        "--no-ceiling",
+        dest="ceiling",
+        action="store_false",
+        help="genuine Kafka: skip Kafka's own perf tools (the broker's ceiling) in each turn",
     )
     p.set_defaults(warmed=False)
     try:

@@ -108,13 +108,16 @@ class EosConfig(BaseSettings):
         "only: process_batch transactions fill to the interval)",
     )
     max_records_per_txn: int = Field(
-        default=5000, gt=0, description="a transaction holds at most this many records"
+        default=20_000,
+        gt=0,
+        description="a transaction holds at most this many records (each costs ~0.8 KiB of "
+        "memory while held, whatever its size)",
     )
     max_bytes_per_txn: int | None = Field(
-        default=None,
+        default=2 * 1024 * 1024,
         gt=0,
-        description="stop adding records to a transaction past this many "
-        "key+value bytes (batch engines: bound memory)",
+        description="and at most about this many key+value bytes (None: no byte cap); with "
+        "max_records_per_txn it keeps memory flat at any rate and record size",
     )
     process_ahead: bool = Field(
         default=True,

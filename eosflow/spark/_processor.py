@@ -94,8 +94,8 @@ class SparkProcessor(Processor):
         if config.commit_interval_s < 1.0:
             log.warning(
                 "commit_interval_s is %.2f s: every transaction pays a Spark job's "
-                "fixed cost (~0.2 s here); 1-5 s and a larger max_records_per_txn "
-                "suit the Spark path",
+                "fixed cost (~0.2 s here); 1-5 s and larger max_records_per_txn and "
+                "max_bytes_per_txn suit the Spark path",
                 config.commit_interval_s,
             )
         if self._settings.job_timeout_s is None:

@@ -6,8 +6,8 @@ so the broker logs. The cache is ``~/.cache/eosflow/kafka`` unless
 ``EOSFLOW_TEST_KAFKA_CACHE`` names another folder. A ``complete`` marker is written only
 after Maven succeeded and the jars were moved into place, so an interrupted download is
 redone; a lock file keeps two processes from resolving the same version at once. Progress
-goes to stderr. ``copy_dependencies`` and ``locked`` resolve other artifacts the same way
-(the benchmarks' Kafka Streams contender).
+goes to stderr. ``resolve_artifacts`` resolves other artifacts the same way (the
+benchmarks' Kafka Streams contender and Kafka's perf tools).
 """
 
 from __future__ import annotations
@@ -116,6 +116,22 @@ def resolve(version: str) -> Path:
         if marker.exists():  # another process finished while we waited
             return libs
         _download(mvn, version, home)
+    return libs
+
+
+def resolve_artifacts(name: str, deps: list[tuple[str, str, str]], what: str, expect: str) -> Path:
+    """The folder of jars of ``deps`` with their runtime dependencies, cached under
+    ``<cache>/<name>/libs`` and resolved with Maven the first time (the benchmarks' Kafka
+    Streams contender and Kafka's own perf tools). ``GenuineUnavailable`` if they do not
+    resolve."""
+    _, mvn = check_tools()
+    home = cache_root() / name
+    libs = home / "libs"
+    if (home / "complete").exists():
+        return libs
+    with locked(home / "lock"):
+        if not (home / "complete").exists():  # another process may have finished meanwhile
+            copy_dependencies(mvn, deps, home, what, expect)
     return libs
 
 

@@ -1,0 +1,98 @@
+"""``Sizing``: how many records the app polls and a transaction takes.
+
+A transaction ends at the first of: ``commit_interval_s`` from its start,
+``max_records_per_txn`` records, ``max_bytes_per_txn`` key+value bytes, or (``process()``
+only) its input having caught up once it is ``min_transaction_s`` old. The two caps bound
+memory -- the records of work done ahead and the outputs waiting for their
+acknowledgement are held until the commit -- and keep it flat at any rate: each record
+held costs ~0.8 KiB besides its bytes (measured over 1,000,000 x 100 B on genuine Kafka
+4.4.0: peak RSS 58 MiB at 5,000 records a transaction, 71-73 MiB at 20,000, 88-95 MiB
+at 50,000, see ``benchmarks/README.md``).
+
+Polls are sized here so that no poll carries a transaction past a cap or the interval:
+what fits in the time left at the measured processing cost per record, in the records
+left under the record cap, and in the bytes left under the byte cap at the measured
+bytes per record. Records left in aiokafka's buffer cost nothing, while records polled
+and not processed in time are given back and fetched again. The first poll, before
+either cost is known, takes ``FIRST_CHUNK`` records (with large records the first
+transaction can so pass the byte cap, by at most what the consumer has buffered:
+1 MiB a partition by default).
+
+After a retriable failure (``TransactionError``) the record limit is halved, and each
+committed transaction raises it again by ``REGROWTH``, up to ``max_records_per_txn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ._config import EosConfig
+from ._records import Record
+
+FIRST_CHUNK = 100
+"""Records in the first poll, before the processing cost is known."""
+REGROWTH = 1.25
+"""After a retriable failure halved the transaction's record limit, each committed
+transaction raises it by a quarter, up to ``max_records_per_txn``: a slow spell (a cold
+executor, a busy cluster) does not shrink the rest of the process's transactions, while
+a limit that is truly too high is approached again slowly (about three commits per
+doubling) rather than failing every other transaction."""
+_WEIGHT = 0.2  # of the newest measurement in the moving averages
+
+
+class Sizing:
+    def __init__(self, config: EosConfig) -> None:
+        self._max_records = config.max_records_per_txn
+        self._max_bytes = config.max_bytes_per_txn
+        self.limit = config.max_records_per_txn  # halved after a retriable failure
+        self._cost_s = 0.0  # moving average of processing time per record
+        self._bytes = 0.0  # moving average of key + value bytes per record
+
+    def chunk(self, room: int, remaining_s: float) -> int:
+        """How many of ``room`` records to poll: what fits in ``remaining_s`` at the
+        measured cost per record."""
+        if self._cost_s <= 0:
+            return min(room, FIRST_CHUNK)
+        return max(1, min(room, int(remaining_s / self._cost_s)))
+
+    def room(self, records: int, size: int) -> int:
+        """How many records may still be polled: ``records`` of room under the record
+        limit, fewer if the byte cap (``size`` taken so far) leaves room for fewer at the
+        measured bytes per record. A poll hands over what the consumer has buffered, so
+        without this one poll could take a transaction far past the byte cap."""
+        cap, per_record = self._max_bytes, self._bytes
+        if cap is None or per_record <= 0:
+            return records
+        return max(1, min(records, int((cap - size) / per_record) + 1))
+
+    def full(self, size: int) -> bool:
+        """Whether ``size`` key+value bytes reach the byte cap."""
+        return self._max_bytes is not None and size >= self._max_bytes
+
+    def count(self, records: Sequence[Record]) -> int:
+        """Key + value bytes of ``records`` (0 without a byte cap: not counted then)."""
+        if self._max_bytes is None:
+            return 0
+        size = sum(len(r.value or b"") + len(r.key or b"") for r in records)
+        if records:
+            self._bytes = _averaged(self._bytes, size / len(records))
+        return size
+
+    def processed(self, records: int, seconds: float) -> None:
+        """``records`` were processed in ``seconds``: the cost per record moves."""
+        if records:
+            self._cost_s = _averaged(self._cost_s, seconds / records)
+
+    def failed(self) -> int:
+        """A retriable failure: the next transactions hold half the records."""
+        self.limit = max(1, self.limit // 2)
+        return self.limit
+
+    def committed(self) -> None:
+        """A commit: the record limit grows back towards ``max_records_per_txn``."""
+        if self.limit < self._max_records:
+            self.limit = min(self._max_records, max(self.limit + 1, int(self.limit * REGROWTH)))
+
+
+def _averaged(old: float, new: float) -> float:
+    return new if old <= 0 else (1 - _WEIGHT) * old + _WEIGHT * new
