@@ -11,7 +11,8 @@ How: aiokafka builds each record in ``PartitionRecords._consumer_record``, and i
 fetcher names the class ``PartitionRecords`` at module level when a fetch answer
 arrives. ``install()`` puts a subclass under that name whose ``_consumer_record`` builds a
 ``Record`` -- only for a consumer whose key deserializer is ``AS_RECORD`` (the group
-consumer of ``consumer_for``). Every other consumer in the process, eosflow's own or the
+consumer of ``consumer_for``) -- and whose iterator, for that consumer, is the record
+generator itself. Every other consumer in the process, eosflow's own or the
 user's, gets aiokafka's records unchanged. Nothing else in aiokafka reads the records it
 returns from ``getmany``.
 
@@ -43,6 +44,15 @@ _Base: Any = _fetcher.PartitionRecords
 
 class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
     """aiokafka's ``PartitionRecords``, making eosflow ``Record``s for a marked consumer."""
+
+    def __iter__(self) -> Any:
+        # aiokafka's FetchResult.getall iterates this object: hand the marked consumer's
+        # loop the record generator itself, so no Python-level __next__ runs per record
+        # (0.13 s of CPU per 1,000,000 records)
+        if self._key_deserializer is AS_RECORD:
+            records = self._records_iterator
+            return records if records is not None else iter(())
+        return self
 
     def _consumer_record(self, tp: Any, record: Any) -> Any:
         if self._key_deserializer is not AS_RECORD:
