@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -165,27 +166,38 @@ async def check(boot: str, src: str, dst: str, group: str, match: str, r: dict[s
 
 
 async def throughput(
-    boot: str, names: list[str], args: argparse.Namespace, interval: float, partitions: int
+    boot: str,
+    names: list[str],
+    args: argparse.Namespace,
+    interval: float,
+    partitions: int,
+    records: int,
 ) -> dict[str, list[dict[str, Any]]]:
     src = f"cmp-in-{uuid.uuid4().hex[:8]}"
     await create(boot, (src, partitions))
-    await seed(boot, src, args.records, args.size, partitions)
+    await seed(boot, src, records, args.size, partitions)
     runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
     if args.warmup and not args.warmed:
         await warm_up(boot, names, args, interval, partitions)
         args.warmed = True
     ceiling: list[dict[str, float]] = []
+    turn = [*names, *(["ceiling"] if args.tools is not None else [])]
     for rep in range(args.reps):
-        if args.tools is not None:  # Kafka's own tools, in the turn like a contender
-            ceiling.append(await perf_tools(boot, src, args, interval, partitions))
-        for name in names:  # in turns, so drift on a shared machine hits everyone
+        # in turns, so drift on a shared machine hits everyone; each turn starts one place
+        # further on, so no contender always runs first (measured here: the run right
+        # after a heavy one -- Kafka's perf producer, another contender -- was slower)
+        for name in turn[rep % len(turn) :] + turn[: rep % len(turn)]:
+            if name == "ceiling":  # Kafka's own tools, in the turn like a contender
+                ceiling.append(await perf_tools(boot, src, args, interval, partitions, records))
+                continue
             dst, group = f"cmp-out-{uuid.uuid4().hex[:8]}", f"bench-{uuid.uuid4().hex[:8]}"
             await create(boot, (dst, partitions))
-            r = await contender(name, boot, src, dst, args.records, interval, args, group)
+            r = await contender(name, boot, src, dst, records, interval, args, group)
             runs[name].append(r)
             verdict = await check(boot, src, dst, group, "key", r) if args.check else ""
             print(
-                f"  interval {interval:g} s, {partitions} partitions, rep {rep + 1}: {name:14s}"
+                f"  {records:,} records, interval {interval:g} s, {partitions} partitions, "
+                f"rep {rep + 1}: {name:14s}"
                 f" {r['rate']:9,.0f} rec/s, peak RSS {r['rss_peak_mb']:.0f} MiB  {verdict}",
                 flush=True,
             )
@@ -195,15 +207,15 @@ async def throughput(
 
 
 async def perf_tools(
-    boot: str, src: str, args: argparse.Namespace, interval: float, partitions: int
+    boot: str, src: str, args: argparse.Namespace, interval: float, partitions: int, records: int
 ) -> dict[str, float]:
     """The broker's ceiling in this turn (``_ceiling``): Kafka's transactional perf
     producer writing as many records to a fresh topic, its perf consumer reading ``src``."""
     tools: KafkaTools = args.tools
     dst = f"cmp-perf-{uuid.uuid4().hex[:8]}"
     await create(boot, (dst, partitions))
-    produce = await tools.produce(boot, dst, args.records, args.size, interval)
-    consume = await tools.consume(boot, src, args.records)
+    produce = await tools.produce(boot, dst, records, args.size, interval)
+    consume = await tools.consume(boot, src, records)
     r = {"produce": produce, "consume": consume, "rate": min(produce, consume)}
     print(
         f"  interval {interval:g} s, {partitions} partitions: Kafka's perf tools: transactional "
@@ -221,7 +233,8 @@ async def warm_up(
     ``__transaction_state`` and ``__consumer_offsets`` and for the broker's JIT: measured
     here, the first timed run came out at half its later rate, and whoever ran first
     carried it."""
-    n = min(args.records, WARMUP_RECORDS)
+    counts = args.records if isinstance(args.records, list) else [args.records]
+    n = min(*counts, WARMUP_RECORDS)
     src = f"cmp-warm-{uuid.uuid4().hex[:8]}"
     await create(boot, (src, partitions))
     await seed(boot, src, n, args.size, partitions)
@@ -352,13 +365,20 @@ async def main(args: argparse.Namespace) -> int:
             "throughput": [],
             "latency": {},
         }
-        for partitions in args.partitions:
-            for interval in args.intervals:
-                runs = await throughput(boot, names, args, interval, partitions)
-                point = {"interval_s": interval, "partitions": partitions, "runs": runs}
-                if "ceiling" in runs:
-                    point["ceiling"] = runs.pop("ceiling")
-                result["throughput"].append(point)
+        for records, partitions, interval in itertools.product(
+            args.records, args.partitions, args.intervals
+        ):
+            runs = await throughput(boot, names, args, interval, partitions, records)
+            point = {"interval_s": interval, "partitions": partitions, "runs": runs}
+            point["records"] = records
+            if "ceiling" in runs:
+                point["ceiling"] = runs.pop("ceiling")
+            result["throughput"].append(point)
+        if args.latency_s > 0:  # untimed: the first latency run after the throughput runs
+            # was the slowest whoever made it (p50/p99 ~50/120 ms against ~35/88 second)
+            print("  latency warm-up (untimed) ...", flush=True)
+            warm = argparse.Namespace(**{**vars(args), "latency_s": 3.0, "check": False})
+            await latency(boot, names[0], warm)
         for name in names if args.latency_s > 0 else []:
             result["latency"][name] = await latency(boot, name, args)
             lat = result["latency"][name]
@@ -385,7 +405,13 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--records", type=int, default=200_000)
+    p.add_argument(
+        "--records",
+        type=int,
+        nargs="+",
+        default=[200_000],
+        help="records per throughput run; several sizes are measured one after the other",
+    )
     p.add_argument("--size", type=int, default=100)
     p.add_argument(
         "--txn-records",

@@ -39,7 +39,8 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from benchmarks.compare import RESULTS, broker, create
+from benchmarks._bench_broker import broker
+from benchmarks.compare import RESULTS, create
 from eosflow.testing import check_counts, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
@@ -233,7 +234,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--restore-keys", type=int, default=0, help="the memory and restore run")
     ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + OPS)
     args = ap.parse_args(argv)
-    args.broker_latency_ms = 0.0  # compare.broker's option, unused here
+    args.broker_latency_ms, args.pin = 0.0, False  # the broker's options, unused here
     return args
 
 

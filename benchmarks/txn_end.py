@@ -21,7 +21,8 @@ import statistics
 import sys
 from typing import Any
 
-from benchmarks.compare import RESULTS, broker, latency, throughput
+from benchmarks._bench_broker import broker
+from benchmarks.compare import RESULTS, latency, throughput
 
 VAR = "EOSFLOW_MIN_TRANSACTION_S"
 
@@ -49,7 +50,7 @@ async def main(args: argparse.Namespace) -> int:
             for _ in range(reps):
                 for setting in args.settings:
                     os.environ[VAR] = str(setting)
-                    runs = await throughput(boot, ["eosflow"], args, 0.1, 3)
+                    runs = await throughput(boot, ["eosflow"], args, 0.1, 3, args.records)
                     r = runs["eosflow"][0]
                     ok &= r.get("exactly_once", True)
                     rates[str(setting)].append(r["rate"])
@@ -86,6 +87,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     # what compare.latency / throughput read
     args.size, args.txn_records, args.work_rounds, args.check = 100, None, 0, True
     args.broker_latency_ms, args.warmup, args.warmed = 0.0, True, False
+    args.pin, args.tools = False, None
     return args
 
 
