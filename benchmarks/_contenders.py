@@ -3,10 +3,10 @@
     python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS COMMIT_INTERVAL_S TXN_RECORDS \
         WORK_ROUNDS GROUP
 
-NAME is ``eosflow``, ``eosflow-serial`` (eosflow with ``process_ahead`` off: nothing is
-processed while a commit is in flight), ``aiokafka``, ``librdkafka`` (a confluent-kafka
-transactional loop) or ``quixstreams``; the Kafka Streams contender is a Java program
-(``java/PassThrough.java``) printing the same line. GROUP is the consumer group (and
+NAME is ``eosflow`` (its defaults), ``eosflow-ahead`` (eosflow with ``process_ahead`` on:
+the next records are processed while a commit is in flight), ``aiokafka``, ``librdkafka``
+(a confluent-kafka transactional loop) or ``quixstreams``; the Kafka Streams contender is
+a Java program (``java/PassThrough.java``) printing the same line. GROUP is the consumer group (and
 transactional id), so that the parent can check the committed offsets afterwards. Prints
 one JSON line: records, seconds from the first record processed to the last commit, and
 peak RSS (MiB); eosflow also its RSS once a tenth of the records were processed
@@ -55,7 +55,14 @@ EXTRA: dict[str, float] = {}  # further measurements for the JSON line
 
 
 async def run_eosflow(
-    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str, ahead: bool
+    boot: str,
+    src: str,
+    dst: str,
+    n: int,
+    interval: float,
+    txn: int,
+    group: str,
+    ahead: bool | None,
 ) -> float:
     import eosflow
 
@@ -74,7 +81,7 @@ async def run_eosflow(
         input_topics=(src,),
         transactional_id=group,
         commit_interval_s=interval,
-        process_ahead=ahead,
+        **({} if ahead is None else {"process_ahead": ahead}),  # None: eosflow's default
         **({"max_records_per_txn": txn} if txn else {}),  # 0: eosflow's default
     )
     app = eosflow.EosApp(Copy(), config)
@@ -223,8 +230,8 @@ def main() -> None:
         seconds = run_librdkafka(boot, src, dst, n, interval, txn, group)
     elif name == "aiokafka":
         seconds = asyncio.run(run_aiokafka(boot, src, dst, n, interval, txn, group))
-    elif name in ("eosflow", "eosflow-serial"):
-        ahead = name == "eosflow"
+    elif name in ("eosflow", "eosflow-ahead"):
+        ahead = True if name == "eosflow-ahead" else None
         seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, txn, group, ahead))
     else:
         raise SystemExit(f"unknown contender {name!r}")

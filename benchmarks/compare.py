@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.compare --records 200000 --reps 3 [--broker genuine]
 
 Contenders, each in its own process and run in turns (A B C A B C ...): eosflow with a
-pass-through processor; optionally eosflow with ``process_ahead`` off (``eosflow-serial``);
+pass-through processor; optionally eosflow with ``process_ahead`` on (``eosflow-ahead``);
 a hand-written aiokafka loop (getmany, send, send_offsets, commit) at the same
 transaction size; the same loop with confluent-kafka (``librdkafka``); quixstreams in
 exactly-once mode; Kafka Streams ``exactly_once_v2`` as a pass-through (``kafka-streams``,
@@ -52,7 +52,7 @@ from eosflow.testing import check_exactly_once
 from eosflow.testing._genuine import DEFAULT_VERSION
 
 RESULTS = Path(__file__).parent / "results"
-CONTENDERS = ["eosflow", "eosflow-serial", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
+CONTENDERS = ["eosflow", "eosflow-ahead", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
 DEFAULT_FAKE = ["eosflow", "aiokafka", "quixstreams"]
 DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
 STREAMS_FALLBACK = "4.3.1"  # the newest kafka-streams Maven Central served here (no 4.4.0)
@@ -448,8 +448,8 @@ if __name__ == "__main__":
         nargs="+",
         choices=CONTENDERS,
         help=f"default: {' '.join(DEFAULT_FAKE)} on the test cluster, "
-        f"{' '.join(DEFAULT_GENUINE)} on genuine Kafka; eosflow-serial is eosflow with "
-        "process_ahead off (shows what overlapping the commit buys)",
+        f"{' '.join(DEFAULT_GENUINE)} on genuine Kafka; eosflow-ahead is eosflow with "
+        "process_ahead on (shows what overlapping the commit buys)",
     )
     p.add_argument(
         "--broker",

@@ -6,8 +6,8 @@
 Each run starts the test cluster in this process (``FakeCluster`` on 127.0.0.1, a free
 port), seeds ``--records`` keyed records on ``--partitions`` partitions, and runs
 ``--instances`` ``eosflow run`` instances of a pass-through processor (``process_ahead``
-on, the default) as separate processes, started ``--stagger-s`` apart, plus ``--joiners``
-instances that keep joining and leaving: each starts, waits until it was assigned
+on; off by default since issue 22) as separate processes, started ``--stagger-s`` apart,
+plus ``--joiners`` instances that keep joining and leaving: each starts, waits until it was assigned
 partitions, stays up a random ``--up-s`` interval, is stopped with SIGTERM (it commits or
 aborts its open transaction and leaves the group), stays down a random ``--down-s``
 interval, and starts again with the same transactional id. Every join and leave is a
@@ -239,6 +239,7 @@ def instance_env(args: argparse.Namespace) -> dict[str, str]:
         "EOSFLOW_TRANSACTION_TIMEOUT_S": "2.5",
         "EOSFLOW_COMMIT_INTERVAL_S": str(args.commit_interval_s),
         "EOSFLOW_MAX_RECORDS_PER_TXN": str(args.max_records_per_txn),
+        "EOSFLOW_PROCESS_AHEAD": "true",  # the path this stress is about (off by default)
     }
 
 

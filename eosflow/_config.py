@@ -120,10 +120,12 @@ class EosConfig(BaseSettings):
         "max_records_per_txn it keeps memory flat at any rate and record size",
     )
     process_ahead: bool = Field(
-        default=True,
+        default=False,
         description="process the next records while the previous transaction commits; "
         "their outputs are held back and sent only once it committed, or dropped and "
-        "redone if it did not (processing runs more than once then, as after any abort)",
+        "redone if it did not (processing runs more than once then, as after any abort); "
+        "off by default: measured on genuine Kafka it was slower in every setup tried, "
+        "a broker 3 or 7 ms away included (benchmarks/README.md)",
     )
     require_stable_fetch_offsets: bool = Field(
         default=True, description="fetch committed offsets with RequireStable (KIP-447)"

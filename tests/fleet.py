@@ -34,7 +34,7 @@ def chaos_env(session_s: float) -> dict[str, str]:
 class Fleet:
     """`eosflow run` instances of one group, instance ``i`` with transactional id
     ``{run_id}-{i}`` (stable across its restarts), configured by ``env``
-    (``EOSFLOW_*`` settings)."""
+    (``EOSFLOW_*`` settings); odd instances with ``process_ahead`` on."""
 
     def __init__(
         self,
@@ -68,6 +68,9 @@ class Fleet:
             env={
                 "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "procs")]),
                 "CHAOS_OUT": self.dst,
+                # both processing strategies under the same chaos: odd instances process
+                # the next records while a commit is in flight (process_ahead, off by default)
+                "EOSFLOW_PROCESS_AHEAD": "true" if i % 2 else "false",
                 **self.env,
             },
         )

@@ -335,12 +335,16 @@ async def test_dead_letter_policy_continues(cluster: FakeCluster) -> None:
     )
 
 
-# Mechanism 9: cancelling run() during a commit finishes that commit and reports it.
-async def test_cancel_mid_commit_has_an_explicit_outcome(cluster: FakeCluster) -> None:
+# Mechanism 9: cancelling run() during a commit finishes that commit and reports it --
+# whether the loop was working ahead or awaiting the commit (serial: the cancellation
+# lands on that await; forget the commit there and the cancelled app aborts a new end
+# behind it instead, reporting unknown-then-recovered).
+@pytest.mark.parametrize("ahead", [True, False], ids=["ahead", "serial"])
+async def test_cancel_mid_commit_has_an_explicit_outcome(cluster: FakeCluster, ahead: bool) -> None:
     c = cluster
     await seed(c)
     rule = c.intercept("EndTxn", hold=True)
-    app = eosflow.EosApp(Gate("out"), cfg(c))
+    app = eosflow.EosApp(Gate("out"), cfg(c, process_ahead=ahead))
     task = asyncio.create_task(app.run())
     await rule.matched()
     task.cancel()
@@ -451,7 +455,7 @@ async def test_work_ahead_of_an_aborted_commit_is_redone(cluster: FakeCluster) -
     await seed(c)
     proc = Spy("out")
     rule = c.intercept("TxnOffsetCommit", error=codes.ILLEGAL_GENERATION, delay_s=0.5)
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50))
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=True))
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
     assert rule.hits == 1 and app.stats.aborted == 1
@@ -477,11 +481,13 @@ async def test_work_ahead_across_a_rebalance_is_exactly_once(cluster: FakeCluste
 
     first, second = Paced("out"), Paced("out")
     rule = c.intercept("EndTxn", hold=True, transactional_id="tx-1")
-    app1 = eosflow.EosApp(first, cfg(c, max_records_per_txn=50))
+    app1 = eosflow.EosApp(first, cfg(c, max_records_per_txn=50, process_ahead=True))
     async with app1:
         await rule.matched()
         await until(app1, lambda: len(first.seen) == 100, "50 records processed ahead")
-        app2 = eosflow.EosApp(second, cfg(c, transactional_id="tx-2", max_records_per_txn=50))
+        app2 = eosflow.EosApp(
+            second, cfg(c, transactional_id="tx-2", max_records_per_txn=50, process_ahead=True)
+        )
         async with app2:
             group = c.groups.get("g")
             assert group is not None
@@ -549,7 +555,7 @@ async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeClust
     await seed(c)
     proc = Spy("out")
     hold = c.intercept("EndTxn", hold=True)
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50))
+    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=True))
     async with app:
         await until(app, lambda: app._session is not None, "the session")
         session = app._session
