@@ -91,7 +91,8 @@ async def _genuine(args: argparse.Namespace, version: str) -> AsyncIterator[tupl
         print(
             f"Kafka {version} ready at {boot} in {kafka.started_in_s:.1f} s (log {kafka.log_path})"
         )
-        print("  " + "; ".join(where[1:]), flush=True)
+        if where[1:]:
+            print("  " + "; ".join(where[1:]), flush=True)
         yield boot, ", ".join(where), version
     finally:
         if proxy is not None:
