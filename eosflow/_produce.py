@@ -10,7 +10,15 @@ Hand-built batches skip ``send``'s checks, so they are made here, each a ``Fatal
 naming the output (retrying cannot help): an output over the producer's max request
 size, a partition its topic lacks, an output topic that has no metadata within
 ``metadata_timeout_s`` (it does not exist and auto-creation is off), a value or key that
-is not bytes. A refusal by the producer or the broker is raised as eosflow's error
+is not bytes.
+
+Handing a batch over waits while the partition's previous batch is still queued (aiokafka
+keeps one queued batch per partition). aiokafka bounds that wait by its request timeout,
+40 s, which eosflow does not shorten (it also bounds every request): a broker that stops
+answering, or refuses each new login, would hold the transaction that long. So each
+hand-over is bounded by ``queue_timeout_s`` (the session passes the transaction timeout:
+a transaction held longer is aborted by the broker anyway); past it, a ``TransientError``
+dooms the transaction. A refusal by the producer or the broker is raised as eosflow's error
 (``TransientError`` or ``_aiokafka.Fenced``) for the caller to decide; the send futures
 of batches already handed over are in ``sends`` either way. This module knows nothing
 of sessions or transactions. ``flush`` waits, bounded, for what was handed over.
@@ -37,9 +45,10 @@ async def send_all(
     outputs: Sequence[Output],
     sends: list[asyncio.Future[object]],
     metadata_timeout_s: float,
+    queue_timeout_s: float,
 ) -> None:
     """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
-    batch to ``sends``."""
+    batch to ``sends``; each hand-over waits at most ``queue_timeout_s``."""
     max_bytes = ak.max_request_bytes(producer)
     open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
     with ak.mapped("producing outputs", "WRITE"):
@@ -58,7 +67,7 @@ async def send_all(
             if meta is None:
                 # full: send it. An empty batch takes any record; should that ever change,
                 # stop rather than drop the record.
-                sends.append(await producer.send_batch(batch, topic, partition=partition))
+                sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
                 batch = open_[(topic, partition)] = producer.create_batch()
                 meta = _append(batch, o, headers)
                 if meta is None:
@@ -69,7 +78,22 @@ async def send_all(
                     f"max request size ({max_bytes}): it can never be produced"
                 )
         for (topic, partition), batch in open_.items():
-            sends.append(await producer.send_batch(batch, topic, partition=partition))
+            sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
+
+
+async def _hand_over(
+    producer: AIOKafkaProducer, batch: Any, topic: str, partition: int, timeout_s: float
+) -> asyncio.Future[object]:
+    """``producer.send_batch``, waiting at most ``timeout_s`` for the partition's queue
+    (a cancelled wait leaves nothing queued: the batch is appended only once there is
+    room, with no await after it)."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await producer.send_batch(batch, topic, partition=partition)  # type: ignore[no-any-return]
+    except TimeoutError:
+        raise TimeoutError(
+            f"a batch for {topic}[{partition}] waited {timeout_s:g} s behind an unacknowledged one"
+        ) from None
 
 
 def _append(batch: Any, o: Output, headers: list[tuple[str, bytes]]) -> Any:
@@ -152,11 +176,13 @@ async def send_to_partition(
     partition: int,
     records: Sequence[tuple[bytes, bytes | None]],
     sends: list[asyncio.Future[object]],
+    queue_timeout_s: float,
 ) -> tuple[asyncio.Future[object], int]:
     """Hand ``records`` (key, value) to ``producer`` as batches for one partition, in
     order, appending each batch's future to ``sends``. Returns the last batch's future
     and how many records it holds: once it resolves, the last record's offset is its
-    base offset plus that count minus one (a changelog's position record is last)."""
+    base offset plus that count minus one (a changelog's position record is last). Each
+    hand-over waits at most ``queue_timeout_s``."""
     assert records, "nothing to send"
     max_bytes = ak.max_request_bytes(producer)
     with ak.mapped("producing changelog records", "WRITE"):
@@ -164,7 +190,7 @@ async def send_to_partition(
         for key, value in records:
             meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
             if meta is None:  # full: send it, start the next
-                sends.append(await producer.send_batch(batch, topic, partition=partition))
+                sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
                 batch, count = producer.create_batch(), 0
                 meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
                 if meta is None:
@@ -175,6 +201,6 @@ async def send_to_partition(
                     f"producer's max request size ({max_bytes}): the store's value is too large"
                 )
             count += 1
-        last = await producer.send_batch(batch, topic, partition=partition)
+        last = await _hand_over(producer, batch, topic, partition, queue_timeout_s)
         sends.append(last)
     return last, count

@@ -270,7 +270,12 @@ class TransactSession:
         assert self._partitioner is not None
         try:
             await _produce.send_all(
-                self.producer, self._partitioner, outputs, txn.sends, self._step_timeout_s
+                self.producer,
+                self._partitioner,
+                outputs,
+                txn.sends,
+                self._step_timeout_s,
+                self.config.transaction_timeout_s,
             )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
@@ -384,7 +389,9 @@ class TransactSession:
         refusal dooms it, as for outputs; what no retry fixes is raised by ``end`` once
         the transaction is aborted, so nothing stays open on the broker)."""
         try:
-            await self.stores.send(self.producer, txn.consumed, txn.sends)
+            await self.stores.send(
+                self.producer, txn.consumed, txn.sends, self.config.transaction_timeout_s
+            )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
             txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce refused: {exc}")

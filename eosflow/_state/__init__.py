@@ -200,9 +200,11 @@ class Stores:
         producer: AIOKafkaProducer,
         consumed: Mapping[Partition, int],
         sends: list[asyncio.Future[object]],
+        queue_timeout_s: float,
     ) -> None:
         """Produce the sealed transaction's changelog records: per consumed partition and
-        store, the changed keys and then the position record (``consumed``'s offset)."""
+        store, the changed keys and then the position record (``consumed``'s offset); a
+        batch waits at most ``queue_timeout_s`` to be queued (``_produce``)."""
         if not self.specs:
             return
         sealed = self._layers.seal()
@@ -212,7 +214,7 @@ class Stores:
                 writes = sealed.get((store, partition), {})
                 records = [*writes.items(), (RESERVED_KEY, encode_position(position))]
                 last, count = await _produce.send_to_partition(
-                    producer, changelog, p, records, sends
+                    producer, changelog, p, records, sends, queue_timeout_s
                 )
                 self._positions.append((partition, store, last, count, position))
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -317,11 +318,48 @@ async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: Fake
         await p.begin_transaction()
         part, sends = ak.Partitioner(p), []
         out = [eosflow.Output("out", b"v", partition=0)]
-        await _produce.send_all(p, part, out, sends, 5.0)  # in flight, held
+        await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # in flight, held
         await rule.matched()
-        await _produce.send_all(p, part, out, sends, 5.0)  # queued behind it
+        await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # queued behind it
         with pytest.raises(TransientError, match="KafkaTimeoutError"):
-            await _produce.send_all(p, part, out, sends, 5.0)  # the queue does not drain
+            await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # the queue does not drain
+    finally:
+        rule.release()
+        c.remove_fault(rule)
+        await ak.close_producer(p, timeout_s=5.0)
+
+
+# The same queue with aiokafka's own request timeout (40 s, which eosflow keeps): the wait
+# for the partition's queue is eosflow's to bound (the session passes the transaction
+# timeout). Before, a password rotated mid-run held a serial loop in send_all for the 40 s
+# (tests/genuine/test_credentials.py: 59 s from rotation to the error, bound 30). Without
+# the bound in _produce._hand_over this waits the 10 s of the test's own limit.
+async def test_a_batch_waits_for_a_hung_partition_queue_only_the_given_bound(
+    cluster: FakeCluster,
+) -> None:
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+    from eosflow import _produce
+    from eosflow._errors import TransientError
+
+    c = cluster
+    c.create_topic("out", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="queued")
+    await p.start()
+    rule = c.intercept("Produce", hold=True, times=None)
+    try:
+        await p.begin_transaction()
+        part, sends = ak.Partitioner(p), []
+        out = [eosflow.Output("out", b"v", partition=0)]
+        await _produce.send_all(p, part, out, sends, 5.0, 0.5)  # in flight, held
+        await rule.matched()
+        await _produce.send_all(p, part, out, sends, 5.0, 0.5)  # queued behind it
+        began = time.monotonic()
+        with pytest.raises(TransientError, match=r"out\[0\] waited 0.5 s behind"):
+            await asyncio.wait_for(_produce.send_all(p, part, out, sends, 5.0, 0.5), 10)
+        assert time.monotonic() - began < 5
+        assert len(sends) == 2  # the refused batch was not queued
     finally:
         rule.release()
         c.remove_fault(rule)
