@@ -50,7 +50,7 @@ async def send_all(
     """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
     batch to ``sends``; each hand-over waits at most ``queue_timeout_s``."""
     max_bytes = ak.max_request_bytes(producer)
-    open_: dict[tuple[str, int], Any] = {}  # (topic, partition) -> BatchBuilder
+    open_: dict[tuple[str, int], ak.Batch] = {}
     with ak.mapped("producing outputs", "WRITE"):
         for o in outputs:
             topic, partition = o.topic, o.partition
@@ -61,15 +61,22 @@ async def send_all(
             batch = open_.get((topic, partition))
             if batch is None:  # first output to this partition in this call
                 await _check_partition(partitioner, topic, partition, metadata_timeout_s)
-                batch = open_[(topic, partition)] = producer.create_batch()
+                batch = open_[(topic, partition)] = ak.Batch(producer)
             headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
-            meta = _append(batch, o, headers)
+            try:
+                meta = batch.append(o.key, o.value, headers)
+            except TypeError as exc:  # the C builder's words for a str or int value
+                raise _not_bytes(o, exc) from None
             if meta is None:
                 # full: send it. An empty batch takes any record; should that ever change,
                 # stop rather than drop the record.
-                sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
-                batch = open_[(topic, partition)] = producer.create_batch()
-                meta = _append(batch, o, headers)
+                full = batch.builder(full=True)
+                sends.append(await _hand_over(producer, full, topic, partition, queue_timeout_s))
+                batch = open_[(topic, partition)] = ak.Batch(producer)
+                try:
+                    meta = batch.append(o.key, o.value, headers)
+                except TypeError as exc:
+                    raise _not_bytes(o, exc) from None
                 if meta is None:
                     raise FatalError(f"aiokafka refused an output for {topic} into an empty batch")
             if meta.size > max_bytes:  # send() would refuse it; the broker would too
@@ -78,7 +85,15 @@ async def send_all(
                     f"max request size ({max_bytes}): it can never be produced"
                 )
         for (topic, partition), batch in open_.items():
-            sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
+            last = batch.builder(full=False)
+            sends.append(await _hand_over(producer, last, topic, partition, queue_timeout_s))
+
+
+def _not_bytes(o: Output, exc: TypeError) -> FatalError:
+    return FatalError(
+        f"an output for {o.topic} has a key or value that is not bytes "
+        f"(key {type(o.key).__name__}, value {type(o.value).__name__}): {exc}"
+    )
 
 
 async def _hand_over(
@@ -93,16 +108,6 @@ async def _hand_over(
     except TimeoutError:
         raise TimeoutError(
             f"a batch for {topic}[{partition}] waited {timeout_s:g} s behind an unacknowledged one"
-        ) from None
-
-
-def _append(batch: Any, o: Output, headers: list[tuple[str, bytes]]) -> Any:
-    try:
-        return batch.append(key=o.key, value=o.value, timestamp=None, headers=headers)
-    except TypeError as exc:  # the C builder's words for a str or int value
-        raise FatalError(
-            f"an output for {o.topic} has a key or value that is not bytes "
-            f"(key {type(o.key).__name__}, value {type(o.value).__name__}): {exc}"
         ) from None
 
 
@@ -186,13 +191,14 @@ async def send_to_partition(
     assert records, "nothing to send"
     max_bytes = ak.max_request_bytes(producer)
     with ak.mapped("producing changelog records", "WRITE"):
-        batch, count = producer.create_batch(), 0
+        batch = ak.Batch(producer)
         for key, value in records:
-            meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
+            meta = batch.append(key, value, _NO_HEADERS)
             if meta is None:  # full: send it, start the next
-                sends.append(await _hand_over(producer, batch, topic, partition, queue_timeout_s))
-                batch, count = producer.create_batch(), 0
-                meta = batch.append(key=key, value=value, timestamp=None, headers=_NO_HEADERS)
+                full = batch.builder(full=True)
+                sends.append(await _hand_over(producer, full, topic, partition, queue_timeout_s))
+                batch = ak.Batch(producer)
+                meta = batch.append(key, value, _NO_HEADERS)
                 if meta is None:
                     raise FatalError(f"aiokafka refused a record for {topic} into an empty batch")
             if meta.size > max_bytes:
@@ -200,7 +206,9 @@ async def send_to_partition(
                     f"a changelog record for {topic} is {meta.size} bytes, over the "
                     f"producer's max request size ({max_bytes}): the store's value is too large"
                 )
-            count += 1
-        last = await _hand_over(producer, batch, topic, partition, queue_timeout_s)
+        count = batch.count
+        last = await _hand_over(
+            producer, batch.builder(full=False), topic, partition, queue_timeout_s
+        )
         sends.append(last)
     return last, count

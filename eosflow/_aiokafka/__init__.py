@@ -15,6 +15,7 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
   record instead of aiokafka's ``ConsumerRecord`` and a copy);
+- outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
 
@@ -26,8 +27,9 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition``,
-``producer._max_request_size``, ``consumer._subscription`` (an assigned partition's
-position, read for lag), ``producer._sender`` (its task is cancelled when a
+``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
+directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
+assigned partition's position, read for lag), ``producer._sender`` (its task is cancelled when a
 stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
 cancelled and awaited when a consumer whose ``stop()`` failed is closed by force), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
@@ -45,6 +47,7 @@ comes back as "no error".
 """
 
 from ._clients import (
+    Batch,
     GroupIdentity,
     Partitioner,
     close_consumer,
@@ -105,6 +108,7 @@ __all__ = [
     "TRANSIENT_CODES",
     "UNKNOWN_MEMBER_ID",
     "UNSTABLE_OFFSET_COMMIT",
+    "Batch",
     "Capabilities",
     "Fenced",
     "GroupIdentity",

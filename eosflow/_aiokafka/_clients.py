@@ -184,6 +184,38 @@ def max_request_bytes(producer: AIOKafkaProducer) -> int:
     return int(producer._max_request_size)
 
 
+class Batch:
+    """One partition's batch being filled: aiokafka's ``BatchBuilder``, appended to
+    through its record builder's own ``append`` (the C one when aiokafka's extension is
+    built). ``BatchBuilder.append`` wraps that call in three Python frames (keywords, a
+    closed check, serializers eosflow never sets): ~0.2 us of a pass-through's ~3 us per
+    record. ``append`` keeps the count the wrapper would keep (each record's offset in
+    the batch) and ``builder`` writes it back, closing a full batch as the wrapper does.
+
+    ``append`` raises ``TypeError`` for a key or value that is not bytes (the caller
+    names the output) and returns None when the batch is full."""
+
+    __slots__ = ("_add", "_batch", "count")
+
+    def __init__(self, producer: AIOKafkaProducer) -> None:
+        self._batch = producer.create_batch()
+        self._add = self._batch._builder.append
+        self.count = 0
+
+    def append(self, key: object, value: object, headers: list[tuple[str, bytes]]) -> Any:
+        meta = self._add(self.count, None, key, value, headers)
+        if meta is not None:
+            self.count += 1
+        return meta
+
+    def builder(self, full: bool) -> Any:
+        """The ``BatchBuilder`` for ``send_batch``: its record count set, closed if ``full``."""
+        self._batch._relative_offset = self.count
+        if full:
+            self._batch.close()
+        return self._batch
+
+
 async def wait_on_metadata(client: Any, topic: str) -> None:
     """Wait until ``client`` has ``topic``'s metadata, tracking the topic from now on.
     aiokafka's ``_wait_on_metadata`` returns at once for a topic the last full metadata
