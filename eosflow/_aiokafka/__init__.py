@@ -33,8 +33,11 @@ assigned partition's position, read for lag), ``producer._sender`` (its task is 
 stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
 cancelled and awaited when a consumer whose ``stop()`` failed is closed by force), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
-``_consumer_record`` makes eosflow ``Record``s for the group consumer, and whose
-``__iter__`` hands over its ``_records_iterator``: ``_fetch``).
+``_unpack_records`` decodes eosflow ``Record``s for the group consumer -- reading
+``_tp``, ``_records``, ``_check_crcs``, ``_isolation_level``, ``_aborted_producers``,
+calling ``_consume_aborted_up_to`` and ``_contains_abort_marker``, writing
+``next_fetch_offset`` -- and whose ``__iter__`` hands over its ``_records_iterator``:
+``_fetch``).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree

@@ -7,16 +7,20 @@ over 1,000,000 records of 100 B from genuine Kafka 4.4.0 in one process: 1.43 s 
 for aiokafka's ``getmany`` alone, 1.94 s with eosflow's conversion, 1.14 s decoding into
 ``Record`` directly (``benchmarks/README.md``, "Where the time goes").
 
-How: aiokafka builds each record in ``PartitionRecords._consumer_record``, and its
-fetcher names the class ``PartitionRecords`` at module level when a fetch answer
-arrives. ``install()`` puts a subclass under that name whose ``_consumer_record`` builds a
-``Record`` -- only for a consumer whose key deserializer is ``AS_RECORD`` (the group
-consumer of ``consumer_for``) -- and whose iterator, for that consumer, is the record
-generator itself. Every other consumer in the process, eosflow's own or the
-user's, gets aiokafka's records unchanged. Nothing else in aiokafka reads the records it
-returns from ``getmany``.
+How: aiokafka's fetcher names the class ``PartitionRecords`` at module level when a fetch
+answer arrives, and each instance decodes its fetch in the generator its
+``_unpack_records`` returns. ``install()`` puts a subclass under that name whose
+generator, for a consumer whose key deserializer is ``AS_RECORD`` (the group consumer of
+``consumer_for``), is eosflow's own ``_decode``: aiokafka's batch-by-batch rules (CRC,
+aborted transactions under read_committed, control batches, the next fetch offset), with
+the ``Record`` built in the loop instead of through a method call per record -- and whose
+iterator, for that consumer, is that generator itself. Every other consumer in the
+process, eosflow's own or the user's, gets aiokafka's records unchanged. Nothing else in
+aiokafka reads the records it returns from ``getmany``. Measured over 1,000,000 records
+on genuine 4.4.0: ~6% more throughput than building each ``Record`` in
+``_consumer_record`` (4 alternating runs, 287k -> 305k rec/s median).
 
-Failure mode: if a later aiokafka stopped calling ``_consumer_record``, the marked
+Failure mode: if a later aiokafka stopped calling ``_unpack_records``, the marked
 consumer would hand back ``ConsumerRecord``s (its key passed through ``AS_RECORD``,
 which returns it as is). ``as_records`` converts those, so records are never wrong, only
 slower; ``tests/unit/test_fetch_records.py`` pins that the direct path is the one taken
@@ -25,10 +29,11 @@ with the aiokafka eosflow supports.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from aiokafka.consumer import fetcher as _fetcher
+from aiokafka.errors import CorruptRecordException
 
 from .._records import Record
 
@@ -54,19 +59,54 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
             return records if records is not None else iter(())
         return self
 
-    def _consumer_record(self, tp: Any, record: Any) -> Any:
-        if self._key_deserializer is not AS_RECORD:
-            return super()._consumer_record(tp, record)
-        headers = record.headers
-        return Record(
-            tp.topic,
-            tp.partition,
-            record.offset,
-            record.key,
-            record.value,
-            tuple(headers) if headers else (),
-            record.timestamp,
-        )
+    def _unpack_records(self) -> Any:
+        # called once, by aiokafka's __init__, for the generator of this fetch's records
+        if self._key_deserializer is AS_RECORD:
+            return self._decode()
+        return super()._unpack_records()
+
+    def _decode(self) -> Iterator[Record]:
+        """aiokafka's ``_unpack_records`` for the marked consumer, building each
+        ``Record`` in its own loop (no method call per record: ~0.1 us a record less).
+        Batch by batch as aiokafka does: a corrupt batch raises; under read_committed
+        the batches of aborted transactions are skipped (aiokafka's own bookkeeping of
+        the fetch's aborted transactions, ``_consume_aborted_up_to`` and
+        ``_contains_abort_marker``); control batches are skipped; records below the
+        fetch offset (the head of a batch fetched again) are skipped; the next fetch
+        offset follows every record handed over, then the batch's end."""
+        tp, batches = self._tp, self._records
+        topic, partition = tp.topic, tp.partition
+        committed_only = self._isolation_level == _fetcher.READ_COMMITTED
+        while batches.has_next():
+            batch = batches.next_batch()
+            if self._check_crcs and not batch.validate_crc():
+                raise CorruptRecordException(f"Invalid CRC - {tp}")
+            if committed_only and batch.producer_id is not None:
+                self._consume_aborted_up_to(batch.base_offset)
+                if batch.is_control_batch and self._contains_abort_marker(batch):
+                    self._aborted_producers.discard(batch.producer_id)
+                if batch.is_transactional and batch.producer_id in self._aborted_producers:
+                    self.next_fetch_offset = batch.next_offset
+                    continue
+            if batch.is_control_batch:
+                self.next_fetch_offset = batch.next_offset
+                continue
+            for record in batch:
+                offset = record.offset
+                if offset < self.next_fetch_offset:
+                    continue
+                headers = record.headers
+                self.next_fetch_offset = offset + 1
+                yield Record(
+                    topic,
+                    partition,
+                    offset,
+                    record.key,
+                    record.value,
+                    tuple(headers) if headers else (),
+                    record.timestamp,
+                )
+            self.next_fetch_offset = batch.next_offset
 
 
 def install() -> None:
@@ -76,9 +116,12 @@ def install() -> None:
 
 
 def direct() -> bool:
-    """Whether marked consumers get ``Record``s from aiokafka itself (for the test)."""
-    return _fetcher.PartitionRecords is _RecordsOrConsumerRecords and hasattr(
-        _Base, "_consumer_record"
+    """Whether marked consumers get ``Record``s from aiokafka itself (for the test): the
+    subclass is in place and aiokafka's ``PartitionRecords`` still has the hooks it
+    relies on."""
+    hooks = ("_unpack_records", "_consume_aborted_up_to", "_contains_abort_marker")
+    return _fetcher.PartitionRecords is _RecordsOrConsumerRecords and all(
+        hasattr(_Base, h) for h in hooks
     )
 
 

@@ -61,3 +61,37 @@ async def test_the_marked_consumer_gets_records_and_others_do_not(eosflow_broker
     assert [type(r) for r in plain] == [ConsumerRecord, ConsumerRecord]
     # the fallback, should aiokafka ever hand the marked consumer its own records
     assert list(_fetch.as_records(plain)) == marked
+
+
+async def test_the_marked_consumer_skips_aborted_batches_and_markers(
+    eosflow_broker: Broker,
+) -> None:
+    """The direct path decodes batch by batch itself (``_fetch._decode``): under
+    read_committed an aborted transaction's records and every commit/abort marker stay
+    out, and the offsets are the log's."""
+    b = eosflow_broker
+    topic = b.unique("fetch-aborted")
+    await create_topic(b.bootstrap_servers, topic)
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=topic)
+    await p.start()
+    try:
+        for values, commit in (([b"c0", b"c1"], True), ([b"a0", b"a1"], False), ([b"c2"], True)):
+            await p.begin_transaction()
+            for v in values:
+                await p.send_and_wait(topic, v, key=v, partition=0)
+            await (p.commit_transaction() if commit else p.abort_transaction())
+    finally:
+        await p.stop()
+    # log: c0 c1 marker a0 a1 marker c2 marker
+    want = [(0, b"c0"), (1, b"c1"), (6, b"c2")]
+    for max_records in (None, 1):
+        got = await _consume(
+            b.bootstrap_servers,
+            topic,
+            3,
+            max_records=max_records,
+            key_deserializer=_fetch.AS_RECORD,
+            isolation_level="read_committed",
+        )
+        assert all(type(r) is Record for r in got)
+        assert [(r.offset, r.value) for r in got] == want  # type: ignore[attr-defined]
