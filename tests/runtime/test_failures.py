@@ -6,10 +6,13 @@ fails without that mechanism."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kit import eventually, log_seen, read_all
@@ -301,32 +304,12 @@ async def test_group_requests_answered_with_errors_are_survived(
 # with "fatal: producing outputs: KafkaTimeoutError". The producer here has a 0.5 s
 # request timeout (eosflow keeps aiokafka's 40 s) so the wait runs out quickly.
 async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: FakeCluster) -> None:
-    from aiokafka import AIOKafkaProducer
-
-    from eosflow import _aiokafka as ak
-    from eosflow import _produce
     from eosflow._errors import TransientError
 
-    c = cluster
-    c.create_topic("out", 1)
-    p = AIOKafkaProducer(
-        bootstrap_servers=c.bootstrap_servers, transactional_id="hung", request_timeout_ms=500
-    )
-    await p.start()
-    rule = c.intercept("Produce", hold=True, times=None)
-    try:
-        await p.begin_transaction()
-        part, sends = ak.Partitioner(p), []
-        out = [eosflow.Output("out", b"v", partition=0)]
-        await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # in flight, held
-        await rule.matched()
-        await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # queued behind it
+    held = _queued_behind_a_held_batch(cluster, "hung", 5.0, request_timeout_ms=500)
+    async with held as (send, _sends):
         with pytest.raises(TransientError, match="KafkaTimeoutError"):
-            await _produce.send_all(p, part, out, sends, 5.0, 5.0)  # the queue does not drain
-    finally:
-        rule.release()
-        c.remove_fault(rule)
-        await ak.close_producer(p, timeout_s=5.0)
+            await send()  # the queue does not drain
 
 
 # The same queue with aiokafka's own request timeout (40 s, which eosflow keeps): the wait
@@ -337,29 +320,46 @@ async def test_produce_queue_timeout_on_a_hung_leader_is_transient(cluster: Fake
 async def test_a_batch_waits_for_a_hung_partition_queue_only_the_given_bound(
     cluster: FakeCluster,
 ) -> None:
+    from eosflow._errors import TransientError
+
+    async with _queued_behind_a_held_batch(cluster, "queued", 0.5) as (send, sends):
+        began = time.monotonic()
+        with pytest.raises(TransientError, match=r"out\[0\] waited 0.5 s behind"):
+            await asyncio.wait_for(send(), 10)
+        assert time.monotonic() - began < 5
+        assert len(sends) == 2  # the refused batch was not queued
+
+
+@contextlib.asynccontextmanager
+async def _queued_behind_a_held_batch(
+    c: FakeCluster, transactional_id: str, queue_timeout_s: float, **producer: Any
+) -> AsyncIterator[tuple[Callable[[], Awaitable[None]], list[asyncio.Future[object]]]]:
+    """A transactional producer whose first batch to out[0] is held by the cluster and
+    whose second is queued behind it; yields a call that sends one more, and the send
+    futures handed over so far."""
     from aiokafka import AIOKafkaProducer
 
     from eosflow import _aiokafka as ak
     from eosflow import _produce
-    from eosflow._errors import TransientError
 
-    c = cluster
     c.create_topic("out", 1)
-    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="queued")
+    p = AIOKafkaProducer(
+        bootstrap_servers=c.bootstrap_servers, transactional_id=transactional_id, **producer
+    )
     await p.start()
     rule = c.intercept("Produce", hold=True, times=None)
+    part, sends = ak.Partitioner(p), list[asyncio.Future[object]]()
+    out = [eosflow.Output("out", b"v", partition=0)]
+
+    async def send() -> None:
+        await _produce.send_all(p, part, out, sends, 5.0, queue_timeout_s)
+
     try:
         await p.begin_transaction()
-        part, sends = ak.Partitioner(p), []
-        out = [eosflow.Output("out", b"v", partition=0)]
-        await _produce.send_all(p, part, out, sends, 5.0, 0.5)  # in flight, held
+        await send()  # in flight, held
         await rule.matched()
-        await _produce.send_all(p, part, out, sends, 5.0, 0.5)  # queued behind it
-        began = time.monotonic()
-        with pytest.raises(TransientError, match=r"out\[0\] waited 0.5 s behind"):
-            await asyncio.wait_for(_produce.send_all(p, part, out, sends, 5.0, 0.5), 10)
-        assert time.monotonic() - began < 5
-        assert len(sends) == 2  # the refused batch was not queued
+        await send()  # queued behind it
+        yield send, sends
     finally:
         rule.release()
         c.remove_fault(rule)
