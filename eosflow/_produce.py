@@ -10,18 +10,18 @@ Hand-built batches skip ``send``'s checks, so they are made here, each a ``Fatal
 naming the output (retrying cannot help): an output over the producer's max request
 size, a partition its topic lacks, an output topic that has no metadata within
 ``metadata_timeout_s`` (it does not exist and auto-creation is off), a value or key that
-is not bytes.
+is not bytes. A refusal by the producer or the broker is raised as eosflow's error
+(``TransientError`` or ``_aiokafka.Fenced``) for the caller to decide; the send futures
+of batches already handed over are in ``sends`` either way. This module knows nothing
+of sessions or transactions. ``flush`` waits, bounded, for what was handed over.
 
 Handing a batch over waits while the partition's previous batch is still queued (aiokafka
 keeps one queued batch per partition). aiokafka bounds that wait by its request timeout,
 40 s, which eosflow does not shorten (it also bounds every request): a broker that stops
-answering, or refuses each new login, would hold the transaction that long. So each
-hand-over is bounded by ``queue_timeout_s`` (the session passes the transaction timeout:
-a transaction held longer is aborted by the broker anyway); past it, a ``TransientError``
-dooms the transaction. A refusal by the producer or the broker is raised as eosflow's error
-(``TransientError`` or ``_aiokafka.Fenced``) for the caller to decide; the send futures
-of batches already handed over are in ``sends`` either way. This module knows nothing
-of sessions or transactions. ``flush`` waits, bounded, for what was handed over.
+answering, or refuses each new login, would hold the transaction that long. So one
+call's hand-overs share one bound, ``queue_timeout_s`` (the session passes what is left
+of the transaction timeout since the transaction began: a transaction held longer is
+aborted by the broker anyway); past it, a ``TransientError`` dooms the transaction.
 """
 
 from __future__ import annotations
@@ -48,8 +48,9 @@ async def send_all(
     queue_timeout_s: float,
 ) -> None:
     """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
-    batch to ``sends``; each hand-over waits at most ``queue_timeout_s``."""
+    batch to ``sends``; the hand-overs wait at most ``queue_timeout_s`` in all."""
     max_bytes = ak.max_request_bytes(producer)
+    until = asyncio.get_running_loop().time() + queue_timeout_s
     open_: dict[tuple[str, int], ak.Batch] = {}
     with ak.mapped("producing outputs", "WRITE"):
         for o in outputs:
@@ -71,7 +72,7 @@ async def send_all(
                 # full: send it. An empty batch takes any record; should that ever change,
                 # stop rather than drop the record.
                 full = batch.builder(full=True)
-                sends.append(await _hand_over(producer, full, topic, partition, queue_timeout_s))
+                sends.append(await _hand_over(producer, full, topic, partition, until))
                 batch = open_[(topic, partition)] = ak.Batch(producer)
                 try:
                     meta = batch.append(o.key, o.value, headers)
@@ -86,7 +87,7 @@ async def send_all(
                 )
         for (topic, partition), batch in open_.items():
             last = batch.builder(full=False)
-            sends.append(await _hand_over(producer, last, topic, partition, queue_timeout_s))
+            sends.append(await _hand_over(producer, last, topic, partition, until))
 
 
 def _not_bytes(o: Output, exc: TypeError) -> FatalError:
@@ -97,17 +98,18 @@ def _not_bytes(o: Output, exc: TypeError) -> FatalError:
 
 
 async def _hand_over(
-    producer: AIOKafkaProducer, batch: Any, topic: str, partition: int, timeout_s: float
+    producer: AIOKafkaProducer, batch: Any, topic: str, partition: int, until: float
 ) -> asyncio.Future[object]:
-    """``producer.send_batch``, waiting at most ``timeout_s`` for the partition's queue
-    (a cancelled wait leaves nothing queued: the batch is appended only once there is
-    room, with no await after it)."""
+    """``producer.send_batch``, waiting for the partition's queue until ``until`` (the
+    event loop's clock). A cancelled wait leaves nothing queued: the batch is appended
+    only once there is room, with no await after it."""
     try:
-        async with asyncio.timeout(timeout_s):
+        async with asyncio.timeout_at(until):
             return await producer.send_batch(batch, topic, partition=partition)  # type: ignore[no-any-return]
     except TimeoutError:
         raise TimeoutError(
-            f"a batch for {topic}[{partition}] waited {timeout_s:g} s behind an unacknowledged one"
+            f"a batch for {topic}[{partition}] was not queued within the transaction's "
+            "time: it waited behind an unacknowledged one"
         ) from None
 
 
@@ -186,17 +188,18 @@ async def send_to_partition(
     """Hand ``records`` (key, value) to ``producer`` as batches for one partition, in
     order, appending each batch's future to ``sends``. Returns the last batch's future
     and how many records it holds: once it resolves, the last record's offset is its
-    base offset plus that count minus one (a changelog's position record is last). Each
-    hand-over waits at most ``queue_timeout_s``."""
+    base offset plus that count minus one (a changelog's position record is last). The
+    hand-overs wait at most ``queue_timeout_s`` in all."""
     assert records, "nothing to send"
     max_bytes = ak.max_request_bytes(producer)
+    until = asyncio.get_running_loop().time() + queue_timeout_s
     with ak.mapped("producing changelog records", "WRITE"):
         batch = ak.Batch(producer)
         for key, value in records:
             meta = batch.append(key, value, _NO_HEADERS)
             if meta is None:  # full: send it, start the next
                 full = batch.builder(full=True)
-                sends.append(await _hand_over(producer, full, topic, partition, queue_timeout_s))
+                sends.append(await _hand_over(producer, full, topic, partition, until))
                 batch = ak.Batch(producer)
                 meta = batch.append(key, value, _NO_HEADERS)
                 if meta is None:
