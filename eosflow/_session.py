@@ -275,7 +275,7 @@ class TransactSession:
                 outputs,
                 txn.sends,
                 self._step_timeout_s,
-                self._txn_time_left_s(txn),
+                txn.time_left_s(self.config.transaction_timeout_s),
             )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
@@ -390,7 +390,10 @@ class TransactSession:
         the transaction is aborted, so nothing stays open on the broker)."""
         try:
             await self.stores.send(
-                self.producer, txn.consumed, txn.sends, self._txn_time_left_s(txn)
+                self.producer,
+                txn.consumed,
+                txn.sends,
+                txn.time_left_s(self.config.transaction_timeout_s),
             )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
@@ -398,11 +401,6 @@ class TransactSession:
         except FatalError as exc:  # e.g. a value too large, WRITE refused: abort, then stop
             txn.refused, txn.fatal = True, exc
             txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce failed: {exc}")
-
-    def _txn_time_left_s(self, txn: Transaction) -> float:
-        """What is left of the transaction timeout since ``txn`` began: how long its
-        outputs may wait to be queued (``_produce``) before it is doomed."""
-        return max(0.0, txn.started + self.config.transaction_timeout_s - time.monotonic())
 
     @property
     def _step_timeout_s(self) -> float:

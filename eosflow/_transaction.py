@@ -101,6 +101,11 @@ class Transaction:
         if self.doomed is None:
             self.doomed = Abort(reason, detail)
 
+    def time_left_s(self, timeout_s: float) -> float:
+        """What is left of ``timeout_s`` (the transaction timeout) since it began: how
+        long its outputs may still wait to be queued (``_produce``) before it is doomed."""
+        return max(0.0, self.started + timeout_s - time.monotonic())
+
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
         """Time one step of ``end`` (one of ``PHASES``), whatever its outcome."""
