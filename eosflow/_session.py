@@ -114,7 +114,7 @@ class TransactSession:
         with ak.mapped("ApiVersions"):
             self.caps = await ak.capabilities(self._producer)
         caps, cfg = self.caps, self.config
-        log.info("broker capabilities: %s (KIP-447 %s, KIP-360 %s)", caps, caps.kip447, caps.kip360)
+        log.info("broker capabilities: %s", caps.describe())
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         self._consumer = ak.consumer_for(cfg, self._revoked, self._assigned, self._failed)

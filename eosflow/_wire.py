@@ -2,8 +2,9 @@
 
 aiokafka ships only v0 of the transaction APIs and OffsetFetch up to v3. eosflow needs
 TxnOffsetCommit v3 (KIP-447 fencing by generation), OffsetFetch v7 (RequireStable) and
-InitProducerId v3/v4 (KIP-360 epoch bump), and the test cluster must decode every version
-it advertises. Rather than write a second codec, the versions are declared here the way
+InitProducerId v3/v4 (KIP-360 epoch bump) and ApiVersions v3 (the cluster's finalized
+features, KIP-584: whether KIP-848 and transactions v2 are on), and the test cluster must
+decode every version it advertises. Rather than write a second codec, the versions are declared here the way
 Kafka's own JSON message specs declare them -- a field list with version ranges -- and
 turned into aiokafka ``RequestStruct``/``Response`` classes built from aiokafka's public
 protocol types. Flexible versions (KIP-482) get compact strings/arrays and tagged fields
@@ -16,9 +17,10 @@ from __future__ import annotations
 
 import types
 from dataclasses import dataclass
+from io import BytesIO
 from typing import Any
 
-from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.api import Request, RequestStruct, Response, ResponseHeader_v0
 from aiokafka.protocol.types import (
     Array,
     Boolean,
@@ -33,9 +35,18 @@ from aiokafka.protocol.types import (
     Schema,
     String,
     TaggedFields,
+    UnsignedVarInt32,
 )
 
-__all__ = ["SPECS", "Field", "MessageSpec", "SpecRequest", "spec_classes", "to_values"]
+__all__ = [
+    "API_VERSIONS",
+    "SPECS",
+    "Field",
+    "MessageSpec",
+    "SpecRequest",
+    "spec_classes",
+    "to_values",
+]
 
 _SCALARS: dict[str, Any] = {
     "int8": Int8,
@@ -121,17 +132,18 @@ def spec_classes(spec: MessageSpec, version: int) -> tuple[type[RequestStruct], 
             "SCHEMA": _schema(spec.response, version, flexible),
         },
     )
-    req_cls = type(
-        f"{spec.name}Request_v{version}",
-        (RequestStruct,),
-        {
-            "API_KEY": spec.api_key,
-            "API_VERSION": version,
-            "FLEXIBLE_VERSION": flexible,
-            "RESPONSE_TYPE": resp_cls,
-            "SCHEMA": _schema(spec.request, version, flexible),
-        },
-    )
+    attrs: dict[str, Any] = {
+        "API_KEY": spec.api_key,
+        "API_VERSION": version,
+        "FLEXIBLE_VERSION": flexible,
+        "RESPONSE_TYPE": resp_cls,
+        "SCHEMA": _schema(spec.request, version, flexible),
+    }
+    if spec.api_key == API_VERSIONS_KEY:
+        # a flexible ApiVersions request (header v2) is answered with response header v0:
+        # a client that cannot parse the body must still read the correlation id
+        attrs["parse_response_header"] = lambda self, buf: ResponseHeader_v0.decode(buf)
+    req_cls = type(f"{spec.name}Request_v{version}", (RequestStruct,), attrs)
     _CLASS_CACHE[key] = (req_cls, resp_cls)
     return req_cls, resp_cls
 
@@ -392,9 +404,58 @@ LIST_OFFSETS = MessageSpec(
     ),
 )
 
+API_VERSIONS_KEY = 18
+
+API_VERSIONS = MessageSpec(
+    api_key=API_VERSIONS_KEY,
+    name="ApiVersions",
+    versions=(0, 3),
+    flexible_from=3,
+    request=(
+        _f("client_software_name", "string", since=3),
+        _f("client_software_version", "string", since=3),
+    ),
+    response=(
+        _f("error_code", "int16"),
+        _f(
+            "api_versions",
+            (_f("api_key", "int16"), _f("min_version", "int16"), _f("max_version", "int16")),
+        ),
+        _f("throttle_time_ms", "int32", since=1),
+    ),
+)
+"""ApiVersions. From v3 (KIP-511; Kafka 2.4+) the answer's tagged fields carry the
+cluster's features (KIP-584): tag 0 SupportedFeatures, 1 FinalizedFeaturesEpoch, 2
+FinalizedFeatures (``finalized_features`` reads it) -- e.g. ``group.version`` 1 where
+the consumer group protocol (KIP-848) is enabled, ``transaction.version`` 2 where
+transactions v2 (KIP-890) are."""
+
+FINALIZED_FEATURES_TAG = 2
+
+
+def finalized_features(tags: dict[int, bytes]) -> dict[str, int]:
+    """The finalized features (name -> max version level) in an ApiVersions v3+ answer's
+    tagged fields: a compact array of (name, max level, min level, tags). None there
+    (an older broker, or none finalized): an empty dict."""
+    raw = tags.get(FINALIZED_FEATURES_TAG)
+    if not raw:
+        return {}
+    buf = BytesIO(raw)
+    out: dict[str, int] = {}
+    for _ in range(UnsignedVarInt32.decode(buf) - 1):
+        name = CompactString("utf-8").decode(buf)
+        max_level = Int16.decode(buf)
+        Int16.decode(buf)  # min level
+        TaggedFields.decode(buf)
+        if name is not None:
+            out[name] = max_level
+    return out
+
+
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
+        API_VERSIONS,
         TXN_OFFSET_COMMIT,
         OFFSET_FETCH,
         INIT_PRODUCER_ID,

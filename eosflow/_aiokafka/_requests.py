@@ -15,7 +15,6 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
-from aiokafka.protocol.admin import ApiVersionRequest
 
 from .. import _wire
 from .._errors import TransientError
@@ -45,11 +44,16 @@ _COORD = ConnectionGroup.COORDINATION
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What the broker speaks, from its ApiVersions answer."""
+    """What the broker speaks, from its ApiVersions answer: the highest version of each
+    API eosflow's choices depend on (-1: none), and the cluster's finalized features
+    (KIP-584; v3+ answers only, else none)."""
 
     txn_offset_commit: int
     offset_fetch: int
     init_producer_id: int
+    end_txn: int = -1
+    consumer_group_heartbeat: int = -1
+    features: tuple[tuple[str, int], ...] = ()
 
     @property
     def kip447(self) -> bool:
@@ -59,13 +63,58 @@ class Capabilities:
     def kip360(self) -> bool:
         return self.init_producer_id >= 3
 
+    def feature(self, name: str) -> int:
+        """The finalized max level of feature ``name``; 0 when not finalized."""
+        return dict(self.features).get(name, 0)
+
+    @property
+    def kip848(self) -> bool:
+        """The consumer group protocol: ConsumerGroupHeartbeat (API 68) is served and
+        the cluster finalized ``group.version`` >= 1 (a 4.x cluster can turn it off)."""
+        return self.consumer_group_heartbeat >= 0 and self.feature("group.version") >= 1
+
+    @property
+    def txn_v2(self) -> bool:
+        """Transactions v2 (KIP-890 part 2): ``transaction.version`` >= 2 finalized and
+        EndTxn v5, whose answer carries the bumped producer epoch."""
+        return self.feature("transaction.version") >= 2 and self.end_txn >= 5
+
+    def describe(self) -> str:
+        """One line for the log and the tests: what was found."""
+        yes = {True: "yes", False: "no"}
+        return (
+            f"KIP-447 {yes[self.kip447]}, KIP-360 {yes[self.kip360]}, "
+            f"KIP-848 {yes[self.kip848]}, transactions v2 {yes[self.txn_v2]} "
+            f"(TxnOffsetCommit v{self.txn_offset_commit}, OffsetFetch v{self.offset_fetch}, "
+            f"InitProducerId v{self.init_producer_id}, EndTxn v{self.end_txn}, "
+            f"ConsumerGroupHeartbeat v{self.consumer_group_heartbeat}; features "
+            + (", ".join(f"{n}={v}" for n, v in self.features) or "none")
+            + ")"
+        )
+
+
+_CLIENT = {"client_software_name": "eosflow", "client_software_version": "0"}
+
 
 async def capabilities(producer: AIOKafkaProducer) -> Capabilities:
+    """ApiVersions at the newest version both sides have (v3+ from Kafka 2.4 on carries
+    the finalized features), asked of any broker."""
     client = producer.client
     node = client.get_random_node()
-    resp = await client.send(node, ApiVersionRequest())
-    top = {key: hi for key, _lo, hi in resp.api_versions}
-    return Capabilities(top.get(28, -1), top.get(9, -1), top.get(22, -1))
+    resp = await client.send(node, _wire.SpecRequest.of(_wire.API_VERSIONS, _CLIENT))
+    if resp.error_code:
+        raise map_error(error_for(resp.error_code), "ApiVersions")
+    top = {key: hi for key, _lo, hi, *_tags in resp.api_versions}
+    tags = getattr(resp, "tags", None) or {}
+    features = tuple(sorted(_wire.finalized_features(tags).items()))
+    return Capabilities(
+        top.get(28, -1),
+        top.get(9, -1),
+        top.get(22, -1),
+        end_txn=top.get(26, -1),
+        consumer_group_heartbeat=top.get(68, -1),
+        features=features,
+    )
 
 
 async def forced_heartbeat(

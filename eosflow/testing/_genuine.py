@@ -89,6 +89,7 @@ class GenuineKafka:
         start_timeout_s: float = 180.0,
         config: Mapping[str, str] | None = None,
         secured: bool = False,
+        features: Mapping[str, int] | None = None,
     ) -> None:
         self.version, self.brokers = version, brokers
         self.secured = secured  # TLS/SASL/mTLS listeners and ACLs (_genuine_security)
@@ -97,6 +98,10 @@ class GenuineKafka:
         self.auto_create_topics, self.default_partitions = auto_create_topics, default_partitions
         self.heap_mb, self.start_timeout_s = heap_mb, start_timeout_s
         self.config = dict(config or {})
+        # KRaft only: feature levels set when the storage is formatted (StorageTool
+        # --feature, Kafka 3.8+), e.g. {"group.version": 0, "transaction.version": 0} for
+        # a 4.x cluster with neither the consumer group protocol nor transactions v2
+        self.features = dict(features or {})
         self.zookeeper = uses_zookeeper(version)
         self.started_in_s = 0.0  # from the jars at hand to every broker answering
         self._dir: Path | None = None
@@ -279,6 +284,8 @@ class GenuineKafka:
             if self.secured:
                 user = f"SCRAM-SHA-512=[name={SCRAM_USER},password={self.scram_password}]"
                 args += ("--add-scram", user)
+            for name, level in sorted(self.features.items()):
+                args += ("--feature", f"{name}={level}")
             cmd = self._java("kafka.tools.StorageTool", *args, heap_mb=256, level="WARN")
             started.append((node, procs.spawn(cmd, node.log, node.home)))
         for node, proc in started:

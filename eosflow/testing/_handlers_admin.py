@@ -20,7 +20,9 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
     """The (key, min, max) of every API with a handler, as the profile allows (``PROFILES``);
     profile "4.0" advertises Produce from v0 yet accepts v3+ (``ADVERTISED_FLOORS``), as Kafka
     4.x does (KAFKA-18659). An ApiVersions version the cluster does not accept never gets here:
-    ``_cluster`` answers it UNSUPPORTED_VERSION with the v0 list. Versions: v0-1."""
+    ``_cluster`` answers it UNSUPPORTED_VERSION with the v0 list. Versions: v0-3 (v3, KIP-511,
+    is flexible yet answered with response header v0, as Kafka does; its tagged fields
+    finalize no feature: the test cluster models neither KIP-848 nor transactions v2)."""
     return {
         "error_code": 0,
         "api_versions": [

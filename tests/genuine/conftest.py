@@ -39,8 +39,9 @@ async def genuine(
     *,
     secured: bool = False,
     config: dict[str, str] | None = None,
+    features: dict[str, int] | None = None,
 ) -> AsyncIterator[GenuineKafka]:
-    kafka = GenuineKafka(version, brokers, secured=secured, config=config)
+    kafka = GenuineKafka(version, brokers, secured=secured, config=config, features=features)
     try:
         await kafka.start()
     except GenuineUnavailable as exc:

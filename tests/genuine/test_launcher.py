@@ -164,6 +164,7 @@ async def test_old_broker_lacks_kip447_and_kip360() -> None:
         finally:
             await p.stop()
         assert not caps.kip447 and not caps.kip360
+        assert not caps.kip848 and not caps.txn_v2 and caps.features == ()
         await _create(k.bootstrap_servers, "old", 1, 1)
         await _transactions(k.bootstrap_servers, "old", "old-tx", "o")
         assert await _values(k.bootstrap_servers, "old") == [b"o-c0", b"o-c1"]
@@ -212,3 +213,36 @@ async def test_module_main_prints_bootstrap_and_stops_on_sigterm() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def _caps(bootstrap_servers: str) -> _aiokafka.Capabilities:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await p.start()
+    try:
+        return await _aiokafka.capabilities(p)
+    finally:
+        await p.stop()
+
+
+@pytest.mark.parametrize(
+    ("features", "kip848", "txn_v2"),
+    [
+        (None, True, True),  # a fresh 4.x cluster finalizes both
+        ({"group.version": 0, "transaction.version": 0}, False, False),
+        ({"transaction.version": 1}, True, False),
+    ],
+)
+async def test_kafka_4_protocols_are_detected_from_finalized_features(
+    features: dict[str, int] | None, kip848: bool, txn_v2: bool
+) -> None:
+    """KIP-848 and transactions v2 are read from the features an ApiVersions v3 answer
+    finalizes, not from the API list: a 4.4 broker formatted with group.version 0 still
+    advertises ConsumerGroupHeartbeat v1, and one with transaction.version 0 EndTxn v5
+    (both seen here). The 2.4.1 broker, with neither, is test_old_broker_lacks_kip447..."""
+    if version().split(".")[0] < "4":
+        pytest.skip(f"the features are Kafka 4's; this run's broker is {version()}")
+    async with genuine(version(), features=features) as k:
+        caps = await _caps(k.bootstrap_servers)
+    assert (caps.kip848, caps.txn_v2) == (kip848, txn_v2), caps.describe()
+    assert caps.kip447 and caps.kip360
+    assert caps.consumer_group_heartbeat >= 1 and caps.end_txn >= 5, caps.describe()

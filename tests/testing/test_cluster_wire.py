@@ -45,6 +45,9 @@ async def test_profiles_shape_what_the_client_detects(
         finally:
             await p.stop()
     assert (caps.kip447, caps.kip360) == (kip447, kip360)
+    # ApiVersions v3 was answered (header v0, then the body and its tags): the test
+    # cluster finalizes no feature, as it models neither KIP-848 nor transactions v2 yet
+    assert caps.features == () and not caps.kip848 and not caps.txn_v2
 
 
 async def test_kip896_floors_in_the_40_profile() -> None:
