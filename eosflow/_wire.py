@@ -1,13 +1,13 @@
 """Kafka request/response versions that aiokafka 0.14 does not define.
 
 aiokafka ships only v0 of the transaction APIs and OffsetFetch up to v3. eosflow needs
-TxnOffsetCommit v3 (KIP-447 fencing by generation), OffsetFetch v7 (RequireStable) and
+TxnOffsetCommit v3 (KIP-447 fencing by generation), OffsetFetch v7 (RequireStable),
 InitProducerId v3/v4 (KIP-360 epoch bump) and ApiVersions v3 (the cluster's finalized
 features, KIP-584: whether KIP-848 and transactions v2 are on), and the test cluster must
-decode every version it advertises. Rather than write a second codec, the versions are declared here the way
-Kafka's own JSON message specs declare them -- a field list with version ranges -- and
-turned into aiokafka ``RequestStruct``/``Response`` classes built from aiokafka's public
-protocol types. Flexible versions (KIP-482) get compact strings/arrays and tagged fields
+decode every version it advertises. Rather than write a second codec, the versions are
+declared here the way Kafka's own JSON message specs declare them -- a field list with
+version ranges -- and turned into aiokafka ``RequestStruct``/``Response`` classes built
+from aiokafka's public protocol types. Flexible versions (KIP-482) get compact strings/arrays and tagged fields
 automatically.
 
 This module only *declares* structures; sending them is the adapter's job (``_aiokafka``).
