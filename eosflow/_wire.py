@@ -7,8 +7,8 @@ features, KIP-584: whether KIP-848 and transactions v2 are on), and the test clu
 decode every version it advertises. Rather than write a second codec, the versions are
 declared here the way Kafka's own JSON message specs declare them -- a field list with
 version ranges -- and turned into aiokafka ``RequestStruct``/``Response`` classes built
-from aiokafka's public protocol types. Flexible versions (KIP-482) get compact strings/arrays and tagged fields
-automatically.
+from aiokafka's public protocol types. Flexible versions (KIP-482) get compact
+strings/arrays and tagged fields automatically.
 
 This module only *declares* structures; sending them is the adapter's job (``_aiokafka``).
 """
