@@ -210,8 +210,6 @@ async def send_to_partition(
                     f"producer's max request size ({max_bytes}): the store's value is too large"
                 )
         count = batch.count
-        last = await _hand_over(
-            producer, batch.builder(full=False), topic, partition, queue_timeout_s
-        )
+        last = await _hand_over(producer, batch.builder(full=False), topic, partition, until)
         sends.append(last)
     return last, count
