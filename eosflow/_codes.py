@@ -52,6 +52,10 @@ FENCED_INSTANCE_ID = 82
 INVALID_RECORD = 87
 UNSTABLE_OFFSET_COMMIT = 88
 PRODUCER_FENCED = 90
+FENCED_MEMBER_EPOCH = 110  # KIP-848: an epoch the member no longer has
+UNRELEASED_INSTANCE_ID = 111
+UNSUPPORTED_ASSIGNOR = 112
+STALE_MEMBER_EPOCH = 113  # KIP-848: an offset commit with a past epoch
 TRANSACTION_ABORTABLE = 120
 
 _NAMES = {v: k for k, v in globals().items() if k.isupper() and isinstance(v, int)}

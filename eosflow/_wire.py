@@ -10,12 +10,15 @@ version ranges -- and turned into aiokafka ``RequestStruct``/``Response`` classe
 from aiokafka's public protocol types. Flexible versions (KIP-482) get compact
 strings/arrays and tagged fields automatically.
 
-This module only *declares* structures; sending them is the adapter's job (``_aiokafka``).
+This module holds the machinery; the declarations themselves are in ``_specs``. Sending
+them is the adapter's job (``_aiokafka``).
 """
 
 from __future__ import annotations
 
 import types
+import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
@@ -39,11 +42,10 @@ from aiokafka.protocol.types import (
 )
 
 __all__ = [
-    "API_VERSIONS",
-    "SPECS",
     "Field",
     "MessageSpec",
     "SpecRequest",
+    "finalized_features",
     "spec_classes",
     "to_values",
 ]
@@ -57,20 +59,69 @@ _SCALARS: dict[str, Any] = {
 }
 
 
+class Uuid:
+    """Kafka's ``uuid`` (16 bytes), as ``uuid.UUID``; the all-zero one is Kafka's null."""
+
+    @staticmethod
+    def encode(value: uuid.UUID | None) -> bytes:
+        return (value or _ZERO_UUID).bytes
+
+    @staticmethod
+    def decode(data: BytesIO) -> uuid.UUID:
+        raw = data.read(16)
+        if len(raw) != 16:
+            raise ValueError("Buffer underrun decoding a uuid")
+        return uuid.UUID(bytes=raw)
+
+    @staticmethod
+    def repr(value: object) -> str:
+        return str(value)
+
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+class NullableStruct:
+    """One nested struct that may be null (flexible versions: an int8 marker, -1 for
+    null, then the struct)."""
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+
+    def encode(self, value: Sequence[Any] | None) -> bytes:
+        marker: bytes = Int8.encode(-1 if value is None else 1)
+        return marker if value is None else marker + bytes(self.schema.encode(value))
+
+    def decode(self, data: BytesIO) -> tuple[Any, ...] | None:
+        if Int8.decode(data) < 0:
+            return None
+        return tuple(self.schema.decode(data))
+
+    def repr(self, value: Any) -> str:
+        return "NULL" if value is None else self.schema.repr(value)
+
+
+@dataclass(frozen=True)
+class One:
+    """A field type: one nested struct of ``fields``, nullable (``NullableStruct``)."""
+
+    fields: tuple[Field, ...]
+
+
 @dataclass(frozen=True)
 class Field:
     """One field of a message spec: ``type`` is a scalar name, ``string``, ``bytes``,
     ``[]int32``-style scalar arrays, or a tuple of sub-fields for an array of structs."""
 
     name: str
-    type: str | tuple[Field, ...]
+    type: str | tuple[Field, ...] | One
     versions: tuple[int, int] = (0, 99)
 
     def present(self, version: int) -> bool:
         return self.versions[0] <= version <= self.versions[1]
 
 
-def _f(name: str, type_: str | tuple[Field, ...], since: int = 0, until: int = 99) -> Field:
+def _f(name: str, type_: str | tuple[Field, ...] | One, since: int = 0, until: int = 99) -> Field:
     return Field(name, type_, (since, until))
 
 
@@ -85,7 +136,9 @@ def _schema(fields: tuple[Field, ...], version: int, flexible: bool) -> Schema:
     return Schema(*parts)
 
 
-def _type(type_: str | tuple[Field, ...], version: int, flexible: bool) -> Any:
+def _type(type_: str | tuple[Field, ...] | One, version: int, flexible: bool) -> Any:
+    if isinstance(type_, One):
+        return NullableStruct(_schema(type_.fields, version, flexible))
     if isinstance(type_, tuple):
         inner = _schema(type_, version, flexible)
         return CompactArray(inner) if flexible else Array(inner)
@@ -96,6 +149,8 @@ def _type(type_: str | tuple[Field, ...], version: int, flexible: bool) -> Any:
         return CompactString("utf-8") if flexible else String("utf-8")
     if type_ == "bytes":
         return CompactBytes if flexible else Bytes
+    if type_ == "uuid":
+        return Uuid
     return _SCALARS[type_]
 
 
@@ -148,287 +203,9 @@ def spec_classes(spec: MessageSpec, version: int) -> tuple[type[RequestStruct], 
     return req_cls, resp_cls
 
 
-# --- The specs (field names follow aiokafka's snake_case habit) -------------------------
-
-_OFFSET_COMMIT_PARTITION_RESP = (_f("partition_index", "int32"), _f("error_code", "int16"))
-
-TXN_OFFSET_COMMIT = MessageSpec(
-    api_key=28,
-    name="TxnOffsetCommit",
-    versions=(0, 3),
-    flexible_from=3,
-    request=(
-        _f("transactional_id", "string"),
-        _f("group_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("generation_id", "int32", since=3),
-        _f("member_id", "string", since=3),
-        _f("group_instance_id", "string", since=3),
-        _f(
-            "topics",
-            (
-                _f("name", "string"),
-                _f(
-                    "partitions",
-                    (
-                        _f("partition_index", "int32"),
-                        _f("committed_offset", "int64"),
-                        _f("committed_leader_epoch", "int32", since=2),
-                        _f("committed_metadata", "string"),
-                    ),
-                ),
-            ),
-        ),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32"),
-        _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_COMMIT_PARTITION_RESP))),
-    ),
-)
-
-OFFSET_FETCH = MessageSpec(
-    api_key=9,
-    name="OffsetFetch",
-    versions=(1, 7),
-    flexible_from=6,
-    request=(
-        _f("group_id", "string"),
-        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
-        _f("require_stable", "bool", since=7),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32", since=3),
-        _f(
-            "topics",
-            (
-                _f("name", "string"),
-                _f(
-                    "partitions",
-                    (
-                        _f("partition_index", "int32"),
-                        _f("committed_offset", "int64"),
-                        _f("committed_leader_epoch", "int32", since=5),
-                        _f("metadata", "string"),
-                        _f("error_code", "int16"),
-                    ),
-                ),
-            ),
-        ),
-        _f("error_code", "int16", since=2),
-    ),
-)
-
-INIT_PRODUCER_ID = MessageSpec(
-    api_key=22,
-    name="InitProducerId",
-    versions=(0, 4),
-    flexible_from=2,
-    request=(
-        _f("transactional_id", "string"),
-        _f("transaction_timeout_ms", "int32"),
-        _f("producer_id", "int64", since=3),
-        _f("producer_epoch", "int16", since=3),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32"),
-        _f("error_code", "int16"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-    ),
-)
-
-HEARTBEAT = MessageSpec(
-    api_key=12,
-    name="Heartbeat",
-    versions=(0, 4),
-    flexible_from=4,
-    request=(
-        _f("group_id", "string"),
-        _f("generation_id", "int32"),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=3),
-    ),
-    response=(_f("throttle_time_ms", "int32", since=1), _f("error_code", "int16")),
-)
-
-_TXN_SIMPLE_RESP = (_f("throttle_time_ms", "int32"), _f("error_code", "int16"))
-
-END_TXN = MessageSpec(
-    api_key=26,
-    name="EndTxn",
-    versions=(0, 2),
-    flexible_from=3,
-    request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("transaction_result", "bool"),
-    ),
-    response=_TXN_SIMPLE_RESP,
-)
-
-ADD_OFFSETS_TO_TXN = MessageSpec(
-    api_key=25,
-    name="AddOffsetsToTxn",
-    versions=(0, 2),
-    flexible_from=3,
-    request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("group_id", "string"),
-    ),
-    response=_TXN_SIMPLE_RESP,
-)
-
-ADD_PARTITIONS_TO_TXN = MessageSpec(
-    api_key=24,
-    name="AddPartitionsToTxn",
-    versions=(0, 2),
-    flexible_from=3,
-    request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("topics", (_f("name", "string"), _f("partitions", "[]int32"))),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32"),
-        _f(
-            "results",
-            (
-                _f("name", "string"),
-                _f("results", (_f("partition_index", "int32"), _f("error_code", "int16"))),
-            ),
-        ),
-    ),
-)
-
-# JoinGroup and SyncGroup keep aiokafka's field names, so the test cluster's handlers read
-# every version alike; aiokafka itself defines only some of these versions.
-JOIN_GROUP = MessageSpec(
-    api_key=11,
-    name="JoinGroup",
-    versions=(0, 5),
-    flexible_from=6,
-    request=(
-        _f("group", "string"),
-        _f("session_timeout", "int32"),
-        _f("rebalance_timeout", "int32", since=1),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=5),
-        _f("protocol_type", "string"),
-        _f("group_protocols", (_f("protocol_name", "string"), _f("protocol_metadata", "bytes"))),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32", since=2),
-        _f("error_code", "int16"),
-        _f("generation_id", "int32"),
-        _f("group_protocol", "string"),
-        _f("leader_id", "string"),
-        _f("member_id", "string"),
-        _f(
-            "members",
-            (
-                _f("member_id", "string"),
-                _f("group_instance_id", "string", since=5),
-                _f("member_metadata", "bytes"),
-            ),
-        ),
-    ),
-)
-
-SYNC_GROUP = MessageSpec(
-    api_key=14,
-    name="SyncGroup",
-    versions=(0, 3),
-    flexible_from=4,
-    request=(
-        _f("group", "string"),
-        _f("generation_id", "int32"),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=3),
-        _f("group_assignment", (_f("member_id", "string"), _f("member_metadata", "bytes"))),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32", since=1),
-        _f("error_code", "int16"),
-        _f("member_assignment", "bytes"),
-    ),
-)
-
-# aiokafka's own ListOffsets v4/v5 classes declare current_leader_epoch as int64 (Kafka's
-# spec: int32); aiokafka never sends them, but other clients (librdkafka) do.
-LIST_OFFSETS = MessageSpec(
-    api_key=2,
-    name="ListOffsets",
-    versions=(1, 5),
-    flexible_from=6,
-    request=(
-        _f("replica_id", "int32"),
-        _f("isolation_level", "int8", since=2),
-        _f(
-            "topics",
-            (
-                _f("topic", "string"),
-                _f(
-                    "partitions",
-                    (
-                        _f("partition", "int32"),
-                        _f("current_leader_epoch", "int32", since=4),
-                        _f("timestamp", "int64"),
-                    ),
-                ),
-            ),
-        ),
-    ),
-    response=(
-        _f("throttle_time_ms", "int32", since=2),
-        _f(
-            "topics",
-            (
-                _f("topic", "string"),
-                _f(
-                    "partitions",
-                    (
-                        _f("partition", "int32"),
-                        _f("error_code", "int16"),
-                        _f("timestamp", "int64"),
-                        _f("offset", "int64"),
-                        _f("leader_epoch", "int32", since=4),
-                    ),
-                ),
-            ),
-        ),
-    ),
-)
+# --- ApiVersions' features (KIP-584) ---------------------------------------------------
 
 API_VERSIONS_KEY = 18
-
-API_VERSIONS = MessageSpec(
-    api_key=API_VERSIONS_KEY,
-    name="ApiVersions",
-    versions=(0, 3),
-    flexible_from=3,
-    request=(
-        _f("client_software_name", "string", since=3),
-        _f("client_software_version", "string", since=3),
-    ),
-    response=(
-        _f("error_code", "int16"),
-        _f(
-            "api_versions",
-            (_f("api_key", "int16"), _f("min_version", "int16"), _f("max_version", "int16")),
-        ),
-        _f("throttle_time_ms", "int32", since=1),
-    ),
-)
-"""ApiVersions. From v3 (KIP-511; Kafka 2.4+) the answer's tagged fields carry the
-cluster's features (KIP-584): tag 0 SupportedFeatures, 1 FinalizedFeaturesEpoch, 2
-FinalizedFeatures (``finalized_features`` reads it) -- e.g. ``group.version`` 1 where
-the consumer group protocol (KIP-848) is enabled, ``transaction.version`` 2 where
-transactions v2 (KIP-890) are."""
 
 FINALIZED_FEATURES_TAG = 2
 
@@ -452,26 +229,6 @@ def finalized_features(tags: dict[int, bytes]) -> dict[str, int]:
     return out
 
 
-SPECS: dict[int, MessageSpec] = {
-    s.api_key: s
-    for s in (
-        API_VERSIONS,
-        TXN_OFFSET_COMMIT,
-        OFFSET_FETCH,
-        INIT_PRODUCER_ID,
-        HEARTBEAT,
-        END_TXN,
-        ADD_OFFSETS_TO_TXN,
-        ADD_PARTITIONS_TO_TXN,
-        JOIN_GROUP,
-        SYNC_GROUP,
-        LIST_OFFSETS,
-    )
-}
-"""The specs eosflow declares itself, by API key. They take precedence over aiokafka's
-classes in the test cluster, so one declaration serves the client side and the server side."""
-
-
 # --- dicts to structs ------------------------------------------------------------------
 
 _MISSING = object()
@@ -488,6 +245,8 @@ def to_values(schema: Schema, obj: dict[str, Any]) -> list[Any]:
 
 
 def _convert(typ: Any, val: Any) -> Any:
+    if isinstance(typ, NullableStruct):
+        return None if val is _MISSING or val is None else tuple(to_values(typ.schema, val))
     if isinstance(typ, Schema):
         return tuple(to_values(typ, val if val is not _MISSING else {}))
     if isinstance(typ, Array):  # CompactArray is an Array too

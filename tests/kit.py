@@ -13,6 +13,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import eosflow
 from eosflow import _codes as codes
+from eosflow import _specs
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 
@@ -154,7 +155,6 @@ class RawGroup:
         rebalance_ms: int = 10000,
     ) -> dict[str, object]:
         """JoinGroup v5, answering MEMBER_ID_REQUIRED once as clients do."""
-        from eosflow import _wire
 
         body: dict[str, object] = {
             "group": self.group,
@@ -165,10 +165,10 @@ class RawGroup:
             "protocol_type": "consumer",
             "group_protocols": [{"protocol_name": "range", "protocol_metadata": b""}],
         }
-        resp = await self._send(_wire.JOIN_GROUP, body)
+        resp = await self._send(_specs.JOIN_GROUP, body)
         if resp["error_code"] == codes.MEMBER_ID_REQUIRED:
             body["member_id"] = resp["member_id"]
-            resp = await self._send(_wire.JOIN_GROUP, body)
+            resp = await self._send(_specs.JOIN_GROUP, body)
         return resp
 
     async def sync(
@@ -178,10 +178,9 @@ class RawGroup:
         instance_id: str | None = None,
         assignments: dict[str, bytes] | None = None,
     ) -> dict[str, object]:
-        from eosflow import _wire
 
         return await self._send(
-            _wire.SYNC_GROUP,
+            _specs.SYNC_GROUP,
             {
                 "group": self.group,
                 "generation_id": generation,
@@ -196,10 +195,9 @@ class RawGroup:
     async def heartbeat(
         self, generation: int, member_id: str, instance_id: str | None = None
     ) -> int:
-        from eosflow import _wire
 
         resp = await self._send(
-            _wire.HEARTBEAT,
+            _specs.HEARTBEAT,
             {
                 "group_id": self.group,
                 "generation_id": generation,

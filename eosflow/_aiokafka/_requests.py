@@ -16,7 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
-from .. import _wire
+from .. import _specs, _wire
 from .._errors import TransientError
 from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator
@@ -101,7 +101,7 @@ async def capabilities(producer: AIOKafkaProducer) -> Capabilities:
     the finalized features), asked of any broker."""
     client = producer.client
     node = client.get_random_node()
-    resp = await client.send(node, _wire.SpecRequest.of(_wire.API_VERSIONS, _CLIENT))
+    resp = await client.send(node, _wire.SpecRequest.of(_specs.API_VERSIONS, _CLIENT))
     if resp.error_code:
         raise map_error(error_for(resp.error_code), "ApiVersions")
     top = {key: hi for key, _lo, hi, *_tags in resp.api_versions}
@@ -130,7 +130,7 @@ async def forced_heartbeat(
     if current.coordinator_id is None or ident.generation < 0:
         return UNKNOWN_MEMBER_ID  # not in the group as far as we know
     req = _wire.SpecRequest.of(
-        _wire.HEARTBEAT,
+        _specs.HEARTBEAT,
         {
             "group_id": group_id,
             "generation_id": ident.generation,
@@ -161,7 +161,7 @@ async def commit_offsets_in_txn(
     txn_id = transactional_id
     pid, epoch = producer_identity(producer)
     add = _wire.SpecRequest.of(
-        _wire.ADD_OFFSETS_TO_TXN,
+        _specs.ADD_OFFSETS_TO_TXN,
         {
             "transactional_id": txn_id,
             "producer_id": pid,
@@ -200,7 +200,7 @@ async def commit_offsets_in_txn(
             member_id=ident.member_id,
             group_instance_id=ident.instance_id,
         )
-    commit = _wire.SpecRequest.of(_wire.TXN_OFFSET_COMMIT, body)
+    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body)
 
     def first_error(resp: Any) -> int:
         for topic in resp.to_object()["topics"]:
@@ -243,7 +243,7 @@ async def fetch_committed(
         "require_stable": require_stable,
         "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
     }
-    req = _wire.SpecRequest.of(_wire.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
+    req = _wire.SpecRequest.of(_specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
     step = "OffsetFetch"
     deadline = time.monotonic() + timeout_s
     backoff = _Backoff()
@@ -297,7 +297,7 @@ async def reinit_producer_id(
     client = producer.client
     pid, epoch = producer_identity(producer)
     req = _wire.SpecRequest.of(
-        _wire.INIT_PRODUCER_ID,
+        _specs.INIT_PRODUCER_ID,
         {
             "transactional_id": transactional_id,
             "transaction_timeout_ms": int(transaction_timeout_s * 1000),

@@ -21,7 +21,7 @@ from aiokafka.protocol.struct import Struct
 from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
 from .. import _codes as E
-from .. import _wire
+from .. import _specs, _wire
 
 _MODULES = (
     "admin",
@@ -54,7 +54,7 @@ def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
                 suffix = cls.__name__.rpartition("_v")[2]
                 version = int(suffix) if suffix.isdigit() else cls.API_VERSION
                 reg[(cls.API_KEY, version)] = (cls, _response(cls.RESPONSE_TYPE, version))
-    for spec in _wire.SPECS.values():
+    for spec in _specs.SPECS.values():
         for v in range(spec.versions[0], spec.versions[1] + 1):
             reg[(spec.api_key, v)] = _wire.spec_classes(spec, v)
     return reg

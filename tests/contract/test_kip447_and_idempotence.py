@@ -15,7 +15,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
-from eosflow import _wire
+from eosflow import _specs, _wire
 from eosflow._codes import (
     COORDINATOR_LOAD_IN_PROGRESS,
     ILLEGAL_GENERATION,
@@ -134,7 +134,7 @@ async def test_idempotent_retry_is_deduplicated_and_gap_rejected(eosflow_broker:
         client = p.client
         node = client.get_random_node()
         init = _wire.SpecRequest.of(
-            _wire.INIT_PRODUCER_ID,
+            _specs.INIT_PRODUCER_ID,
             {
                 "transactional_id": None,
                 "transaction_timeout_ms": 60000,

@@ -23,7 +23,7 @@ from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow import _codes as E
-from eosflow import _wire
+from eosflow import _specs, _wire
 from eosflow.testing._ladder import Broker
 
 
@@ -71,7 +71,7 @@ class _AllOffsetsV7(Request[Any]):
         return request_struct_class(self.group, None, self.require_stable, {})
 
 
-_AllOffsetsV7._CLASSES = (_wire.spec_classes(_wire.OFFSET_FETCH, 7)[0],)  # type: ignore[assignment]
+_AllOffsetsV7._CLASSES = (_wire.spec_classes(_specs.OFFSET_FETCH, 7)[0],)  # type: ignore[assignment]
 
 
 async def _all_offsets(

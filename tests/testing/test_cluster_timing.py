@@ -13,7 +13,7 @@ from kit import RawGroup, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow import _codes as codes
-from eosflow import _wire
+from eosflow import _specs, _wire
 from eosflow.testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings
 
 
@@ -34,7 +34,7 @@ async def test_next_transaction_waits_while_markers_are_written() -> None:
                 await p.send("t", b"a", partition=0)
             pid, epoch = ak.producer_identity(p)
             add = _wire.SpecRequest.of(
-                _wire.ADD_PARTITIONS_TO_TXN,
+                _specs.ADD_PARTITIONS_TO_TXN,
                 {
                     "transactional_id": "cc",
                     "producer_id": pid,

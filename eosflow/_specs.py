@@ -1,0 +1,344 @@
+"""The request versions eosflow declares itself (``_wire`` builds them): what aiokafka
+0.14 lacks -- the KIP-447 commit, stable offset fetches, the KIP-360 re-initialisation,
+ApiVersions v3 with the cluster's features, the consumer group protocol (KIP-848) -- and
+what the test cluster must decode at every version it advertises. Field names follow
+aiokafka's snake_case habit; versions and nullability follow Kafka's JSON message specs
+(``clients/src/main/resources/common/message``)."""
+
+from __future__ import annotations
+
+from ._wire import API_VERSIONS_KEY, MessageSpec, One, _f
+
+_OFFSET_COMMIT_PARTITION_RESP = (_f("partition_index", "int32"), _f("error_code", "int16"))
+
+TXN_OFFSET_COMMIT = MessageSpec(
+    api_key=28,
+    name="TxnOffsetCommit",
+    versions=(0, 3),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("group_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("generation_id", "int32", since=3),
+        _f("member_id", "string", since=3),
+        _f("group_instance_id", "string", since=3),
+        _f(
+            "topics",
+            (
+                _f("name", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition_index", "int32"),
+                        _f("committed_offset", "int64"),
+                        _f("committed_leader_epoch", "int32", since=2),
+                        _f("committed_metadata", "string"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_COMMIT_PARTITION_RESP))),
+    ),
+)
+
+OFFSET_FETCH = MessageSpec(
+    api_key=9,
+    name="OffsetFetch",
+    versions=(1, 7),
+    flexible_from=6,
+    request=(
+        _f("group_id", "string"),
+        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
+        _f("require_stable", "bool", since=7),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=3),
+        _f(
+            "topics",
+            (
+                _f("name", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition_index", "int32"),
+                        _f("committed_offset", "int64"),
+                        _f("committed_leader_epoch", "int32", since=5),
+                        _f("metadata", "string"),
+                        _f("error_code", "int16"),
+                    ),
+                ),
+            ),
+        ),
+        _f("error_code", "int16", since=2),
+    ),
+)
+
+INIT_PRODUCER_ID = MessageSpec(
+    api_key=22,
+    name="InitProducerId",
+    versions=(0, 4),
+    flexible_from=2,
+    request=(
+        _f("transactional_id", "string"),
+        _f("transaction_timeout_ms", "int32"),
+        _f("producer_id", "int64", since=3),
+        _f("producer_epoch", "int16", since=3),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("error_code", "int16"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+    ),
+)
+
+HEARTBEAT = MessageSpec(
+    api_key=12,
+    name="Heartbeat",
+    versions=(0, 4),
+    flexible_from=4,
+    request=(
+        _f("group_id", "string"),
+        _f("generation_id", "int32"),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=3),
+    ),
+    response=(_f("throttle_time_ms", "int32", since=1), _f("error_code", "int16")),
+)
+
+_TXN_SIMPLE_RESP = (_f("throttle_time_ms", "int32"), _f("error_code", "int16"))
+
+END_TXN = MessageSpec(
+    api_key=26,
+    name="EndTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("transaction_result", "bool"),
+    ),
+    response=_TXN_SIMPLE_RESP,
+)
+
+ADD_OFFSETS_TO_TXN = MessageSpec(
+    api_key=25,
+    name="AddOffsetsToTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("group_id", "string"),
+    ),
+    response=_TXN_SIMPLE_RESP,
+)
+
+ADD_PARTITIONS_TO_TXN = MessageSpec(
+    api_key=24,
+    name="AddPartitionsToTxn",
+    versions=(0, 2),
+    flexible_from=3,
+    request=(
+        _f("transactional_id", "string"),
+        _f("producer_id", "int64"),
+        _f("producer_epoch", "int16"),
+        _f("topics", (_f("name", "string"), _f("partitions", "[]int32"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f(
+            "results",
+            (
+                _f("name", "string"),
+                _f("results", (_f("partition_index", "int32"), _f("error_code", "int16"))),
+            ),
+        ),
+    ),
+)
+
+# JoinGroup and SyncGroup keep aiokafka's field names, so the test cluster's handlers read
+# every version alike; aiokafka itself defines only some of these versions.
+JOIN_GROUP = MessageSpec(
+    api_key=11,
+    name="JoinGroup",
+    versions=(0, 5),
+    flexible_from=6,
+    request=(
+        _f("group", "string"),
+        _f("session_timeout", "int32"),
+        _f("rebalance_timeout", "int32", since=1),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=5),
+        _f("protocol_type", "string"),
+        _f("group_protocols", (_f("protocol_name", "string"), _f("protocol_metadata", "bytes"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=2),
+        _f("error_code", "int16"),
+        _f("generation_id", "int32"),
+        _f("group_protocol", "string"),
+        _f("leader_id", "string"),
+        _f("member_id", "string"),
+        _f(
+            "members",
+            (
+                _f("member_id", "string"),
+                _f("group_instance_id", "string", since=5),
+                _f("member_metadata", "bytes"),
+            ),
+        ),
+    ),
+)
+
+SYNC_GROUP = MessageSpec(
+    api_key=14,
+    name="SyncGroup",
+    versions=(0, 3),
+    flexible_from=4,
+    request=(
+        _f("group", "string"),
+        _f("generation_id", "int32"),
+        _f("member_id", "string"),
+        _f("group_instance_id", "string", since=3),
+        _f("group_assignment", (_f("member_id", "string"), _f("member_metadata", "bytes"))),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=1),
+        _f("error_code", "int16"),
+        _f("member_assignment", "bytes"),
+    ),
+)
+
+# aiokafka's own ListOffsets v4/v5 classes declare current_leader_epoch as int64 (Kafka's
+# spec: int32); aiokafka never sends them, but other clients (librdkafka) do.
+LIST_OFFSETS = MessageSpec(
+    api_key=2,
+    name="ListOffsets",
+    versions=(1, 5),
+    flexible_from=6,
+    request=(
+        _f("replica_id", "int32"),
+        _f("isolation_level", "int8", since=2),
+        _f(
+            "topics",
+            (
+                _f("topic", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition", "int32"),
+                        _f("current_leader_epoch", "int32", since=4),
+                        _f("timestamp", "int64"),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=2),
+        _f(
+            "topics",
+            (
+                _f("topic", "string"),
+                _f(
+                    "partitions",
+                    (
+                        _f("partition", "int32"),
+                        _f("error_code", "int16"),
+                        _f("timestamp", "int64"),
+                        _f("offset", "int64"),
+                        _f("leader_epoch", "int32", since=4),
+                    ),
+                ),
+            ),
+        ),
+    ),
+)
+
+API_VERSIONS = MessageSpec(
+    api_key=API_VERSIONS_KEY,
+    name="ApiVersions",
+    versions=(0, 3),
+    flexible_from=3,
+    request=(
+        _f("client_software_name", "string", since=3),
+        _f("client_software_version", "string", since=3),
+    ),
+    response=(
+        _f("error_code", "int16"),
+        _f(
+            "api_versions",
+            (_f("api_key", "int16"), _f("min_version", "int16"), _f("max_version", "int16")),
+        ),
+        _f("throttle_time_ms", "int32", since=1),
+    ),
+)
+"""ApiVersions. From v3 (KIP-511; Kafka 2.4+) the answer's tagged fields carry the
+cluster's features (KIP-584): tag 0 SupportedFeatures, 1 FinalizedFeaturesEpoch, 2
+FinalizedFeatures (``finalized_features`` reads it) -- e.g. ``group.version`` 1 where
+the consumer group protocol (KIP-848) is enabled, ``transaction.version`` 2 where
+transactions v2 (KIP-890) are."""
+
+_CGH_TOPIC_PARTITIONS = (_f("topic_id", "uuid"), _f("partitions", "[]int32"))
+
+CONSUMER_GROUP_HEARTBEAT = MessageSpec(
+    api_key=68,
+    name="ConsumerGroupHeartbeat",
+    versions=(0, 1),
+    flexible_from=0,
+    request=(
+        _f("group_id", "string"),
+        _f("member_id", "string"),
+        _f("member_epoch", "int32"),
+        _f("instance_id", "string"),
+        _f("rack_id", "string"),
+        _f("rebalance_timeout_ms", "int32"),
+        _f("subscribed_topic_names", "[]string"),
+        _f("subscribed_topic_regex", "string", since=1),
+        _f("server_assignor", "string"),
+        _f("topic_partitions", _CGH_TOPIC_PARTITIONS),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f("error_code", "int16"),
+        _f("error_message", "string"),
+        _f("member_id", "string"),
+        _f("member_epoch", "int32"),
+        _f("heartbeat_interval_ms", "int32"),
+        _f("assignment", One((_f("topic_partitions", _CGH_TOPIC_PARTITIONS),))),
+    ),
+)
+"""The consumer group protocol's one request (KIP-848; Kafka 4.0+ where ``group.version``
+>= 1). Epoch 0 joins, -1 leaves, -2 leaves a static member that will rejoin. From v1
+(KIP-1082) the member makes its own member id (a UUID). ``topic_partitions`` in the
+request are the partitions the member owns (acknowledging a revocation by leaving them
+out); the answer's ``assignment`` (null when unchanged) is the target, by topic id.
+Nullable strings and arrays are sent in full on every heartbeat, which Kafka accepts."""
+
+SPECS: dict[int, MessageSpec] = {
+    s.api_key: s
+    for s in (
+        API_VERSIONS,
+        CONSUMER_GROUP_HEARTBEAT,
+        TXN_OFFSET_COMMIT,
+        OFFSET_FETCH,
+        INIT_PRODUCER_ID,
+        HEARTBEAT,
+        END_TXN,
+        ADD_OFFSETS_TO_TXN,
+        ADD_PARTITIONS_TO_TXN,
+        JOIN_GROUP,
+        SYNC_GROUP,
+        LIST_OFFSETS,
+    )
+}
+"""The specs eosflow declares itself, by API key. They take precedence over aiokafka's
+classes in the test cluster, so one declaration serves the client side and the server side."""
