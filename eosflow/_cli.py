@@ -2,8 +2,11 @@
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT end the open transaction, leave the
 group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config
-(including a processor that cannot be imported or built). An error that is not eosflow's
-counts as fatal too: one line, its traceback only at ``--log-level debug``.
+(including a processor that cannot be imported or built), 3 when the transactional id was
+fenced (``ProducerFencedError``: a newer instance owns it, or -- on a cluster without
+KIP-360, which cannot tell the two apart -- this instance's transaction timed out while it
+was paused). An error that is not eosflow's counts as fatal too: one line, its traceback
+only at ``--log-level debug``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic.fields import FieldInfo
 
 from ._app import EosApp
 from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
-from ._errors import ConfigError, EosflowError, FatalError
+from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
 from ._logs import JsonLines
 from ._logs import configure as configure_logs
 from ._processor import Processor
@@ -38,6 +41,8 @@ LOG_FORMATS = ["text", "json"]
 _ALIASES = {"input_topics": ("--input-topic",)}
 
 T = TypeVar("T")
+
+EXIT_FENCED = 3
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,7 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exc.__cause__ is not None:  # what the error boundary mapped, for debugging
             log.debug("cause of the fatal error", exc_info=exc)
         _last_word(args, f"eosflow: fatal: {_one_line(exc)}")
-        return 1
+        # fenced has its own code: a supervisor may restart it (on a cluster without
+        # KIP-360 a paused instance whose transaction timed out is fenced too) or not
+        return EXIT_FENCED if isinstance(exc, ProducerFencedError) else 1
     except KeyboardInterrupt:
         return 130
 

@@ -219,9 +219,8 @@ class RawGroup:
         return int(resp.topics[0][1][0][1])
 
 
-async def broker_has_kip447(bootstrap: str) -> bool:
-    """Whether the broker speaks KIP-447 (TxnOffsetCommit v3 and OffsetFetch v7), from
-    its ApiVersions answer."""
+async def broker_versions(bootstrap: str) -> dict[int, int]:
+    """The newest version of each API key the broker speaks, from its ApiVersions answer."""
     from aiokafka.client import AIOKafkaClient
     from aiokafka.protocol.admin import ApiVersionRequest
 
@@ -231,8 +230,18 @@ async def broker_has_kip447(bootstrap: str) -> bool:
         resp = await client.send(client.get_random_node(), ApiVersionRequest())
     finally:
         await client.close()
-    top = {key: hi for key, _lo, hi in resp.api_versions}
+    return {key: hi for key, _lo, hi in resp.api_versions}
+
+
+async def broker_has_kip447(bootstrap: str) -> bool:
+    """Whether the broker speaks KIP-447 (TxnOffsetCommit v3 and OffsetFetch v7)."""
+    top = await broker_versions(bootstrap)
     return top.get(28, -1) >= 3 and top.get(9, -1) >= 7
+
+
+async def broker_has_kip360(bootstrap: str) -> bool:
+    """Whether the broker re-initialises a producer's epoch (InitProducerId v3, KIP-360)."""
+    return (await broker_versions(bootstrap)).get(22, -1) >= 3
 
 
 class RawConn:

@@ -138,7 +138,7 @@ async def test_exactly_once_under_broker_and_instance_chaos(
             # 2. an instance: SIGKILL, restart
             a = rng.randrange(INSTANCES)
             await at(0.2, f"SIGKILL+restart instance {a}")
-            await fleet.kill_and_restart(a)
+            await fleet.kill_and_restart(a, events)
 
             # 3. a zombie: an instance SIGSTOPped past its session timeout
             z = rng.choice([i for i in range(INSTANCES) if i != a])
@@ -160,7 +160,7 @@ async def test_exactly_once_under_broker_and_instance_chaos(
             # 5. an instance: SIGKILL, restart
             b = rng.randrange(INSTANCES)
             await at(0.5, f"SIGKILL+restart instance {b}")
-            await fleet.kill_and_restart(b)
+            await fleet.kill_and_restart(b, events)
 
             await until_committed(fleet, IN_PARTS, RECORDS, 240, events)
             events.append(f"{time.monotonic() - began:.1f}s all committed")
