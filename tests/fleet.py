@@ -103,7 +103,7 @@ class Fleet:
                 continue
             assert proc.returncode is None, f"instance {i} died ({proc.returncode}); {events}"
 
-    def exit_allowed(self, code: int) -> bool:
+    def exit_allowed(self, code: int | None) -> bool:
         return self.restart_fenced and code == EXIT_FENCED
 
     async def stop_all(self) -> list[int | None]:
