@@ -287,6 +287,61 @@ FinalizedFeatures (``finalized_features`` reads it) -- e.g. ``group.version`` 1 
 the consumer group protocol (KIP-848) is enabled, ``transaction.version`` 2 where
 transactions v2 (KIP-890) are."""
 
+METADATA = MessageSpec(
+    api_key=3,
+    name="Metadata",
+    versions=(0, 12),
+    flexible_from=9,
+    request=(
+        # v0: an empty list asks for every topic; v1+: null does
+        _f("topics", (_f("topic_id", "uuid", since=10), _f("name", "string"))),
+        _f("allow_auto_topic_creation", "bool", since=4),
+        _f("include_cluster_authorized_operations", "bool", since=8, until=10),
+        _f("include_topic_authorized_operations", "bool", since=8),
+    ),
+    response=(
+        _f("throttle_time_ms", "int32", since=3),
+        _f(
+            "brokers",
+            (
+                _f("node_id", "int32"),
+                _f("host", "string"),
+                _f("port", "int32"),
+                _f("rack", "string", since=1),
+            ),
+        ),
+        _f("cluster_id", "string", since=2),
+        _f("controller_id", "int32", since=1),
+        _f(
+            "topics",
+            (
+                _f("error_code", "int16"),
+                _f("topic", "string"),  # nullable from v12 (a topic asked for by id)
+                _f("topic_id", "uuid", since=10),
+                _f("is_internal", "bool", since=1),
+                _f(
+                    "partitions",
+                    (
+                        _f("error_code", "int16"),
+                        _f("partition", "int32"),
+                        _f("leader", "int32"),
+                        _f("leader_epoch", "int32", since=7),
+                        _f("replicas", "[]int32"),
+                        _f("isr", "[]int32"),
+                        _f("offline_replicas", "[]int32", since=5),
+                    ),
+                ),
+                _f("topic_authorized_operations", "int32", since=8),
+            ),
+        ),
+        _f("cluster_authorized_operations", "int32", since=8, until=10),
+    ),
+)
+"""Metadata, declared for the topic ids (v10+, Kafka 2.8+) that the consumer group protocol
+assigns partitions by. The field names of v0-5 are aiokafka's (``topic``, ``partition``,
+``leader``, ``replicas``, ``isr``), so one handler reads both; a v0-9 request's topic list is
+a list of names on the wire, decoded here as ``{"name": ...}`` structs."""
+
 _CGH_TOPIC_PARTITIONS = (_f("topic_id", "uuid"), _f("partitions", "[]int32"))
 
 CONSUMER_GROUP_HEARTBEAT = MessageSpec(
@@ -321,12 +376,13 @@ CONSUMER_GROUP_HEARTBEAT = MessageSpec(
 (KIP-1082) the member makes its own member id (a UUID). ``topic_partitions`` in the
 request are the partitions the member owns (acknowledging a revocation by leaving them
 out); the answer's ``assignment`` (null when unchanged) is the target, by topic id.
-Nullable strings and arrays are sent in full on every heartbeat, which Kafka accepts."""
+A field given as None is sent null ("unchanged"); one left out of the body is sent empty."""
 
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
         API_VERSIONS,
+        METADATA,
         CONSUMER_GROUP_HEARTBEAT,
         TXN_OFFSET_COMMIT,
         OFFSET_FETCH,

@@ -229,6 +229,22 @@ def finalized_features(tags: dict[int, bytes]) -> dict[str, int]:
     return out
 
 
+def features_tags(finalized: dict[str, int], epoch: int = 1) -> dict[int, bytes]:
+    """The tagged fields of an ApiVersions v3+ answer that finalize ``finalized`` (name ->
+    level, each at min level 1) at ``epoch``, ready for aiokafka's ``TaggedFields.encode``,
+    which writes each value as given: so each is length-prefixed here. For the test
+    cluster; tag 0 (the supported features) is left out, as eosflow reads only tag 2."""
+    body = UnsignedVarInt32.encode(len(finalized) + 1)
+    for name, level in finalized.items():
+        body += CompactString("utf-8").encode(name) + Int16.encode(level) + Int16.encode(1)
+        body += UnsignedVarInt32.encode(0)  # no tags
+    epoch_raw = Int64.encode(epoch)
+    return {
+        FINALIZED_FEATURES_TAG - 1: UnsignedVarInt32.encode(len(epoch_raw)) + epoch_raw,
+        FINALIZED_FEATURES_TAG: UnsignedVarInt32.encode(len(body)) + body,
+    }
+
+
 # --- dicts to structs ------------------------------------------------------------------
 
 _MISSING = object()
@@ -236,8 +252,9 @@ _MISSING = object()
 
 def to_values(schema: Schema, obj: dict[str, Any]) -> list[Any]:
     """The positional values of ``schema`` taken from a (nested) dict: fields the dict
-    lacks get neutral defaults (0, False, None, empty array, no tags); keys the schema
-    lacks are ignored. This is what lets one dict serve every version of a message."""
+    lacks get neutral defaults (0, False, None, empty array, no tags); an array given as
+    None is null; keys the schema lacks are ignored. This is what lets one dict serve
+    every version of a message."""
     return [
         _convert(typ, obj.get(name, _MISSING))
         for name, typ in zip(schema.names, schema.fields, strict=True)
@@ -250,8 +267,10 @@ def _convert(typ: Any, val: Any) -> Any:
     if isinstance(typ, Schema):
         return tuple(to_values(typ, val if val is not _MISSING else {}))
     if isinstance(typ, Array):  # CompactArray is an Array too
-        if val is _MISSING or val is None:
+        if val is _MISSING:
             return []
+        if val is None:
+            return None  # Kafka's null array (where the spec lets it be null)
         inner = typ.array_of
         if isinstance(inner, Schema):
             return [tuple(to_values(inner, item)) for item in val]

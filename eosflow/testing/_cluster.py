@@ -24,6 +24,7 @@ from .. import _codes as E
 from . import _codec
 from ._faults import FaultRule, error_body
 from ._groups import GroupCoordinator, GroupSettings
+from ._groups_consumer import ConsumerGroups
 from ._handlers import HANDLERS
 from ._log import PartitionLog
 from ._sasl import ClusterSecurity, SaslConnection
@@ -38,15 +39,20 @@ _MAX_FRAME = 100 * 1024 * 1024
 # 4.0.0-4.4.0 advertise them (CreateTopics v2, DeleteTopics v1, DescribeConfigs v1 ...).
 # The highest versions are the cluster's own (what _codec decodes), lower than Kafka's on
 # purpose; within them the ranges are Kafka's (checked against 2.4.1 and 4.4.0 by
-# tests/contract/test_broker_answers.py).
+# tests/contract/test_broker_answers.py). A cap below the floor leaves the API out:
+# ConsumerGroupHeartbeat (68) is Kafka 4's.
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
-    "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4}),
-    "2.5": ({}, {22: 3, 26: 1, 25: 1, 24: 1}),
+    "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 68: -1}),
+    "2.5": ({}, {22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1}),
     "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
 # Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0
 # (for old librdkafka clients, KAFKA-18659) but closes the connection of a v0-v2 request.
 ADVERTISED_FLOORS: dict[str, dict[int, int]] = {"4.0": {0: 0}}
+# The features each profile finalizes (ApiVersions v3+, KIP-584): "4.0" the consumer group
+# protocol (group.version 1, ``_groups_consumer``); transactions v2 is not modelled, so
+# transaction.version stays unset (genuine 4.4.0 finalizes 2 by default).
+PROFILE_FEATURES: dict[str, dict[str, int]] = {"4.0": {"group.version": 1}}
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,9 @@ class ClusterSettings:
     producer_ids_load_s: float = 0.05
     # TLS and SASL on the listener (``_sasl``); None: PLAINTEXT
     security: ClusterSecurity | None = None
+    # the finalized features (name -> level); None: the profile's (``PROFILE_FEATURES``).
+    # {"group.version": 0} turns the consumer group protocol off, as on genuine Kafka 4.x.
+    features: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.profile not in PROFILES:
@@ -104,8 +113,15 @@ class FakeCluster:
         self.auto_create_topics = self.settings.auto_create_topics
         self.default_partitions = self.settings.default_partitions
         self.topics: dict[str, list[PartitionLog]] = {}
+        self.topic_ids: dict[str, uuid.UUID] = {}  # a new id each time a name is created
         self.topic_configs: dict[str, dict[str, str]] = {}  # set by CreateTopics
         self.groups = GroupCoordinator(self.settings.groups)
+        self.consumer_groups = ConsumerGroups(
+            self.groups,
+            lambda: {name: len(parts) for name, parts in self.topics.items()},
+            self.settings.groups.consumer_session_timeout_s,
+            self.settings.groups.consumer_heartbeat_interval_s,
+        )
         self.txns = TxnCoordinator(self.settings.txns, self.groups, self.log)
         self.faults: list[FaultRule] = []
         self._server: asyncio.Server | None = None
@@ -188,6 +204,11 @@ class FakeCluster:
             raise ValueError("a topic needs at least one partition")
         if name not in self.topics:
             self.topics[name] = [PartitionLog() for _ in range(partitions)]
+            self.topic_ids[name] = uuid.uuid4()
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The name of the topic that has ``topic_id`` now (None: deleted or never made)."""
+        return next((n for n, i in self.topic_ids.items() if i == topic_id), None)
 
     def log(self, tp: tuple[str, int]) -> PartitionLog | None:
         parts = self.topics.get(tp[0])
@@ -221,6 +242,12 @@ class FakeCluster:
 
     # --- versions ---------------------------------------------------------------------
 
+    @property
+    def features(self) -> dict[str, int]:
+        """The finalized features, as ApiVersions v3+ answers them."""
+        given = self.settings.features
+        return dict(PROFILE_FEATURES.get(self.settings.profile, {}) if given is None else given)
+
     def api_versions(self) -> list[tuple[int, int, int]]:
         """(api key, min, max) as advertised in ApiVersions."""
         advertised = ADVERTISED_FLOORS.get(self.settings.profile, {})
@@ -232,7 +259,8 @@ class FakeCluster:
             impl = _codec.implemented_versions(key)
             lo = max(impl[0], self._floors.get(key, 0))
             hi = min(impl[-1], self._caps.get(key, impl[-1]))
-            out.append((key, lo, hi))
+            if hi >= lo:  # a cap below the floor: the profile lacks the API
+                out.append((key, lo, hi))
         return out
 
     def _accepts(self, api_key: int, version: int) -> bool:
@@ -286,6 +314,8 @@ class FakeCluster:
             await asyncio.sleep(self.settings.session_check_interval_s)
             for mid in self.groups.expire_sessions():
                 log.info("evicted member %s: session timed out", mid)
+            for mid in self.consumer_groups.expire():
+                log.info("removed member %s: its session or revocation timed out", mid)
 
     async def _txn_sweeper(self) -> None:
         while True:

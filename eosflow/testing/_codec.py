@@ -98,6 +98,7 @@ API_NAMES = {
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
     36: "SaslAuthenticate",
+    68: "ConsumerGroupHeartbeat",
 }
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 
@@ -174,6 +175,8 @@ def decode_request(data: bytes) -> Frame:
 # Kafka's generated readers throw for a non-nullable field serialized as null.
 NULLABLE_FROM = {
     (9, "topics"): 2,  # OffsetFetch: null asks for every partition with a committed offset
+    (3, "topics"): 1,  # Metadata: null asks for every topic
+    (68, "topic_partitions"): 0,  # ConsumerGroupHeartbeat: null, owned partitions unchanged
 }
 
 

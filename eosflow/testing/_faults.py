@@ -82,10 +82,10 @@ def error_body(
 ) -> dict[str, Any]:
     """A response of the frame's API that carries ``code`` wherever the schema has an
     error code, mirroring the request's topics and partitions so the client can map it.
-    Metadata is the exception: its topics are names, and it lists the ``brokers``; each
-    named topic carries the error and no partitions."""
+    Metadata is the exception: it lists the ``brokers``, and each topic named carries the
+    error and no partitions."""
     if frame.api_key == _METADATA:
-        names = frame.body.get("topics") or []
+        names = [t["name"] for t in frame.body.get("topics") or []]
         return {
             "brokers": brokers or [],
             "controller_id": -1,

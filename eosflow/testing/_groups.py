@@ -20,9 +20,12 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _codes as E
+
+if TYPE_CHECKING:
+    from ._groups_consumer import ConsumerGroupState
 
 Partition = tuple[str, int]  # (topic, partition), as eosflow._transaction.Partition
 
@@ -77,6 +80,8 @@ class Group:
     # transaction token -> offsets that transaction committed but has not completed
     pending_txn: dict[int, dict[Partition, tuple[int, str | None]]] = field(default_factory=dict)
     rebalance_timer: asyncio.TimerHandle | None = None
+    # the consumer protocol's membership (KIP-848, ``_groups_consumer``); None: classic
+    modern: ConsumerGroupState | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,9 @@ class GroupSettings:
     min_session_timeout_s: float = 6.0
     max_session_timeout_s: float = 1800.0
     initial_rebalance_delay_s: float = 0.0
+    # the consumer protocol's (KIP-848): set by the broker, not the member
+    consumer_session_timeout_s: float = 45.0
+    consumer_heartbeat_interval_s: float = 5.0
 
 
 class GroupCoordinator:
@@ -95,7 +103,7 @@ class GroupCoordinator:
     def get(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
 
-    def _group(self, group_id: str) -> Group:
+    def group(self, group_id: str) -> Group:
         g = self.groups.get(group_id)
         if g is None:
             g = self.groups[group_id] = Group(group_id)
@@ -121,7 +129,10 @@ class GroupCoordinator:
             raise GroupError(E.INVALID_SESSION_TIMEOUT)
         if member_id and group_id not in self.groups:  # Kafka creates no group for it
             raise GroupError(E.UNKNOWN_MEMBER_ID, member_id)
-        g = self._group(group_id)
+        g = self.group(group_id)
+        if g.modern is not None and g.modern.members:  # no online migration modelled
+            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+        g.modern = None  # an empty group changes protocol with its first member
         if g.members and g.protocol_type not in (None, protocol_type):
             raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
         names = {p for p, _ in protocols}
@@ -292,9 +303,20 @@ class GroupCoordinator:
         self._remove(g, member_id, E.UNKNOWN_MEMBER_ID)
         return E.NONE
 
+    def _check_committer(
+        self, g: Group, member_id: str, instance_id: str | None, generation: int
+    ) -> None:
+        """An offset commit's member check, by the protocol the group is in use with."""
+        if g.modern is not None and g.modern.members:
+            g.modern.check_member(member_id, generation)
+        else:
+            self._check_member(g, member_id, instance_id, generation)
+
     def _check_member(
         self, g: Group, member_id: str, instance_id: str | None, generation: int
     ) -> Member:
+        if g.modern is not None:
+            raise GroupError(E.UNKNOWN_MEMBER_ID)  # a classic request to a consumer group
         if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
             raise GroupError(E.FENCED_INSTANCE_ID)
         m = g.members.get(member_id)
@@ -364,12 +386,13 @@ class GroupCoordinator:
         if g is None:
             if generation >= 0:
                 return E.ILLEGAL_GENERATION
-            g = self._group(group_id)
-        if generation < 0 and not member_id and g.state == EMPTY:
+            g = self.group(group_id)
+        in_use = g.state != EMPTY or (g.modern is not None and bool(g.modern.members))
+        if generation < 0 and not member_id and not in_use:
             g.offsets.update(offsets)
             return E.NONE
         try:
-            self._check_member(g, member_id, instance_id, generation)
+            self._check_committer(g, member_id, instance_id, generation)
         except GroupError as e:
             return e.code
         if g.state in (PREPARING, COMPLETING):
@@ -388,10 +411,10 @@ class GroupCoordinator:
     ) -> int:
         """Stage offsets of transaction ``token``; KIP-447 checks when the request carries
         a generation, member id or instance id (v3), none for the v0-v2 defaults."""
-        g = self._group(group_id)
+        g = self.group(group_id)
         if generation >= 0 or member_id or instance_id is not None:
             try:
-                self._check_member(g, member_id, instance_id, generation)
+                self._check_committer(g, member_id, instance_id, generation)
             except GroupError as e:
                 return e.code
         g.pending_txn.setdefault(token, {}).update(offsets)

@@ -5,9 +5,11 @@ as Kafka; the login itself is ``_sasl``'s)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import TYPE_CHECKING
 
 from .. import _codes as E
+from .. import _wire
 from ._api import Body, handles
 
 if TYPE_CHECKING:
@@ -22,12 +24,15 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
     4.x does (KAFKA-18659). An ApiVersions version the cluster does not accept never gets here:
     ``_cluster`` answers it UNSUPPORTED_VERSION with the v0 list. Versions: v0-3 (v3, KIP-511,
     is flexible yet answered with response header v0, as Kafka does; its tagged fields
-    finalize no feature: the test cluster models neither KIP-848 nor transactions v2)."""
+    carry the finalized features, ``FakeCluster.features``: profile "4.0" group.version 1,
+    the consumer group protocol; a level 0 is not listed, as Kafka leaves it out)."""
+    finalized = {k: v for k, v in c.features.items() if v > 0}
     return {
         "error_code": 0,
         "api_versions": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()
         ],
+        "tags": _wire.features_tags(finalized) if finalized else {},
     }
 
 
@@ -58,15 +63,26 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
     replicas and ISR, at leader epoch 0. Null topics (v0: an empty list) asks for every topic;
     a missing one is created with ``default_partitions`` when the request allows it (v4+;
     older: yes) and the cluster auto-creates topics, else it answers UNKNOWN_TOPIC_OR_PARTITION
-    with no partitions. Versions: v0-5."""
+    with no partitions. From v10 each topic carries its id (a new one each time a name is
+    created); a topic asked for by id alone (v12: null name) that does not exist is
+    UNKNOWN_TOPIC_ID, never created. Versions: v0-12."""
     wanted = f.body.get("topics")
+    asked: list[tuple[str | None, uuid.UUID | None]]
     if wanted is None or (f.version == 0 and not wanted):
-        names = sorted(c.topics)
+        asked = [(n, None) for n in sorted(c.topics)]
     else:
-        names = list(wanted)
+        asked = [(t["name"], t.get("topic_id")) for t in wanted]
     allow_create = f.body.get("allow_auto_topic_creation", True)
-    topics = []
-    for name in names:
+    topics: list[Body] = []
+    for name, topic_id in asked:
+        if name is None and topic_id is not None and topic_id.int:
+            name = c.topic_name(topic_id)
+            if name is None:
+                topics.append(
+                    {"error_code": E.UNKNOWN_TOPIC_ID, "topic": None, "topic_id": topic_id}
+                )
+                continue
+        assert name is not None
         if name not in c.topics and allow_create and c.auto_create_topics:
             c.create_topic(name, c.default_partitions)
         parts = c.topics.get(name)
@@ -84,6 +100,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
             {
                 "error_code": 0,
                 "topic": name,
+                "topic_id": c.topic_ids[name],
                 "is_internal": False,
                 "partitions": [
                     {
@@ -97,6 +114,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
                     }
                     for i in range(len(parts))
                 ],
+                "topic_authorized_operations": -2147483648,
             }
         )
     return {
@@ -104,6 +122,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
         "cluster_id": c.cluster_id,
         "controller_id": c.node_id,
         "topics": topics,
+        "cluster_authorized_operations": -2147483648,
     }
 
 
@@ -142,6 +161,7 @@ async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     topic that does not exist. Versions: v0-3; profile "4.0" v1-3 (KIP-896 floor)."""
     results = []
     for name in f.body["topics"]:
+        c.topic_ids.pop(name, None)
         code = E.NONE if c.topics.pop(name, None) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
         results.append({"topic": name, "error_code": code})
     return {"topic_error_codes": results}

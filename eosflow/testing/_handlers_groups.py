@@ -1,4 +1,5 @@
-"""The group coordinator's APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+"""The group coordinator's APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (the classic
+protocol, ``_groups``), ConsumerGroupHeartbeat (the consumer protocol, ``_groups_consumer``),
 OffsetCommit, OffsetFetch, DescribeGroups, ListGroups."""
 
 from __future__ import annotations
@@ -7,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from .. import _codes as E
 from ._api import Body, by_topic, handles, tp_offsets
-from ._groups import GroupError
+from ._groups import GroupError, Partition
+from ._groups_consumer import Heartbeat
 
 if TYPE_CHECKING:
     from ._cluster import FakeCluster
@@ -88,6 +90,52 @@ async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
     without it; UNKNOWN_MEMBER_ID for a group or member the coordinator does not hold.
     Versions: v0-1."""
     return {"error_code": c.groups.leave(f.body["group"], f.body["member_id"])}
+
+
+@handles("ConsumerGroupHeartbeat")
+async def consumer_group_heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
+    """The consumer group protocol (KIP-848): join (epoch 0), heartbeat, acknowledge a
+    revocation by leaving partitions out of ``topic_partitions``, leave (-1; -2 static);
+    server-side assignment and reconciliation as ``_groups_consumer`` describes. Owned
+    partitions of a topic id that no longer exists are ignored. An error answer carries
+    the code, its name as the message, a null member id and epoch 0; the assignment goes
+    by topic id, only when the request was full or the assignment changed. Not advertised
+    by profiles "2.4" and "2.5". Versions: v0-1 (v1: the member makes its id)."""
+    b = f.body
+    owned: set[Partition] | None = None
+    if b.get("topic_partitions") is not None:
+        owned = set()
+        for t in b["topic_partitions"]:
+            name = c.topic_name(t["topic_id"])
+            if name is not None:
+                owned.update((name, p) for p in t["partitions"])
+    hb = Heartbeat(
+        group_id=b["group_id"],
+        member_id=b["member_id"],
+        epoch=b["member_epoch"],
+        instance_id=b.get("instance_id"),
+        rebalance_timeout_ms=b["rebalance_timeout_ms"],
+        topics=b.get("subscribed_topic_names"),
+        assignor=b.get("server_assignor"),
+        owned=owned,
+        client_id=f.client_id or "",
+        client_host=host,
+    )
+    try:
+        out = c.consumer_groups.heartbeat(hb, f.version)
+    except GroupError as e:
+        return {"error_code": e.code, "error_message": E.name(e.code), "member_id": None}
+    assigned = out.pop("assignment")
+    if assigned is not None:
+        by_topic: dict[str, list[int]] = {}
+        for topic, part in sorted(assigned):
+            by_topic.setdefault(topic, []).append(part)
+        out["assignment"] = {
+            "topic_partitions": [
+                {"topic_id": c.topic_ids[t], "partitions": ps} for t, ps in by_topic.items()
+            ]
+        }
+    return {"error_code": 0, **out}
 
 
 @handles("OffsetCommit")

@@ -31,23 +31,31 @@ def _request(api_key: int, version: int, body: bytes = b"") -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("profile", "kip447", "kip360"),
-    [("2.4", False, False), ("2.5", True, True), ("4.0", True, True)],
+    ("profile", "features", "kip447", "kip360", "kip848"),
+    [
+        ("2.4", None, False, False, False),
+        ("2.5", None, True, True, False),
+        ("4.0", None, True, True, True),
+        ("4.0", {"group.version": 0}, True, True, False),  # as a 4.x broker formatted so
+    ],
 )
 async def test_profiles_shape_what_the_client_detects(
-    profile: str, kip447: bool, kip360: bool
+    profile: str, features: dict[str, int] | None, kip447: bool, kip360: bool, kip848: bool
 ) -> None:
-    async with FakeCluster(ClusterSettings(profile=profile)) as c:
+    async with FakeCluster(ClusterSettings(profile=profile, features=features)) as c:
         p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
         await p.start()
         try:
             caps = await ak.capabilities(p)
         finally:
             await p.stop()
-    assert (caps.kip447, caps.kip360) == (kip447, kip360)
-    # ApiVersions v3 was answered (header v0, then the body and its tags): the test
-    # cluster finalizes no feature, as it models neither KIP-848 nor transactions v2 yet
-    assert caps.features == () and not caps.kip848 and not caps.txn_v2
+    assert (caps.kip447, caps.kip360, caps.kip848) == (kip447, kip360, kip848)
+    # ApiVersions v3 was answered (header v0, then the body and its tags, which carry the
+    # finalized features); transactions v2 is not modelled: never finalized
+    assert not caps.txn_v2
+    assert dict(caps.features) == ({"group.version": 1} if kip848 else {})
+    # the consumer group protocol's API is Kafka 4's: the older profiles lack it
+    assert (caps.consumer_group_heartbeat >= 0) == (profile == "4.0")
 
 
 async def test_kip896_floors_in_the_40_profile() -> None:

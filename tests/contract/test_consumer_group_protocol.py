@@ -1,0 +1,310 @@
+"""The consumer group protocol (KIP-848) as the broker speaks it: eosflow's declaration
+of ConsumerGroupHeartbeat (``_specs.CONSUMER_GROUP_HEARTBEAT``) and Metadata v12 (topic
+ids) against the test cluster (``_groups_consumer``) and genuine Kafka 4.x
+(``EOSFLOW_TEST_BROKER=genuine``); skipped where the broker lacks the protocol (2.4.1).
+
+What eosflow's membership will rest on: assignment by topic id; a partition moves to a
+new member only after its owner acknowledged the revocation, while the owner's other
+partitions stay; the epoch rules (a stale epoch is fenced, the previous one tolerated
+while the member owns no more than it is assigned); leaving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import GroupCoordinatorNotAvailableError
+from kit import RawConn, create_topic
+from test_broker_answers import (
+    ADD_OFFSETS,
+    END_TXN,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    TXN_OFFSET_COMMIT,
+    retried,
+)
+
+from eosflow import _aiokafka as ak
+from eosflow import _codes as E
+from eosflow import _specs, _wire
+from eosflow.testing._ladder import Broker
+
+Owned = dict[uuid.UUID, list[int]]
+
+
+@pytest_asyncio.fixture
+async def client(eosflow_broker: Broker) -> AsyncIterator[Any]:
+    """An aiokafka client on the ladder's broker, which must speak KIP-848."""
+    p = AIOKafkaProducer(bootstrap_servers=eosflow_broker.bootstrap_servers)
+    await p.start()
+    try:
+        caps = await ak.capabilities(p)
+        if not caps.kip848:
+            pytest.skip(f"the broker lacks the consumer group protocol ({caps.describe()})")
+        yield p.client
+    finally:
+        await p.stop()
+
+
+async def _coordinator(client: Any, group: str) -> int:
+    """The group's coordinator; a fresh broker answers COORDINATOR_NOT_AVAILABLE until its
+    offsets topic is ready."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return int(await client.coordinator_lookup(0, group))
+        except GroupCoordinatorNotAvailableError:
+            assert time.monotonic() < deadline, "no group coordinator within 30 s"
+            await asyncio.sleep(0.2)
+
+
+async def _topic_id(client: Any, topic: str) -> uuid.UUID:
+    body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
+    resp = await client.send(client.get_random_node(), _wire.SpecRequest.of(_specs.METADATA, body))
+    ((error, name, topic_id, *_),) = [t for t in resp.topics if t[1] == topic]
+    assert error == 0 and name == topic
+    return uuid.UUID(str(topic_id))
+
+
+@dataclass
+class Member:
+    """One consumer-protocol member driven by hand: ``beat`` sends a full heartbeat with
+    what it owns (None: null, "unchanged") and keeps the epoch and assignment answered."""
+
+    client: Any
+    node: int
+    group: str
+    topic: str
+    member_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    epoch: int = 0
+    assigned: Owned = field(default_factory=dict)
+
+    async def beat(self, owned: Owned | str | None = "assigned", epoch: int | None = None) -> Any:
+        if owned == "assigned":
+            owned = self.assigned
+        body = {
+            "group_id": self.group,
+            "member_id": self.member_id,
+            "member_epoch": self.epoch if epoch is None else epoch,
+            "rebalance_timeout_ms": 30_000,
+            "subscribed_topic_names": [self.topic],
+            "server_assignor": "uniform",
+            "topic_partitions": None
+            if owned is None
+            else [{"topic_id": t, "partitions": sorted(ps)} for t, ps in owned.items()],  # type: ignore[union-attr]
+        }
+        req = _wire.SpecRequest.of(_specs.CONSUMER_GROUP_HEARTBEAT, body)
+        resp = await self.client.send(self.node, req)
+        if resp.error_code == 0 and epoch is None:
+            self.epoch = resp.member_epoch
+            if resp.assignment is not None:
+                (pairs, _tags) = resp.assignment
+                self.assigned = {uuid.UUID(str(t)): sorted(ps) for t, ps, _ in pairs}
+        return resp
+
+    def partitions(self) -> set[int]:
+        return {p for ps in self.assigned.values() for p in ps}
+
+
+async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not await check():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
+        await asyncio.sleep(0.1)
+
+
+async def _members(client: Any, b: Broker, parts: int) -> tuple[str, str, int]:
+    topic, group = b.unique("cgh"), b.unique("cgh-group")
+    await create_topic(b.bootstrap_servers, topic, parts)
+    return topic, group, await _coordinator(client, group)
+
+
+async def test_a_member_joins_gets_every_partition_by_topic_id_and_leaves(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    topic, group, node = await _members(client, eosflow_broker, 3)
+    topic_id = await _topic_id(client, topic)
+    a = Member(client, node, group, topic)  # v1: the member makes its own id (KIP-1082)
+    resp = await a.beat()
+    assert resp.error_code == 0, resp.error_message
+    assert resp.member_id == a.member_id and a.epoch >= 1 and resp.heartbeat_interval_ms > 0
+
+    async def all_three() -> bool:
+        r = await a.beat()
+        assert r.error_code == 0, r.error_message
+        return a.partitions() == {0, 1, 2}
+
+    await _until("every partition assigned", all_three)
+    assert list(a.assigned) == [topic_id]  # by the id Metadata v12 gives the topic
+    fenced = await a.beat(epoch=a.epoch + 5)
+    assert fenced.error_code == E.FENCED_MEMBER_EPOCH, E.name(fenced.error_code)
+    left = await a.beat(epoch=-1)
+    assert left.error_code == 0 and left.member_epoch == -1, left
+    gone = await a.beat(epoch=a.epoch)
+    assert gone.error_code == E.UNKNOWN_MEMBER_ID, E.name(gone.error_code)
+    nowhere = await Member(client, node, eosflow_broker.unique("no-group"), topic).beat(epoch=3)
+    assert nowhere.error_code == E.GROUP_ID_NOT_FOUND, E.name(nowhere.error_code)
+
+
+async def test_a_partition_moves_only_after_its_owner_acknowledges_the_revocation(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    topic, group, node = await _members(client, eosflow_broker, 4)
+    a = Member(client, node, group, topic)
+    await a.beat()
+
+    async def a_owns_all() -> bool:
+        await a.beat()
+        return a.partitions() == {0, 1, 2, 3}
+
+    await _until("the first member owns every partition", a_owns_all)
+    everything, a_epoch = dict(a.assigned), a.epoch
+
+    b = Member(client, node, group, topic)
+    joined = await b.beat()
+    assert joined.error_code == 0, joined.error_message
+    # the owner is asked to give up half: its assignment shrinks, its epoch stays
+    # while it still reports owning them
+    await _until("the owner is asked to revoke", lambda: _shrunk(a, everything))
+    assert a.epoch == a_epoch and len(a.partitions()) == 2
+    kept = a.partitions()
+    for _ in range(3):  # still owned (and null: "unchanged") is no acknowledgement
+        r = await b.beat()
+        assert r.error_code == 0 and not b.partitions() & (set(range(4)) - kept)
+        assert (await a.beat(owned=everything)).error_code == 0
+        assert (await a.beat(owned=None)).error_code == 0
+    assert a.epoch == a_epoch and not b.partitions()
+    # the acknowledgement: a heartbeat owning only what it keeps; its epoch moves on
+    r = await a.beat()
+    assert r.error_code == 0 and a.epoch > a_epoch and a.partitions() == kept
+
+    async def b_gets_them() -> bool:
+        await b.beat()
+        return b.partitions() == set(range(4)) - kept
+
+    await _until("the new member gets the released partitions", b_gets_them)
+    assert b.epoch == a.epoch
+
+
+async def _shrunk(a: Member, everything: Owned) -> bool:
+    r = await a.beat(owned=everything)
+    assert r.error_code == 0, r.error_message
+    return len(a.partitions()) < 4
+
+
+async def test_a_stale_epoch_is_fenced_the_previous_one_tolerated(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    topic, group, node = await _members(client, eosflow_broker, 2)
+    a = Member(client, node, group, topic)
+    await a.beat()
+
+    async def a_owns_both() -> bool:
+        await a.beat()
+        return a.partitions() == {0, 1}
+
+    await _until("the first member owns both partitions", a_owns_both)
+    before, both = a.epoch, dict(a.assigned)
+    b = Member(client, node, group, topic)
+    await b.beat()
+    await _until("the owner is asked to revoke", lambda: _shrunk_to_one(a, both))
+    await a.beat()  # acknowledged: the epoch moves on
+    assert a.epoch > before
+    # its previous epoch, owning no more than it is assigned: the answer that moved it
+    # may have been lost, so it is tolerated
+    ok = await a.beat(epoch=before)
+    assert ok.error_code == 0 and ok.member_epoch == a.epoch, E.name(ok.error_code)
+    # the previous epoch while claiming a partition it gave up: fenced
+    stale = await a.beat(owned=both, epoch=before)
+    assert stale.error_code == E.FENCED_MEMBER_EPOCH, E.name(stale.error_code)
+    # an epoch it never had: fenced
+    ahead = await a.beat(epoch=a.epoch + 1)
+    assert ahead.error_code == E.FENCED_MEMBER_EPOCH, E.name(ahead.error_code)
+    # fencing left the member as it was
+    assert (await a.beat()).error_code == 0
+    # a fenced member rejoins with epoch 0 and its id: it keeps its place and assignment
+    mine, epoch = dict(a.assigned), a.epoch
+    a.assigned = {}
+    back = await a.beat(owned={}, epoch=0)
+    assert back.error_code == 0 and back.member_epoch == epoch, E.name(back.error_code)
+    (pairs, _tags) = back.assignment
+    assert {uuid.UUID(str(t)): sorted(ps) for t, ps, _ in pairs} == mine
+
+
+async def _shrunk_to_one(a: Member, both: Owned) -> bool:
+    r = await a.beat(owned=both)
+    assert r.error_code == 0, r.error_message
+    return len(a.partitions()) == 1
+
+
+async def test_a_transactional_offset_commit_is_checked_by_member_epoch(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    """TxnOffsetCommit v3 from a consumer-protocol member: its current epoch as the
+    generation commits; a past epoch is ILLEGAL_GENERATION (genuine 4.4.0 answers v3 so),
+    an unknown member id UNKNOWN_MEMBER_ID; without a member (v3's -1, "", null) nothing
+    is checked."""
+    b = eosflow_broker
+    topic, group, node = await _members(client, b, 1)
+    a = Member(client, node, group, topic)
+    await a.beat()
+
+    async def a_owns_it() -> bool:
+        await a.beat()
+        return a.partitions() == {0}
+
+    await _until("the member owns the partition", a_owns_it)
+    c = RawConn(b.bootstrap_servers)
+    try:
+        txn = b.unique("cgh-tx")
+        find = {"coordinator_key": txn, "coordinator_type": 1}
+        assert (await retried(c, FIND_COORDINATOR, 1, find))[-1] == 0
+        init = {"transactional_id": txn, "transaction_timeout_ms": 60000}
+        assert (await retried(c, INIT_PRODUCER_ID, 1, init))[-1] == 0
+        r = await c.send(INIT_PRODUCER_ID, 1, init)
+        assert r is not None and r["error_code"] == 0
+        ids = {
+            "transactional_id": txn,
+            "producer_id": r["producer_id"],
+            "producer_epoch": r["producer_epoch"],
+        }
+        r = await c.send(ADD_OFFSETS, 1, {**ids, "group_id": group})
+        assert r is not None and r["error_code"] == 0
+
+        async def commit(generation: int, member_id: str) -> int:
+            body = {
+                **ids,
+                "group_id": group,
+                "generation_id": generation,
+                "member_id": member_id,
+                "group_instance_id": None,
+                "topics": [
+                    {"name": topic, "partitions": [{"partition_index": 0, "committed_offset": 1}]}
+                ],
+            }
+            resp = await c.send(TXN_OFFSET_COMMIT, 3, body)
+            assert resp is not None
+            return int(resp["topics"][0]["partitions"][0]["error_code"])
+
+        codes = [
+            await commit(a.epoch, a.member_id),
+            await commit(a.epoch - 1, a.member_id),
+            await commit(a.epoch, str(uuid.uuid4())),
+            await commit(-1, ""),
+        ]
+        # a past epoch: ILLEGAL_GENERATION at v3 (STALE_MEMBER_EPOCH is for newer versions)
+        assert codes == [0, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, 0], [
+            E.name(x) for x in codes
+        ]
+        r = await c.send(END_TXN, 1, {**ids, "transaction_result": False})
+        assert r is not None and r["error_code"] == 0
+    finally:
+        c.close()
