@@ -127,6 +127,12 @@ class EosConfig(BaseSettings):
         "off by default: measured on genuine Kafka it was slower in every setup tried, "
         "a broker 3 or 7 ms away included (benchmarks/README.md)",
     )
+    group_protocol: Literal["classic", "consumer"] = Field(
+        default="classic",
+        description="the group protocol: 'classic' (JoinGroup/SyncGroup, every partition "
+        "revoked at each rebalance) or 'consumer' (KIP-848, Kafka 4.0+: server-side "
+        "assignment, only the partitions that move are revoked)",
+    )
     require_stable_fetch_offsets: bool = Field(
         default=True, description="fetch committed offsets with RequireStable (KIP-447)"
     )

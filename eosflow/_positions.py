@@ -16,8 +16,9 @@ wanted (``stable``), so an offset staged by a transaction still open elsewhere i
 for. Without it, a read first waits ``post_commit_delay_s`` for the previous owner's
 markers to land (trade-off: slower rebalances, but never an offset read too early).
 
-aiokafka rebalances eagerly: a revocation takes every partition, which ``revoke`` does.
-Incremental assignment (KIP-848) will revoke subsets; that change belongs here.
+The classic protocol rebalances eagerly: a revocation takes every partition. Under the
+consumer protocol (KIP-848) a revocation takes a subset and an assignment adds to what
+is held; ``revoke`` and ``take`` move the epoch only when the open transaction is touched.
 
 A partition with state stores is **held back** after its set-up (paused, not ready)
 until its stores are restored; ``release`` then makes it ready. Becoming ready this way
@@ -63,32 +64,54 @@ class Positions:
             return f"offsets of partitions no longer held: {', '.join(gone)}"
         return None
 
-    def revoke(self, revoked: set[TopicPartition]) -> set[TopicPartition]:
-        """Give up ``revoked`` and, rebalancing eagerly, every partition still held:
-        aiokafka reports an empty set when the assignment was already lost (e.g. the
-        member was evicted). Returns what was given up (the epoch moved if anything)."""
-        gone = revoked | self.ready | self.held
-        if gone:
+    def revoke(
+        self,
+        revoked: set[TopicPartition],
+        consumed: Mapping[tuple[str, int], int] | None = None,
+    ) -> tuple[set[TopicPartition], bool]:
+        """Give up ``revoked``; returns what was given up and whether the epoch moved.
+
+        Eagerly (``consumed`` None: the classic protocol) every partition still held goes
+        too -- aiokafka reports an empty set when the assignment was already lost -- and
+        the epoch moves if anything went. Incrementally (KIP-848; ``consumed``: the open
+        transaction's offsets) only ``revoked`` goes, and the epoch moves only if the
+        transaction consumed from one of them or records of one were polled past what
+        it consumed (still in the app's hands): a transaction that never touched them
+        goes on."""
+        if consumed is None:
+            gone = revoked | self.ready | self.held
+        else:
+            gone = revoked & (self.ready | self.held)
+        moved = bool(gone) and (consumed is None or any(self._touched(tp, consumed) for tp in gone))
+        if moved:
             self.epoch += 1
-        self.ready.clear()
-        self.held.clear()
+        self.ready -= gone
+        self.held -= gone
         for tp in gone:
             self.committed.pop(tp, None)
             self.polled.pop(tp, None)
-        return gone
+        return gone, moved
+
+    def _touched(self, tp: TopicPartition, consumed: Mapping[tuple[str, int], int]) -> bool:
+        key = (tp.topic, tp.partition)
+        base = consumed.get(key, self.committed.get(tp))
+        return key in consumed or self.polled.get(tp, -1) > (base if base is not None else -1)
 
     async def take(
         self,
         consumer: AIOKafkaConsumer,
         assigned: set[TopicPartition],
         hold: Callable[[Mapping[tuple[str, int], int | None]], set[tuple[str, int]]],
+        identity: ak.GroupIdentity,
+        incremental: bool = False,
     ) -> list[TopicPartition]:
         """Position the newly ``assigned`` partitions at their committed offsets, paused
         meanwhile so nothing is fetched from an old position, then make them ready --
         but those ``hold`` returns (given each new partition's committed offset), which
-        stay paused until ``release``d. Returns the new ones. The identity is taken
-        first, before any await."""
-        self.identity = ak.group_identity(consumer)
+        stay paused until ``release``d. Returns the new ones. ``identity`` (the group's,
+        taken before any await) is kept. Added ``incremental``ly (KIP-848), new
+        partitions do not move the epoch: nothing of them was polled before."""
+        self.identity = identity
         new = [tp for tp in assigned if tp not in self.ready]
         if not new:
             return new
@@ -101,7 +124,7 @@ class Positions:
             held = hold({(tp.topic, tp.partition): self.committed.get(tp) for tp in new})
             self.held.update(TopicPartition(*p) for p in held)
             self.ready.update(tp for tp in new if (tp.topic, tp.partition) not in held)
-            self.epoch += 1
+            self.epoch += 0 if incremental else 1
         finally:
             ak.resume(consumer, [tp for tp in new if (tp.topic, tp.partition) not in held])
         return new

@@ -1,19 +1,18 @@
 """``TransactSession``: franz-go's GroupTransactSession on aiokafka.
 
-One session owns the group consumer (read_committed, no auto-commit) and the
-transactional producer, so the producer always knows whether the consumer still owns
-its partitions. eosflow's own state -- what is committed, which partitions are ready,
-the assignment epoch and identity (``Positions``), the open ``Transaction`` -- is the
-source of truth.
+One session owns the group membership (``_membership``: the classic protocol or KIP-848),
+its read_committed consumer and the transactional producer, so the producer always knows
+whether the consumer still owns its partitions. eosflow's own state -- what is committed,
+which partitions are ready, the assignment epoch and identity (``Positions``), the open
+``Transaction`` -- is the source of truth.
 
 ``end(commit=True)`` runs under the session lock, which a revocation must take too:
-flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation the partitions were
-assigned under) -> forced heartbeat (awaited) -> EndTxn(commit) only if the assignment
-epoch did not move since the records were polled, the offsets were accepted and the
-heartbeat confirmed membership; else EndTxn(abort) and a rewind to the committed offsets.
-An unknown EndTxn outcome, a failed produce or a fencing answer is resolved by a KIP-360
-re-initialisation; without KIP-447 a commit holds the lock ``post_commit_delay_s`` more.
-All aiokafka calls go through the adapter (``_aiokafka``); invariants: docs/design.md.
+flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation or member epoch) ->
+forced heartbeat (awaited) -> EndTxn(commit) only if the transaction's partitions are
+still held, the offsets were accepted and the heartbeat confirmed membership; else
+EndTxn(abort) and a rewind to the committed offsets. An unknown EndTxn outcome, a failed
+produce or a fencing answer is resolved by a KIP-360 re-initialisation; without KIP-447 a
+commit holds the lock ``post_commit_delay_s`` more. aiokafka only through ``_aiokafka``.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from . import _aiokafka as ak
 from . import _produce
-from ._commit import commit_offsets, confirm_membership
+from ._commit import commit_offsets
 from ._config import EosConfig
 from ._errors import (
     AuthenticationError,
@@ -38,6 +37,7 @@ from ._errors import (
     ProducerFencedError,
     TransientError,
 )
+from ._membership import Membership, membership_for
 from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._records import Output, Record
@@ -67,6 +67,7 @@ class TransactSession:
         # what is held and committed, the epoch and identity: see _positions
         self._pos = Positions(config)
         self._consumer: AIOKafkaConsumer | None = None
+        self._group: Membership | None = None  # classic or consumer protocol: _membership
         self._producer: AIOKafkaProducer | None = None
         # a recovery did not finish (the broker was unreachable): the producer must be
         # replaced and positions re-read before the next transaction
@@ -117,8 +118,9 @@ class TransactSession:
         log.info("broker capabilities: %s", caps.describe())
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
-        self._consumer = ak.consumer_for(cfg, self._revoked, self._assigned, self._failed)
-        await ak.start(self._consumer, cfg, "joining the group", "READ")
+        self._group = membership_for(cfg, caps, self._revoked, self._assigned, self._failed)
+        self._consumer = self._group.consumer
+        await self._group.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:
         cfg = self.config
@@ -145,8 +147,10 @@ class TransactSession:
         self._logins.detach()
 
     async def _close_clients(self) -> None:
-        consumer, producer = self._consumer, self._producer
-        self._consumer = self._producer = None
+        consumer, producer, group = self._consumer, self._producer, self._group
+        self._consumer = self._producer = self._group = None
+        if group is not None:
+            await group.leave()
         if consumer is not None:
             await ak.close_consumer(consumer, timeout_s=10.0)
         if producer is not None:
@@ -350,7 +354,8 @@ class TransactSession:
                 flushed = True  # every send future was awaited and its result read
                 self._pos.committed.update(offsets)
                 self.stores.committed()
-                hold = self._needs_post_commit_delay()
+                # no stable fetches: hold rebalances back so the next owner reads our offsets
+                hold = not self._pos.stable and self.config.post_commit_delay_s > 0
             else:
                 self.last_failure_reason = str(why)
                 if outcome is Outcome.ABORTED:
@@ -435,18 +440,17 @@ class TransactSession:
             txn.doom(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
             await self._recover(AbortReason.PRODUCE_FAILED)
             return Outcome.RECOVERED, txn.doomed
-        caps, step_s = self.caps, self._step_timeout_s
-        assert caps is not None
-        if why is None and offsets:
-            with txn.phase("offsets"):
-                why = await commit_offsets(
-                    self.producer, self.consumer, self.config, caps, offsets, txn.identity, step_s
-                )
-        if why is None and offsets:
-            with txn.phase("heartbeat"):
-                why = await confirm_membership(
-                    self.consumer, self.config, caps, txn.identity, step_s
-                )
+        caps, step_s, group = self.caps, self._step_timeout_s, self._group
+        assert caps is not None and group is not None
+        async with group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
+            if why is None and offsets:
+                with txn.phase("offsets"):
+                    why = await commit_offsets(
+                        self.producer, self.consumer, self.config, caps, offsets, ident, step_s
+                    )
+            if why is None and offsets:
+                with txn.phase("heartbeat"):
+                    why = await group.confirm(caps, ident, step_s)
         why = why or txn.doomed
         with txn.phase("end_txn"):
             outcome = await self._end_txn(why is None)
@@ -483,11 +487,6 @@ class TransactSession:
                 raise
             return Outcome.RECOVERED
         return Outcome.COMMITTED if commit else Outcome.ABORTED
-
-    def _needs_post_commit_delay(self) -> bool:
-        """Without stable fetches (no KIP-447, or turned off) a commit holds rebalances
-        back for ``post_commit_delay_s``, so the next owner reads its offsets."""
-        return not self._pos.stable and self.config.post_commit_delay_s > 0
 
     # --- recovery -------------------------------------------------------------------
 
@@ -549,8 +548,10 @@ class TransactSession:
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
-            gone = self._pos.revoke(revoked)  # eagerly: whatever was still held is gone
-            if gone:
+            txn, incremental = self._txn, self._group is not None and self._group.incremental
+            consumed = (txn.consumed if txn else {}) if incremental else None  # else eager
+            gone, moved = self._pos.revoke(revoked, consumed)  # type: ignore[arg-type]
+            if moved:
                 self.doom(AbortReason.REVOKED, "partitions revoked")
             self.stores.revoked((tp.topic, tp.partition) for tp in gone)
             if gone:
@@ -581,7 +582,9 @@ class TransactSession:
             log.info("stores of %s[%d] ready", *partition)
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
-        new = await self._pos.take(self.consumer, assigned, self.stores.assigned)
+        g, hold = self._group, self.stores.assigned
+        assert g is not None
+        new = await self._pos.take(self.consumer, assigned, hold, g.identity(), g.incremental)
         if not new:
             return
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))

@@ -12,6 +12,8 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - the forced heartbeat before EndTxn, with the consumer's current generation and member id;
 - stable committed-offset fetches (OffsetFetch v7 RequireStable, retrying
   UNSTABLE_OFFSET_COMMIT);
+- the consumer group protocol's requests (KIP-848: ConsumerGroupHeartbeat, topic ids from
+  Metadata v12) and the manual assignment that keeps kept partitions' positions (``_members``);
 - KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
   record instead of aiokafka's ``ConsumerRecord`` and a copy);
@@ -29,9 +31,10 @@ error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition``,
 ``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
 directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
-assigned partition's position, read for lag), ``producer._sender`` (its task is cancelled when a
-stuck producer is closed by force) and ``consumer._fetcher`` (its ``_pending_tasks`` are
-cancelled and awaited when a consumer whose ``stop()`` failed is closed by force), and
+assigned partition's position and pause, read for lag and by ``reassign``),
+``producer._sender`` (its task is cancelled when a stuck producer is closed by force) and
+``consumer._fetcher`` (its ``_pending_tasks`` are cancelled and awaited when a consumer
+whose ``stop()`` failed is closed by force), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
 ``_unpack_records`` decodes eosflow ``Record``s for the group consumer -- reading
 ``_tp``, ``_records``, ``_check_crcs``, ``_isolation_level``, ``_aborted_producers``,
@@ -90,6 +93,7 @@ from ._errors import (
 )
 from ._fetch import as_records
 from ._groups import GroupView, Member, describe_group
+from ._members import HeartbeatAnswer, group_heartbeat, manual_consumer, reassign, topic_ids
 from ._requests import (
     Capabilities,
     capabilities,
@@ -116,6 +120,7 @@ __all__ = [
     "Fenced",
     "GroupIdentity",
     "GroupView",
+    "HeartbeatAnswer",
     "LoginWatch",
     "Member",
     "Partitioner",
@@ -132,9 +137,11 @@ __all__ = [
     "error_name",
     "fetch_committed",
     "forced_heartbeat",
+    "group_heartbeat",
     "group_identity",
     "is_fencing",
     "log_position",
+    "manual_consumer",
     "map_error",
     "mapped",
     "max_request_bytes",
@@ -145,9 +152,11 @@ __all__ = [
     "producer_failure",
     "producer_for",
     "producer_identity",
+    "reassign",
     "reinit_producer_id",
     "resume",
     "seek",
     "seek_to_reset",
     "start",
+    "topic_ids",
 ]

@@ -165,6 +165,14 @@ class GenuineKafka:
             "group.min.session.timeout.ms": str(MIN_SESSION_TIMEOUT_MS),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(TXN_SWEEP_MS),
         }
+        if not self.version.startswith(("0.", "1.", "2.", "3.")):
+            # the consumer group protocol's heartbeat and session are the broker's to set
+            # (KIP-848): 250 ms and 6 s, as the test cluster's, so tests see a rebalance
+            # within a second and a killed member's partitions move within seconds
+            props["group.consumer.min.heartbeat.interval.ms"] = "250"
+            props["group.consumer.heartbeat.interval.ms"] = "250"
+            props["group.consumer.min.session.timeout.ms"] = "1000"
+            props["group.consumer.session.timeout.ms"] = "6000"
         if self.zookeeper:
             props["broker.id"] = str(node)
             props["zookeeper.connect"] = f"127.0.0.1:{self._zk_port}"

@@ -64,11 +64,16 @@ class Broker:
 
 
 def fake_settings(profile: str = "4.0") -> ClusterSettings:
-    """Test-cluster settings for fast tests: short minimum session timeout and a 100 ms
-    transaction sweep; everything else at Kafka's defaults."""
+    """Test-cluster settings for fast tests: short minimum session timeout, the consumer
+    protocol's heartbeat at 250 ms and session at 6 s (as the genuine launcher sets them)
+    and a 100 ms transaction sweep; everything else at Kafka's defaults."""
     return ClusterSettings(
         profile=profile,
-        groups=GroupSettings(min_session_timeout_s=0.3),
+        groups=GroupSettings(
+            min_session_timeout_s=0.3,
+            consumer_heartbeat_interval_s=0.25,
+            consumer_session_timeout_s=6.0,
+        ),
         txns=TxnSettings(sweep_interval_s=0.1),
     )
 

@@ -122,7 +122,7 @@ async def test_positions_find_duplicates_losses_and_outputs_past_the_commit(
         await p.send_and_wait(OUT, pos, partition=0)
     await p.stop()
     # committed: in[0] up to 2 (offset 1's output is missing, offset 2's is past it)
-    c.groups._group(GROUP).offsets[(IN, 0)] = (2, "")
+    c.groups.group(GROUP).offsets[(IN, 0)] = (2, "")
     found = await check_positions(c, Timing(records=10, partitions=2))
     assert found == [
         "DUPLICATES 1",

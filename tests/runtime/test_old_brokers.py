@@ -60,7 +60,7 @@ async def lso_reached_end(bootstrap: str, topic: str) -> bool:
 # rebalance back by post_commit_delay_s, so the new owner's plain OffsetFetch cannot
 # read offsets older than the commit; with KIP-447 the stable fetch makes that
 # unnecessary and the rebalance goes on at once. The rebalance is a second member
-# joining right after a commit. Remove the hold (`_needs_post_commit_delay` returning
+# joining right after a commit. Remove the hold (`hold` in `TransactSession.end` always
 # False) and the old broker's case fails: the revocation follows within a heartbeat.
 async def test_post_commit_delay_holds_a_rebalance_only_without_kip447(
     aged: tuple[Broker, bool],

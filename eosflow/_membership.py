@@ -1,0 +1,298 @@
+"""Group membership, one seam for two protocols: the session asks its ``Membership`` for
+the consumer, the identity an offset commit carries, and the forced heartbeat before
+EndTxn; the membership calls the session back when partitions go (``revoked``, awaited
+before anything moves) and come (``assigned``).
+
+- ``ClassicGroup``: aiokafka's group consumer (JoinGroup/SyncGroup, eager: a rebalance
+  revokes every partition). The forced heartbeat is a Heartbeat with the generation the
+  transaction's partitions were assigned under.
+- ``ConsumerGroup``: the consumer group protocol (KIP-848, Kafka 4.0+ with
+  ``group.version`` >= 1), which aiokafka lacks: eosflow is the member and sends
+  ConsumerGroupHeartbeat itself; aiokafka's consumer only fetches what it is assigned.
+  Assignment is server-side and incremental: only partitions that move are revoked, and a
+  partition reaches its new owner only once this member acknowledged giving it up -- after
+  ``revoked`` returned, so never while an EndTxn is in flight (the session lock). The
+  offsets and the forced heartbeat of a commit run with heartbeats held back
+  (``committing``), so the member epoch the offsets carry is the one the broker holds.
+  Fenced (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID) or silent past the session timeout, the
+  member has lost every partition: ``revoked`` is told, and it rejoins with epoch 0.
+
+Trade-off: the consumer protocol's heartbeat interval and session timeout are the
+broker's (``group.consumer.*``), not ``heartbeat_interval_s``/``session_timeout_s``; a
+heartbeat answer that is an error the protocol does not expect is a ``FatalError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from . import _aiokafka as ak
+from . import _codes as codes
+from ._commit import confirm_membership
+from ._config import EosConfig
+from ._errors import EosflowError, FatalError
+from ._transaction import Abort, AbortReason
+
+log = logging.getLogger("eosflow.session")
+
+PartitionsCall = Callable[[set[TopicPartition]], Awaitable[None]]
+
+# answers after which this member holds nothing: it rejoins with epoch 0
+_LOST = frozenset({codes.FENCED_MEMBER_EPOCH, codes.UNKNOWN_MEMBER_ID, codes.GROUP_ID_NOT_FOUND})
+
+
+class Membership(Protocol):
+    consumer: AIOKafkaConsumer
+    incremental: bool  # a revocation takes only the partitions that move
+
+    async def start(self) -> None: ...
+    def identity(self) -> ak.GroupIdentity: ...
+    def committing(
+        self, identity: ak.GroupIdentity | None
+    ) -> contextlib.AbstractAsyncContextManager[ak.GroupIdentity]: ...
+    async def confirm(
+        self, caps: ak.Capabilities, identity: ak.GroupIdentity, timeout_s: float
+    ) -> Abort | None: ...
+    async def leave(self) -> None: ...
+
+
+def membership_for(
+    config: EosConfig,
+    caps: ak.Capabilities,
+    revoked: PartitionsCall,
+    assigned: PartitionsCall,
+    failed: Callable[[Exception], None],
+) -> Membership:
+    """The membership ``config.group_protocol`` asks for; "consumer" on a broker without
+    KIP-848 is a ``FatalError`` naming what the broker lacks."""
+    if config.group_protocol == "consumer":
+        if not caps.kip848:
+            raise FatalError(
+                "group_protocol 'consumer' needs the consumer group protocol (KIP-848: "
+                f"Kafka 4.0+ with group.version >= 1); this broker: {caps.describe()}"
+            )
+        return ConsumerGroup(config, revoked, assigned, failed)
+    return ClassicGroup(config, revoked, assigned, failed)
+
+
+class ClassicGroup:
+    incremental = False
+
+    def __init__(
+        self,
+        config: EosConfig,
+        revoked: PartitionsCall,
+        assigned: PartitionsCall,
+        failed: Callable[[Exception], None],
+    ) -> None:
+        self.config = config
+        self.consumer = ak.consumer_for(config, revoked, assigned, failed)
+
+    async def start(self) -> None:
+        await ak.start(self.consumer, self.config, "joining the group", "READ")
+
+    def identity(self) -> ak.GroupIdentity:
+        return ak.group_identity(self.consumer)
+
+    @contextlib.asynccontextmanager
+    async def committing(
+        self, identity: ak.GroupIdentity | None
+    ) -> AsyncIterator[ak.GroupIdentity]:
+        """The generation the partitions were assigned under (KIP-447 fences the rest)."""
+        yield identity or self.identity()
+
+    async def confirm(
+        self, caps: ak.Capabilities, identity: ak.GroupIdentity, timeout_s: float
+    ) -> Abort | None:
+        return await confirm_membership(self.consumer, self.config, caps, identity, timeout_s)
+
+    async def leave(self) -> None:
+        """Nothing to do: closing the consumer leaves the group."""
+
+
+class ConsumerGroup:
+    incremental = True
+
+    def __init__(
+        self,
+        config: EosConfig,
+        revoked: PartitionsCall,
+        assigned: PartitionsCall,
+        failed: Callable[[Exception], None],
+    ) -> None:
+        self.config = config
+        self.consumer = ak.manual_consumer(config)
+        self.member_id = str(uuid.uuid4())  # ConsumerGroupHeartbeat v1: the member's own
+        self.epoch = 0
+        self.owned: set[TopicPartition] = set()
+        self._revoked, self._assigned, self._failed = revoked, assigned, failed
+        self._target: set[TopicPartition] | None = None  # answered, not yet reconciled
+        self._lost = False
+        self._names: dict[uuid.UUID, str] = {}
+        self._interval_s = config.heartbeat_interval_s  # until the broker says
+        self._last_ok = time.monotonic()
+        self._send = asyncio.Lock()  # one heartbeat at a time; held while committing
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start the consumer and join: the first heartbeat's refusal is raised here."""
+        await ak.start(self.consumer, self.config, "starting the consumer", "READ")
+        code = await self._beat()
+        if code:
+            raise FatalError(f"joining group {self.config.group_id!r}: {ak.error_name(code)}")
+        self._task = asyncio.create_task(self._run(), name="eosflow-membership")
+
+    def identity(self) -> ak.GroupIdentity:
+        return ak.GroupIdentity(self.epoch, self.member_id, self.config.group_instance_id, None)
+
+    @contextlib.asynccontextmanager
+    async def committing(
+        self, identity: ak.GroupIdentity | None
+    ) -> AsyncIterator[ak.GroupIdentity]:
+        """Heartbeats held back while the offsets and the forced heartbeat go: the
+        epoch the offsets carry is the member's at the broker (a heartbeat answered in
+        between could move it). The transaction's partitions cannot have moved since it
+        began: a revocation waits for the session lock that ``end`` holds."""
+        async with self._send:
+            yield self.identity()
+
+    async def confirm(
+        self, caps: ak.Capabilities, identity: ak.GroupIdentity, timeout_s: float
+    ) -> Abort | None:
+        """The forced heartbeat (called inside ``committing``): answered without error,
+        the member holds its partitions; a new assignment it brings is reconciled by the
+        heartbeat loop afterwards."""
+        try:
+            code = await asyncio.wait_for(self._beat_locked(), timeout_s)
+        except (EosflowError, TimeoutError) as exc:
+            return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat failed: {exc!r}")
+        if code:
+            return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat: {ak.error_name(code)}")
+        return None
+
+    async def leave(self) -> None:
+        """Leave the group (epoch -1; -2 for a static member, which keeps its partitions
+        until its session ends), best effort."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.epoch <= 0:
+            return
+        self.epoch = -2 if self.config.group_instance_id is not None else -1
+        with contextlib.suppress(EosflowError, TimeoutError):
+            await asyncio.wait_for(self._beat(), 5.0)
+
+    # --- the heartbeat loop -------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self._interval_s)
+            self._wake.clear()
+            try:
+                await self._beat()
+                await self._reconcile()
+            except FatalError as exc:
+                self._failed(exc)
+                return
+            except EosflowError as exc:
+                log.warning("heartbeat failed: %s", exc)
+                if time.monotonic() - self._last_ok > self.config.session_timeout_s:
+                    self._lost = True  # the broker has removed us by now
+                    await self._reconcile()
+                await asyncio.sleep(self.config.retry_backoff_s)
+
+    async def _beat(self) -> int:
+        async with self._send:
+            return await self._beat_locked()
+
+    async def _beat_locked(self) -> int:
+        """One heartbeat with what this member owns; returns the error code answered."""
+        cfg = self.config
+        ids = {name: tid for tid, name in self._names.items()}
+        owned: dict[uuid.UUID, list[int]] = {}
+        for tp in sorted(self.owned):
+            if tp.topic in ids:
+                owned.setdefault(ids[tp.topic], []).append(tp.partition)
+        body: dict[str, Any] = {
+            "group_id": cfg.group_id,
+            "member_id": self.member_id,
+            "member_epoch": self.epoch,
+            "instance_id": cfg.group_instance_id,
+            "rack_id": None,
+            "rebalance_timeout_ms": int(cfg.rebalance_timeout_s * 1000),
+            "subscribed_topic_names": list(cfg.input_topics),
+            "server_assignor": None,
+            "topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in owned.items()],
+        }
+        answer = await ak.group_heartbeat(
+            self.consumer, cfg.group_id, body, cfg.transaction_timeout_s / 4
+        )
+        if answer.code in _LOST:
+            log.warning("group membership lost (%s): rejoining", ak.error_name(answer.code))
+            self._lost, self.epoch = True, 0
+            self._wake.set()
+            return answer.code
+        if answer.code:
+            raise FatalError(
+                f"ConsumerGroupHeartbeat: {ak.error_name(answer.code)} ({answer.message})"
+            )
+        self.epoch, self._last_ok = answer.epoch, time.monotonic()
+        if answer.interval_s > 0:
+            self._interval_s = answer.interval_s
+        if answer.assignment is not None:
+            self._target = await self._resolve(answer.assignment)
+        return 0
+
+    async def _resolve(self, assignment: dict[uuid.UUID, list[int]]) -> set[TopicPartition]:
+        if not set(assignment) <= set(self._names):
+            self._names = await ak.topic_ids(
+                self.consumer, list(self.config.input_topics), self.config.transaction_timeout_s
+            )
+        return {
+            TopicPartition(self._names[tid], p)
+            for tid, parts in assignment.items()
+            if tid in self._names
+            for p in parts
+        }
+
+    async def _reconcile(self) -> None:
+        """Revoke what the target leaves out (the session first: it waits for a commit
+        in flight), then take on what it adds; acknowledge at once."""
+        if self._lost:
+            self._lost, self._target = False, None
+            gone, self.owned = self.owned, set()
+            ak.reassign(self.consumer, self.owned)
+            if gone:
+                await self._revoked(gone)
+            self._wake.set()
+            return
+        target, self._target = self._target, None
+        if target is None:
+            return
+        gone = self.owned - target
+        if gone:
+            await self._revoked(gone)
+            self.owned -= gone
+            ak.reassign(self.consumer, self.owned)
+        new = target - self.owned
+        if new:
+            self.owned |= new
+            ak.reassign(self.consumer, self.owned)  # the new ones paused, to be positioned
+            try:
+                await self._assigned(new)
+            except EosflowError as exc:  # unpositioned, they would stall: poll() raises it
+                self._failed(exc)
+        if gone or new:
+            self._wake.set()

@@ -1,0 +1,205 @@
+"""The session under the consumer group protocol (KIP-848, ``group_protocol="consumer"``),
+each mechanism driven on the test cluster; the comment above each test names the mutation
+that makes it fail. The protocol itself is held against genuine Kafka by
+``tests/contract/test_consumer_group_protocol.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from fleet import committed_total
+from kit import Upper, create_topic, eventually, ladder_config
+from test_end_to_end import seed as seed_topic
+from test_mechanisms import Gate, assert_exactly_once, cfg, until
+
+import eosflow
+from eosflow.testing import FakeCluster, check_exactly_once
+from eosflow.testing._groups_consumer import ConsumerGroupState
+from eosflow.testing._ladder import Broker
+
+N = 200
+
+
+async def seed(c: FakeCluster, partitions: int, n: int = N, into: tuple[int, ...] = ()) -> None:
+    """``n`` records into "in" (``partitions`` partitions), round robin over ``into``
+    (all partitions when empty)."""
+    c.create_topic("in", partitions)
+    c.create_topic("out", 1)
+    targets = into or tuple(range(partitions))
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    await asyncio.gather(
+        *[
+            await p.send("in", f"v{i}".encode(), partition=targets[i % len(targets)])
+            for i in range(n)
+        ]
+    )
+    await p.stop()
+
+
+def kcfg(c: FakeCluster, txn: str = "tx-1", **kw: object) -> eosflow.EosConfig:
+    return cfg(c, group_protocol="consumer", transactional_id=txn, **kw)
+
+
+def group(c: FakeCluster) -> ConsumerGroupState:
+    g = c.groups.get("g")
+    assert g is not None and g.modern is not None
+    return g.modern
+
+
+def owned_by(c: FakeCluster) -> list[set[tuple[str, int]]]:
+    """What each member holds as the coordinator sees it: assigned or pending revocation."""
+    return [m.assigned | m.revoking for m in group(c).members.values()]
+
+
+def committed_all(c: FakeCluster, n: int = N) -> bool:
+    return sum(c.committed("g", "in").values()) == n
+
+
+async def test_a_single_member_copies_exactly_once(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, 3)
+    app = eosflow.EosApp(Gate("out"), kcfg(c))
+    async with app:
+        await until(app, lambda: committed_all(c), "all committed")
+        assert owned_by(c) == [{("in", 0), ("in", 1), ("in", 2)}]
+    assert app.stats.aborted == 0
+    await assert_exactly_once(c)
+    assert not group(c).members  # left the group on stop (epoch -1)
+
+
+# A partition moves only after the session let it go, and the session lets it go only
+# once the EndTxn in flight is answered. Acknowledge before calling the session back
+# (`_reconcile` revoking after `reassign`+ack) and the second member gets the partition
+# while EndTxn is held.
+async def test_a_revocation_waits_for_end_txn_before_it_is_acknowledged(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 2)
+    proc = Gate("out")
+    rule = c.intercept("EndTxn", hold=True)
+    first = eosflow.EosApp(proc, kcfg(c))
+    async with first:
+        await rule.matched()
+        second = eosflow.EosApp(Gate("out"), kcfg(c, txn="tx-2"))
+        async with second:
+            try:
+                # the second member joined and the first is asked to give a partition up;
+                # while EndTxn is held, the first neither lets it go nor acknowledges
+                await until(second, lambda: len(group(c).members) == 2, "second member joined")
+                deadline = time.monotonic() + 1.5  # six heartbeat intervals
+                while time.monotonic() < deadline:
+                    assert not proc.revoked_at, "revoked while EndTxn was in flight"
+                    assert owned_by(c)[1:] == [set()], "a partition handed over during EndTxn"
+                    await asyncio.sleep(0.05)
+            finally:
+                released = time.monotonic()
+                rule.release()
+            await until(first, lambda: all(len(o) == 1 for o in owned_by(c)), "one each")
+            assert proc.revoked_at and proc.revoked_at[0] >= released
+            await until(first, lambda: committed_all(c), "all committed")
+    await assert_exactly_once(c)
+
+
+# Only a revoked partition the open transaction touched dooms it. The first member's
+# transaction is parked on partition 0 while a second member takes partitions 2 and 3,
+# which hold no records: it commits. Revoke eagerly (`Positions.revoke` with
+# `consumed=None`) and it aborts ("partitions revoked").
+async def test_a_transaction_that_did_not_touch_the_moved_partitions_goes_on(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 4, into=(0, 1))
+    proc = Gate("out", park_at=50)
+    first = eosflow.EosApp(proc, kcfg(c, commit_interval_s=4.0, max_records_per_txn=1000))
+    async with first:
+        await asyncio.wait_for(proc.parked.wait(), 20)
+        second = eosflow.EosApp(Gate("out"), kcfg(c, txn="tx-2"))
+        async with second:
+            try:
+                await until(first, lambda: proc.revoked_at, "the first member gave some up")
+                await until(first, lambda: [len(o) for o in owned_by(c)] == [2, 2], "2 each")
+            finally:
+                proc.gate.set()
+            await until(first, lambda: committed_all(c), "all committed")
+    assert first.stats.aborted == 0, first._session.last_abort_reason  # type: ignore[union-attr]
+    await assert_exactly_once(c)
+
+
+# A member the coordinator no longer knows has lost its partitions: it rejoins (epoch 0)
+# and goes on. Treat UNKNOWN_MEMBER_ID as any other error (`_LOST` without it) and the
+# app stops with a FatalError.
+async def test_a_member_removed_by_the_coordinator_rejoins_and_goes_on(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 2)
+    proc = Gate("out", park_at=50)
+    app = eosflow.EosApp(proc, kcfg(c, commit_interval_s=4.0, max_records_per_txn=1000))
+    async with app:
+        await asyncio.wait_for(proc.parked.wait(), 20)
+        state = group(c)
+        (member_id,) = state.members
+        c.consumer_groups.remove(state, member_id)  # as a session timeout would
+        try:
+            await until(app, lambda: proc.revoked_at, "partitions lost")
+        finally:
+            proc.gate.set()
+        await until(app, lambda: committed_all(c), "all committed")
+        assert list(group(c).members) == [member_id]  # rejoined with the same member id
+    assert app.stats.aborted >= 1
+    await assert_exactly_once(c)
+
+
+# On every broker of the ladder that speaks KIP-848 (the test cluster, genuine 4.4.0):
+# two members, the second joining mid-stream, copy exactly once.
+async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broker) -> None:
+    b = eosflow_broker
+    if not await _speaks_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
+    src, dst, group_id = b.unique("in"), b.unique("out"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 4)
+    await create_topic(b.bootstrap_servers, dst, 2)
+    n = 4000
+    await seed_topic(b.bootstrap_servers, src, n, 4)
+
+    class Slow(Upper):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            await asyncio.sleep(0.001)  # so that the second member joins mid-stream
+            return await super().process(record)
+
+    apps = [
+        eosflow.EosApp(Slow(dst), ladder_config(b, src, group_id, group_protocol="consumer"))
+        for _ in range(2)
+    ]
+    async with apps[0]:
+        await until(apps[0], lambda: apps[0].stats.records > 200, "the first member working")
+        async with apps[1]:
+
+            async def done() -> bool:
+                for app in apps:
+                    assert app.failure is None, app.failure
+                committed = await committed_total(b.bootstrap_servers, src, 4, group_id)
+                return committed == n and all(app.stats.records > 0 for app in apps)
+
+            await eventually(done, timeout_s=120, what="both members worked, all committed")
+            report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
+            assert report.ok, report.summary()
+            assert report.inputs == n
+
+
+async def _speaks_kip848(bootstrap: str) -> bool:
+    from aiokafka import AIOKafkaProducer as Producer
+
+    from eosflow import _aiokafka as ak
+
+    p = Producer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        return (await ak.capabilities(p)).kip848
+    finally:
+        await p.stop()
