@@ -239,6 +239,21 @@ async def broker_has_kip447(bootstrap: str) -> bool:
     return top.get(28, -1) >= 3 and top.get(9, -1) >= 7
 
 
+async def broker_has_kip848(bootstrap: str) -> bool:
+    """Whether the broker speaks the consumer group protocol (KIP-848): API 68 and the
+    cluster's finalized ``group.version`` >= 1 (``_aiokafka.capabilities``)."""
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        return (await ak.capabilities(p)).kip848
+    finally:
+        await p.stop()
+
+
 async def broker_has_kip360(bootstrap: str) -> bool:
     """Whether the broker re-initialises a producer's epoch (InitProducerId v3, KIP-360)."""
     return (await broker_versions(bootstrap)).get(22, -1) >= 3

@@ -11,7 +11,7 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 from fleet import committed_total
-from kit import Upper, create_topic, eventually, ladder_config
+from kit import Upper, broker_has_kip848, create_topic, eventually, ladder_config
 from test_end_to_end import seed as seed_topic
 from test_mechanisms import Gate, assert_exactly_once, cfg, until
 
@@ -159,7 +159,7 @@ async def test_a_member_removed_by_the_coordinator_rejoins_and_goes_on(
 # two members, the second joining mid-stream, copy exactly once.
 async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broker) -> None:
     b = eosflow_broker
-    if not await _speaks_kip848(b.bootstrap_servers):
+    if not await broker_has_kip848(b.bootstrap_servers):
         pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
     src, dst, group_id = b.unique("in"), b.unique("out"), b.unique("g")
     await create_topic(b.bootstrap_servers, src, 4)
@@ -190,16 +190,3 @@ async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broke
             report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
             assert report.ok, report.summary()
             assert report.inputs == n
-
-
-async def _speaks_kip848(bootstrap: str) -> bool:
-    from aiokafka import AIOKafkaProducer as Producer
-
-    from eosflow import _aiokafka as ak
-
-    p = Producer(bootstrap_servers=bootstrap)
-    await p.start()
-    try:
-        return (await ak.capabilities(p)).kip848
-    finally:
-        await p.stop()
