@@ -62,6 +62,7 @@ from ._clients import (
     consumer_for,
     group_identity,
     log_position,
+    manual_consumer,
     max_request_bytes,
     pause,
     plain_consumer,
@@ -93,7 +94,7 @@ from ._errors import (
 )
 from ._fetch import as_records
 from ._groups import GroupView, Member, describe_group
-from ._members import HeartbeatAnswer, group_heartbeat, manual_consumer, reassign, topic_ids
+from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._requests import (
     Capabilities,
     capabilities,

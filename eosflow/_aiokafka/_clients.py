@@ -65,23 +65,38 @@ def consumer_for(
     listener = _Listener(revoked, assigned, failed)
     cfg = config
     consumer = AIOKafkaConsumer(
-        bootstrap_servers=cfg.bootstrap_servers,
         group_id=cfg.group_id,
         group_instance_id=cfg.group_instance_id,
-        client_id=cfg.client_id,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset=cfg.auto_offset_reset,
         session_timeout_ms=int(cfg.session_timeout_s * 1000),
         heartbeat_interval_ms=int(cfg.heartbeat_interval_s * 1000),
         max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
         rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
-        retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-        key_deserializer=AS_RECORD,  # getmany hands back eosflow Records (_fetch)
-        **connection_settings(cfg.security),
+        **_reading(cfg),
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
     return consumer
+
+
+def manual_consumer(config: EosConfig) -> AIOKafkaConsumer:
+    """The consumer under the consumer group protocol (KIP-848): as ``consumer_for``'s
+    but in no group of aiokafka's -- eosflow's ``_membership`` is the member and assigns
+    it partitions (``reassign``)."""
+    return AIOKafkaConsumer(**_reading(config))
+
+
+def _reading(cfg: EosConfig) -> dict[str, Any]:
+    """What every consumer of the app reads with: read_committed, no auto-commit,
+    eosflow ``Record``s from ``getmany`` (``_fetch``), the connection settings."""
+    return dict(
+        bootstrap_servers=cfg.bootstrap_servers,
+        client_id=cfg.client_id,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset=cfg.auto_offset_reset,
+        retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
+        key_deserializer=AS_RECORD,
+        **connection_settings(cfg.security),
+    )
 
 
 def producer_for(config: EosConfig) -> AIOKafkaProducer:

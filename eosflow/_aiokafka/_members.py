@@ -3,7 +3,8 @@
 Metadata v12, and the consumer's manual assignment that keeps what it keeps.
 
 aiokafka 0.14 has no KIP-848: under the consumer protocol eosflow's consumer joins no
-group of its own (``manual_consumer``); eosflow is the member and assigns partitions to it.
+group of its own (``_clients.manual_consumer``); eosflow is the member and assigns
+partitions to it.
 """
 
 from __future__ import annotations
@@ -15,11 +16,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _specs, _wire
-from .._config import EosConfig
 from ._errors import AUTHORIZATION, error_for, map_error
-from ._fetch import AS_RECORD
 from ._requests import _GROUP, _send_retrying
-from ._security import connection_settings
 
 
 @dataclass(frozen=True)
@@ -34,22 +32,6 @@ class HeartbeatAnswer:
     epoch: int
     interval_s: float
     assignment: dict[uuid.UUID, list[int]] | None
-
-
-def manual_consumer(config: EosConfig) -> AIOKafkaConsumer:
-    """The consumer under the consumer protocol: read_committed, no group of aiokafka's
-    (eosflow's ``_membership`` is the member), partitions assigned by ``reassign``."""
-    cfg = config
-    return AIOKafkaConsumer(
-        bootstrap_servers=cfg.bootstrap_servers,
-        client_id=cfg.client_id,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset=cfg.auto_offset_reset,
-        retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-        key_deserializer=AS_RECORD,
-        **connection_settings(cfg.security),
-    )
 
 
 async def group_heartbeat(

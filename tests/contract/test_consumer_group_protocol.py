@@ -113,6 +113,16 @@ class Member:
     def partitions(self) -> set[int]:
         return {p for ps in self.assigned.values() for p in ps}
 
+    async def join_owning(self, partitions: set[int]) -> None:
+        """Join, then heartbeat until the assignment is ``partitions``."""
+
+        async def owns_them() -> bool:
+            r = await self.beat()
+            assert r.error_code == 0, r.error_message
+            return self.partitions() == partitions
+
+        await _until(f"{self.member_id} owns {sorted(partitions)}", owns_them)
+
 
 async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float = 30) -> None:
     deadline = time.monotonic() + timeout_s
@@ -137,12 +147,7 @@ async def test_a_member_joins_gets_every_partition_by_topic_id_and_leaves(
     assert resp.error_code == 0, resp.error_message
     assert resp.member_id == a.member_id and a.epoch >= 1 and resp.heartbeat_interval_ms > 0
 
-    async def all_three() -> bool:
-        r = await a.beat()
-        assert r.error_code == 0, r.error_message
-        return a.partitions() == {0, 1, 2}
-
-    await _until("every partition assigned", all_three)
+    await a.join_owning({0, 1, 2})
     assert list(a.assigned) == [topic_id]  # by the id Metadata v12 gives the topic
     fenced = await a.beat(epoch=a.epoch + 5)
     assert fenced.error_code == E.FENCED_MEMBER_EPOCH, E.name(fenced.error_code)
@@ -159,13 +164,7 @@ async def test_a_partition_moves_only_after_its_owner_acknowledges_the_revocatio
 ) -> None:
     topic, group, node = await _members(client, eosflow_broker, 4)
     a = Member(client, node, group, topic)
-    await a.beat()
-
-    async def a_owns_all() -> bool:
-        await a.beat()
-        return a.partitions() == {0, 1, 2, 3}
-
-    await _until("the first member owns every partition", a_owns_all)
+    await a.join_owning({0, 1, 2, 3})
     everything, a_epoch = dict(a.assigned), a.epoch
 
     b = Member(client, node, group, topic)
@@ -205,13 +204,7 @@ async def test_a_stale_epoch_is_fenced_the_previous_one_tolerated(
 ) -> None:
     topic, group, node = await _members(client, eosflow_broker, 2)
     a = Member(client, node, group, topic)
-    await a.beat()
-
-    async def a_owns_both() -> bool:
-        await a.beat()
-        return a.partitions() == {0, 1}
-
-    await _until("the first member owns both partitions", a_owns_both)
+    await a.join_owning({0, 1})
     before, both = a.epoch, dict(a.assigned)
     b = Member(client, node, group, topic)
     await b.beat()
@@ -255,13 +248,7 @@ async def test_a_transactional_offset_commit_is_checked_by_member_epoch(
     b = eosflow_broker
     topic, group, node = await _members(client, b, 1)
     a = Member(client, node, group, topic)
-    await a.beat()
-
-    async def a_owns_it() -> bool:
-        await a.beat()
-        return a.partitions() == {0}
-
-    await _until("the member owns the partition", a_owns_it)
+    await a.join_owning({0})
     c = RawConn(b.bootstrap_servers)
     try:
         txn = b.unique("cgh-tx")
