@@ -140,7 +140,8 @@ class ConsumerGroup:
         self._interval_s = config.heartbeat_interval_s  # until the broker says
         self._last_ok = time.monotonic()
         self._send = asyncio.Lock()  # one heartbeat at a time; held while committing
-        self._wake = asyncio.Event()
+        self._wake = asyncio.Event()  # heartbeat now
+        self._changed = asyncio.Event()  # a target or a loss for the reconciler
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -171,6 +172,8 @@ class ConsumerGroup:
         """The forced heartbeat (called inside ``committing``): answered without error,
         the member holds its partitions; a new assignment it brings is reconciled by the
         heartbeat loop afterwards."""
+        if self._lost or self.epoch <= 0:
+            return Abort(AbortReason.HEARTBEAT_FAILED, "group membership lost: rejoining")
         try:
             code = await asyncio.wait_for(self._beat_locked(), timeout_s)
         except (EosflowError, TimeoutError) as exc:
@@ -193,25 +196,56 @@ class ConsumerGroup:
         with contextlib.suppress(EosflowError, TimeoutError):
             await asyncio.wait_for(self._beat(), 5.0)
 
-    # --- the heartbeat loop -------------------------------------------------------------
+    # --- the heartbeat loop and the reconciler -----------------------------------------
 
     async def _run(self) -> None:
+        """Heartbeats, every interval or at once when woken (an acknowledgement). They go
+        on while the reconciler waits (for an EndTxn in flight, a stable offset fetch, a
+        hook), so a slow reconciliation does not cost the membership. After a loss none
+        goes until the reconciler has let every partition go: a rejoin owns nothing."""
+        reconciler = asyncio.create_task(self._reconciler(), name="eosflow-reconciler")
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._interval_s)
+                self._wake.clear()
+                if self._lost:
+                    continue  # the reconciler wakes us once it let go
+                try:
+                    await self._beat()
+                except EosflowError as exc:
+                    if isinstance(exc, FatalError):
+                        raise
+                    log.warning("heartbeat failed: %s", exc)
+                    if time.monotonic() - self._last_ok > self.config.session_timeout_s:
+                        self._lose()  # the broker has removed us by now
+                    await asyncio.sleep(self.config.retry_backoff_s)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never silent: poll() raises it
+            self._failed(exc if isinstance(exc, FatalError) else _stopped(exc))
+        finally:
+            reconciler.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reconciler
+
+    async def _reconciler(self) -> None:
         while True:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._interval_s)
-            self._wake.clear()
+            await self._changed.wait()
+            self._changed.clear()
             try:
-                await self._beat()
                 await self._reconcile()
-            except FatalError as exc:
-                self._failed(exc)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._failed(exc if isinstance(exc, FatalError) else _stopped(exc))
                 return
-            except EosflowError as exc:
-                log.warning("heartbeat failed: %s", exc)
-                if time.monotonic() - self._last_ok > self.config.session_timeout_s:
-                    self._lost = True  # the broker has removed us by now
-                    await self._reconcile()
-                await asyncio.sleep(self.config.retry_backoff_s)
+
+    def _lose(self) -> None:
+        """Every partition is gone (fenced, unknown, silent past the session): the
+        reconciler tells the session, then the member rejoins with epoch 0."""
+        self._lost, self.epoch = True, 0
+        self._changed.set()
 
     async def _beat(self) -> int:
         async with self._send:
@@ -241,8 +275,7 @@ class ConsumerGroup:
         )
         if answer.code in _LOST:
             log.warning("group membership lost (%s): rejoining", ak.error_name(answer.code))
-            self._lost, self.epoch = True, 0
-            self._wake.set()
+            self._lose()
             return answer.code
         if answer.code:
             raise FatalError(
@@ -253,6 +286,7 @@ class ConsumerGroup:
             self._interval_s = answer.interval_s
         if answer.assignment is not None:
             self._target = await self._resolve(answer.assignment)
+            self._changed.set()
         return 0
 
     async def _resolve(self, assignment: dict[uuid.UUID, list[int]]) -> set[TopicPartition]:
@@ -269,13 +303,16 @@ class ConsumerGroup:
 
     async def _reconcile(self) -> None:
         """Revoke what the target leaves out (the session first: it waits for a commit
-        in flight), then take on what it adds; acknowledge at once."""
+        in flight), then take on what it adds; acknowledge at once. A hook of the
+        processor that raises is logged, as aiokafka does, and the step goes on: the
+        session had already let the partitions go or positioned them."""
         if self._lost:
-            self._lost, self._target = False, None
+            self._target = None
             gone, self.owned = self.owned, set()
             ak.reassign(self.consumer, self.owned)
             if gone:
-                await self._revoked(gone)
+                await _tell(self._revoked, gone, "revoked")
+            self._lost = False
             self._wake.set()
             return
         target, self._target = self._target, None
@@ -283,7 +320,7 @@ class ConsumerGroup:
             return
         gone = self.owned - target
         if gone:
-            await self._revoked(gone)
+            await _tell(self._revoked, gone, "revoked")
             self.owned -= gone
             ak.reassign(self.consumer, self.owned)
         new = target - self.owned
@@ -294,5 +331,20 @@ class ConsumerGroup:
                 await self._assigned(new)
             except EosflowError as exc:  # unpositioned, they would stall: poll() raises it
                 self._failed(exc)
+            except Exception as exc:  # the processor's hook, after the set-up
+                log.error("on_assigned raised %r; going on", exc)
         if gone or new:
             self._wake.set()
+
+
+async def _tell(call: PartitionsCall, tps: set[TopicPartition], what: str) -> None:
+    try:
+        await call(tps)
+    except EosflowError:
+        raise
+    except Exception as exc:  # the processor's hook, after the session let them go
+        log.error("on_%s raised %r; going on", what, exc)
+
+
+def _stopped(exc: BaseException) -> FatalError:
+    return FatalError(f"group membership stopped: unexpected {exc!r}")

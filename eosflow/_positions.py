@@ -170,8 +170,10 @@ class Positions:
         )
 
     async def rewind(self, consumer: AIOKafkaConsumer) -> None:
-        """Every assigned partition back to its committed offset (after an abort)."""
+        """Every assigned partition back to its committed offset (after an abort): what
+        was polled past it is given up too."""
         for tp in consumer.assignment():
+            self.polled.pop(tp, None)
             await self.seek(consumer, tp)
 
     async def seek(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:

@@ -560,15 +560,14 @@ class TransactSession:
             await self._on_revoked(frozenset((tp.topic, tp.partition) for tp in revoked))
 
     def _failed(self, exc: Exception) -> None:
-        """The listener could not set up new partitions: the next ``poll`` raises this (a
-        partition without its committed offset must not silently stall). A set-up cut
-        short by the consumer's close is no failure: nothing polls that consumer again."""
+        """The membership failed, or could not set up new partitions: the next ``poll``
+        raises it (a partition without its committed offset must not silently stall). A
+        failure after the consumer's close is none: nothing polls that consumer again."""
         if self._consumer is None:
             return
-        log.error("setting up newly assigned partitions failed: %r", exc)
-        self._failure = FatalError(
-            f"fetching the committed offsets of newly assigned partitions failed: {exc}"
-        )
+        log.error("group membership failed: %r", exc)
+        why = f"fetching the committed offsets of newly assigned partitions failed: {exc}"
+        self._failure = exc if isinstance(exc, FatalError) else FatalError(why)
 
     def _restore_failed(self, exc: Exception) -> None:
         """A store restore failed for good: the next ``poll`` raises it."""

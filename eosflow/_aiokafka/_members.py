@@ -9,6 +9,7 @@ partitions to it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +74,7 @@ async def topic_ids(
     client = consumer._client
     step = "Metadata (topic ids)"
     try:
-        resp = await client.send(client.get_random_node(), req)
+        resp = await asyncio.wait_for(client.send(client.get_random_node(), req), timeout_s)
     except Exception as exc:
         raise map_error(exc, step) from exc
     out: dict[uuid.UUID, str] = {}

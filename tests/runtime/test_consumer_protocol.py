@@ -16,6 +16,7 @@ from test_end_to_end import seed as seed_topic
 from test_mechanisms import Gate, assert_exactly_once, cfg, until
 
 import eosflow
+from eosflow import _codes as codes
 from eosflow.testing import FakeCluster, check_exactly_once
 from eosflow.testing._groups_consumer import ConsumerGroupState
 from eosflow.testing._ladder import Broker
@@ -46,13 +47,18 @@ def kcfg(c: FakeCluster, txn: str = "tx-1", **kw: object) -> eosflow.EosConfig:
 
 def group(c: FakeCluster) -> ConsumerGroupState:
     g = c.groups.get("g")
-    assert g is not None and g.modern is not None
-    return g.modern
+    return g.modern if g is not None and g.modern is not None else ConsumerGroupState()
 
 
 def owned_by(c: FakeCluster) -> list[set[tuple[str, int]]]:
     """What each member holds as the coordinator sees it: assigned or pending revocation."""
     return [m.assigned | m.revoking for m in group(c).members.values()]
+
+
+class Slow(Gate):
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        await asyncio.sleep(0.002)
+        return await super().process(record)
 
 
 def committed_all(c: FakeCluster, n: int = N) -> bool:
@@ -190,3 +196,89 @@ async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broke
             report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
             assert report.ok, report.summary()
             assert report.inputs == n
+
+
+# A loss is settled before the member rejoins: the session lets every partition go (which
+# waits for an EndTxn in flight), then a join with epoch 0 that owns nothing. Here the loss
+# comes while EndTxn is held, then again to any heartbeat (the loop's or the forced one).
+# Let the loop beat while `_lost` and the rejoin carries owned partitions: INVALID_REQUEST,
+# and the app stops.
+async def test_losses_are_settled_before_the_rejoin(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, 2, n=2000)
+    app = eosflow.EosApp(Slow("out"), kcfg(c, commit_interval_s=0.05))
+    async with app:
+        await until(app, lambda: app.stats.committed >= 2, "committing")
+        held = c.intercept("EndTxn", hold=True)
+        try:
+            await held.matched()
+            lost = c.intercept("ConsumerGroupHeartbeat", error=codes.UNKNOWN_MEMBER_ID, times=1)
+            await until(app, lambda: lost.exhausted, "a heartbeat answered UNKNOWN_MEMBER_ID")
+            await asyncio.sleep(1.0)  # four heartbeat intervals with the loss unsettled
+            assert app.failure is None, app.failure
+        finally:
+            held.release()
+        again = c.intercept("ConsumerGroupHeartbeat", error=codes.UNKNOWN_MEMBER_ID, times=3)
+        await until(app, lambda: again.exhausted, "three more answered UNKNOWN_MEMBER_ID")
+        await until(app, lambda: committed_all(c, 2000), "all committed", timeout_s=60)
+    await assert_exactly_once(c, 2000)
+
+
+# A processor hook that raises is logged and the reconciliation goes on, as aiokafka
+# does under the classic protocol. Let it escape (`_tell` re-raising) and the member
+# never acknowledges: the second member never gets its partition.
+async def test_a_hook_that_raises_does_not_stop_the_membership(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 2)
+
+    class Raises(Gate):
+        async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+            await super().on_revoked(partitions)
+            raise ValueError("a hook that fails")
+
+    first = eosflow.EosApp(Raises("out"), kcfg(c))
+    async with first:
+        await until(first, lambda: owned_by(c) == [{("in", 0), ("in", 1)}], "one member")
+        second = eosflow.EosApp(Gate("out"), kcfg(c, txn="tx-2"))
+        async with second:
+            await until(second, lambda: all(len(o) == 1 for o in owned_by(c)), "one each")
+            await until(first, lambda: committed_all(c), "all committed")
+    await assert_exactly_once(c)
+
+
+# A transaction whose partitions were lost while it flushed does not commit: its offsets
+# and forced heartbeat come after the loss, and the member neither rejoins nor confirms
+# until the session let the partitions go. Drop both guards (the loop beating while
+# `_lost`, `confirm` not refusing) and the rejoined member commits it.
+async def test_a_transaction_in_flight_when_the_partitions_are_lost_aborts(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 2, n=2000)
+    # a transaction timeout the held produce cannot outlive: the broker must not be the
+    # one that aborts it
+    slow = dict(session_timeout_s=30.0, transaction_timeout_s=20.0, commit_interval_s=0.05)
+    app = eosflow.EosApp(Slow("out"), kcfg(c, **slow))
+    async with app:
+        await until(app, lambda: app.stats.committed >= 2, "committing")
+        undone = app.stats.aborted + app.stats.recovered
+        held = c.intercept("Produce", hold=True)
+        try:
+            await held.matched()
+            session = app._session
+            assert session is not None
+            await until(app, session._lock.locked, "the commit waits in its flush")
+            lost = c.intercept("ConsumerGroupHeartbeat", error=codes.UNKNOWN_MEMBER_ID, times=1)
+            await until(app, lambda: lost.exhausted, "a heartbeat answered UNKNOWN_MEMBER_ID")
+            await asyncio.sleep(0.75)  # three heartbeat intervals: time enough to rejoin
+        finally:
+            held.release()
+        # aborted -- or recovered: in 2 of 3 runs the held batch is answered fenced when
+        # released and the session recovers (KIP-360), cause not yet known -- never committed
+        await until(
+            app, lambda: app.stats.aborted + app.stats.recovered > undone, "it did not commit"
+        )
+        await until(app, lambda: committed_all(c, 2000), "all committed", timeout_s=60)
+    await assert_exactly_once(c, 2000)
