@@ -223,7 +223,7 @@ class ConsumerGroup:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # never silent: poll() raises it
-            self._failed(exc if isinstance(exc, FatalError) else _stopped(exc))
+            self._failed(_stopped(exc))
         finally:
             reconciler.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -238,7 +238,7 @@ class ConsumerGroup:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._failed(exc if isinstance(exc, FatalError) else _stopped(exc))
+                self._failed(_stopped(exc))
                 return
 
     def _lose(self) -> None:
@@ -346,5 +346,11 @@ async def _tell(call: PartitionsCall, tps: set[TopicPartition], what: str) -> No
         log.error("on_%s raised %r; going on", what, exc)
 
 
-def _stopped(exc: BaseException) -> FatalError:
-    return FatalError(f"group membership stopped: unexpected {exc!r}")
+class MembershipStopped(FatalError):
+    """The consumer protocol's membership cannot go on; ``poll()`` raises it as is."""
+
+
+def _stopped(exc: BaseException) -> MembershipStopped:
+    if isinstance(exc, FatalError):
+        return MembershipStopped(f"group membership stopped: {exc}")
+    return MembershipStopped(f"group membership stopped: unexpected {exc!r}")

@@ -37,7 +37,7 @@ from ._errors import (
     ProducerFencedError,
     TransientError,
 )
-from ._membership import Membership, membership_for
+from ._membership import Membership, MembershipStopped, membership_for
 from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._records import Output, Record
@@ -567,7 +567,7 @@ class TransactSession:
             return
         log.error("group membership failed: %r", exc)
         why = f"fetching the committed offsets of newly assigned partitions failed: {exc}"
-        self._failure = exc if isinstance(exc, FatalError) else FatalError(why)
+        self._failure = exc if isinstance(exc, MembershipStopped) else FatalError(why)
 
     def _restore_failed(self, exc: Exception) -> None:
         """A store restore failed for good: the next ``poll`` raises it."""
