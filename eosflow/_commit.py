@@ -9,14 +9,13 @@ a refused permission (``AuthorizationError``, by the adapter).
 
 from __future__ import annotations
 
-import asyncio
-
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from . import _aiokafka as ak
 from . import _codes as codes
 from ._config import EosConfig
 from ._errors import FatalError, TransientError
+from ._timeouts import within
 from ._transaction import Abort, AbortReason
 
 # TxnOffsetCommit answers that mean the group fenced this member off (KIP-447): it is
@@ -70,9 +69,7 @@ async def confirm_membership(
     generation itself."""
     try:
         with ak.mapped("forced heartbeat"):
-            code = await asyncio.wait_for(
-                ak.forced_heartbeat(consumer, config.group_id, identity), timeout_s
-            )
+            code = await within(ak.forced_heartbeat(consumer, config.group_id, identity), timeout_s)
     except (TransientError, FatalError) as exc:
         return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat failed: {exc}")
     if code == 0 or (code == ak.REBALANCE_IN_PROGRESS and caps.kip447):

@@ -9,6 +9,7 @@ import time
 
 from ._config import EosConfig
 from ._errors import FatalError
+from ._timeouts import within
 
 log = logging.getLogger("eosflow.app")
 
@@ -65,5 +66,5 @@ class Failures:
         self._count += 1
         self._last = now
         with contextlib.suppress(TimeoutError):  # a stop cuts the wait short
-            await asyncio.wait_for(stopping.wait(), self._backoff)
+            await within(stopping.wait(), self._backoff)
         self._backoff = min(self._backoff * 2, cfg.retry_backoff_max_s)

@@ -39,6 +39,7 @@ from . import _codes as codes
 from ._commit import confirm_membership
 from ._config import EosConfig
 from ._errors import EosflowError, FatalError
+from ._timeouts import within
 from ._transaction import Abort, AbortReason
 
 log = logging.getLogger("eosflow.session")
@@ -175,7 +176,7 @@ class ConsumerGroup:
         if self._lost or self.epoch <= 0:
             return Abort(AbortReason.HEARTBEAT_FAILED, "group membership lost: rejoining")
         try:
-            code = await asyncio.wait_for(self._beat_locked(), timeout_s)
+            code = await within(self._beat_locked(), timeout_s)
         except (EosflowError, TimeoutError) as exc:
             return Abort(AbortReason.HEARTBEAT_FAILED, f"forced heartbeat failed: {exc!r}")
         if code:
@@ -194,7 +195,7 @@ class ConsumerGroup:
             return
         self.epoch = -2 if self.config.group_instance_id is not None else -1
         with contextlib.suppress(EosflowError, TimeoutError):
-            await asyncio.wait_for(self._beat(), 5.0)
+            await within(self._beat(), 5.0)
 
     # --- the heartbeat loop and the reconciler -----------------------------------------
 
@@ -207,7 +208,7 @@ class ConsumerGroup:
         try:
             while True:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._interval_s)
+                    await within(self._wake.wait(), self._interval_s)
                 self._wake.clear()
                 if self._lost:
                     continue  # the reconciler wakes us once it let go

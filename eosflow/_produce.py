@@ -35,6 +35,7 @@ from aiokafka import AIOKafkaProducer
 from . import _aiokafka as ak
 from ._errors import FatalError
 from ._records import Output
+from ._timeouts import within
 
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 
@@ -118,7 +119,7 @@ async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> N
     alone would wait its request timeout, then the transaction would abort and retry
     forever)."""
     try:
-        await asyncio.wait_for(partitioner.ready(topic), timeout_s)
+        await within(partitioner.ready(topic), timeout_s)
     except TimeoutError:
         raise FatalError(
             f"output topic {topic!r} has no metadata after {timeout_s:g} s: it does not "
@@ -160,7 +161,7 @@ async def flush(
         return
     with ak.mapped("Produce", "WRITE"):
         try:
-            await asyncio.wait_for(_acknowledged(producer, sends), timeout_s)
+            await within(_acknowledged(producer, sends), timeout_s)
         except TimeoutError:
             raise TimeoutError(f"outputs not acknowledged within {timeout_s:g} s") from None
 

@@ -42,6 +42,7 @@ from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._records import Output, Record
 from ._state import Serde, Stores
+from ._timeouts import within
 from ._transaction import Abort, AbortReason, Outcome, Transaction
 
 log = logging.getLogger("eosflow.session")
@@ -470,7 +471,7 @@ class TransactSession:
         op.add_done_callback(_consume_error)
         try:
             with ak.mapped("EndTxn"):
-                await asyncio.wait_for(asyncio.shield(op), self.config.transaction_timeout_s)
+                await within(asyncio.shield(op), self.config.transaction_timeout_s)
         except ak.Fenced:
             raise
         except (EosflowError, asyncio.CancelledError) as exc:

@@ -21,6 +21,7 @@ from aiokafka.errors import IllegalStateError, KafkaError
 
 from .._config import EosConfig
 from .._security import KafkaSecurity
+from .._timeouts import within
 from ._coordinators import forget_client
 from ._errors import map_error
 from ._fetch import AS_RECORD
@@ -324,7 +325,7 @@ async def _stopped(name: str, stop: Awaitable[None], timeout_s: float) -> bool:
     it ran out of time or failed (the caller then closes the client by force)."""
     with _only_theirs():
         try:
-            await asyncio.wait_for(stop, timeout_s)
+            await within(stop, timeout_s)
             return True
         except (TimeoutError, KafkaError) as exc:
             log.warning("%s did not stop cleanly (%r); closing it by force", name, exc)

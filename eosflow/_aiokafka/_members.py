@@ -9,7 +9,6 @@ partitions to it.
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _specs, _wire
+from .._timeouts import within
 from ._errors import AUTHORIZATION, error_for, map_error
 from ._requests import _GROUP, _send_retrying
 
@@ -74,7 +74,7 @@ async def topic_ids(
     client = consumer._client
     step = "Metadata (topic ids)"
     try:
-        resp = await asyncio.wait_for(client.send(client.get_random_node(), req), timeout_s)
+        resp = await within(client.send(client.get_random_node(), req), timeout_s)
     except Exception as exc:
         raise map_error(exc, step) from exc
     out: dict[uuid.UUID, str] = {}

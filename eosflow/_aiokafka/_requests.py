@@ -18,6 +18,7 @@ from aiokafka.errors import KafkaError
 
 from .. import _specs, _wire
 from .._errors import TransientError
+from .._timeouts import within
 from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator
 from ._coordinators import forget as _forget
@@ -361,8 +362,8 @@ async def _send_retrying(
         if remaining <= 0:
             raise TransientError(step, f"no usable answer within {timeout_s:g} s (last: {last})")
         try:
-            node = await asyncio.wait_for(_coordinator(client, coord_type, key), remaining)
-            resp = await asyncio.wait_for(client.send(node, req, group=group), remaining)
+            node = await within(_coordinator(client, coord_type, key), remaining)
+            resp = await within(client.send(node, req, group=group), remaining)
             code = int(code_of(resp))
         except (KafkaError, OSError, TimeoutError) as exc:
             error = map_error(exc, step)

@@ -19,7 +19,6 @@ for a login, so ``diagnose`` presents the token itself (``_refused_token``).
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import ssl
@@ -33,6 +32,7 @@ from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslHandShakeReques
 from .. import _codes as codes
 from .._errors import AuthenticationError, ConfigError
 from .._security import KafkaSecurity, TokenProvider, secret
+from .._timeouts import within
 from ._errors import is_refused_login
 
 log = logging.getLogger("eosflow.adapter")
@@ -107,7 +107,7 @@ async def diagnose(bootstrap_servers: str, security: KafkaSecurity, timeout_s: f
     for server in bootstrap_servers.split(","):
         host, _, port = server.strip().rpartition(":")
         try:
-            conn = await asyncio.wait_for(
+            conn = await within(
                 create_conn(
                     host.strip("[]"),
                     int(port),
@@ -156,7 +156,7 @@ async def _refused_token(
     if security.tls:
         kw["ssl_context"] = tls_context(security)
     try:
-        conn = await asyncio.wait_for(
+        conn = await within(
             create_conn(host, port, request_timeout_ms=int(timeout_s * 1000), **kw), timeout_s
         )
     except (KafkaError, TimeoutError, OSError):

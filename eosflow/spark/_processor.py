@@ -35,6 +35,7 @@ from .._errors import TransactionError
 from .._observe import SparkJobReport
 from .._processor import Processor
 from .._records import Output, Record
+from .._timeouts import within
 from . import _session
 from ._arrow import INPUT_DDL, arrow_to_outputs, records_to_arrow
 from ._jobs import Tags, is_connect, tags_for
@@ -155,7 +156,7 @@ class SparkProcessor(Processor):
         tags = self.tags
         job = asyncio.ensure_future(asyncio.to_thread(tags.run, tag, lambda: self._job(table)))
         try:
-            result = await asyncio.wait_for(asyncio.shield(job), self._job_timeout_s)
+            result = await within(asyncio.shield(job), self._job_timeout_s)
         except TimeoutError:
             cancelled = await self._cancel(tag, job)
             raise SparkJobTimeout(

@@ -21,6 +21,7 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._timeouts import within
 from . import _codec
 
 __all__ = ["FaultRule"]
@@ -66,7 +67,7 @@ class FaultRule:
 
     async def matched(self, timeout_s: float = 10.0) -> None:
         """Wait until a request has matched this rule."""
-        await asyncio.wait_for(self._matched.wait(), timeout_s)
+        await within(self._matched.wait(), timeout_s)
 
     def release(self) -> None:
         """Let held requests through (they are then handled normally)."""

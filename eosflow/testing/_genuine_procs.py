@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._timeouts import within
+
 JVM_FLAGS = [  # those of Kafka's kafka-run-class.sh
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
@@ -192,11 +194,11 @@ async def api_versions(port: int, timeout_s: float = 5.0) -> dict[int, int]:
     Raw on a socket, so that it asks exactly that broker."""
     client_id = b"eosflow-genuine"
     header = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
-    reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), timeout_s)
+    reader, writer = await within(asyncio.open_connection("127.0.0.1", port), timeout_s)
     try:
         writer.write(struct.pack(">i", len(header)) + header)
-        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
-        body = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        (size,) = struct.unpack(">i", await within(reader.readexactly(4), timeout_s))
+        body = await within(reader.readexactly(size), timeout_s)
     finally:
         writer.close()
     _correlation, error, count = struct.unpack_from(">ihi", body)

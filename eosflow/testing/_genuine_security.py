@@ -31,6 +31,7 @@ from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
 from .. import _wire
+from .._timeouts import within
 from .._wire import MessageSpec, _f
 
 if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
@@ -209,11 +210,11 @@ async def _admin_request(
     client = b"eosflow-test-admin"
     head = struct.pack(">hhih", spec.api_key, version, 1, len(client)) + client + b"\x00"
     payload = head + req.SCHEMA.encode(_wire.to_values(req.SCHEMA, body))
-    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), timeout_s)
+    reader, writer = await within(asyncio.open_connection(host, int(port)), timeout_s)
     try:
         writer.write(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
-        buf = BytesIO(await asyncio.wait_for(reader.readexactly(size), timeout_s))
+        (size,) = struct.unpack(">i", await within(reader.readexactly(4), timeout_s))
+        buf = BytesIO(await within(reader.readexactly(size), timeout_s))
     finally:
         writer.close()
     buf.read(5)  # correlation id, no tagged fields (response header v1)

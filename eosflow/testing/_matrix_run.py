@@ -19,6 +19,7 @@ from .._checker import read_topic
 from .._config import EosConfig
 from .._errors import EosflowError
 from .._processor import Processor
+from .._timeouts import within
 from ._cluster import FakeCluster
 from ._faults import FaultRule
 from ._ladder import fake_settings
@@ -149,7 +150,7 @@ class _Children(_Runner):
     async def _reap(self, timeout_s: float) -> bool:
         assert self.proc is not None
         try:
-            await asyncio.wait_for(self.proc.wait(), timeout_s)
+            await within(self.proc.wait(), timeout_s)
         except TimeoutError:
             return False
         await asyncio.wait(self._drains, timeout=5)
