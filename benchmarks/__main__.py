@@ -14,7 +14,9 @@
 - ``state-engines``: SQLite, RocksDB and LMDB as the local copy (``state_engines.py``);
 - ``metrics``: the pass-through with every operations feature off, then on
   (``metrics_overhead.py``);
-- ``txn-end``: latency, commit rate and throughput per ``min_transaction_s`` (``txn_end.py``).
+- ``txn-end``: latency, commit rate and throughput per ``min_transaction_s`` (``txn_end.py``);
+- ``rolling``: a rolling restart under each group protocol, the work it redoes
+  (``rolling_restart.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -34,6 +36,7 @@ COMMANDS = {
     "state-engines": "benchmarks.state_engines",
     "metrics": "benchmarks.metrics_overhead",
     "txn-end": "benchmarks.txn_end",
+    "rolling": "benchmarks.rolling_restart",
 }
 
 if __name__ == "__main__":

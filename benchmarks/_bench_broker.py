@@ -62,7 +62,7 @@ async def broker(args: argparse.Namespace) -> AsyncIterator[tuple[str, str, str]
 
 @contextlib.asynccontextmanager
 async def _genuine(args: argparse.Namespace, version: str) -> AsyncIterator[tuple[str, str, str]]:
-    config: dict[str, str] = {}
+    config: dict[str, str] = dict(getattr(args, "broker_config", None) or {})
     proxy: RttProxy | None = None
     kafka = GenuineKafka(version, heap_mb=BROKER_HEAP_MB, auto_create_topics=False, config=config)
     if args.broker_latency_ms:
