@@ -53,6 +53,8 @@ _LOST = frozenset({codes.FENCED_MEMBER_EPOCH, codes.UNKNOWN_MEMBER_ID, codes.GRO
 class Membership(Protocol):
     consumer: AIOKafkaConsumer
     incremental: bool  # a revocation takes only the partitions that move
+    # the member id and epoch an offset fetch names (None when lost); None: it names none
+    offsets_member: Callable[[], tuple[str, int] | None] | None
 
     async def start(self) -> None: ...
     def identity(self) -> ak.GroupIdentity: ...
@@ -86,6 +88,8 @@ def membership_for(
 
 class ClassicGroup:
     incremental = False
+    # aiokafka's generation is checked by commits, not fetches
+    offsets_member: Callable[[], tuple[str, int] | None] | None = None
 
     def __init__(
         self,
@@ -144,6 +148,12 @@ class ConsumerGroup:
         self._wake = asyncio.Event()  # heartbeat now
         self._changed = asyncio.Event()  # a target or a loss for the reconciler
         self._task: asyncio.Task[None] | None = None
+        self.offsets_member: Callable[[], tuple[str, int] | None] | None = self._member
+
+    def _member(self) -> tuple[str, int] | None:
+        """The member id and epoch an OffsetFetch v9 names; None once lost (the fetch
+        stops: the loss lets every partition go and rejoins)."""
+        return None if self._lost or self.epoch <= 0 else (self.member_id, self.epoch)
 
     async def start(self) -> None:
         """Start the consumer and join: the first heartbeat's refusal is raised here."""
@@ -330,8 +340,11 @@ class ConsumerGroup:
             ak.reassign(self.consumer, self.owned)  # the new ones paused, to be positioned
             try:
                 await self._assigned(new)
-            except EosflowError as exc:  # unpositioned, they would stall: poll() raises it
-                self._failed(exc)
+            except EosflowError as exc:
+                if self._lost:  # the loss that stopped the set-up lets them go next
+                    log.info("setting up %d partitions stopped: membership lost", len(new))
+                    return
+                self._failed(exc)  # unpositioned, they would stall: poll() raises it
             except Exception as exc:  # the processor's hook, after the set-up
                 log.error("on_assigned raised %r; going on", exc)
         if gone or new:

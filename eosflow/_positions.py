@@ -52,6 +52,8 @@ class Positions:
         self.epoch = 0
         self.identity: ak.GroupIdentity | None = None
         self.stable = False  # RequireStable fetches; set once the broker's caps are known
+        # the member a fetch names (OffsetFetch v9, the consumer protocol); None: none
+        self.member: Callable[[], tuple[str, int] | None] | None = None
 
     def stale(self, epoch: int, consumed: Iterable[tuple[str, int]]) -> str | None:
         """Why a transaction begun under ``epoch`` that consumed from ``consumed`` may not
@@ -167,6 +169,7 @@ class Positions:
             partitions,
             require_stable=self.stable,
             timeout_s=self.config.transaction_timeout_s * 2,
+            member=self.member,
         )
 
     async def rewind(self, consumer: AIOKafkaConsumer) -> None:

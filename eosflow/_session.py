@@ -120,7 +120,7 @@ class TransactSession:
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         self._group = membership_for(cfg, caps, self._revoked, self._assigned, self._failed)
-        self._consumer = self._group.consumer
+        self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         await self._group.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:

@@ -46,35 +46,54 @@ TXN_OFFSET_COMMIT = MessageSpec(
     ),
 )
 
+_OFFSET_FETCH_PARTITIONS = (
+    _f("partition_index", "int32"),
+    _f("committed_offset", "int64"),
+    _f("committed_leader_epoch", "int32", since=5),
+    _f("metadata", "string"),
+    _f("error_code", "int16"),
+)
+
+# v8 (Kafka 3.0, KIP-709) asks for groups; v9 (3.6+, KIP-848) names the member asking:
+# a consumer-protocol group checks its id and epoch (UNKNOWN_MEMBER_ID,
+# STALE_MEMBER_EPOCH). A body carries both shapes; the negotiated version takes its own.
 OFFSET_FETCH = MessageSpec(
     api_key=9,
     name="OffsetFetch",
-    versions=(1, 7),
+    versions=(1, 9),
     flexible_from=6,
     request=(
-        _f("group_id", "string"),
-        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
+        _f("group_id", "string", until=7),
+        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32")), until=7),
+        _f(
+            "groups",
+            (
+                _f("group_id", "string"),
+                _f("member_id", "string", since=9),
+                _f("member_epoch", "int32", since=9),
+                _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
+            ),
+            since=8,
+        ),
         _f("require_stable", "bool", since=7),
     ),
     response=(
         _f("throttle_time_ms", "int32", since=3),
         _f(
             "topics",
-            (
-                _f("name", "string"),
-                _f(
-                    "partitions",
-                    (
-                        _f("partition_index", "int32"),
-                        _f("committed_offset", "int64"),
-                        _f("committed_leader_epoch", "int32", since=5),
-                        _f("metadata", "string"),
-                        _f("error_code", "int16"),
-                    ),
-                ),
-            ),
+            (_f("name", "string"), _f("partitions", _OFFSET_FETCH_PARTITIONS)),
+            until=7,
         ),
-        _f("error_code", "int16", since=2),
+        _f("error_code", "int16", since=2, until=7),
+        _f(
+            "groups",
+            (
+                _f("group_id", "string"),
+                _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_FETCH_PARTITIONS))),
+                _f("error_code", "int16"),
+            ),
+            since=8,
+        ),
     ),
 )
 

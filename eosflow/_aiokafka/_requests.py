@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +17,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
-from .. import _specs, _wire
+from .. import _codes, _specs, _wire
 from .._errors import TransientError
 from .._timeouts import within
 from ._clients import GroupIdentity, group_identity, producer_identity
@@ -225,31 +226,57 @@ async def commit_offsets_in_txn(
     return code
 
 
+# a consumer-protocol member's OffsetFetch v9 answered for a past epoch or a member the
+# coordinator does not know (yet): retried with the member's identity read again
+_MEMBER_RETRY = frozenset(
+    {_codes.STALE_MEMBER_EPOCH, _codes.UNKNOWN_MEMBER_ID, _codes.FENCED_MEMBER_EPOCH}
+)
+
+
 async def fetch_committed(
     consumer: AIOKafkaConsumer,
     group_id: str,
     partitions: list[TopicPartition],
     require_stable: bool,
     timeout_s: float,
+    member: Callable[[], tuple[str, int] | None] | None = None,
 ) -> dict[TopicPartition, int | None]:
     """Committed offsets of ``partitions`` (None where nothing is committed). With
     ``require_stable`` (OffsetFetch v7) a partition held by an open transaction is retried
-    until that transaction completes or ``timeout_s`` passes (then TimeoutError)."""
+    until that transaction completes or ``timeout_s`` passes (then TimeoutError).
+
+    ``member`` (the consumer protocol) gives the member id and epoch the fetch names
+    (OffsetFetch v9, KIP-848), read at each attempt: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
+    and FENCED_MEMBER_EPOCH are retried with it read again (the heartbeat brings the new
+    epoch); when it gives None the membership was lost and ``TransientError`` is raised.
+    Without it (the classic protocol) the fetch names no member and nothing is checked."""
     client = consumer._client
     topics: dict[str, list[int]] = {}
     for tp in partitions:
         topics.setdefault(tp.topic, []).append(tp.partition)
-    body = {
-        "group_id": group_id,
-        "require_stable": require_stable,
-        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-    }
-    req = _wire.SpecRequest.of(_specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
+    asked = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
     step = "OffsetFetch"
     deadline = time.monotonic() + timeout_s
     backoff = _Backoff()
     last = "no answer"
     while True:
+        who: tuple[str | None, int] = (None, -1)
+        if member is not None:
+            named = member()
+            if named is None:
+                raise TransientError(step, f"the membership of {group_id} was lost")
+            who = named
+        body = {
+            "group_id": group_id,
+            "topics": asked,
+            "groups": [
+                {"group_id": group_id, "member_id": who[0], "member_epoch": who[1], "topics": asked}
+            ],
+            "require_stable": require_stable,
+        }
+        req = _wire.SpecRequest.of(
+            _specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1
+        )
         try:
             node = await _coordinator(client, _GROUP, group_id)
             resp = (await client.send(node, req, group=_COORD)).to_object()
@@ -260,9 +287,14 @@ async def fetch_committed(
             _forget(client, _GROUP, group_id)
             last = error.cause
         else:
+            answer = resp  # v8+: per group
+            if "groups" in resp:
+                answer = next((g for g in resp["groups"] if g["group_id"] == group_id), None)
+            if answer is None:
+                raise TransientError(step, f"the answer left out group {group_id}")
             out: dict[TopicPartition, int | None] = {}
-            codes = {resp.get("error_code", 0)}
-            for t in resp["topics"]:
+            codes = {answer.get("error_code", 0)}
+            for t in answer["topics"]:
                 for p in t["partitions"]:
                     codes.add(p["error_code"])
                     off = p["committed_offset"]
@@ -271,8 +303,11 @@ async def fetch_committed(
             codes.discard(0)
             if not codes:
                 return out
+            retried = RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}
+            if member is not None:
+                retried |= _MEMBER_RETRY
             for code in codes:
-                if code not in RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}:
+                if code not in retried:
                     raise map_error(error_for(code), step)
             if codes & COORDINATOR_ERRORS:
                 _forget(client, _GROUP, group_id)

@@ -43,7 +43,7 @@ _MAX_FRAME = 100 * 1024 * 1024
 # ConsumerGroupHeartbeat (68) is Kafka 4's.
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
     "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 68: -1}),
-    "2.5": ({}, {22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1}),
+    "2.5": ({}, {9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1}),
     "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
 # Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0
@@ -423,6 +423,7 @@ class FakeCluster:
         for rule in self.faults:
             if rule.matches(frame):
                 rule.hits += 1
+                rule.bodies.append(frame.body)
                 if rule.exhausted:
                     self.faults.remove(rule)
                 return rule

@@ -28,6 +28,7 @@ __all__ = ["FaultRule"]
 
 _GROUP_KEYS = ("group_id", "group", "consumer_group", "coordinator_key")
 _METADATA = 3
+_OFFSET_FETCH = 9
 
 
 @dataclass(eq=False)
@@ -44,6 +45,7 @@ class FaultRule:
     group_id: str | None = None
     transactional_id: str | None = None
     hits: int = 0
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # what matched, in order
     _matched: asyncio.Event = field(default_factory=asyncio.Event)
     _released: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -84,7 +86,7 @@ def error_body(
     """A response of the frame's API that carries ``code`` wherever the schema has an
     error code, mirroring the request's topics and partitions so the client can map it.
     Metadata is the exception: it lists the ``brokers``, and each topic named carries the
-    error and no partitions."""
+    error and no partitions; so is OffsetFetch v8+, whose groups each carry it."""
     if frame.api_key == _METADATA:
         names = [t["name"] for t in frame.body.get("topics") or []]
         return {
@@ -94,6 +96,13 @@ def error_body(
                 {"error_code": code, "topic": n, "is_internal": False, "partitions": []}
                 for n in names
             ],
+        }
+    if frame.api_key == _OFFSET_FETCH and frame.version >= 8:  # per group, as Kafka answers
+        groups = frame.body.get("groups") or []
+        return {
+            "groups": [
+                {"group_id": g["group_id"], "topics": [], "error_code": code} for g in groups
+            ]
         }
     schema = _codec.response_schema(frame.api_key, frame.version)
     body: dict[str, Any] = {"error_code": code}

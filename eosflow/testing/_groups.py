@@ -429,12 +429,21 @@ class GroupCoordinator:
             g.offsets.update(staged)
 
     def fetch(
-        self, group_id: str, partitions: list[Partition] | None, require_stable: bool
+        self,
+        group_id: str,
+        partitions: list[Partition] | None,
+        require_stable: bool,
+        member: tuple[str | None, int] = (None, -1),
     ) -> list[tuple[Partition, int, str | None, int]]:
         """(partition, offset, metadata, error code) for each requested partition.
         ``None`` asks for all, as Kafka answers it: every partition with a committed
-        offset; one holding only a staged transactional offset is not listed."""
+        offset; one holding only a staged transactional offset is not listed. A
+        ``member`` (id, epoch; OffsetFetch v9) of a consumer-protocol group is checked:
+        ``GroupError`` UNKNOWN_MEMBER_ID or STALE_MEMBER_EPOCH; (None, -1) is not."""
         g = self.groups.get(group_id)
+        member_id, epoch = member
+        if g is not None and g.modern is not None and (member_id is not None or epoch >= 0):
+            g.modern.check_member(member_id or "", epoch, stale=E.STALE_MEMBER_EPOCH)
         if g is None:
             return [(tp, -1, "", E.NONE) for tp in partitions or []]
         wanted = partitions if partitions is not None else list(g.offsets)

@@ -27,7 +27,8 @@
   holding partitions pending revocation past its rebalance timeout is removed too.
 - **Offsets.** A TxnOffsetCommit or OffsetCommit naming a member checks it: unknown
   member UNKNOWN_MEMBER_ID, an epoch other than the member's ILLEGAL_GENERATION (at the
-  versions modelled; newer ones say STALE_MEMBER_EPOCH).
+  versions modelled; newer ones say STALE_MEMBER_EPOCH). An OffsetFetch v9 naming a
+  member checks it the same way, a wrong epoch being STALE_MEMBER_EPOCH there.
 
 Not modelled: regular-expression subscriptions (v1 ``subscribed_topic_regex``), racks,
 and online migration between the classic and the consumer protocol (a group in use by
@@ -86,16 +87,17 @@ class ConsumerGroupState:
     instances: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     partition_counts: dict[str, int] = field(default_factory=dict)
 
-    def check_member(self, member_id: str, epoch: int) -> None:
-        """An offset commit's member check (KIP-848): the member and its current epoch. A
-        past epoch is ILLEGAL_GENERATION at the versions the test cluster decodes
-        (TxnOffsetCommit v0-3, OffsetCommit v0-3), as genuine 4.4.0 answers TxnOffsetCommit
-        v3; STALE_MEMBER_EPOCH belongs to newer versions."""
+    def check_member(self, member_id: str, epoch: int, stale: int = E.ILLEGAL_GENERATION) -> None:
+        """An offset request's member check (KIP-848): the member and its current epoch,
+        any other epoch answered ``stale``. For commits that is ILLEGAL_GENERATION at the
+        versions the test cluster decodes (TxnOffsetCommit v0-3, OffsetCommit v0-3), as
+        genuine 4.4.0 answers TxnOffsetCommit v3; OffsetFetch v9 says STALE_MEMBER_EPOCH
+        for a past or a future epoch alike (genuine 4.4.0)."""
         m = self.members.get(member_id)
         if m is None:
             raise GroupError(E.UNKNOWN_MEMBER_ID)
         if epoch != m.epoch:
-            raise GroupError(E.ILLEGAL_GENERATION)
+            raise GroupError(stale)
 
     def holder(self, tp: Partition, other_than: ConsumerMember) -> bool:
         return any(

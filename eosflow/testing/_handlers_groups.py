@@ -165,12 +165,37 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     Null topics (v2+) asks for every partition with a committed offset. RequireStable (v7,
     KIP-447): UNSTABLE_OFFSET_COMMIT for a partition holding a transaction's pending offset;
     committed transactional offsets show ``offset_lag_s`` after EndTxn (docs/design.md).
-    Versions: v0-7; profile "2.4" v0-6 (before KIP-447), "4.0" v1-7 (KIP-896 floor)."""
+    v8+ asks per group (the groups in the request's order, each with its own error); v9
+    names the member asking, which a consumer-protocol group checks (UNKNOWN_MEMBER_ID,
+    STALE_MEMBER_EPOCH as the group's error, as genuine 4.4.0 answers). Versions: v0-9;
+    profile "2.4" v0-6 (before KIP-447), "2.5" v0-7, "4.0" v1-9 (KIP-896 floor)."""
     b = f.body
+    stable = bool(b.get("require_stable"))
+    if f.version < 8:
+        topics = _fetched(c, b["group_id"], b.get("topics"), stable, (None, -1))
+        return {"error_code": 0, "topics": topics}
+    groups = []
+    for g in b["groups"]:
+        member = (g.get("member_id"), g.get("member_epoch", -1))
+        try:
+            topics, code = _fetched(c, g["group_id"], g.get("topics"), stable, member), 0
+        except GroupError as exc:
+            topics, code = [], exc.code
+        groups.append({"group_id": g["group_id"], "topics": topics, "error_code": code})
+    return {"groups": groups}
+
+
+def _fetched(
+    c: FakeCluster,
+    group_id: str,
+    asked: list[Body] | None,
+    stable: bool,
+    member: tuple[str | None, int],
+) -> list[Body]:
     wanted = None
-    if b.get("topics") is not None:
-        wanted = [(t["name"], p) for t in b["topics"] for p in t["partition_indexes"]]
-    rows = c.groups.fetch(b["group_id"], wanted, bool(b.get("require_stable")))
+    if asked is not None:
+        wanted = [(t["name"], p) for t in asked for p in t["partition_indexes"]]
+    rows = c.groups.fetch(group_id, wanted, stable, member)
     topics: dict[str, list[Body]] = {}
     for (topic, part), offset, meta, code in rows:
         topics.setdefault(topic, []).append(
@@ -182,7 +207,7 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
                 "error_code": code,
             }
         )
-    return {"error_code": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
 
 
 @handles("DescribeGroups")

@@ -77,7 +77,7 @@ REQUESTS: tuple[Request, ...] = (
     Request("Heartbeat.loop", "Heartbeat", "steady", 1, note="aiokafka's heartbeat loop"),
     Request("JoinGroup", "JoinGroup", "rebalance"),
     Request("SyncGroup", "SyncGroup", "rebalance"),
-    Request("OffsetFetch", "OffsetFetch", "rebalance", 7, note="the stable fetch on assignment"),
+    Request("OffsetFetch", "OffsetFetch", "rebalance", 9, note="the stable fetch on assignment"),
     Request("FindCoordinator", "FindCoordinator", "start", kind="find"),
     Request("InitProducerId", "InitProducerId", "start", kind="txn"),
     # at start: mid-stream the consumer has long buffered this small input, so a faulted

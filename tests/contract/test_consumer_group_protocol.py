@@ -28,6 +28,7 @@ from test_broker_answers import (
     END_TXN,
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
+    OFFSET_FETCH,
     TXN_OFFSET_COMMIT,
     retried,
 )
@@ -67,11 +68,21 @@ async def _coordinator(client: Any, group: str) -> int:
 
 
 async def _topic_id(client: Any, topic: str) -> uuid.UUID:
+    """The topic's id; a topic just created may not be in the broker's metadata yet
+    (genuine Kafka answers UNKNOWN_TOPIC_OR_PARTITION for a moment)."""
     body = {"topics": [{"name": topic}], "allow_auto_topic_creation": False}
-    resp = await client.send(client.get_random_node(), _wire.SpecRequest.of(_specs.METADATA, body))
-    ((error, name, topic_id, *_),) = [t for t in resp.topics if t[1] == topic]
-    assert error == 0 and name == topic
-    return uuid.UUID(str(topic_id))
+    req = _wire.SpecRequest.of(_specs.METADATA, body)
+    found: list[uuid.UUID] = []
+
+    async def known() -> bool:
+        resp = await client.send(client.get_random_node(), req)
+        ((error, name, topic_id, *_),) = [t for t in resp.topics if t[1] == topic]
+        if error == 0 and name == topic:
+            found.append(uuid.UUID(str(topic_id)))
+        return bool(found)
+
+    await _until(f"topic {topic} in the metadata", known, timeout_s=10)
+    return found[0]
 
 
 @dataclass
@@ -293,5 +304,53 @@ async def test_a_transactional_offset_commit_is_checked_by_member_epoch(
         ]
         r = await c.send(END_TXN, 1, {**ids, "transaction_result": False})
         assert r is not None and r["error_code"] == 0
+    finally:
+        c.close()
+
+
+async def test_an_offset_fetch_is_checked_by_member_and_epoch(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    """OffsetFetch v9 (what eosflow sends for newly assigned partitions under the
+    consumer protocol) names the member asking: its id and current epoch are answered;
+    a past epoch is STALE_MEMBER_EPOCH, an unknown member id UNKNOWN_MEMBER_ID, each as
+    the group's error; without a member (null id, epoch -1) nothing is checked."""
+    b = eosflow_broker
+    topic, group, node = await _members(client, b, 1)
+    a = Member(client, node, group, topic)
+    await a.join_owning({0})
+    c = RawConn(b.bootstrap_servers)
+    try:
+
+        async def fetch(member_id: str | None, epoch: int) -> int:
+            body = {
+                "groups": [
+                    {
+                        "group_id": group,
+                        "member_id": member_id,
+                        "member_epoch": epoch,
+                        "topics": [{"name": topic, "partition_indexes": [0]}],
+                    }
+                ],
+                "require_stable": True,
+            }
+            resp = await c.send(OFFSET_FETCH, 9, body)
+            assert resp is not None
+            (g,) = resp["groups"]
+            assert g["group_id"] == group
+            if g["error_code"] == 0:
+                ((t,),) = [g["topics"]]
+                assert [p["committed_offset"] for p in t["partitions"]] == [-1]
+            return int(g["error_code"])
+
+        codes = [
+            await fetch(a.member_id, a.epoch),
+            await fetch(a.member_id, a.epoch - 1),
+            await fetch(a.member_id, a.epoch + 1),
+            await fetch(str(uuid.uuid4()), a.epoch),
+            await fetch(None, -1),
+        ]
+        want = [0, E.STALE_MEMBER_EPOCH, E.STALE_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, 0]
+        assert codes == want, [E.name(x) for x in codes]
     finally:
         c.close()

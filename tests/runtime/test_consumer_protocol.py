@@ -136,6 +136,31 @@ async def test_a_transaction_that_did_not_touch_the_moved_partitions_goes_on(
     await assert_exactly_once(c)
 
 
+# Newly assigned partitions start from an OffsetFetch that names the member and its epoch
+# (v9) with RequireStable; answered STALE_MEMBER_EPOCH (the epoch moved while the fetch
+# was in flight), it is retried, the member read again. Mutations caught: the fetch naming
+# no member (the bodies say so); STALE_MEMBER_EPOCH not retried (the app stops).
+async def test_new_partitions_are_fetched_as_the_member_and_a_stale_epoch_is_retried(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, 2)
+    stale = c.intercept("OffsetFetch", version=9, error=codes.STALE_MEMBER_EPOCH)
+    later = c.intercept("OffsetFetch", times=None)  # lets every later fetch through, seen
+    app = eosflow.EosApp(Gate("out"), kcfg(c))
+    async with app:
+        await until(app, lambda: committed_all(c), "all committed")
+        ((member_id, m),) = group(c).members.items()
+    fetches = [*stale.bodies, *later.bodies]
+    assert len(fetches) >= 2, fetches  # the stale answer was retried
+    for body in fetches[:2]:
+        assert body["require_stable"] is True
+        ((g,),) = [body["groups"]]
+        assert g["member_id"] == member_id and 0 < g["member_epoch"] <= m.epoch, g
+    assert app.stats.aborted == 0
+    await assert_exactly_once(c)
+
+
 # A member the coordinator no longer knows has lost its partitions: it rejoins (epoch 0)
 # and goes on. Treat UNKNOWN_MEMBER_ID as any other error (`_LOST` without it) and the
 # app stops with a FatalError.
