@@ -398,7 +398,7 @@ async def test_sends_refused_after_the_producer_went_fatal(cluster: FakeCluster)
 async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) -> None:
     c = cluster
     await seed(c, n=10)
-    c.intercept("OffsetFetch", version=7, error=codes.GROUP_AUTHORIZATION_FAILED, times=None)
+    c.intercept("OffsetFetch", version=9, error=codes.GROUP_AUTHORIZATION_FAILED, times=None)
     app = eosflow.EosApp(Gate("out"), cfg(c))
     with pytest.raises(eosflow.FatalError, match="committed offsets"):
         async with app:

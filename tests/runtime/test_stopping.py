@@ -92,7 +92,7 @@ async def test_a_stop_while_partitions_are_set_up_is_not_a_failure(
     # delayed, not held: Kafka answers a connection's requests in order, so the consumer's
     # LeaveGroup waits behind it
     fetch = c.intercept(  # eosflow's RequireStable fetch (aiokafka's own is v1)
-        "OffsetFetch", version=7, delay_s=2.0, error=codes.GROUP_AUTHORIZATION_FAILED
+        "OffsetFetch", version=9, delay_s=2.0, error=codes.GROUP_AUTHORIZATION_FAILED
     )
     app = eosflow.EosApp(Gate("out"), cfg(c))
 
