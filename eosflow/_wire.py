@@ -288,13 +288,21 @@ def _convert(typ: Any, val: Any) -> Any:
 
 class SpecRequest:
     """A request of a spec'd API whose version is negotiated per connection, like
-    aiokafka's own request builders: ``SpecRequest.of(spec, body, min_version=3)``."""
+    aiokafka's own request builders: ``SpecRequest.of(spec, body, min_version=3)``; a
+    ``max_version`` keeps a caller on the semantics it handles (e.g. TxnOffsetCommit v3
+    until transactions v2)."""
 
     @staticmethod
-    def of(spec: MessageSpec, body: dict[str, Any], min_version: int | None = None) -> Any:
+    def of(
+        spec: MessageSpec,
+        body: dict[str, Any],
+        min_version: int | None = None,
+        max_version: int | None = None,
+    ) -> Any:
         low = spec.versions[0] if min_version is None else min_version
-        classes = tuple(spec_classes(spec, v)[0] for v in range(low, spec.versions[1] + 1))
-        cls = _REQUEST_BUILDERS.get((spec.api_key, low))
+        high = spec.versions[1] if max_version is None else max_version
+        classes = tuple(spec_classes(spec, v)[0] for v in range(low, high + 1))
+        cls = _REQUEST_BUILDERS.get((spec.api_key, low, high))
         if cls is None:
             cls = types.new_class(
                 f"{spec.name}Request",
@@ -307,10 +315,10 @@ class SpecRequest:
                 ),
             )
             cls._CLASSES = classes  # type: ignore[attr-defined]
-            _REQUEST_BUILDERS[(spec.api_key, low)] = cls
+            _REQUEST_BUILDERS[(spec.api_key, low, high)] = cls
         req = cls.__new__(cls)  # type: ignore[call-overload]
         req.body = body
         return req
 
 
-_REQUEST_BUILDERS: dict[tuple[int, int], Any] = {}
+_REQUEST_BUILDERS: dict[tuple[int, int, int], Any] = {}

@@ -202,7 +202,8 @@ async def commit_offsets_in_txn(
             member_id=ident.member_id,
             group_instance_id=ident.instance_id,
         )
-    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body)
+    # v3 until transactions v2 (v5 adds the group implicitly; v4+ errors differ)
+    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body, max_version=3)
 
     def first_error(resp: Any) -> int:
         for topic in resp.to_object()["topics"]:

@@ -42,17 +42,19 @@ _MAX_FRAME = 100 * 1024 * 1024
 # tests/contract/test_broker_answers.py). A cap below the floor leaves the API out:
 # ConsumerGroupHeartbeat (68) is Kafka 4's.
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
-    "2.4": ({}, {28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 68: -1}),
-    "2.5": ({}, {9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1}),
+    "2.4": ({}, {0: 8, 28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 68: -1}),
+    "2.5": ({}, {0: 8, 28: 3, 9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1}),
     "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
 # Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0
 # (for old librdkafka clients, KAFKA-18659) but closes the connection of a v0-v2 request.
 ADVERTISED_FLOORS: dict[str, dict[int, int]] = {"4.0": {0: 0}}
 # The features each profile finalizes (ApiVersions v3+, KIP-584): "4.0" the consumer group
-# protocol (group.version 1, ``_groups_consumer``); transactions v2 is not modelled, so
-# transaction.version stays unset (genuine 4.4.0 finalizes 2 by default).
-PROFILE_FEATURES: dict[str, dict[str, int]] = {"4.0": {"group.version": 1}}
+# protocol (group.version 1, ``_groups_consumer``) and transactions v2 (transaction.version
+# 2, ``_txn``), as genuine 4.4.0 finalizes them by default.
+PROFILE_FEATURES: dict[str, dict[str, int]] = {
+    "4.0": {"group.version": 1, "transaction.version": 2}
+}
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class FakeCluster:
             self.settings.groups.consumer_heartbeat_interval_s,
         )
         self.txns = TxnCoordinator(self.settings.txns, self.groups, self.log)
+        self.txns.v2 = self.features.get("transaction.version", 0) >= 2
         self.faults: list[FaultRule] = []
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
@@ -216,13 +219,13 @@ class FakeCluster:
             return None
         return parts[tp[1]]
 
-    def txn_produce_check(self, batch: bytes, tp: tuple[str, int]) -> int:
+    def txn_produce_check(self, batch: bytes, tp: tuple[str, int], version: int) -> int:
         if len(batch) < 61:
             return E.CORRUPT_MESSAGE
         if not batch[22] & 0x10:  # attributes (low byte): not transactional
             return E.NONE
         pid, epoch = _PID_EPOCH.unpack_from(batch, 43)
-        return self.txns.is_member(pid, epoch, tp)
+        return self.txns.is_member(pid, epoch, tp, version)
 
     def fence_producer(self, producer_id: int, epoch: int) -> None:
         for parts in self.topics.values():

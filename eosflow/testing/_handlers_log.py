@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 @handles("Produce")
 async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
     """acks other than -1, 0, 1: INVALID_REQUIRED_ACKS for every partition. A partition
-    answering an error carries offset and log start offset -1, as Kafka's do.
-    Versions: v0-8; profile "4.0" v3-8 (advertised from v0, as Kafka 4 does)."""
+    answering an error carries offset and log start offset -1, as Kafka's do. A
+    transactional batch must belong to the producer's open transaction (KIP-890 part 1
+    verification: INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH for a past epoch); v12 under
+    transactions v2 adds its partition to the transaction implicitly (KIP-890 part 2).
+    Versions: v0-12; profile "4.0" v3-12 (advertised from v0, as Kafka 4 does), "2.4"
+    and "2.5" v0-8."""
     txn_id = f.body.get("transactional_id")
     acks_ok = f.body.get("required_acks", -1) in (-1, 0, 1)
     out = []
@@ -34,7 +38,7 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
             elif log is not None and data:
                 code = E.NONE
                 if txn_id is not None:
-                    code = c.txn_produce_check(data, tp)
+                    code = c.txn_produce_check(data, tp, f.version)
                 if code == E.NONE:
                     code, base = log.append(data)
             parts.append(

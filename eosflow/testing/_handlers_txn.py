@@ -75,7 +75,8 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
     PRODUCER_FENCED (v3+; older INVALID_PRODUCER_EPOCH); INVALID_TXN_STATE unless the open
     transaction holds the group; v3 (KIP-447) with a generation, member or instance id also
     runs the group's member checks. UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
-    Versions: v0-3; profile "2.4" v0-2 (before KIP-447)."""
+    v5 under transactions v2 adds the group to the transaction itself (``_txn``).
+    Versions: v0-5; profile "2.4" v0-2 (before KIP-447), "2.5" v0-3."""
     b = f.body
     offsets = tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
@@ -100,14 +101,15 @@ async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
     later (docs/design.md), and until then either result answers CONCURRENT_TRANSACTIONS. Once
     written, the same result answers no error and the other INVALID_TXN_STATE, as does a
     producer with no transaction. INVALID_PRODUCER_ID_MAPPING; another epoch: PRODUCER_FENCED
-    (v2+; older INVALID_PRODUCER_EPOCH). Versions: v0-2; profiles "2.4" and "2.5" v0-1."""
+    (v2+; older INVALID_PRODUCER_EPOCH). v5 under transactions v2 bumps the epoch and
+    answers it (``_txn``); elsewhere the answer's producer id and epoch are -1.
+    Versions: v0-5; profiles "2.4" and "2.5" v0-1."""
     b = f.body
-    return {
-        "error_code": c.txns.end_txn(
-            b["transactional_id"],
-            b["producer_id"],
-            b["producer_epoch"],
-            b["transaction_result"],
-            f.version,
-        )
-    }
+    code, pid, epoch = c.txns.end_txn(
+        b["transactional_id"],
+        b["producer_id"],
+        b["producer_epoch"],
+        b["transaction_result"],
+        f.version,
+    )
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}

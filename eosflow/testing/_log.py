@@ -140,7 +140,8 @@ class PartitionLog:
             self.aborted.append(AbortedTxn(producer_id, first, base))
         entry = self._producers.get(producer_id)
         if entry is not None and epoch > entry.epoch:
-            entry.epoch = epoch
+            # a newer epoch (transactions v2 bumps it at every end): its sequences start at 0
+            self._producers[producer_id] = _ProducerEntry(epoch)
         self._wake()
 
     def fence_epoch(self, producer_id: int, epoch: int) -> None:

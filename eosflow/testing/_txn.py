@@ -24,6 +24,15 @@ Timing that matters to clients is modelled, because the runtime defends against 
 Fencing errors by version, as Kafka answers: PRODUCER_FENCED for InitProducerId v4+,
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+ and TxnOffsetCommit v3+; INVALID_PRODUCER_EPOCH
 for older versions.
+
+Transactions v2 (KIP-890 part 2; ``v2``: the cluster finalizes transaction.version >= 2),
+as genuine 4.4.0 answers it: EndTxn v5 bumps the epoch before the markers are written
+(they carry the new one, so a zombie's late write at the old epoch is refused) and answers
+the producer id and epoch to use next; the same EndTxn resent with the previous epoch
+answers the same outcome again, the other result INVALID_TXN_STATE. Produce v12 and
+TxnOffsetCommit v5 add their partition or group to the transaction implicitly (opening
+it), CONCURRENT_TRANSACTIONS while the last one's markers are written. Older versions
+keep the v1 rules on the same cluster.
 """
 
 from __future__ import annotations
@@ -95,6 +104,7 @@ class TxnCoordinator:
         self.aborts = 0
         self.reinits = 0
         self.marker_lag: dict[str, float] = {}
+        self.v2 = False  # transactions v2 (transaction.version >= 2 finalized)
 
     # --- producer ids -----------------------------------------------------------------
 
@@ -212,42 +222,69 @@ class TxnCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if epoch != meta.epoch:
             return fenced(version, 3)
+        if self.v2 and version >= 5:  # the group joins implicitly
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                return E.CONCURRENT_TRANSACTIONS
+            self._open(meta)
+            meta.groups.add(group_id)
         if meta.state != ONGOING or group_id not in meta.groups:
             return E.INVALID_TXN_STATE
         return self.groups.txn_commit(
             group_id, meta.token, generation, member_id, instance_id, offsets
         )
 
-    def is_member(self, producer_id: int, epoch: int, tp: Partition) -> int:
-        """Whether a transactional produce to ``tp`` is allowed (KIP-890 part 1
-        verification): the producer's transaction must be open and contain ``tp``."""
+    def is_member(self, producer_id: int, epoch: int, tp: Partition, version: int) -> int:
+        """Whether a transactional Produce of ``version`` to ``tp`` is allowed (KIP-890
+        part 1 verification): the producer's transaction must be open and contain ``tp``,
+        else INVALID_TXN_STATE (v11+: TRANSACTION_ABORTABLE, as genuine 4.4.0 answers).
+        v12 under transactions v2 adds ``tp`` itself."""
         for meta in self.txns.values():
             if meta.producer_id == producer_id:
                 if epoch < meta.epoch:
                     return E.INVALID_PRODUCER_EPOCH
+                if version >= 12 and self.v2 and epoch == meta.epoch:
+                    if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                        return E.CONCURRENT_TRANSACTIONS
+                    self._open(meta)
+                    meta.partitions.add(tp)
                 if meta.state != ONGOING or tp not in meta.partitions:
-                    return E.INVALID_TXN_STATE
+                    return E.TRANSACTION_ABORTABLE if version >= 11 else E.INVALID_TXN_STATE
                 return E.NONE
         return E.INVALID_PRODUCER_ID_MAPPING
 
     # --- ending ---------------------------------------------------------------------
 
-    def end_txn(self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int) -> int:
+    def end_txn(
+        self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int
+    ) -> tuple[int, int, int]:
+        """(error code, producer id, epoch to use next); the last two are -1 unless
+        transactions v2 (EndTxn v5 on a ``v2`` cluster), which bumps the epoch."""
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+        v2 = self.v2 and version >= 5
+        ended = (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
+        if v2 and epoch == meta.last_epoch and meta.state in ended:
+            # the same EndTxn again (its answer was lost): the bumped epoch is known
+            if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                return E.CONCURRENT_TRANSACTIONS, -1, -1
+            if meta.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
+                return E.NONE, meta.producer_id, meta.epoch
+            return E.INVALID_TXN_STATE, -1, -1
         if epoch != meta.epoch:
-            return fenced(version, 2)
+            return fenced(version, 2), -1, -1
         if meta.state == ONGOING:
+            if v2:  # before the markers: they carry the new epoch and fence the old one
+                self._bump(meta)
             self._end(meta, commit, immediate=False)
-            return E.NONE
+            return (E.NONE, meta.producer_id, meta.epoch) if v2 else (E.NONE, -1, -1)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             # either result while markers are written (2.4.1 and 4.4.0 alike)
-            return E.CONCURRENT_TRANSACTIONS
+            return E.CONCURRENT_TRANSACTIONS, -1, -1
         if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
             same = (meta.state == COMPLETE_COMMIT) == commit
-            return E.NONE if same else E.INVALID_TXN_STATE
-        return E.INVALID_TXN_STATE
+            return (E.NONE, -1, -1) if same else (E.INVALID_TXN_STATE, -1, -1)
+        return E.INVALID_TXN_STATE, -1, -1
 
     def _end(self, meta: TxnMeta, commit: bool, immediate: bool) -> None:
         if commit:

@@ -12,6 +12,7 @@ from eosflow import _aiokafka as ak
 from eosflow import _codes as E
 from eosflow import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
+from eosflow.testing._cluster import PROFILE_FEATURES
 
 
 async def _raw(cluster: FakeCluster, frame: bytes) -> bytes:
@@ -31,16 +32,23 @@ def _request(api_key: int, version: int, body: bytes = b"") -> bytes:
 
 
 @pytest.mark.parametrize(
-    ("profile", "features", "kip447", "kip360", "kip848"),
+    ("profile", "features", "kip447", "kip360", "kip848", "txn_v2"),
     [
-        ("2.4", None, False, False, False),
-        ("2.5", None, True, True, False),
-        ("4.0", None, True, True, True),
-        ("4.0", {"group.version": 0}, True, True, False),  # as a 4.x broker formatted so
+        ("2.4", None, False, False, False, False),
+        ("2.5", None, True, True, False, False),
+        ("4.0", None, True, True, True, True),
+        # as 4.x brokers formatted without the consumer protocol, or without transactions v2
+        ("4.0", {"group.version": 0, "transaction.version": 2}, True, True, False, True),
+        ("4.0", {"group.version": 1, "transaction.version": 1}, True, True, True, False),
     ],
 )
 async def test_profiles_shape_what_the_client_detects(
-    profile: str, features: dict[str, int] | None, kip447: bool, kip360: bool, kip848: bool
+    profile: str,
+    features: dict[str, int] | None,
+    kip447: bool,
+    kip360: bool,
+    kip848: bool,
+    txn_v2: bool,
 ) -> None:
     async with FakeCluster(ClusterSettings(profile=profile, features=features)) as c:
         p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
@@ -49,11 +57,16 @@ async def test_profiles_shape_what_the_client_detects(
             caps = await ak.capabilities(p)
         finally:
             await p.stop()
-    assert (caps.kip447, caps.kip360, caps.kip848) == (kip447, kip360, kip848)
+    assert (caps.kip447, caps.kip360, caps.kip848, caps.txn_v2) == (
+        kip447,
+        kip360,
+        kip848,
+        txn_v2,
+    )
     # ApiVersions v3 was answered (header v0, then the body and its tags, which carry the
-    # finalized features); transactions v2 is not modelled: never finalized
-    assert not caps.txn_v2
-    assert dict(caps.features) == ({"group.version": 1} if kip848 else {})
+    # finalized features)
+    given = PROFILE_FEATURES.get(profile, {}) if features is None else features
+    assert dict(caps.features) == {k: v for k, v in given.items() if v > 0}
     # the consumer group protocol's API is Kafka 4's: the older profiles lack it
     assert (caps.consumer_group_heartbeat >= 0) == (profile == "4.0")
 
