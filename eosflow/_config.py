@@ -133,6 +133,14 @@ class EosConfig(BaseSettings):
         "revoked at each rebalance) or 'consumer' (KIP-848, Kafka 4.0+: server-side "
         "assignment, only the partitions that move are revoked)",
     )
+    transactions_v2: bool = Field(
+        default=False,
+        description="use transactions v2 (KIP-890 part 2) where the cluster finalizes "
+        "transaction.version >= 2 (Kafka 4.0+): every commit bumps the producer epoch, so "
+        "a zombie's late writes are refused, and partitions and offsets join the "
+        "transaction with their first write (no AddPartitionsToTxn/AddOffsetsToTxn); off "
+        "by default until it is proven under chaos (issue 23)",
+    )
     require_stable_fetch_offsets: bool = Field(
         default=True, description="fetch committed offsets with RequireStable (KIP-447)"
     )

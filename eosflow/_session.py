@@ -7,7 +7,8 @@ which partitions are ready, the assignment epoch and identity (``Positions``), t
 ``Transaction`` -- is the source of truth.
 
 ``end(commit=True)`` runs under the session lock, which a revocation must take too:
-flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation or member epoch) ->
+flush -> AddOffsetsToTxn + TxnOffsetCommit (v3, with the generation or member epoch;
+transactions v2: TxnOffsetCommit v5 alone, and EndTxn v5 bumps the epoch) ->
 forced heartbeat (awaited) -> EndTxn(commit) only if the transaction's partitions are
 still held, the offsets were accepted and the heartbeat confirmed membership; else
 EndTxn(abort) and a rewind to the committed offsets. An unknown EndTxn outcome, a failed
@@ -42,7 +43,7 @@ from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._records import Output, Record
 from ._state import Serde, Stores
-from ._timeouts import within
+from ._timeouts import outlived, within
 from ._transaction import Abort, AbortReason, Outcome, Transaction
 
 log = logging.getLogger("eosflow.session")
@@ -65,8 +66,7 @@ class TransactSession:
         self._on_revoked = on_revoked
         self._lock = asyncio.Lock()
         self._txn: Transaction | None = None  # the open transaction
-        # what is held and committed, the epoch and identity: see _positions
-        self._pos = Positions(config)
+        self._pos = Positions(config)  # held, committed, epoch and identity: _positions
         self._consumer: AIOKafkaConsumer | None = None
         self._group: Membership | None = None  # classic or consumer protocol: _membership
         self._producer: AIOKafkaProducer | None = None
@@ -114,9 +114,10 @@ class TransactSession:
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
         with ak.mapped("ApiVersions"):
-            self.caps = await ak.capabilities(self._producer)
-        caps, cfg = self.caps, self.config
+            self.caps = caps = await ak.capabilities(self._producer)
+        cfg = self.config
         log.info("broker capabilities: %s", caps.describe())
+        ak.use_transactions_v2(self._producer, caps, cfg.transactions_v2)
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         self._group = membership_for(cfg, caps, self._revoked, self._assigned, self._failed)
@@ -133,6 +134,7 @@ class TransactSession:
             if isinstance(exc, ak.Fenced):
                 raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
             raise
+        ak.use_transactions_v2(producer, self.caps, cfg.transactions_v2)  # after a recovery
         return producer
 
     async def stop(self) -> None:
@@ -382,7 +384,7 @@ class TransactSession:
             if not flushed:  # their errors are accounted for by the outcome
                 self.stores.discard()
                 for fut in txn.sends:
-                    fut.add_done_callback(_consume_error)
+                    fut.add_done_callback(outlived)
             if hold:
                 asyncio.get_running_loop().call_later(
                     self.config.post_commit_delay_s, self._lock.release
@@ -468,7 +470,7 @@ class TransactSession:
         )
         # an EndTxn that outlives the wait ends later on its own; its error is accounted
         # for by the recovery, not reported as "never retrieved"
-        op.add_done_callback(_consume_error)
+        op.add_done_callback(outlived)
         try:
             with ak.mapped("EndTxn"):
                 await within(asyncio.shield(op), self.config.transaction_timeout_s)
@@ -591,8 +593,3 @@ class TransactSession:
         self.observer.partitions_assigned(frozenset((tp.topic, tp.partition) for tp in new))
         if self._on_assigned is not None:
             await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
-
-
-def _consume_error(fut: asyncio.Future[object]) -> None:
-    if not fut.cancelled():
-        fut.exception()

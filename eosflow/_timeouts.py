@@ -26,3 +26,11 @@ async def within(aw: Awaitable[T], timeout_s: float | None) -> T:
     """``await aw``, raising ``TimeoutError`` after ``timeout_s`` seconds (None: never)."""
     async with asyncio.timeout(timeout_s):
         return await aw
+
+
+def outlived(fut: asyncio.Future[object]) -> None:
+    """A done-callback for a shielded future that may outlive its wait: its error is
+    retrieved (accounted for by whoever gave up waiting), not reported as never
+    retrieved."""
+    if not fut.cancelled():
+        fut.exception()

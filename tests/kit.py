@@ -239,9 +239,9 @@ async def broker_has_kip447(bootstrap: str) -> bool:
     return top.get(28, -1) >= 3 and top.get(9, -1) >= 7
 
 
-async def broker_has_kip848(bootstrap: str) -> bool:
-    """Whether the broker speaks the consumer group protocol (KIP-848): API 68 and the
-    cluster's finalized ``group.version`` >= 1 (``_aiokafka.capabilities``)."""
+async def broker_caps(bootstrap: str) -> Any:
+    """What the broker speaks (``_aiokafka.capabilities``: ApiVersions and the cluster's
+    finalized features)."""
     from aiokafka import AIOKafkaProducer
 
     from eosflow import _aiokafka as ak
@@ -249,9 +249,21 @@ async def broker_has_kip848(bootstrap: str) -> bool:
     p = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await p.start()
     try:
-        return (await ak.capabilities(p)).kip848
+        return await ak.capabilities(p)
     finally:
         await p.stop()
+
+
+async def broker_has_kip848(bootstrap: str) -> bool:
+    """Whether the broker speaks the consumer group protocol (KIP-848): API 68 and the
+    cluster's finalized ``group.version`` >= 1."""
+    return bool((await broker_caps(bootstrap)).kip848)
+
+
+async def broker_has_txn_v2(bootstrap: str) -> bool:
+    """Whether the cluster has transactions v2 (KIP-890 part 2: ``transaction.version``
+    >= 2 finalized, EndTxn v5, Produce v12, TxnOffsetCommit v5)."""
+    return bool((await broker_caps(bootstrap)).txn_v2)
 
 
 async def broker_has_kip360(bootstrap: str) -> bool:

@@ -15,6 +15,8 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - the consumer group protocol's requests (KIP-848: ConsumerGroupHeartbeat, topic ids from
   Metadata v12) and the manual assignment that keeps kept partitions' positions (``_members``);
 - KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
+- transactions v2 (KIP-890 part 2, ``_txn_v2``): Produce v12 and EndTxn v5 in place of
+  aiokafka's v1 requests on one producer, the bumped epoch adopted after each EndTxn;
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
   record instead of aiokafka's ``ConsumerRecord`` and a copy);
 - outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
@@ -32,7 +34,14 @@ error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
 directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
 assigned partition's position and pause, read for lag and by ``reassign``),
-``producer._sender`` (its task is cancelled when a stuck producer is closed by force) and
+``producer._sender`` (its task is cancelled when a stuck producer is closed by force;
+under transactions v2 its ``_send_produce_req`` and ``_do_txn_commit`` are replaced by
+ones that read its ``_acks``, ``_request_timeout_ms``, ``_message_accumulator``,
+``_in_flight`` and ``_muted_partitions`` and call ``_find_coordinator``, through
+subclasses of its produce and EndTxn handlers, one overriding ``_can_retry``; the
+transaction manager's ``maybe_add_partition_to_txn`` is replaced by one that writes
+``_txn_partitions``, and a successful EndTxn v5 writes its ``_pid_and_epoch`` and clears
+its ``_sequence_numbers``) and
 ``consumer._fetcher`` (its ``_pending_tasks`` are cancelled and awaited when a consumer
 whose ``stop()`` failed is closed by force), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
@@ -105,6 +114,7 @@ from ._requests import (
 )
 from ._security import LoginWatch
 from ._topics import ensure_compacted, partition_counts
+from ._txn_v2 import transactions_v2, use_transactions_v2
 
 __all__ = [
     "AUTHORIZATION",
@@ -160,4 +170,6 @@ __all__ = [
     "seek_to_reset",
     "start",
     "topic_ids",
+    "transactions_v2",
+    "use_transactions_v2",
 ]

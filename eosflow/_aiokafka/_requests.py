@@ -34,6 +34,7 @@ from ._errors import (
     error_name,
     map_error,
 )
+from ._txn_v2 import transactions_v2
 
 log = logging.getLogger("eosflow.adapter")
 
@@ -56,6 +57,7 @@ class Capabilities:
     end_txn: int = -1
     consumer_group_heartbeat: int = -1
     features: tuple[tuple[str, int], ...] = ()
+    produce: int = -1
 
     @property
     def kip447(self) -> bool:
@@ -77,9 +79,11 @@ class Capabilities:
 
     @property
     def txn_v2(self) -> bool:
-        """Transactions v2 (KIP-890 part 2): ``transaction.version`` >= 2 finalized and
-        EndTxn v5, whose answer carries the bumped producer epoch."""
-        return self.feature("transaction.version") >= 2 and self.end_txn >= 5
+        """Transactions v2 (KIP-890 part 2): ``transaction.version`` >= 2 finalized, with
+        EndTxn v5 (whose answer carries the bumped epoch), Produce v12 and TxnOffsetCommit
+        v5 (which add partitions and groups implicitly)."""
+        versions = self.end_txn >= 5 and self.produce >= 12 and self.txn_offset_commit >= 5
+        return self.feature("transaction.version") >= 2 and versions
 
     def describe(self) -> str:
         """One line for the log and the tests: what was found."""
@@ -116,6 +120,7 @@ async def capabilities(producer: AIOKafkaProducer) -> Capabilities:
         end_txn=top.get(26, -1),
         consumer_group_heartbeat=top.get(68, -1),
         features=features,
+        produce=top.get(0, -1),
     )
 
 
@@ -154,30 +159,21 @@ async def commit_offsets_in_txn(
     timeout_s: float = 10.0,
 ) -> int:
     """AddOffsetsToTxn then TxnOffsetCommit (v3 with ``ident`` -- generation, member id,
-    instance id -- when the broker has it). Returns 0 or the first Kafka error code that
-    is not worth resending; resends coordinator moves, CONCURRENT_TRANSACTIONS, timeouts
-    and dropped connections for at most ``timeout_s`` per request, then raises
+    instance id -- when the broker has it); a producer on transactions v2 sends only
+    TxnOffsetCommit, at v5 (the group joins implicitly). Returns 0 or the first Kafka
+    error code that is not worth resending; resends coordinator moves,
+    CONCURRENT_TRANSACTIONS, timeouts and dropped connections for at most ``timeout_s``
+    per request, then raises
     ``TransientError`` -- the offsets were not committed. A refused permission raises
     ``AuthorizationError`` naming it (READ on the group, or on the topics refused)."""
     client = producer.client
     txn_id = transactional_id
     pid, epoch = producer_identity(producer)
-    add = _wire.SpecRequest.of(
-        _specs.ADD_OFFSETS_TO_TXN,
-        {
-            "transactional_id": txn_id,
-            "producer_id": pid,
-            "producer_epoch": epoch,
-            "group_id": group_id,
-        },
-    )
-    code, _ = await _send_retrying(
-        client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
-    )
-    if code in AUTHORIZATION:
-        raise map_error(error_for(code), "AddOffsetsToTxn", "READ")
-    if code:
-        return code
+    v2 = transactions_v2(producer)
+    if not v2:
+        code = await _add_offsets(client, txn_id, pid, epoch, group_id, timeout_s)
+        if code:
+            return code
     producer._txn_manager.consumer_group_added(group_id)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, off in sorted(offsets.items()):
@@ -202,8 +198,9 @@ async def commit_offsets_in_txn(
             member_id=ident.member_id,
             group_instance_id=ident.instance_id,
         )
-    # v3 until transactions v2 (v5 adds the group implicitly; v4+ errors differ)
-    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body, max_version=3)
+    # v3 until transactions v2, which takes v5 (the group joins implicitly)
+    low, high = (5, 5) if v2 else (None, 3)
+    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body, min_version=low, max_version=high)
 
     def first_error(resp: Any) -> int:
         for topic in resp.to_object()["topics"]:
@@ -224,6 +221,20 @@ async def commit_offsets_in_txn(
             if any(p["error_code"] == code for p in t["partitions"])
         }
         raise map_error(error_for(code, refused), "TxnOffsetCommit", "READ")
+    return code
+
+
+async def _add_offsets(
+    client: Any, txn_id: str, pid: int, epoch: int, group_id: str, timeout_s: float
+) -> int:
+    """AddOffsetsToTxn (transactions v1): 0 or the error code; a refusal raises."""
+    body = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
+    add = _wire.SpecRequest.of(_specs.ADD_OFFSETS_TO_TXN, {**body, "group_id": group_id})
+    code, _ = await _send_retrying(
+        client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
+    )
+    if code in AUTHORIZATION:
+        raise map_error(error_for(code), "AddOffsetsToTxn", "READ")
     return code
 
 

@@ -1,0 +1,127 @@
+"""The session on transactions v2 (KIP-890 part 2, ``transactions_v2=True``), each
+mechanism of ``_aiokafka/_txn_v2`` driven on the test cluster (whose 4.0 profile
+finalizes transaction.version 2); the comment above each test names the mutations it
+caught. The protocol itself is held against genuine Kafka by
+``tests/contract/test_transactions_v2.py``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from kit import (
+    Upper,
+    broker_has_kip848,
+    broker_has_txn_v2,
+    create_topic,
+    eventually,
+    ladder_config,
+)
+from test_end_to_end import seed as seed_topic
+from test_mechanisms import Gate, assert_exactly_once, cfg, seed, until
+
+import eosflow
+from eosflow import _aiokafka as ak
+from eosflow.testing import FakeCluster, TxnSettings, check_exactly_once
+from eosflow.testing._ladder import Broker, fake_settings
+
+
+def epoch_of(app: eosflow.EosApp) -> int:
+    return ak.producer_identity(app._session.producer)[1]  # type: ignore[union-attr]
+
+
+def switched(app: eosflow.EosApp) -> bool:
+    return ak.transactions_v2(app._session.producer)  # type: ignore[union-attr]
+
+
+# Every commit moves the producer's epoch (EndTxn v5's answer adopted, sequences from 0),
+# and neither AddPartitionsToTxn nor AddOffsetsToTxn is sent. Mutations caught: the
+# answered epoch not adopted (each next transaction fenced and recovered); sequences
+# kept across the bump (OUT_OF_ORDER_SEQUENCE_NUMBER, recovered); partitions added the
+# v1 way (AddPartitionsToTxn seen); offsets added the v1 way (AddOffsetsToTxn seen).
+async def test_every_commit_bumps_the_epoch_without_add_requests(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, n=600, partitions=3)
+    adds = c.intercept("AddPartitionsToTxn", times=None)  # seen, let through
+    offsets = c.intercept("AddOffsetsToTxn", times=None)
+    app = eosflow.EosApp(
+        Gate("out"), cfg(c, transactions_v2=True, max_records_per_txn=100, commit_interval_s=0.05)
+    )
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "in").values()) == 600, "all committed")
+        first = c.txns.txns["tx-1"]
+        assert switched(app)
+        assert epoch_of(app) == first.epoch  # the producer runs under the coordinator's
+    assert app.stats.committed >= 6 and app.stats.recovered == 0 and app.stats.aborted == 0
+    assert first.epoch >= app.stats.committed  # one bump per EndTxn (from epoch 0)
+    assert (adds.hits, offsets.hits) == (0, 0)
+    await assert_exactly_once(c, 600)
+
+
+# The first write of a transaction adds its partition while the last one's markers are
+# still being written: CONCURRENT_TRANSACTIONS, retried. Mutation caught: the produce
+# handler's retry of CONCURRENT_TRANSACTIONS removed (the batch failed, the app recovered).
+async def test_a_write_racing_the_last_markers_is_retried() -> None:
+    slow = TxnSettings(marker_delay_s=0.15)
+    async with FakeCluster(dataclasses.replace(fake_settings(), txns=slow)) as c:
+        await seed(c, n=300)
+        app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2=True, max_records_per_txn=20))
+        async with app:
+            await until(app, lambda: sum(c.committed("g", "in").values()) == 300, "committed")
+        assert app.stats.recovered == 0 and app.stats.aborted == 0, app.stats
+        assert app.stats.committed >= 10
+        await assert_exactly_once(c, 300)
+
+
+# An EndTxn v5 whose answer is lost (applied, then the connection dropped): aiokafka's
+# sender sends it again with the epoch it had, and the coordinator answers the same
+# outcome with the bumped epoch (as genuine 4.4.0 does), so the session goes on without
+# a recovery. Mutation caught (in the model): a resent EndTxn not answered the outcome
+# (INVALID_TXN_STATE: the session recovered through KIP-360, exactly once all the same).
+async def test_a_lost_end_txn_answer_is_asked_again(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, n=200)
+    lost = c.intercept("EndTxn", drop_response=True, version=5)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2=True, max_records_per_txn=50))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "all committed")
+        assert epoch_of(app) == c.txns.txns["tx-1"].epoch
+    assert lost.hits == 1 and app.stats.recovered == 0, app.stats
+    await assert_exactly_once(c, 200)
+
+
+# On every broker of the ladder that has transactions v2 (the test cluster, genuine
+# 4.4.0): exactly once, no recovery, the epoch moving with the commits; under the
+# consumer group protocol too where the broker has it.
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_exactly_once_on_transactions_v2(eosflow_broker: Broker, protocol: str) -> None:
+    b = eosflow_broker
+    if not await broker_has_txn_v2(b.bootstrap_servers):
+        pytest.skip("the broker lacks transactions v2 (KIP-890 part 2)")
+    if protocol == "consumer" and not await broker_has_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
+    src, dst, group = b.unique("in"), b.unique("out"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 3)
+    await create_topic(b.bootstrap_servers, dst, 1)
+    n = 3000
+    await seed_topic(b.bootstrap_servers, src, n, 3)
+    config = ladder_config(
+        b, src, group, transactions_v2=True, group_protocol=protocol, max_records_per_txn=500
+    )
+    app = eosflow.EosApp(Upper(dst), config)
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return app.stats.records >= n
+
+        await eventually(done, timeout_s=120, what="every record processed")
+        assert switched(app)
+        epoch = epoch_of(app)  # a new transactional id starts at epoch 0
+    assert app.stats.recovered == 0, app.stats
+    assert app.stats.committed >= 1 and epoch >= app.stats.committed
+    report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group)
+    assert report.ok, report.summary()
+    assert report.inputs == n
