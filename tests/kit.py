@@ -6,9 +6,10 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
+import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import eosflow
@@ -250,6 +251,25 @@ async def broker_caps(bootstrap: str) -> Any:
     await p.start()
     try:
         return await ak.capabilities(p)
+    finally:
+        await p.stop()
+
+
+@contextlib.asynccontextmanager
+async def client_needing(bootstrap: str, capability: str, what: str) -> AsyncIterator[Any]:
+    """An aiokafka client on the broker, the test skipped unless the broker has
+    ``capability`` (a ``Capabilities`` property, e.g. "kip848"; ``what`` names it)."""
+    from aiokafka import AIOKafkaProducer
+
+    from eosflow import _aiokafka as ak
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        caps = await ak.capabilities(p)
+        if not getattr(caps, capability):
+            pytest.skip(f"the broker lacks {what} ({caps.describe()})")
+        yield p.client
     finally:
         await p.stop()
 

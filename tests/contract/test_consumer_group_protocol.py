@@ -18,11 +18,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaProducer
 from aiokafka.errors import GroupCoordinatorNotAvailableError
-from kit import RawConn, create_topic
+from kit import RawConn, client_needing, create_topic
 from test_broker_answers import (
     ADD_OFFSETS,
     END_TXN,
@@ -33,7 +31,6 @@ from test_broker_answers import (
     retried,
 )
 
-from eosflow import _aiokafka as ak
 from eosflow import _codes as E
 from eosflow import _specs, _wire
 from eosflow.testing._ladder import Broker
@@ -43,16 +40,11 @@ Owned = dict[uuid.UUID, list[int]]
 
 @pytest_asyncio.fixture
 async def client(eosflow_broker: Broker) -> AsyncIterator[Any]:
-    """An aiokafka client on the ladder's broker, which must speak KIP-848."""
-    p = AIOKafkaProducer(bootstrap_servers=eosflow_broker.bootstrap_servers)
-    await p.start()
-    try:
-        caps = await ak.capabilities(p)
-        if not caps.kip848:
-            pytest.skip(f"the broker lacks the consumer group protocol ({caps.describe()})")
-        yield p.client
-    finally:
-        await p.stop()
+    """An aiokafka client on the ladder's broker, which must have the consumer group protocol."""
+    async with client_needing(
+        eosflow_broker.bootstrap_servers, "kip848", "the consumer group protocol"
+    ) as c:
+        yield c
 
 
 async def _coordinator(client: Any, group: str) -> int:

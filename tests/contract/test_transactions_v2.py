@@ -19,12 +19,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import pytest
 import pytest_asyncio
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from kit import create_topic
+from kit import client_needing, create_topic
 
 from eosflow import _aiokafka as ak
 from eosflow import _codes as E
@@ -38,15 +37,8 @@ _LOADING = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_C
 @pytest_asyncio.fixture
 async def client(eosflow_broker: Broker) -> AsyncIterator[Any]:
     """An aiokafka client on the ladder's broker, which must have transactions v2."""
-    p = AIOKafkaProducer(bootstrap_servers=eosflow_broker.bootstrap_servers)
-    await p.start()
-    try:
-        caps = await ak.capabilities(p)
-        if not caps.txn_v2:
-            pytest.skip(f"the broker lacks transactions v2 ({caps.describe()})")
-        yield p.client
-    finally:
-        await p.stop()
+    async with client_needing(eosflow_broker.bootstrap_servers, "txn_v2", "transactions v2") as c:
+        yield c
 
 
 def _batch(pid: int, epoch: int, seq: int, value: bytes) -> bytes:
