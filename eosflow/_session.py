@@ -117,7 +117,7 @@ class TransactSession:
             self.caps = caps = await ak.capabilities(self._producer)
         cfg = self.config
         log.info("broker capabilities: %s", caps.describe())
-        ak.use_transactions_v2(self._producer, caps, cfg.transactions_v2)
+        ak.use_transactions_v2(self._producer, caps.txn_v2 and cfg.transactions_v2)
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         self._group = membership_for(cfg, caps, self._revoked, self._assigned, self._failed)
@@ -134,7 +134,9 @@ class TransactSession:
             if isinstance(exc, ak.Fenced):
                 raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
             raise
-        ak.use_transactions_v2(producer, self.caps, cfg.transactions_v2)  # after a recovery
+        ak.use_transactions_v2(
+            producer, bool(self.caps and self.caps.txn_v2) and cfg.transactions_v2
+        )
         return producer
 
     async def stop(self) -> None:

@@ -27,7 +27,7 @@ holes itself.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
 from aiokafka.errors import ConcurrentTransactions, KafkaError, ProducerFenced
@@ -36,18 +36,14 @@ from aiokafka.producer.transaction_manager import PidAndEpoch
 
 from .. import _codes, _specs, _wire
 
-if TYPE_CHECKING:
-    from ._requests import Capabilities
-
 _V2 = "_eosflow_transactions_v2"  # set on a producer switched over
 
 
-def use_transactions_v2(
-    producer: AIOKafkaProducer, caps: Capabilities | None, wanted: bool
-) -> bool:
-    """Switch a started transactional ``producer`` to transactions v2 when ``wanted``
-    and the broker has it (``caps.txn_v2``); returns whether it did."""
-    if not wanted or caps is None or not caps.txn_v2 or transactions_v2(producer):
+def use_transactions_v2(producer: AIOKafkaProducer, on: bool) -> bool:
+    """Switch a started transactional ``producer`` to transactions v2 if ``on`` (the
+    broker has it, ``Capabilities.txn_v2``, and the config asks for it); returns whether
+    it did."""
+    if not on or transactions_v2(producer):
         return False
     sender, txn = producer._sender, producer._txn_manager
 
