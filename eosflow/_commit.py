@@ -19,9 +19,15 @@ from ._timeouts import within
 from ._transaction import Abort, AbortReason
 
 # TxnOffsetCommit answers that mean the group fenced this member off (KIP-447): it is
-# a zombie of an older generation, or no longer a member at all
+# a zombie of an older generation or member epoch (v4+ says STALE_MEMBER_EPOCH for the
+# consumer protocol's), or no longer a member at all
 _GROUP_FENCING = frozenset(
-    {codes.ILLEGAL_GENERATION, codes.UNKNOWN_MEMBER_ID, codes.FENCED_INSTANCE_ID}
+    {
+        codes.ILLEGAL_GENERATION,
+        codes.STALE_MEMBER_EPOCH,
+        codes.UNKNOWN_MEMBER_ID,
+        codes.FENCED_INSTANCE_ID,
+    }
 )
 
 

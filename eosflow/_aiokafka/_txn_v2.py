@@ -30,7 +30,7 @@ import collections
 from typing import Any
 
 from aiokafka import AIOKafkaProducer, TopicPartition
-from aiokafka.errors import ConcurrentTransactions, KafkaError, ProducerFenced
+from aiokafka.errors import ConcurrentTransactions, IllegalOperation, KafkaError, ProducerFenced
 from aiokafka.producer.sender import EndTxnHandler, SendProduceReqHandler
 from aiokafka.producer.transaction_manager import PidAndEpoch
 
@@ -48,8 +48,11 @@ def use_transactions_v2(producer: AIOKafkaProducer, on: bool) -> bool:
     sender, txn = producer._sender, producer._txn_manager
 
     def add_at_once(tp: TopicPartition) -> None:
-        if txn.transactional_id is not None:
-            txn._txn_partitions.add(tp)  # Produce v12 adds it at the broker
+        if txn.transactional_id is None:
+            return
+        if not txn.is_in_transaction():  # as aiokafka's: never a write between two
+            raise IllegalOperation("a write outside a transaction")  # (it would join the next)
+        txn._txn_partitions.add(tp)  # Produce v12 adds it at the broker
 
     async def send_produce(node_id: int, batches: dict[TopicPartition, Any]) -> None:
         await _ProduceV12(sender, batches).do(node_id)

@@ -29,7 +29,8 @@ Transactions v2 (KIP-890 part 2; ``v2``: the cluster finalizes transaction.versi
 as genuine 4.4.0 answers it: EndTxn v5 bumps the epoch before the markers are written
 (they carry the new one, so a zombie's late write at the old epoch is refused) and answers
 the producer id and epoch to use next; the same EndTxn resent with the previous epoch
-answers the same outcome again, the other result INVALID_TXN_STATE. Produce v12 and
+answers the same outcome again, the other result INVALID_TXN_STATE. An abort with nothing
+open bumps the epoch too (a commit is INVALID_TXN_STATE). Produce v12 and
 TxnOffsetCommit v5 add their partition or group to the transaction implicitly (opening
 it), CONCURRENT_TRANSACTIONS while the last one's markers are written. Older versions
 keep the v1 rules on the same cluster.
@@ -105,6 +106,7 @@ class TxnCoordinator:
         self.reinits = 0
         self.marker_lag: dict[str, float] = {}
         self.v2 = False  # transactions v2 (transaction.version >= 2 finalized)
+        self.concurrent_writes = 0  # Produce v12 answered CONCURRENT_TRANSACTIONS
 
     # --- producer ids -----------------------------------------------------------------
 
@@ -244,6 +246,7 @@ class TxnCoordinator:
                     return E.INVALID_PRODUCER_EPOCH
                 if version >= 12 and self.v2 and epoch == meta.epoch:
                     if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
+                        self.concurrent_writes += 1
                         return E.CONCURRENT_TRANSACTIONS
                     self._open(meta)
                     meta.partitions.add(tp)
@@ -273,6 +276,14 @@ class TxnCoordinator:
             return E.INVALID_TXN_STATE, -1, -1
         if epoch != meta.epoch:
             return fenced(version, 2), -1, -1
+        if v2 and meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
+            # nothing open (no write or offset reached the broker): an abort still bumps
+            # the epoch, a commit is INVALID_TXN_STATE (genuine 4.4.0)
+            if commit:
+                return E.INVALID_TXN_STATE, -1, -1
+            self._bump(meta)
+            meta.state = COMPLETE_ABORT
+            return E.NONE, meta.producer_id, meta.epoch
         if meta.state == ONGOING:
             if v2:  # before the markers: they carry the new epoch and fence the old one
                 self._bump(meta)

@@ -2,7 +2,7 @@
 mechanism of ``_aiokafka/_txn_v2`` driven on the test cluster (whose 4.0 profile
 finalizes transaction.version 2); the comment above each test names the mutations it
 caught. The protocol itself is held against genuine Kafka by
-``tests/contract/test_transactions_v2.py``."""
+``tests/contract/test_transactions_v2_protocol.py``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from test_mechanisms import Gate, assert_exactly_once, cfg, seed, until
 
 import eosflow
 from eosflow import _aiokafka as ak
+from eosflow import _codes as codes
 from eosflow.testing import FakeCluster, TxnSettings, check_exactly_once
 from eosflow.testing._ladder import Broker, fake_settings
 
@@ -70,9 +71,26 @@ async def test_a_write_racing_the_last_markers_is_retried() -> None:
         app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2=True, max_records_per_txn=20))
         async with app:
             await until(app, lambda: sum(c.committed("g", "in").values()) == 300, "committed")
+        assert c.txns.concurrent_writes >= 1  # the race happened
         assert app.stats.recovered == 0 and app.stats.aborted == 0, app.stats
         assert app.stats.committed >= 10
         await assert_exactly_once(c, 300)
+
+
+# An aborted transaction bumps the epoch as a commit does, and the producer takes it on.
+# Mutation caught: the answered epoch adopted after a commit only (the next transaction
+# was fenced and recovered).
+async def test_an_abort_bumps_the_epoch_too(eosflow_cluster: FakeCluster) -> None:
+    c = eosflow_cluster
+    await seed(c, n=200)
+    c.intercept("TxnOffsetCommit", error=codes.UNKNOWN_MEMBER_ID)  # once: that one aborts
+    app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2=True, max_records_per_txn=50))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "all committed")
+        assert epoch_of(app) == c.txns.txns["tx-1"].epoch
+    assert app.stats.aborted == 1 and app.stats.recovered == 0, app.stats
+    assert c.txns.txns["tx-1"].epoch == app.stats.committed + app.stats.aborted
+    await assert_exactly_once(c, 200)
 
 
 # An EndTxn v5 whose answer is lost (applied, then the connection dropped): aiokafka's

@@ -193,6 +193,23 @@ async def test_every_end_bumps_the_epoch_and_produce_adds_its_partition(
     assert [r[3] for r in written] == [b"committed", b"aborted"]  # no zombie, none lost
 
 
+async def test_an_abort_with_nothing_open_bumps_the_epoch(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    """EndTxn v5 abort with no transaction open (no write or offset reached the broker)
+    still bumps the epoch, and resent answers the same; a commit with nothing open is
+    INVALID_TXN_STATE -- so a transaction whose only request never arrived ends cleanly."""
+    b = eosflow_broker
+    t = Txn(client, await _topic(b))
+    await t.init()
+    e0 = t.epoch
+    assert await t.end(False) == (0, t.pid, e0 + 1)
+    assert await t.end(False, epoch=e0) == (0, t.pid, e0 + 1)
+    t.epoch = e0 + 1
+    assert (await t.end(True))[0] == E.INVALID_TXN_STATE
+    assert await t.end(False) == (0, t.pid, e0 + 2)
+
+
 async def test_offsets_join_the_transaction_without_add_offsets(
     eosflow_broker: Broker, client: Any
 ) -> None:
