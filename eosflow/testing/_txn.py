@@ -285,9 +285,12 @@ class TxnCoordinator:
             meta.state = COMPLETE_ABORT
             return E.NONE, meta.producer_id, meta.epoch
         if meta.state == ONGOING:
-            if v2:  # before the markers: they carry the new epoch and fence the old one
+            # v2 bumps before the markers: they carry the next epoch and fence the old one,
+            # under the producer id that wrote the data (the bump may rotate it at the top)
+            marker = (meta.producer_id, meta.epoch + 1) if v2 else None
+            if v2:
                 self._bump(meta)
-            self._end(meta, commit, immediate=False)
+            self._end(meta, commit, immediate=False, marker=marker)
             return (E.NONE, meta.producer_id, meta.epoch) if v2 else (E.NONE, -1, -1)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             # either result while markers are written (2.4.1 and 4.4.0 alike)
@@ -297,14 +300,22 @@ class TxnCoordinator:
             return (E.NONE, -1, -1) if same else (E.INVALID_TXN_STATE, -1, -1)
         return E.INVALID_TXN_STATE, -1, -1
 
-    def _end(self, meta: TxnMeta, commit: bool, immediate: bool) -> None:
+    def _end(
+        self,
+        meta: TxnMeta,
+        commit: bool,
+        immediate: bool,
+        marker: tuple[int, int] | None = None,
+    ) -> None:
+        """Decide the open transaction; its markers carry ``marker`` (producer id, epoch;
+        default the producer's now)."""
         if commit:
             self.commits += 1
         else:
             self.aborts += 1
         meta.state = PREPARE_COMMIT if commit else PREPARE_ABORT
         partitions, groups, token = set(meta.partitions), set(meta.groups), meta.token
-        pid, epoch = meta.producer_id, meta.epoch
+        pid, epoch = marker or (meta.producer_id, meta.epoch)
 
         def write_markers(tps: set[Partition], last: bool) -> None:
             for tp in tps:
