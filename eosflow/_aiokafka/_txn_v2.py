@@ -50,8 +50,9 @@ def use_transactions_v2(producer: AIOKafkaProducer, on: bool) -> bool:
     def add_at_once(tp: TopicPartition) -> None:
         if txn.transactional_id is None:
             return
-        if not txn.is_in_transaction():  # as aiokafka's: never a write between two
-            raise IllegalOperation("a write outside a transaction")  # (it would join the next)
+        if not txn.is_in_transaction():
+            # refused as aiokafka's v1 path refuses it: under v2 it would join the next one
+            raise IllegalOperation("a write outside a transaction")
         txn._txn_partitions.add(tp)  # Produce v12 adds it at the broker
 
     async def send_produce(node_id: int, batches: dict[TopicPartition, Any]) -> None:
