@@ -38,7 +38,7 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
             elif log is not None and data:
                 code = E.NONE
                 if txn_id is not None:
-                    code = c.txn_produce_check(data, tp, f.version)
+                    code = await _verified(c, data, tp, f.version)
                 if code == E.NONE:
                     code, base = log.append(data)
             parts.append(
@@ -54,6 +54,25 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
             )
         out.append({"topic": t["topic"], "partitions": parts})
     return {"topics": out}
+
+
+# A transactional write's partition is added by the leader asking the coordinator
+# (KIP-890); CONCURRENT_TRANSACTIONS (the last transaction's markers still being written)
+# is retried by the leader itself, as Kafka's does (add.partitions.to.txn.retry.backoff
+# .ms 20 / .max.ms 100 by default); only past that does the client see it.
+_VERIFY_BACKOFF_S, _VERIFY_RETRY_S = 0.02, 0.1
+
+
+async def _verified(c: FakeCluster, data: bytes, tp: tuple[str, int], version: int) -> int:
+    code = c.txn_produce_check(data, tp, version)
+    waited = 0.0
+    while code == E.CONCURRENT_TRANSACTIONS and waited < _VERIFY_RETRY_S:
+        await asyncio.sleep(_VERIFY_BACKOFF_S)
+        waited += _VERIFY_BACKOFF_S
+        code = c.txn_produce_check(data, tp, version)
+    if code == E.CONCURRENT_TRANSACTIONS:
+        c.txns.concurrent_writes += 1
+    return code
 
 
 @handles("Fetch")

@@ -106,7 +106,7 @@ class TxnCoordinator:
         self.reinits = 0
         self.marker_lag: dict[str, float] = {}
         self.v2 = False  # transactions v2 (transaction.version >= 2 finalized)
-        self.concurrent_writes = 0  # Produce v12 answered CONCURRENT_TRANSACTIONS
+        self.concurrent_writes = 0  # Produce v12 answered CONCURRENT_TRANSACTIONS (_handlers_log)
 
     # --- producer ids -----------------------------------------------------------------
 
@@ -246,7 +246,6 @@ class TxnCoordinator:
                     return E.INVALID_PRODUCER_EPOCH
                 if version >= 12 and self.v2 and epoch == meta.epoch:
                     if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                        self.concurrent_writes += 1
                         return E.CONCURRENT_TRANSACTIONS
                     self._open(meta)
                     meta.partitions.add(tp)

@@ -62,8 +62,10 @@ async def test_every_commit_bumps_the_epoch_without_add_requests(
 
 
 # The first write of a transaction adds its partition while the last one's markers are
-# still being written: CONCURRENT_TRANSACTIONS, retried. Mutation caught: the produce
-# handler's retry of CONCURRENT_TRANSACTIONS removed (the batch failed, the app recovered).
+# still being written, for longer (150 ms) than the leader retries it itself (100 ms):
+# CONCURRENT_TRANSACTIONS reaches the producer, which retries. Mutation caught: the
+# produce handler's retry of CONCURRENT_TRANSACTIONS removed (the batch failed, the app
+# recovered).
 async def test_a_write_racing_the_last_markers_is_retried() -> None:
     slow = TxnSettings(marker_delay_s=0.15)
     async with FakeCluster(dataclasses.replace(fake_settings(), txns=slow)) as c:
