@@ -163,9 +163,9 @@ async def commit_offsets_in_txn(
     TxnOffsetCommit, at v5 (the group joins implicitly). Returns 0 or the first Kafka
     error code that is not worth resending; resends coordinator moves,
     CONCURRENT_TRANSACTIONS, timeouts and dropped connections for at most ``timeout_s``
-    per request, then raises
-    ``TransientError`` -- the offsets were not committed. A refused permission raises
-    ``AuthorizationError`` naming it (READ on the group, or on the topics refused)."""
+    per request, then raises ``TransientError`` -- the offsets were not committed. A
+    refused permission raises ``AuthorizationError`` naming it (READ on the group, or on
+    the topics refused)."""
     client = producer.client
     txn_id = transactional_id
     pid, epoch = producer_identity(producer)
