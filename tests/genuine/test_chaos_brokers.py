@@ -14,26 +14,33 @@ committed progress so that it lands mid-stream:
    coordinator) for longer than the clients' request timeout, then SIGCONT it;
 5. SIGKILL an instance and restart it.
 
-The same run goes over the PLAINTEXT listener and over SASL_SSL (SCRAM-SHA-512, with
-README's ACLs, ``GenuineKafka(secured=True)``): there a dying broker cuts TLS connections
-mid-record, which must stay a retried network failure, and every reconnection logs in
-again. And once with state, over PLAINTEXT: the instances run the running count
-(``tests/procs/slow_count.py``) over 500 keys, their changelogs replicated three times;
-then the count of every key must equal its input records, each key's outputs be exactly
-1..n, and no aborted changelog write be visible (``eosflow.testing.check_counts``).
+The same run goes three ways (each takes about two minutes, so each protocol pair is
+run where it adds the most):
+- over PLAINTEXT, under the consumer group protocol (KIP-848, the broker's 6 s
+  consumer-group session) with transactions v2 (KIP-890 part 2): the newest paths meet
+  a dying coordinator;
+- over SASL_SSL (SCRAM-SHA-512, with README's ACLs, ``GenuineKafka(secured=True)``)
+  under the classic protocol and transactions v1: there a dying broker cuts TLS
+  connections mid-record, which must stay a retried network failure, and every
+  reconnection logs in again;
+- with state, over PLAINTEXT, consumer protocol and transactions v2: the instances run
+  the running count (``tests/procs/slow_count.py``) over 500 keys, their changelogs
+  replicated three times; then the count of every key must equal its input records,
+  each key's outputs be exactly 1..n, and no aborted changelog write be visible
+  (``eosflow.testing.check_counts``).
 
 Then a read_committed check must find every input exactly once (0 duplicates, 0
 losses, no strays) and the group's committed offsets at the input's end offsets; no
 instance may have died on the way (every fault here is one eosflow must survive) and
 each exits 0 on SIGTERM.
 
-eosflow's settings for broker failover: an 8 s session (heartbeats every 0.8 s) so
-that a group coordinator moving to another broker (the controller fences a dead broker
-after ``broker.session.timeout.ms``, 4 s here) does not expel every member on the way;
-the transaction timeout below it (6.4 s) as eosflow requires; and ``retry_timeout_s``
-well past the longest outage (the SIGSTOPped coordinator: the request timeout and
-more), so that recovery is expected throughout, while a livelock still ends in a
-fatal exit within the test's deadline.
+eosflow's settings for broker failover: under the classic protocol an 8 s session
+(heartbeats every 0.8 s) so that a group coordinator moving to another broker (the
+controller fences a dead broker after ``broker.session.timeout.ms``, 4 s here) does not
+expel every member on the way; the transaction timeout below it (6.4 s) as eosflow
+requires; and ``retry_timeout_s`` well past the longest outage (the SIGSTOPped
+coordinator: the request timeout and more), so that recovery is expected throughout,
+while a livelock still ends in a fatal exit within the test's deadline.
 """
 
 from __future__ import annotations
@@ -49,7 +56,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from conftest import genuine, version
 from fleet import Fleet, chaos_env, seed, until_committed
-from kit import create_topic
+from kit import broker_has_kip848, broker_has_txn_v2, create_topic
 from stateful import counts_ok, seed_keys
 from test_security import grant_fleet, scram_env
 
@@ -80,19 +87,27 @@ def _replication_is_for_three(k: GenuineKafka) -> None:
 
 
 @pytest.mark.parametrize(
-    ("listener", "work"), [("PLAINTEXT", "copy"), ("SASL_SSL", "copy"), ("PLAINTEXT", "count")]
+    ("listener", "work", "protocol"),
+    [
+        ("PLAINTEXT", "copy", "consumer+v2"),
+        ("SASL_SSL", "copy", "classic"),
+        ("PLAINTEXT", "count", "consumer+v2"),
+    ],
 )
 async def test_exactly_once_under_broker_and_instance_chaos(
-    listener: str, work: str, tmp_path: Path
+    listener: str, work: str, protocol: str, tmp_path: Path
 ) -> None:
     v = version()
     if uses_zookeeper(v):
         pytest.skip(f"Kafka {v}: the zombie's recovery needs KIP-360 (Kafka 2.5+)")
+    newest = protocol == "consumer+v2"
     secured = listener == "SASL_SSL"
     rng = random.Random(20261123)
     async with genuine(v, brokers=BROKERS, secured=secured) as k:
         _replication_is_for_three(k)
         bs = k.bootstrap_servers
+        if newest and not (await broker_has_kip848(bs) and await broker_has_txn_v2(bs)):
+            pytest.skip(f"Kafka {v} lacks the consumer group protocol or transactions v2")
         src, dst = Broker.unique("bchaos-in"), Broker.unique("bchaos-out")
         group = Broker.unique("bchaos-g")
         await create_topic(bs, src, IN_PARTS, replication=BROKERS)
@@ -106,6 +121,8 @@ async def test_exactly_once_under_broker_and_instance_chaos(
             "EOSFLOW_RETRY_TIMEOUT_S": str(RETRY_TIMEOUT_S),
             "CHAOS_DELAY_S": str(DELAY_S),
             "EOSFLOW_STATE_DIR": str(tmp_path),
+            "EOSFLOW_GROUP_PROTOCOL": "consumer" if newest else "classic",
+            "EOSFLOW_TRANSACTIONS_V2": str(newest).lower(),
         }
         servers = k.secured_servers() if secured else bs
         env |= scram_env(k) if secured else {}
