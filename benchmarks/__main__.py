@@ -16,7 +16,10 @@
   (``metrics_overhead.py``);
 - ``txn-end``: latency, commit rate and throughput per ``min_transaction_s`` (``txn_end.py``);
 - ``rolling``: a rolling restart under each group protocol, the work it redoes
-  (``rolling_restart.py``).
+  (``rolling_restart.py``);
+- ``offset-visibility``: how long a transaction's offsets stay invisible to a plain
+  offset fetch after EndTxn, the window ``post_commit_delay_s`` covers
+  (``offset_visibility.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -37,6 +40,7 @@ COMMANDS = {
     "metrics": "benchmarks.metrics_overhead",
     "txn-end": "benchmarks.txn_end",
     "rolling": "benchmarks.rolling_restart",
+    "offset-visibility": "benchmarks.offset_visibility",
 }
 
 if __name__ == "__main__":

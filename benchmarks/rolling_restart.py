@@ -73,8 +73,11 @@ class Outcome:
 
 
 class Instance:
-    def __init__(self, index: int, run_id: str, protocol: str) -> None:
+    def __init__(
+        self, index: int, run_id: str, protocol: str, settings: dict[str, str] | None = None
+    ) -> None:
         self.index, self.txn_id, self.protocol = index, f"{run_id}-{index}", protocol
+        self.settings = settings or {}  # EOSFLOW_* from --set
         self.port = free_ports(1)[0]
         self.proc: asyncio.subprocess.Process | None = None
         self.totals: Counter[str] = Counter()  # summed over finished incarnations
@@ -91,6 +94,7 @@ class Instance:
                 "STRESS_OUT": dst,
                 "EOSFLOW_GROUP_PROTOCOL": self.protocol,
                 "EOSFLOW_METRICS_PORT": str(self.port),
+                **self.settings,
             },
         )
 
@@ -171,7 +175,7 @@ async def one_protocol(bootstrap: str, protocol: str, args: argparse.Namespace) 
     finally:
         await admin.close()
     out = Outcome(protocol)
-    fleet = [Instance(i, run_id, protocol) for i in range(args.instances)]
+    fleet = [Instance(i, run_id, protocol, args.settings) for i in range(args.instances)]
     done = asyncio.Event()
     feeding = asyncio.create_task(feed(bootstrap, src, args.rate, done))
     try:
@@ -303,7 +307,22 @@ def parse() -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=120.0)
     p.add_argument("--broker-latency-ms", type=float, default=0.0)
     p.add_argument("--pin", action="store_true")
-    return p.parse_args()
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SETTING=VALUE",
+        help="an EosConfig setting for every instance (repeatable), e.g. post_commit_delay_s=0",
+    )
+    args = p.parse_args()
+    try:
+        args.settings = {
+            f"EOSFLOW_{k.strip().upper()}": v.strip()
+            for k, v in (item.split("=", 1) for item in args.set)
+        }
+    except ValueError:
+        p.error("--set takes SETTING=VALUE")
+    return args
 
 
 if __name__ == "__main__":

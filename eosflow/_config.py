@@ -127,19 +127,21 @@ class EosConfig(BaseSettings):
         "off by default: measured on genuine Kafka it was slower in every setup tried, "
         "a broker 3 or 7 ms away included (benchmarks/README.md)",
     )
-    group_protocol: Literal["classic", "consumer"] = Field(
-        default="classic",
+    group_protocol: Literal["auto", "classic", "consumer"] = Field(
+        default="auto",
         description="the group protocol: 'classic' (JoinGroup/SyncGroup, every partition "
-        "revoked at each rebalance) or 'consumer' (KIP-848, Kafka 4.0+: server-side "
-        "assignment, only the partitions that move are revoked)",
+        "revoked at each rebalance), 'consumer' (KIP-848, Kafka 4.0+: server-side "
+        "assignment, only the partitions that move are revoked; heartbeat and session "
+        "are the broker's group.consumer.* settings), or 'auto': 'consumer' where the "
+        "cluster has it, else 'classic'",
     )
-    transactions_v2: bool = Field(
-        default=False,
-        description="use transactions v2 (KIP-890 part 2) where the cluster finalizes "
-        "transaction.version >= 2 (Kafka 4.0+): every commit bumps the producer epoch, so "
-        "a zombie's late writes are refused, and partitions and offsets join the "
-        "transaction with their first write (no AddPartitionsToTxn/AddOffsetsToTxn); off "
-        "by default until it is proven under chaos (issue 23)",
+    transactions_v2: Literal["auto", "on", "off"] = Field(
+        default="auto",
+        description="transactions v2 (KIP-890 part 2, Kafka 4.0+ with transaction.version "
+        ">= 2): every commit bumps the producer epoch, so the broker refuses a zombie's "
+        "late writes, and partitions and offsets join the transaction with their first "
+        "write (no AddPartitionsToTxn/AddOffsetsToTxn); 'auto' uses it where the cluster "
+        "has it, 'on' requires it",
     )
     require_stable_fetch_offsets: bool = Field(
         default=True, description="fetch committed offsets with RequireStable (KIP-447)"
@@ -214,6 +216,17 @@ class EosConfig(BaseSettings):
     def _split_topics(cls, value: object) -> object:
         if isinstance(value, str):
             return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
+
+    @field_validator("transactions_v2", mode="before")
+    @classmethod
+    def _on_off(cls, value: object) -> object:
+        """A boolean, or a word for one, is 'on' or 'off'."""
+        words = {"true": "on", "1": "on", "yes": "on", "false": "off", "0": "off", "no": "off"}
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, str):
+            return words.get(value.strip().lower(), value)
         return value
 
     @model_validator(mode="after")

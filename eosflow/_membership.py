@@ -69,19 +69,13 @@ class Membership(Protocol):
 
 def membership_for(
     config: EosConfig,
-    caps: ak.Capabilities,
+    protocol: str,
     revoked: PartitionsCall,
     assigned: PartitionsCall,
     failed: Callable[[Exception], None],
 ) -> Membership:
-    """The membership ``config.group_protocol`` asks for; "consumer" on a broker without
-    KIP-848 is a ``FatalError`` naming what the broker lacks."""
-    if config.group_protocol == "consumer":
-        if not caps.kip848:
-            raise FatalError(
-                "group_protocol 'consumer' needs the consumer group protocol (KIP-848: "
-                f"Kafka 4.0+ with group.version >= 1); this broker: {caps.describe()}"
-            )
+    """The membership of ``protocol`` (``_protocols.choose``: "classic" or "consumer")."""
+    if protocol == "consumer":
         return ConsumerGroup(config, revoked, assigned, failed)
     return ClassicGroup(config, revoked, assigned, failed)
 

@@ -41,6 +41,7 @@ from ._errors import (
 from ._membership import Membership, MembershipStopped, membership_for
 from ._observe import Observer, TransactionReport
 from ._positions import Positions
+from ._protocols import Protocols, detect, recheck
 from ._records import Output, Record
 from ._state import Serde, Stores
 from ._timeouts import outlived, within
@@ -76,6 +77,7 @@ class TransactSession:
         self._recoveries = 0  # recoveries begun (a report tells one that resolved an end)
         self._partitioner: ak.Partitioner | None = None
         self.caps: ak.Capabilities | None = None
+        self.protocols: Protocols | None = None  # group and transactions: _protocols
         self.last_abort_reason: str | None = None  # of the last ABORTED outcome
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         # an error the rebalance listener met (aiokafka swallows them); raised by poll()
@@ -113,14 +115,12 @@ class TransactSession:
     async def _start(self) -> None:
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
-        with ak.mapped("ApiVersions"):
-            self.caps = caps = await ak.capabilities(self._producer)
         cfg = self.config
-        log.info("broker capabilities: %s", caps.describe())
-        ak.use_transactions_v2(self._producer, caps.txn_v2 and cfg.transactions_v2)
+        self.caps, self.protocols = caps, chosen = await detect(cfg, self._producer)
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
-        self._group = membership_for(cfg, caps, self._revoked, self._assigned, self._failed)
+        group = chosen.group
+        self._group = membership_for(cfg, group, self._revoked, self._assigned, self._failed)
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         await self._group.start()
 
@@ -129,14 +129,13 @@ class TransactSession:
         producer = ak.producer_for(cfg)
         try:
             await ak.start(producer, cfg, "InitProducerId", "WRITE")
+            if self.protocols is not None:  # a replacement: the cluster may have changed
+                self.caps, self.protocols = await recheck(cfg, producer, self.protocols)
         except BaseException as exc:
             await ak.close_producer(producer, timeout_s=5.0)  # no half-started client left
             if isinstance(exc, ak.Fenced):
                 raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
             raise
-        ak.use_transactions_v2(
-            producer, bool(self.caps and self.caps.txn_v2) and cfg.transactions_v2
-        )
         return producer
 
     async def stop(self) -> None:

@@ -454,12 +454,67 @@ request are the partitions the member owns (acknowledging a revocation by leavin
 out); the answer's ``assignment`` (null when unchanged) is the target, by topic id.
 A field given as None is sent null ("unchanged"); one left out of the body is sent empty."""
 
+_CGD_ASSIGNMENT = One(  # not nullable here
+    (
+        _f(
+            "topic_partitions",
+            (_f("topic_id", "uuid"), _f("topic_name", "string"), _f("partitions", "[]int32")),
+        ),
+    ),
+    nullable=False,
+)
+
+CONSUMER_GROUP_DESCRIBE = MessageSpec(
+    api_key=69,
+    name="ConsumerGroupDescribe",
+    versions=(0, 1),
+    flexible_from=0,
+    request=(_f("group_ids", "[]string"), _f("include_authorized_operations", "bool")),
+    response=(
+        _f("throttle_time_ms", "int32"),
+        _f(
+            "groups",
+            (
+                _f("error_code", "int16"),
+                _f("error_message", "string"),
+                _f("group_id", "string"),
+                _f("group_state", "string"),
+                _f("group_epoch", "int32"),
+                _f("assignment_epoch", "int32"),
+                _f("assignor_name", "string"),
+                _f(
+                    "members",
+                    (
+                        _f("member_id", "string"),
+                        _f("instance_id", "string"),
+                        _f("rack_id", "string"),
+                        _f("member_epoch", "int32"),
+                        _f("client_id", "string"),
+                        _f("client_host", "string"),
+                        _f("subscribed_topic_names", "[]string"),
+                        _f("subscribed_topic_regex", "string"),
+                        _f("assignment", _CGD_ASSIGNMENT),
+                        _f("target_assignment", _CGD_ASSIGNMENT),
+                        _f("member_type", "int8", since=1),
+                    ),
+                ),
+                _f("authorized_operations", "int32"),
+            ),
+        ),
+    ),
+)
+"""A consumer-protocol group as its coordinator holds it (KIP-848; Kafka 4.0+), for
+``eosflow status``: state, epochs and each member's current assignment by topic id and
+name. A group of the classic protocol, or none, is GROUP_ID_NOT_FOUND. v1 adds the
+member's type (classic or consumer, -1 unknown: a group migrating between them)."""
+
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
         API_VERSIONS,
         METADATA,
         CONSUMER_GROUP_HEARTBEAT,
+        CONSUMER_GROUP_DESCRIBE,
         TXN_OFFSET_COMMIT,
         OFFSET_FETCH,
         INIT_PRODUCER_ID,

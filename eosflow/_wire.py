@@ -103,9 +103,11 @@ class NullableStruct:
 
 @dataclass(frozen=True)
 class One:
-    """A field type: one nested struct of ``fields``, nullable (``NullableStruct``)."""
+    """A field type: one nested struct of ``fields``; nullable (``NullableStruct``, its
+    int8 marker first) unless ``nullable`` is False, as Kafka's specs say per field."""
 
     fields: tuple[Field, ...]
+    nullable: bool = True
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,8 @@ def _schema(fields: tuple[Field, ...], version: int, flexible: bool) -> Schema:
 
 def _type(type_: str | tuple[Field, ...] | One, version: int, flexible: bool) -> Any:
     if isinstance(type_, One):
-        return NullableStruct(_schema(type_.fields, version, flexible))
+        struct = _schema(type_.fields, version, flexible)
+        return NullableStruct(struct) if type_.nullable else struct
     if isinstance(type_, tuple):
         inner = _schema(type_, version, flexible)
         return CompactArray(inner) if flexible else Array(inner)

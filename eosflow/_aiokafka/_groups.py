@@ -1,6 +1,12 @@
 """A consumer group as the broker sees it, for ``eosflow status``: its members and what
-each holds (DescribeGroups, the classic protocol's assignment decoded), and its
-committed offsets (OffsetFetch). Any Kafka since 0.11 answers both.
+each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11).
+
+Members come from ConsumerGroupDescribe (KIP-848, Kafka 4.0+) for a group of the consumer
+protocol, else from DescribeGroups with the classic protocol's assignment decoded. The
+former is asked first where the broker serves it; GROUP_ID_NOT_FOUND there ("not a
+consumer group", or no group) sends the question on to the latter. Genuine 4.4.0 answers
+a DescribeGroups for a consumer-protocol group as ``Dead`` with no members, so asking it
+alone would show a running group as gone.
 
 Errors are mapped like every adapter call (``mapped``): an unknown group is no error
 (DescribeGroups answers state ``Dead``, OffsetFetch nothing); a refused DESCRIBE on the
@@ -13,9 +19,13 @@ from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
+from aiokafka.errors import IncompatibleBrokerVersion
 
+from .. import _codes as E
+from .. import _specs
 from .._errors import FatalError
 from .._security import KafkaSecurity
+from .._wire import SpecRequest
 from ._errors import error_for, map_error, mapped
 from ._security import connection_settings
 
@@ -48,10 +58,16 @@ async def describe_group(
         await admin.start()
     try:
         with mapped(f"describing group {group_id!r}"):
-            answers = await admin.describe_consumer_groups([group_id])
+            modern = await _consumer_group(admin, group_id)
+            answers = [] if modern else await admin.describe_consumer_groups([group_id])
             offsets = await admin.list_consumer_group_offsets(group_id)
     finally:
         await admin.close()
+    committed = {
+        (tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0
+    }
+    if modern is not None:
+        return GroupView(modern[0], modern[1], modern[2], committed)
     group = answers[0].to_object()["groups"][0]
     if group["error_code"]:
         raise map_error(error_for(group["error_code"]), f"describing group {group_id!r}")
@@ -68,7 +84,36 @@ async def describe_group(
                 ) from None
             held = [(t, p) for t, parts in assignment.assignment for p in parts]
         members.append(Member(m["member_id"], m["client_id"], m["client_host"], tuple(held)))
-    committed = {
-        (tp.topic, tp.partition): meta.offset for tp, meta in offsets.items() if meta.offset >= 0
-    }
     return GroupView(group["state"], group["protocol"], tuple(members), committed)
+
+
+async def _consumer_group(
+    admin: AIOKafkaAdminClient, group_id: str
+) -> tuple[str, str, tuple[Member, ...]] | None:
+    """(state, assignor, members) of a consumer-protocol group; None for a classic group,
+    no group, or a broker without ConsumerGroupDescribe."""
+    node = await admin.find_coordinator(group_id)
+    body = {"group_ids": [group_id], "include_authorized_operations": False}
+    try:
+        resp = await admin._client.send(node, SpecRequest.of(_specs.CONSUMER_GROUP_DESCRIBE, body))
+    except IncompatibleBrokerVersion:
+        return None  # before Kafka 4.0
+    (group,) = [g for g in resp.to_object()["groups"] if g["group_id"] == group_id]
+    if group["error_code"] == E.GROUP_ID_NOT_FOUND:
+        return None
+    if group["error_code"]:
+        raise map_error(error_for(group["error_code"]), f"describing group {group_id!r}")
+    members = tuple(
+        Member(
+            m["member_id"],
+            m["client_id"],
+            m["client_host"],
+            tuple(
+                (t["topic_name"], p)
+                for t in m["assignment"]["topic_partitions"]
+                for p in sorted(t["partitions"])
+            ),
+        )
+        for m in group["members"]
+    )
+    return group["group_state"], group["assignor_name"], members

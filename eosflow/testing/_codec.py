@@ -99,6 +99,7 @@ API_NAMES = {
     32: "DescribeConfigs",
     36: "SaslAuthenticate",
     68: "ConsumerGroupHeartbeat",
+    69: "ConsumerGroupDescribe",
 }
 API_KEYS = {name: key for key, name in API_NAMES.items()}
 

@@ -199,8 +199,10 @@ class ConsumerGroups:
                     raise GroupError(E.FENCED_INSTANCE_ID)
                 if old.epoch != LEAVE_STATIC:
                     raise GroupError(E.UNRELEASED_INSTANCE_ID)
-                # the rejoining static member takes the place, and partitions, of the old one
+                # the rejoining static member takes the place, partitions and target of
+                # the old one: no new group epoch (genuine 4.4.0 answers it them at once)
                 del s.members[holder]
+                s.target[member_id] = s.target.pop(holder, set())
                 return ConsumerMember(
                     member_id,
                     hb.instance_id,

@@ -1,6 +1,6 @@
 """The group coordinator's APIs: JoinGroup, SyncGroup, Heartbeat, LeaveGroup (the classic
-protocol, ``_groups``), ConsumerGroupHeartbeat (the consumer protocol, ``_groups_consumer``),
-OffsetCommit, OffsetFetch, DescribeGroups, ListGroups."""
+protocol, ``_groups``), ConsumerGroupHeartbeat and ConsumerGroupDescribe (the consumer
+protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, ListGroups."""
 
 from __future__ import annotations
 
@@ -210,15 +210,83 @@ def _fetched(
     return [{"name": t, "partitions": ps} for t, ps in topics.items()]
 
 
+@handles("ConsumerGroupDescribe")
+async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
+    """Each consumer-protocol group's state (Empty, Reconciling while a member is not yet
+    at the assignment epoch, else Stable), epochs, assignor and members with their current
+    and target assignments by topic id and name. A group of the classic protocol, or none:
+    GROUP_ID_NOT_FOUND with genuine 4.4.0's message. Not advertised by profiles "2.4" and
+    "2.5". Versions: v0-1 (v1: each member's type, 1 for the consumer protocol)."""
+    out: list[Body] = []
+    for gid in f.body["group_ids"]:
+        g = c.groups.get(gid)
+        s = g.modern if g is not None else None
+        if s is None:
+            why = "not found" if g is None else "is not a consumer group"
+            out.append(
+                {
+                    "error_code": E.GROUP_ID_NOT_FOUND,
+                    "error_message": f"Group {gid} {why}.",
+                    "group_id": gid,
+                    "authorized_operations": -2147483648,
+                }
+            )
+            continue
+
+        def by_topic(partitions: set[Partition]) -> Body:
+            topics: dict[str, list[int]] = {}
+            for topic, p in sorted(partitions):
+                topics.setdefault(topic, []).append(p)
+            return {
+                "topic_partitions": [
+                    {"topic_id": c.topic_ids[t], "topic_name": t, "partitions": ps}
+                    for t, ps in topics.items()
+                    if t in c.topic_ids
+                ]
+            }
+
+        members = list(s.members.values())
+        settled = all(m.epoch in (s.assignment_epoch, -2) and not m.revoking for m in members)
+        out.append(
+            {
+                "error_code": 0,
+                "group_id": gid,
+                "group_state": "Empty" if not members else "Stable" if settled else "Reconciling",
+                "group_epoch": s.epoch,
+                "assignment_epoch": s.assignment_epoch,
+                "assignor_name": next((m.assignor for m in members if m.assignor), "uniform"),
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "instance_id": m.instance_id,
+                        "member_epoch": m.epoch,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        "subscribed_topic_names": list(m.topics),
+                        "subscribed_topic_regex": "",
+                        "assignment": by_topic(m.assigned | m.revoking),
+                        "target_assignment": by_topic(s.target.get(m.member_id, set())),
+                        "member_type": 1,
+                    }
+                    for m in members
+                ],
+                "authorized_operations": -2147483648,
+            }
+        )
+    return {"groups": out}
+
+
 @handles("DescribeGroups")
 async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
     """Each group's state, protocol type, protocol and members (the chosen protocol's
-    metadata, the assignment); a group the coordinator does not hold is answered Dead, with
-    no error and no members. Versions: v0-3 (v3: authorized operations, not computed)."""
+    metadata, the assignment); a group the coordinator does not hold, or one of the
+    consumer protocol (genuine 4.4.0 answers it so: ConsumerGroupDescribe describes those),
+    is answered Dead, with no error and no members. Versions: v0-3 (v3: authorized
+    operations, not computed)."""
     out = []
     for gid in f.body["groups"]:
         g = c.groups.get(gid)
-        if g is None:
+        if g is None or g.modern is not None:
             out.append(
                 {
                     "error_code": 0,

@@ -25,8 +25,10 @@ Fencing errors by version, as Kafka answers: PRODUCER_FENCED for InitProducerId 
 AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+ and TxnOffsetCommit v3+; INVALID_PRODUCER_EPOCH
 for older versions.
 
-Transactions v2 (KIP-890 part 2; ``v2``: the cluster finalizes transaction.version >= 2),
-as genuine 4.4.0 answers it: EndTxn v5 bumps the epoch before the markers are written
+Transactions v2 (KIP-890 part 2), as genuine 4.4.0 answers it -- to the request's
+version, whatever ``transaction.version`` the cluster finalizes (genuine 4.4.0 served all of
+the below with it lowered to 1: the feature tells clients what to send, not what brokers
+serve): EndTxn v5 bumps the epoch before the markers are written
 (they carry the new one, so a zombie's late write at the old epoch is refused) and answers
 the producer id and epoch to use next; the same EndTxn resent with the previous epoch
 answers the same outcome again, the other result INVALID_TXN_STATE. An abort with nothing
@@ -105,7 +107,6 @@ class TxnCoordinator:
         self.aborts = 0
         self.reinits = 0
         self.marker_lag: dict[str, float] = {}
-        self.v2 = False  # transactions v2 (transaction.version >= 2 finalized)
         self.concurrent_writes = 0  # Produce v12 answered CONCURRENT_TRANSACTIONS (_handlers_log)
 
     # --- producer ids -----------------------------------------------------------------
@@ -224,7 +225,7 @@ class TxnCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if epoch != meta.epoch:
             return fenced(version, 3)
-        if self.v2 and version >= 5:  # the group joins implicitly
+        if version >= 5:  # the group joins implicitly (transactions v2)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 return E.CONCURRENT_TRANSACTIONS
             self._open(meta)
@@ -244,7 +245,7 @@ class TxnCoordinator:
             if meta.producer_id == producer_id:
                 if epoch < meta.epoch:
                     return E.INVALID_PRODUCER_EPOCH
-                if version >= 12 and self.v2 and epoch == meta.epoch:
+                if version >= 12 and epoch == meta.epoch:  # transactions v2
                     if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                         return E.CONCURRENT_TRANSACTIONS
                     self._open(meta)
@@ -260,11 +261,11 @@ class TxnCoordinator:
         self, txn_id: str, producer_id: int, epoch: int, commit: bool, version: int
     ) -> tuple[int, int, int]:
         """(error code, producer id, epoch to use next); the last two are -1 unless
-        transactions v2 (EndTxn v5 on a ``v2`` cluster), which bumps the epoch."""
+        transactions v2 (EndTxn v5), which bumps the epoch."""
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
-        v2 = self.v2 and version >= 5
+        v2 = version >= 5
         ended = (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
         if v2 and epoch == meta.last_epoch and meta.state in ended:
             # the same EndTxn again (its answer was lost): the bumped epoch is known

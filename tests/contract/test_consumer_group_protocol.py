@@ -89,6 +89,7 @@ class Member:
     member_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     epoch: int = 0
     assigned: Owned = field(default_factory=dict)
+    instance_id: str | None = None  # a static member's
 
     async def beat(self, owned: Owned | str | None = "assigned", epoch: int | None = None) -> Any:
         if owned == "assigned":
@@ -97,6 +98,7 @@ class Member:
             "group_id": self.group,
             "member_id": self.member_id,
             "member_epoch": self.epoch if epoch is None else epoch,
+            "instance_id": self.instance_id,
             "rebalance_timeout_ms": 30_000,
             "subscribed_topic_names": [self.topic],
             "server_assignor": "uniform",
@@ -239,6 +241,39 @@ async def _shrunk_to_one(a: Member, both: Owned) -> bool:
     r = await a.beat(owned=both)
     assert r.error_code == 0, r.error_message
     return len(a.partitions()) == 1
+
+
+async def test_a_static_member_leaves_for_now_and_its_instance_takes_its_place(
+    eosflow_broker: Broker, client: Any
+) -> None:
+    """Static membership under the consumer protocol (KIP-848's epoch -2): what eosflow's
+    ``leave()`` with ``group_instance_id`` set, and its restart, rest on."""
+    topic, group, node = await _members(client, eosflow_broker, 2)
+    instance = eosflow_broker.unique("instance")
+    a = Member(client, node, group, topic, instance_id=instance)
+    await a.join_owning({0, 1})
+    mine, a_epoch = dict(a.assigned), a.epoch
+    # the instance id is taken while its member is live
+    twin = await Member(client, node, group, topic, instance_id=instance).beat()
+    assert twin.error_code == E.UNRELEASED_INSTANCE_ID, E.name(twin.error_code)
+    # leaving for now: the member keeps its partitions for its session
+    left = await a.beat(epoch=-2)
+    assert left.error_code == 0 and left.member_epoch == -2, E.name(left.error_code)
+    b = Member(client, node, group, topic)
+    for _ in range(5):  # a dynamic member joining gets none of them meanwhile
+        r = await b.beat()
+        assert r.error_code == 0 and not b.partitions(), (E.name(r.error_code), b.assigned)
+        await asyncio.sleep(0.1)
+    # the instance back under a new member id takes the place, assignment and epoch
+    back = Member(client, node, group, topic, instance_id=instance)
+    r = await back.beat(owned={})
+    assert r.error_code == 0, E.name(r.error_code)
+    assert back.partitions() and back.partitions() <= {p for ps in mine.values() for p in ps}
+    assert back.epoch >= a_epoch, (back.epoch, a_epoch)
+    # and the old member id is fenced out
+    old = await a.beat(epoch=a_epoch)
+    assert old.error_code in (E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID), E.name(old.error_code)
+    print(f"old member id after its instance came back: {E.name(old.error_code)}")
 
 
 async def test_a_transactional_offset_commit_is_checked_by_member_epoch(

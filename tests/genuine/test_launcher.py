@@ -14,11 +14,13 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from conftest import genuine, version
-from kit import eventually, read_all
+from kit import Upper, eventually, read_all
 
+import eosflow
 from eosflow import _aiokafka
+from eosflow._protocols import Protocols
 from eosflow.testing import _ladder
-from eosflow.testing._genuine import MIN_SESSION_TIMEOUT_MS, OLD_VERSION
+from eosflow.testing._genuine import MIN_SESSION_TIMEOUT_MS, OLD_VERSION, GenuineKafka
 
 pytestmark = pytest.mark.genuine
 
@@ -165,6 +167,7 @@ async def test_old_broker_lacks_kip447_and_kip360() -> None:
             await p.stop()
         assert not caps.kip447 and not caps.kip360
         assert not caps.kip848 and not caps.txn_v2 and caps.features == ()
+        assert await _chosen(k) == Protocols("classic", txn_v2=False)
         await _create(k.bootstrap_servers, "old", 1, 1)
         await _transactions(k.bootstrap_servers, "old", "old-tx", "o")
         assert await _values(k.bootstrap_servers, "old") == [b"o-c0", b"o-c1"]
@@ -215,6 +218,29 @@ async def test_module_main_prints_bootstrap_and_stops_on_sigterm() -> None:
             await proc.wait()
 
 
+async def _chosen(k: GenuineKafka, **asked: str) -> Protocols:
+    """What a session with ``asked`` (the defaults: "auto") chose on ``k``'s cluster."""
+    await _create(k.bootstrap_servers, "chosen-in", 1, 1)
+    config = eosflow.EosConfig(
+        bootstrap_servers=k.bootstrap_servers,
+        group_id="chosen",
+        input_topics=("chosen-in",),
+        transactional_id="chosen-tx",
+        **asked,  # type: ignore[arg-type]
+    )
+    async with eosflow.EosApp(Upper("chosen-out"), config) as app:
+
+        async def decided() -> bool:
+            s = app._session
+            return app.failure is not None or (s is not None and s.protocols is not None)
+
+        await eventually(decided, timeout_s=60, what="the session's protocols")
+        if app.failure is not None:
+            raise app.failure
+        assert app._session is not None and app._session.protocols is not None
+        return app._session.protocols
+
+
 async def _caps(bootstrap_servers: str) -> _aiokafka.Capabilities:
     p = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
     await p.start()
@@ -243,6 +269,16 @@ async def test_kafka_4_protocols_are_detected_from_finalized_features(
         pytest.skip(f"the features are Kafka 4's; this run's broker is {version()}")
     async with genuine(version(), features=features) as k:
         caps = await _caps(k.bootstrap_servers)
-    assert (caps.kip848, caps.txn_v2) == (kip848, txn_v2), caps.describe()
-    assert caps.kip447 and caps.kip360
-    assert caps.consumer_group_heartbeat >= 1 and caps.end_txn >= 5, caps.describe()
+        assert (caps.kip848, caps.txn_v2) == (kip848, txn_v2), caps.describe()
+        assert caps.kip447 and caps.kip360
+        assert caps.consumer_group_heartbeat >= 1 and caps.end_txn >= 5, caps.describe()
+        # the session's defaults follow the cluster (docs/design.md, invariant 46)
+        group = "consumer" if kip848 else "classic"
+        assert await _chosen(k) == Protocols(group, txn_v2)
+        # an explicit ask for what the cluster lacks is one line naming what it lacks
+        for asked, lacked in [("group_protocol", kip848), ("transactions_v2", txn_v2)]:
+            if lacked:
+                continue
+            value = "consumer" if asked == "group_protocol" else "on"
+            with pytest.raises(eosflow.FatalError, match=f"{asked} '{value}' needs"):
+                await _chosen(k, **{asked: value})

@@ -55,6 +55,8 @@ def cfg(c: FakeCluster, **ops: object) -> eosflow.EosConfig:
         session_timeout_s=6.0,
         heartbeat_interval_s=0.2,
         transaction_timeout_s=5.0,
+        # the aborts these tests count are made by refusing the classic forced heartbeat
+        group_protocol="classic",
         ops={"metrics_port": 0, "progress_interval_s": 0, **ops},  # type: ignore[arg-type]
     )
 

@@ -7,7 +7,8 @@ import asyncio
 import subprocess
 import sys
 
-from kit import create_topic, eventually
+import pytest
+from kit import broker_has_kip848, create_topic, eventually
 from test_metrics import Scripted, config, open_transaction, produce
 
 import eosflow
@@ -15,14 +16,22 @@ from eosflow._ops._status import group_status
 from eosflow.testing._ladder import Broker
 
 
-async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Broker) -> None:
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_status_shows_partitions_holders_and_stable_lag(
+    eosflow_broker: Broker, protocol: str
+) -> None:
+    """Under both group protocols: a consumer-protocol group is described by
+    ConsumerGroupDescribe (DescribeGroups answers it Dead, with no members)."""
     b = eosflow_broker
+    if protocol == "consumer" and not await broker_has_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
     src, dst, group = b.unique("in"), b.unique("out"), b.unique("g")
     await create_topic(b.bootstrap_servers, src, 2)
     await create_topic(b.bootstrap_servers, dst, 1)
     await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 2)
     async with open_transaction(b, src, 20) as txn:
-        app = eosflow.EosApp(Scripted(dst), config(b, src, group, client_id="status-test"))
+        cfg = config(b, src, group, client_id="status-test", group_protocol=protocol)
+        app = eosflow.EosApp(Scripted(dst), cfg)
         async with app:
 
             async def committed() -> bool:
@@ -67,7 +76,8 @@ async def test_status_shows_partitions_holders_and_stable_lag(eosflow_broker: Br
         out = await asyncio.to_thread(cli, group)
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()
-        assert lines[0] == f"group {group}: Empty, 0 member(s), total lag 0"
+        assignor = ", assignor uniform" if protocol == "consumer" else ""  # the broker's
+        assert lines[0] == f"group {group}: Empty, 0 member(s){assignor}, total lag 0"
         heading = ["TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER"]
         assert lines[1].split() == heading
         assert lines[2].split() == [src, "0", "70", "71", "0", "-"]

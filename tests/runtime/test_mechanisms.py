@@ -44,6 +44,9 @@ class Gate(eosflow.Processor):
 
 
 def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
+    """The mechanism tests' config: the classic group protocol and transactions v1, whose
+    requests their fault rules name (Heartbeat, AddPartitionsToTxn...); the consumer
+    protocol's and transactions v2's own tests ask for theirs."""
     base: dict[str, object] = dict(
         bootstrap_servers=c.bootstrap_servers,
         group_id="g",
@@ -52,6 +55,8 @@ def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
         session_timeout_s=6.0,
         heartbeat_interval_s=0.2,
         transaction_timeout_s=5.0,
+        group_protocol="classic",
+        transactions_v2="off",
     )
     base.update(kw)
     return eosflow.EosConfig(**base)  # type: ignore[arg-type]

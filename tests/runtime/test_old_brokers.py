@@ -73,7 +73,16 @@ async def test_post_commit_delay_holds_a_rebalance_only_without_kip447(
     delay_s = 3.0
     app = eosflow.EosApp(
         proc,
-        config(b, src, group, post_commit_delay_s=delay_s, heartbeat_interval_s=0.2),
+        # classic: the joiner is aiokafka's classic group consumer (a group mixing the
+        # protocols is not modelled by the test cluster)
+        config(
+            b,
+            src,
+            group,
+            post_commit_delay_s=delay_s,
+            heartbeat_interval_s=0.2,
+            group_protocol="classic",
+        ),
     )
     joiner = AIOKafkaConsumer(
         src, bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False

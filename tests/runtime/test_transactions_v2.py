@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from kit import (
     Upper,
     broker_has_kip848,
@@ -110,6 +111,40 @@ async def test_a_lost_end_txn_answer_is_asked_again(eosflow_cluster: FakeCluster
         assert epoch_of(app) == c.txns.txns["tx-1"].epoch
     assert lost.hits == 1 and app.stats.recovered == 0, app.stats
     await assert_exactly_once(c, 200)
+
+
+# Transactions v2 is chosen again at each recovery (`transactions_v2` left at "auto"):
+# kept while the cluster has it, dropped at the first recovery after its
+# transaction.version was lowered. (Brokers go on serving v2 requests after that --
+# genuine 4.4.0 did -- but an operator lowering it may be rolling back to brokers that
+# lack Produce v12 and EndTxn v5.) Mutations caught: the replacement producer not
+# switched (v1 after the first recovery); switched by the protocols chosen at start, not
+# read again (still v2 after the lowering).
+async def test_transactions_v2_is_chosen_again_at_each_recovery(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, n=200)
+    c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # once: a recovery
+    app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2="auto", max_records_per_txn=50))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "committed")
+        assert app.stats.recovered == 1, app.stats
+        assert switched(app)  # "auto" on a cluster with transactions v2, after a recovery
+        c.settings = dataclasses.replace(c.settings, features={"transaction.version": 1})
+        c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # once more
+        producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await producer.start()
+        try:
+            for i in range(200, 400):
+                await producer.send("in", f"v{i}".encode())
+            await producer.flush()
+        finally:
+            await producer.stop()
+        await until(app, lambda: sum(c.committed("g", "in").values()) == 400, "committed")
+        assert app.stats.recovered == 2, app.stats
+        assert not switched(app)
+    await assert_exactly_once(c, 400)
 
 
 # On every broker of the ladder that has transactions v2 (the test cluster, genuine

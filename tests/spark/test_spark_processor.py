@@ -170,6 +170,7 @@ async def test_heartbeats_continue_during_a_long_spark_job(
             heartbeat_interval_s=0.2,
             transaction_timeout_s=10.0,
             allow_transaction_timeout_over_session=True,
+            group_protocol="classic",  # its session is the client's (1.5 s here)
         ),
     )
     async with app:

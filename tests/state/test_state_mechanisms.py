@@ -63,7 +63,13 @@ async def test_aborted_writes_are_never_visible(
     await seed_keys(c.bootstrap_servers, src, 600, 20)
     once = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID)
     cfg = state_config(
-        c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", max_records_per_txn=100
+        c.bootstrap_servers,
+        "g",
+        src,
+        "tx-1",
+        tmp_path / "a",
+        max_records_per_txn=100,
+        group_protocol="classic",  # the aborts come from refusing its forced heartbeat
     )
     app = eosflow.EosApp(Count(), cfg)
     async with app:
