@@ -262,6 +262,53 @@ async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broke
             assert report.inputs == n
 
 
+# A group whose members speak different protocols, as while a fleet moves from one to
+# the other (or `auto` meets an instance set to `classic`): Kafka 4.x migrates the group
+# online (`group.consumer.migration.policy`, bidirectional by default) and serves classic
+# members through JoinGroup/SyncGroup. Exactly once on genuine Kafka, whichever protocol
+# the group started under. The test cluster does not model the migration (it answers the
+# second protocol INCONSISTENT_GROUP_PROTOCOL), so it runs on genuine Kafka only.
+@pytest.mark.parametrize("first", ["classic", "consumer"])
+async def test_a_group_of_both_protocols_is_exactly_once(
+    eosflow_broker: Broker, first: str
+) -> None:
+    b = eosflow_broker
+    if not await broker_has_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
+    if b.kind == "fake":
+        pytest.skip("the test cluster does not model a group mixing the two protocols")
+    second = "consumer" if first == "classic" else "classic"
+    src, dst, group_id = b.unique("in"), b.unique("out"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 4)
+    await create_topic(b.bootstrap_servers, dst, 2)
+    n = 4000
+    await seed_topic(b.bootstrap_servers, src, n, 4)
+
+    class Slow(Upper):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            await asyncio.sleep(0.001)  # so that the second member joins mid-stream
+            return await super().process(record)
+
+    apps = [
+        eosflow.EosApp(Slow(dst), ladder_config(b, src, group_id, group_protocol=protocol))
+        for protocol in (first, second)
+    ]
+    async with apps[0]:
+        await until(apps[0], lambda: apps[0].stats.records > 200, "the first member working")
+        async with apps[1]:
+
+            async def done() -> bool:
+                for app in apps:
+                    assert app.failure is None, app.failure
+                committed = await committed_total(b.bootstrap_servers, src, 4, group_id)
+                return committed == n and all(app.stats.records > 0 for app in apps)
+
+            await eventually(done, timeout_s=120, what="both members worked, all committed")
+    report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
+    assert report.ok, report.summary()
+    assert report.inputs == n
+
+
 # A loss is settled before the member rejoins: the session lets every partition go (which
 # waits for an EndTxn in flight), then a join with epoch 0 that owns nothing. Here the loss
 # comes while EndTxn is held, then again to any heartbeat (the loop's or the forced one);
