@@ -59,8 +59,9 @@ class EosConfig(BaseSettings):
     )
     group_instance_id: str | None = Field(
         default=None,
-        description="static membership (KIP-345): restarts within the "
-        "session timeout do not rebalance",
+        description="static membership (KIP-345): restarts within the session timeout "
+        "(the broker's group.consumer.session.timeout.ms under the consumer protocol) do "
+        "not move partitions",
     )
     client_id: str = Field(default="eosflow", description="client id sent to the brokers")
     security: KafkaSecurity = Field(
@@ -226,7 +227,8 @@ class EosConfig(BaseSettings):
         if isinstance(value, bool):
             return "on" if value else "off"
         if isinstance(value, str):
-            return words.get(value.strip().lower(), value)
+            word = value.strip().lower()
+            return words.get(word, word)
         return value
 
     @model_validator(mode="after")

@@ -95,10 +95,10 @@ async def recheck(
 ) -> tuple[ak.Capabilities, Protocols]:
     """At a recovery, for the replacement ``producer``: ApiVersions again, and
     transactions v2 chosen again (the group protocol stays: changing it needs a new
-    member). Brokers go on serving v2 requests after ``transaction.version`` is lowered
-    (genuine 4.4.0 did), but the operator lowering it may be rolling back to brokers
-    without Produce v12 and EndTxn v5: their refusals end in a recovery, and from it
-    the session follows the cluster."""
+    member). Brokers go on serving v2 requests from ``transaction.version`` 1 on (genuine
+    4.4.0 did, though 1 tells clients to send v1) and refuse Produce v12 at 0: a lowering
+    ends in a recovery at the latest when the cluster refuses, and from a recovery the
+    session follows the cluster."""
     with ak.mapped("ApiVersions"):
         caps = await ak.capabilities(producer)
     now = replace(was, txn_v2=txn_v2(config, caps))

@@ -113,6 +113,7 @@ class TransactSession:
             delay = min(delay * 2, cfg.retry_backoff_max_s)
 
     async def _start(self) -> None:
+        self.protocols = None  # each start (a retried one too) detects them afresh
         self._producer = await self._new_producer()
         self._partitioner = ak.Partitioner(self._producer)
         cfg = self.config

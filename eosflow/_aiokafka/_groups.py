@@ -4,7 +4,8 @@ each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11).
 Members come from ConsumerGroupDescribe (KIP-848, Kafka 4.0+) for a group of the consumer
 protocol, else from DescribeGroups with the classic protocol's assignment decoded. The
 former is asked first where the broker serves it; GROUP_ID_NOT_FOUND there ("not a
-consumer group", or no group) sends the question on to the latter. Genuine 4.4.0 answers
+consumer group", or no group), or UNSUPPORTED_VERSION (a cluster whose ``group.version``
+is 0 still lists the API), sends the question on to the latter. Genuine 4.4.0 answers
 a DescribeGroups for a consumer-protocol group as ``Dead`` with no members, so asking it
 alone would show a running group as gone.
 
@@ -15,11 +16,13 @@ group is an ``AuthorizationError``.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
-from aiokafka.errors import IncompatibleBrokerVersion
+from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
 
 from .. import _codes as E
 from .. import _specs
@@ -58,8 +61,9 @@ async def describe_group(
         await admin.start()
     try:
         with mapped(f"describing group {group_id!r}"):
-            modern = await _consumer_group(admin, group_id)
-            answers = [] if modern else await admin.describe_consumer_groups([group_id])
+            node = await _coordinator(admin, group_id)
+            modern = await _consumer_group(admin, node, group_id)
+            answers = [] if modern else await admin.describe_consumer_groups([group_id], node)
             offsets = await admin.list_consumer_group_offsets(group_id)
     finally:
         await admin.close()
@@ -87,20 +91,32 @@ async def describe_group(
     return GroupView(group["state"], group["protocol"], tuple(members), committed)
 
 
+async def _coordinator(admin: AIOKafkaAdminClient, group_id: str) -> int:
+    """The group's coordinator; a broker just started (or a group's coordinator not yet
+    loaded) answers COORDINATOR_NOT_AVAILABLE for a moment: asked again for up to 10 s."""
+    deadline = time.monotonic() + 10.0
+    while True:
+        try:
+            return int(await admin.find_coordinator(group_id))
+        except GroupCoordinatorNotAvailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
 async def _consumer_group(
-    admin: AIOKafkaAdminClient, group_id: str
+    admin: AIOKafkaAdminClient, node: int, group_id: str
 ) -> tuple[str, str, tuple[Member, ...]] | None:
     """(state, assignor, members) of a consumer-protocol group; None for a classic group,
     no group, or a broker without ConsumerGroupDescribe."""
-    node = await admin.find_coordinator(group_id)
     body = {"group_ids": [group_id], "include_authorized_operations": False}
     try:
         resp = await admin._client.send(node, SpecRequest.of(_specs.CONSUMER_GROUP_DESCRIBE, body))
     except IncompatibleBrokerVersion:
         return None  # before Kafka 4.0
     (group,) = [g for g in resp.to_object()["groups"] if g["group_id"] == group_id]
-    if group["error_code"] == E.GROUP_ID_NOT_FOUND:
-        return None
+    if group["error_code"] in (E.GROUP_ID_NOT_FOUND, E.UNSUPPORTED_VERSION):
+        return None  # a classic group, none, or a cluster with the consumer protocol off
     if group["error_code"]:
         raise map_error(error_for(group["error_code"]), f"describing group {group_id!r}")
     members = tuple(

@@ -19,9 +19,9 @@
 Failure modes: as v1's. An EndTxn whose answer never comes leaves the outcome unknown and
 the session recovers through KIP-360 (InitProducerId naming the producer's id and epoch:
 genuine 4.4.0 answers a past epoch with the current one, so a commit that did happen is
-found, not redone). ``EosConfig.transactions_v2`` turns it on (off by default until
-proven under chaos): the broker then closes the hanging-transaction and zombie-write
-holes itself.
+found, not redone). ``EosConfig.transactions_v2`` ("auto" by default: where the cluster
+finalizes it, ``_protocols``) turns it on: the broker then closes the hanging-transaction
+and zombie-write holes itself.
 """
 
 from __future__ import annotations

@@ -125,6 +125,7 @@ class FakeCluster:
             self.settings.groups.consumer_heartbeat_interval_s,
         )
         self.txns = TxnCoordinator(self.settings.txns, self.groups, self.log)
+        self.txns.v2_served = lambda: self.features.get("transaction.version", 0) >= 1
         self.faults: list[FaultRule] = []
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()

@@ -214,6 +214,8 @@ class ConsumerGroups:
                     assigned=old.assigned,
                     revoking=old.revoking,
                     state=old.state,
+                    client_id=hb.client_id,
+                    client_host=hb.client_host,
                 )
         m = s.members.get(member_id)
         if m is None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .. import _codes as E
 from ._api import Body, by_topic, handles, tp_offsets
 from ._groups import GroupError, Partition
-from ._groups_consumer import Heartbeat
+from ._groups_consumer import STABLE, Heartbeat
 
 if TYPE_CHECKING:
     from ._cluster import FakeCluster
@@ -215,9 +215,14 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
     """Each consumer-protocol group's state (Empty, Reconciling while a member is not yet
     at the assignment epoch, else Stable), epochs, assignor and members with their current
     and target assignments by topic id and name. A group of the classic protocol, or none:
-    GROUP_ID_NOT_FOUND with genuine 4.4.0's message. Not advertised by profiles "2.4" and
-    "2.5". Versions: v0-1 (v1: each member's type, 1 for the consumer protocol)."""
+    GROUP_ID_NOT_FOUND with genuine 4.4.0's message; on a cluster whose ``group.version``
+    is 0, UNSUPPORTED_VERSION for every group (genuine 4.4.0 still lists the API there).
+    Not advertised by profiles "2.4" and "2.5". Versions: v0-1 (v1: each member's type, 1
+    for the consumer protocol)."""
     out: list[Body] = []
+    if c.features.get("group.version", 0) < 1:
+        unsupported = {"error_code": E.UNSUPPORTED_VERSION, "authorized_operations": -2147483648}
+        return {"groups": [{**unsupported, "group_id": g} for g in f.body["group_ids"]]}
     for gid in f.body["group_ids"]:
         g = c.groups.get(gid)
         s = g.modern if g is not None else None
@@ -246,7 +251,7 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
             }
 
         members = list(s.members.values())
-        settled = all(m.epoch in (s.assignment_epoch, -2) and not m.revoking for m in members)
+        settled = all(m.state == STABLE and m.epoch in (s.assignment_epoch, -2) for m in members)
         out.append(
             {
                 "error_code": 0,
@@ -264,7 +269,7 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
                         "client_host": m.client_host,
                         "subscribed_topic_names": list(m.topics),
                         "subscribed_topic_regex": "",
-                        "assignment": by_topic(m.assigned | m.revoking),
+                        "assignment": by_topic(m.assigned),  # not what it is giving up
                         "target_assignment": by_topic(s.target.get(m.member_id, set())),
                         "member_type": 1,
                     }

@@ -26,16 +26,17 @@ AddPartitionsToTxn/AddOffsetsToTxn/EndTxn v2+ and TxnOffsetCommit v3+; INVALID_P
 for older versions.
 
 Transactions v2 (KIP-890 part 2), as genuine 4.4.0 answers it -- to the request's
-version, whatever ``transaction.version`` the cluster finalizes (genuine 4.4.0 served all of
-the below with it lowered to 1: the feature tells clients what to send, not what brokers
-serve): EndTxn v5 bumps the epoch before the markers are written
-(they carry the new one, so a zombie's late write at the old epoch is refused) and answers
-the producer id and epoch to use next; the same EndTxn resent with the previous epoch
-answers the same outcome again, the other result INVALID_TXN_STATE. An abort with nothing
-open bumps the epoch too (a commit is INVALID_TXN_STATE). Produce v12 and
-TxnOffsetCommit v5 add their partition or group to the transaction implicitly (opening
-it), CONCURRENT_TRANSACTIONS while the last one's markers are written. Older versions
-keep the v1 rules on the same cluster.
+version wherever the cluster finalizes ``transaction.version`` >= 1 (``v2_served``; genuine
+4.4.0 served all of the below at level 1, which tells clients to send v1; at level 0 it
+answered Produce v12 UNSUPPORTED_VERSION, modelled, and EndTxn and TxnOffsetCommit v5
+CONCURRENT_TRANSACTIONS, not modelled: they get the v1 rules here): EndTxn v5 bumps the
+epoch before the markers are written (they carry the new one, so a zombie's late write at
+the old epoch is refused) and answers the producer id and epoch to use next; the same
+EndTxn resent with the previous epoch answers the same outcome again, the other result
+INVALID_TXN_STATE. An abort with nothing open bumps the epoch too (a commit is
+INVALID_TXN_STATE). Produce v12 and TxnOffsetCommit v5 add their partition or group to the
+transaction implicitly (opening it), CONCURRENT_TRANSACTIONS while the last one's markers
+are written. Older versions keep the v1 rules on the same cluster.
 """
 
 from __future__ import annotations
@@ -107,6 +108,8 @@ class TxnCoordinator:
         self.aborts = 0
         self.reinits = 0
         self.marker_lag: dict[str, float] = {}
+        # whether the v2 rules apply (the cluster sets it: transaction.version >= 1)
+        self.v2_served: Callable[[], bool] = lambda: True
         self.concurrent_writes = 0  # Produce v12 answered CONCURRENT_TRANSACTIONS (_handlers_log)
 
     # --- producer ids -----------------------------------------------------------------
@@ -225,7 +228,7 @@ class TxnCoordinator:
             return E.INVALID_PRODUCER_ID_MAPPING
         if epoch != meta.epoch:
             return fenced(version, 3)
-        if version >= 5:  # the group joins implicitly (transactions v2)
+        if version >= 5 and self.v2_served():  # the group joins implicitly (transactions v2)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                 return E.CONCURRENT_TRANSACTIONS
             self._open(meta)
@@ -245,6 +248,8 @@ class TxnCoordinator:
             if meta.producer_id == producer_id:
                 if epoch < meta.epoch:
                     return E.INVALID_PRODUCER_EPOCH
+                if version >= 12 and not self.v2_served():
+                    return E.UNSUPPORTED_VERSION
                 if version >= 12 and epoch == meta.epoch:  # transactions v2
                     if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
                         return E.CONCURRENT_TRANSACTIONS
@@ -265,7 +270,7 @@ class TxnCoordinator:
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
             return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
-        v2 = version >= 5
+        v2 = version >= 5 and self.v2_served()
         ended = (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
         if v2 and epoch == meta.last_epoch and meta.state in ended:
             # the same EndTxn again (its answer was lost): the bumped epoch is known

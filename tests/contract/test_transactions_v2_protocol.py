@@ -162,6 +162,22 @@ class Txn:
         return int(resp["topics"][0]["partitions"][0]["error_code"])
 
 
+async def served_by_version(client: Any, bootstrap_servers: str, topic: str, level: int) -> None:
+    """A v2 transaction (Produce v12 with no AddPartitionsToTxn, EndTxn v5) on a cluster
+    finalizing ``transaction.version`` ``level``: served, the epoch bumped, from level 1
+    on -- though level 1 tells clients to send v1 (genuine 4.4.0) -- and Produce v12
+    refused UNSUPPORTED_VERSION at level 0."""
+    t = Txn(client, topic)
+    await t.init()
+    if level == 0:
+        assert await t.produce(b"v2 refused", 0) == E.UNSUPPORTED_VERSION
+        return
+    assert await t.produce(b"v2 served", 0) == 0
+    assert await t.end(True) == (0, t.pid, t.epoch + 1)
+    values = [r[3] for r in await read_topic(bootstrap_servers, topic)]
+    assert values == [b"v2 served"]
+
+
 async def _topic(b: Broker) -> str:
     topic = b.unique("tv2")
     await create_topic(b.bootstrap_servers, topic, 1)

@@ -5,9 +5,12 @@ SIGKILL, the pre-KIP-447 2.4 broker), the shared ladder rung, and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -15,6 +18,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from conftest import genuine, version
 from kit import Upper, eventually, read_all
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "contract"))
+from test_transactions_v2_protocol import served_by_version
 
 import eosflow
 from eosflow import _aiokafka
@@ -241,6 +247,16 @@ async def _chosen(k: GenuineKafka, **asked: str) -> Protocols:
         return app._session.protocols
 
 
+@contextlib.asynccontextmanager
+async def _client(bootstrap_servers: str) -> AsyncIterator[Any]:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
+    await p.start()
+    try:
+        yield p.client
+    finally:
+        await p.stop()
+
+
 async def _caps(bootstrap_servers: str) -> _aiokafka.Capabilities:
     p = AIOKafkaProducer(bootstrap_servers=bootstrap_servers)
     await p.start()
@@ -272,6 +288,11 @@ async def test_kafka_4_protocols_are_detected_from_finalized_features(
         assert (caps.kip848, caps.txn_v2) == (kip848, txn_v2), caps.describe()
         assert caps.kip447 and caps.kip360
         assert caps.consumer_group_heartbeat >= 1 and caps.end_txn >= 5, caps.describe()
+        # brokers serve v2 requests from transaction.version 1 on (1 tells clients v1)
+        level = (features or {}).get("transaction.version", 2)
+        async with _client(k.bootstrap_servers) as client:
+            await _create(k.bootstrap_servers, "served", 1, 1)
+            await served_by_version(client, k.bootstrap_servers, "served", level)
         # the session's defaults follow the cluster (docs/design.md, invariant 46)
         group = "consumer" if kip848 else "classic"
         assert await _chosen(k) == Protocols(group, txn_v2)

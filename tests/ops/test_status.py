@@ -4,6 +4,7 @@ stable offset, lag and holder, while an app runs and after it left."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import subprocess
 import sys
 
@@ -13,7 +14,8 @@ from test_metrics import Scripted, config, open_transaction, produce
 
 import eosflow
 from eosflow._ops._status import group_status
-from eosflow.testing._ladder import Broker
+from eosflow.testing import FakeCluster
+from eosflow.testing._ladder import Broker, fake_settings
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -84,3 +86,32 @@ async def test_status_shows_partitions_holders_and_stable_lag(
         unknown = await asyncio.to_thread(cli, b.unique("none"))
         assert unknown.returncode == 2
         assert unknown.stderr.count("\n") == 1 and "has no committed offsets" in unknown.stderr
+
+
+# A Kafka 4.x cluster whose group.version is 0 still lists ConsumerGroupDescribe and
+# answers it UNSUPPORTED_VERSION (genuine 4.4.0): status then describes the group the
+# classic way. Mutation caught: only GROUP_ID_NOT_FOUND sent on to DescribeGroups (status
+# failed naming UNSUPPORTED_VERSION).
+async def test_status_on_a_cluster_with_the_consumer_protocol_off() -> None:
+    settings = dataclasses.replace(fake_settings(), features={"group.version": 0})
+    async with FakeCluster(settings) as c:
+        c.create_topic("in", 1)
+        c.create_topic("out", 1)
+        cfg = eosflow.EosConfig(
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="g",
+            input_topics=("in",),
+            transactional_id="tx",
+            client_id="gv0",
+        )
+        app = eosflow.EosApp(Scripted("out"), cfg)
+        async with app:
+
+            async def described() -> bool:
+                assert app.failure is None, app.failure
+                st = await group_status(c.bootstrap_servers, "g")
+                return st.members == 1
+
+            await eventually(described, timeout_s=30, what="one member described")
+            st = await group_status(c.bootstrap_servers, "g")
+            assert st.state == "Stable" and st.partitions[0].member is not None

@@ -13,6 +13,7 @@ from kit import eventually
 from test_mechanisms import Gate, cfg
 
 import eosflow
+from eosflow import _aiokafka as ak
 from eosflow._protocols import Protocols
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import fake_settings
@@ -26,18 +27,26 @@ CLUSTERS = {
 
 
 async def chosen(c: FakeCluster, **asked: object) -> Protocols:
+    """What the session chose, once it holds the partition; checked against what it
+    does: the group the coordinator holds and the producer's transactions."""
     app = eosflow.EosApp(Gate("out"), cfg(c, **asked))
     async with app:
 
         async def decided() -> bool:
             s = app._session
-            return app.failure is not None or (s is not None and s.protocols is not None)
+            held = s is not None and bool(s._pos.ready | s._pos.held)
+            return app.failure is not None or held
 
-        await eventually(decided, timeout_s=20, what="the session's protocols")
+        await eventually(decided, timeout_s=20, what="the session holding its partition")
         if app.failure is not None:
             raise app.failure
-        assert app._session is not None and app._session.protocols is not None
-        return app._session.protocols
+        s = app._session
+        assert s is not None and s.protocols is not None
+        g = c.groups.get("g")
+        modern = g is not None and g.modern is not None and bool(g.modern.members)
+        assert modern == (s.protocols.group == "consumer")
+        assert ak.transactions_v2(s.producer) == s.protocols.txn_v2
+        return s.protocols
 
 
 @pytest.mark.parametrize(

@@ -115,9 +115,9 @@ async def test_a_lost_end_txn_answer_is_asked_again(eosflow_cluster: FakeCluster
 
 # Transactions v2 is chosen again at each recovery (`transactions_v2` left at "auto"):
 # kept while the cluster has it, dropped at the first recovery after its
-# transaction.version was lowered. (Brokers go on serving v2 requests after that --
-# genuine 4.4.0 did -- but an operator lowering it may be rolling back to brokers that
-# lack Produce v12 and EndTxn v5.) Mutations caught: the replacement producer not
+# transaction.version was lowered. (Brokers go on serving v2 requests at level 1 --
+# genuine 4.4.0 did -- so the lowering shows at the next recovery, here a fencing
+# answer.) Mutations caught: the replacement producer not
 # switched (v1 after the first recovery); switched by the protocols chosen at start, not
 # read again (still v2 after the lowering).
 async def test_transactions_v2_is_chosen_again_at_each_recovery(
@@ -145,6 +145,34 @@ async def test_transactions_v2_is_chosen_again_at_each_recovery(
         assert app.stats.recovered == 2, app.stats
         assert not switched(app)
     await assert_exactly_once(c, 400)
+
+
+# `transactions_v2="on"` asks for transactions v2 whatever happens: a recovery that finds
+# the cluster's transaction.version lowered stops the app with one line naming it, rather
+# than going on without. Mutation caught: `_protocols.txn_v2` not raising for "on".
+async def test_on_stops_at_a_recovery_that_finds_transactions_v2_gone(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    await seed(c, n=200)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transactions_v2="on", max_records_per_txn=50))
+    with pytest.raises(eosflow.FatalError, match="transactions_v2 'on' needs transactions v2"):
+        async with app:
+            await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "committed")
+            c.settings = dataclasses.replace(c.settings, features={"transaction.version": 1})
+            c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # a recovery
+            producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+            await producer.start()
+            try:
+                await producer.send_and_wait("in", b"one more")
+            finally:
+                await producer.stop()
+
+            async def stopped() -> bool:
+                return app.failure is not None
+
+            await eventually(stopped, what="the app stopping")
+    assert sum(c.committed("g", "in").values()) == 200  # nothing past it committed
 
 
 # On every broker of the ladder that has transactions v2 (the test cluster, genuine

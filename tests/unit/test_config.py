@@ -17,6 +17,37 @@ def test_defaults_follow_the_documented_design() -> None:
     assert c.transaction_timeout_s < c.session_timeout_s
 
 
+def test_the_protocols_follow_the_cluster_unless_told() -> None:
+    c = eosflow.EosConfig(**BASE)  # type: ignore[arg-type]
+    assert (c.group_protocol, c.transactions_v2) == ("auto", "auto")
+
+
+@pytest.mark.parametrize(
+    ("given", "taken"),
+    [
+        (True, "on"),
+        (False, "off"),
+        ("true", "on"),
+        (" TRUE ", "on"),
+        ("yes", "on"),
+        ("1", "on"),
+        ("0", "off"),
+        ("no", "off"),
+        ("On", "on"),
+        ("AUTO", "auto"),
+        ("off", "off"),
+    ],
+)
+def test_transactions_v2_takes_on_off_auto_and_booleans(given: object, taken: str) -> None:
+    c = eosflow.EosConfig(**BASE, transactions_v2=given)  # type: ignore[arg-type]
+    assert c.transactions_v2 == taken
+
+
+def test_transactions_v2_refuses_other_words() -> None:
+    with pytest.raises(ValueError, match="transactions_v2"):
+        eosflow.EosConfig(**BASE, transactions_v2="sometimes")  # type: ignore[arg-type]
+
+
 def test_environment_variables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EOSFLOW_BOOTSTRAP_SERVERS", "k1:9092,k2:9092")
     monkeypatch.setenv("EOSFLOW_GROUP_ID", "grp")
