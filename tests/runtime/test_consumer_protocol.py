@@ -225,26 +225,23 @@ async def test_a_static_member_restarted_within_its_session_keeps_its_partitions
     await assert_exactly_once(c)
 
 
-# On every broker of the ladder that speaks KIP-848 (the test cluster, genuine 4.4.0):
-# two members, the second joining mid-stream, copy exactly once.
-async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broker) -> None:
-    b = eosflow_broker
-    if not await broker_has_kip848(b.bootstrap_servers):
-        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
+class SlowUpper(Upper):
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        await asyncio.sleep(0.001)  # so that the second member joins mid-stream
+        return await super().process(record)
+
+
+async def second_member_mid_stream(b: Broker, protocols: tuple[str, str]) -> None:
+    """Two members of ``protocols`` copying 4,000 records off 4 partitions, the second
+    joining once the first is working; both must have worked, exactly once."""
     src, dst, group_id = b.unique("in"), b.unique("out"), b.unique("g")
     await create_topic(b.bootstrap_servers, src, 4)
     await create_topic(b.bootstrap_servers, dst, 2)
     n = 4000
     await seed_topic(b.bootstrap_servers, src, n, 4)
-
-    class Slow(Upper):
-        async def process(self, record: eosflow.Record) -> eosflow.Output:
-            await asyncio.sleep(0.001)  # so that the second member joins mid-stream
-            return await super().process(record)
-
     apps = [
-        eosflow.EosApp(Slow(dst), ladder_config(b, src, group_id, group_protocol="consumer"))
-        for _ in range(2)
+        eosflow.EosApp(SlowUpper(dst), ladder_config(b, src, group_id, group_protocol=protocol))
+        for protocol in protocols
     ]
     async with apps[0]:
         await until(apps[0], lambda: apps[0].stats.records > 200, "the first member working")
@@ -257,9 +254,18 @@ async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broke
                 return committed == n and all(app.stats.records > 0 for app in apps)
 
             await eventually(done, timeout_s=120, what="both members worked, all committed")
-            report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
-            assert report.ok, report.summary()
-            assert report.inputs == n
+    report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
+    assert report.ok, report.summary()
+    assert report.inputs == n
+
+
+# On every broker of the ladder that speaks KIP-848 (the test cluster, genuine 4.4.0):
+# two members, the second joining mid-stream, copy exactly once.
+async def test_a_member_joining_mid_stream_is_exactly_once(eosflow_broker: Broker) -> None:
+    b = eosflow_broker
+    if not await broker_has_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
+    await second_member_mid_stream(b, ("consumer", "consumer"))
 
 
 # A group whose members speak different protocols, as while a fleet moves from one to
@@ -277,36 +283,7 @@ async def test_a_group_of_both_protocols_is_exactly_once(
         pytest.skip("the broker lacks the consumer group protocol (KIP-848)")
     if b.kind == "fake":
         pytest.skip("the test cluster does not model a group mixing the two protocols")
-    second = "consumer" if first == "classic" else "classic"
-    src, dst, group_id = b.unique("in"), b.unique("out"), b.unique("g")
-    await create_topic(b.bootstrap_servers, src, 4)
-    await create_topic(b.bootstrap_servers, dst, 2)
-    n = 4000
-    await seed_topic(b.bootstrap_servers, src, n, 4)
-
-    class Slow(Upper):
-        async def process(self, record: eosflow.Record) -> eosflow.Output:
-            await asyncio.sleep(0.001)  # so that the second member joins mid-stream
-            return await super().process(record)
-
-    apps = [
-        eosflow.EosApp(Slow(dst), ladder_config(b, src, group_id, group_protocol=protocol))
-        for protocol in (first, second)
-    ]
-    async with apps[0]:
-        await until(apps[0], lambda: apps[0].stats.records > 200, "the first member working")
-        async with apps[1]:
-
-            async def done() -> bool:
-                for app in apps:
-                    assert app.failure is None, app.failure
-                committed = await committed_total(b.bootstrap_servers, src, 4, group_id)
-                return committed == n and all(app.stats.records > 0 for app in apps)
-
-            await eventually(done, timeout_s=120, what="both members worked, all committed")
-    report = await check_exactly_once(b.bootstrap_servers, src, dst, group_id=group_id)
-    assert report.ok, report.summary()
-    assert report.inputs == n
+    await second_member_mid_stream(b, (first, "consumer" if first == "classic" else "classic"))
 
 
 # A loss is settled before the member rejoins: the session lets every partition go (which

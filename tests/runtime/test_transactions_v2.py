@@ -113,6 +113,21 @@ async def test_a_lost_end_txn_answer_is_asked_again(eosflow_cluster: FakeCluster
     await assert_exactly_once(c, 200)
 
 
+async def lower_then_fence(c: FakeCluster, values: list[bytes]) -> None:
+    """Lower the cluster's transaction.version to 1, then feed ``values`` into "in"; the
+    session's next v2 write is answered with a fencing error, so it recovers."""
+    c.settings = dataclasses.replace(c.settings, features={"transaction.version": 1})
+    c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # once
+    producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await producer.start()
+    try:
+        for value in values:
+            await producer.send("in", value)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
 # Transactions v2 is chosen again at each recovery (`transactions_v2` left at "auto"):
 # kept while the cluster has it, dropped at the first recovery after its
 # transaction.version was lowered. (Brokers go on serving v2 requests at level 1 --
@@ -131,16 +146,7 @@ async def test_transactions_v2_is_chosen_again_at_each_recovery(
         await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "committed")
         assert app.stats.recovered == 1, app.stats
         assert switched(app)  # "auto" on a cluster with transactions v2, after a recovery
-        c.settings = dataclasses.replace(c.settings, features={"transaction.version": 1})
-        c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # once more
-        producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
-        await producer.start()
-        try:
-            for i in range(200, 400):
-                await producer.send("in", f"v{i}".encode())
-            await producer.flush()
-        finally:
-            await producer.stop()
+        await lower_then_fence(c, [f"v{i}".encode() for i in range(200, 400)])
         await until(app, lambda: sum(c.committed("g", "in").values()) == 400, "committed")
         assert app.stats.recovered == 2, app.stats
         assert not switched(app)
@@ -159,14 +165,7 @@ async def test_on_stops_at_a_recovery_that_finds_transactions_v2_gone(
     with pytest.raises(eosflow.FatalError, match="transactions_v2 'on' needs transactions v2"):
         async with app:
             await until(app, lambda: sum(c.committed("g", "in").values()) == 200, "committed")
-            c.settings = dataclasses.replace(c.settings, features={"transaction.version": 1})
-            c.intercept("Produce", version=12, error=codes.INVALID_PRODUCER_EPOCH)  # a recovery
-            producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
-            await producer.start()
-            try:
-                await producer.send_and_wait("in", b"one more")
-            finally:
-                await producer.stop()
+            await lower_then_fence(c, [b"one more"])
 
             async def stopped() -> bool:
                 return app.failure is not None
