@@ -186,45 +186,6 @@ async def test_a_member_removed_by_the_coordinator_rejoins_and_goes_on(
     await assert_exactly_once(c)
 
 
-# A static member (group_instance_id) that stops leaves "for now" (epoch -2): its
-# partitions wait for it instead of moving, and the instance started again takes them
-# back, the other member's untouched. Leave with -1 (`ConsumerGroup.leave` ignoring the
-# instance id) and the other member takes them.
-async def test_a_static_member_restarted_within_its_session_keeps_its_partitions(
-    eosflow_cluster: FakeCluster,
-) -> None:
-    c = eosflow_cluster
-    await seed(c, 2)
-    a_cfg = kcfg(c, group_instance_id="instance-a")
-
-    def partitions_of(instance: str | None) -> set[tuple[str, int]]:
-        return {
-            tp
-            for m in group(c).members.values()
-            if m.instance_id == instance
-            for tp in m.assigned | m.revoking
-        }
-
-    other = eosflow.EosApp(Gate("out"), kcfg(c, txn="tx-2"))
-    async with other:
-        first = eosflow.EosApp(Gate("out"), a_cfg)
-        async with first:
-            await until(first, lambda: [len(o) for o in owned_by(c)] == [1, 1], "one each")
-            mine, theirs = partitions_of("instance-a"), partitions_of(None)
-        assert [m.epoch for m in group(c).members.values() if m.instance_id] == [-2]
-        deadline = time.monotonic() + 1.5  # six of the test cluster's heartbeat intervals
-        while time.monotonic() < deadline:
-            assert partitions_of(None) == theirs, "the static member's partition moved"
-            assert partitions_of("instance-a") == mine
-            await asyncio.sleep(0.05)
-        again = eosflow.EosApp(Gate("out"), a_cfg)
-        async with again:
-            await until(again, lambda: committed_all(c), "all committed")
-            assert partitions_of("instance-a") == mine and partitions_of(None) == theirs
-            assert len(group(c).members) == 2
-    await assert_exactly_once(c)
-
-
 class SlowUpper(Upper):
     async def process(self, record: eosflow.Record) -> eosflow.Output:
         await asyncio.sleep(0.001)  # so that the second member joins mid-stream
