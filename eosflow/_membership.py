@@ -19,7 +19,9 @@ before anything moves) and come (``assigned``).
 
 Trade-off: the consumer protocol's heartbeat interval and session timeout are the
 broker's (``group.consumer.*``), not ``heartbeat_interval_s``/``session_timeout_s``; a
-heartbeat answer that is an error the protocol does not expect is a ``FatalError``.
+heartbeat answer that is an error the protocol does not expect is a ``FatalError``, but
+UNKNOWN_SERVER_ERROR (a broker's passing failure, as the fault matrix injects it) is
+retried like a lost answer, the member lost once ``session_timeout_s`` passes without one.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from . import _aiokafka as ak
 from . import _codes as codes
 from ._commit import confirm_membership
 from ._config import EosConfig
-from ._errors import EosflowError, FatalError
+from ._errors import EosflowError, FatalError, TransientError
 from ._timeouts import within
 from ._transaction import Abort, AbortReason
 
@@ -283,9 +285,10 @@ class ConsumerGroup:
             self._lose()
             return answer.code
         if answer.code:
-            raise FatalError(
-                f"ConsumerGroupHeartbeat: {ak.error_name(answer.code)} ({answer.message})"
-            )
+            why = f"{ak.error_name(answer.code)} ({answer.message})"
+            if answer.code == codes.UNKNOWN_SERVER_ERROR:  # a broker's passing failure
+                raise TransientError("ConsumerGroupHeartbeat", why)  # until the session ends
+            raise FatalError(f"ConsumerGroupHeartbeat: {why}")
         self.epoch, self._last_ok = answer.epoch, time.monotonic()
         if answer.interval_s > 0:
             self._interval_s = answer.interval_s

@@ -305,6 +305,13 @@ class FakeCluster:
             self.txns.marker_lag.pop(topic, None)
 
     def force_rebalance(self, group_id: str) -> None:
+        """A rebalance now: a classic group prepares one; a consumer-protocol group has
+        its members removed, as their session timing out would, so that they rejoin."""
+        g = self.groups.get(group_id)
+        if g is not None and g.modern is not None:
+            for member_id in list(g.modern.members):
+                self.consumer_groups.remove(g.modern, member_id)
+            return
         self.groups.force_rebalance(group_id)
 
     def expire_member(self, group_id: str, member_id: str | None = None) -> list[str]:

@@ -19,7 +19,12 @@ committed offsets are the end offsets).
 A fault is armed when its request is due: at start (FindCoordinator, InitProducerId,
 Metadata, Fetch: the first of them is faulted), mid-stream after the first commit (the
 transaction path, heartbeats), or mid-stream with a forced rebalance (JoinGroup,
-SyncGroup, the stable OffsetFetch of the new assignment).
+SyncGroup, the stable OffsetFetch of the new assignment; under the consumer protocol the
+members are removed, as a session timeout would, and rejoin).
+
+Each request is sent under one pair of protocols: the classic group protocol with
+transactions v1, or (``modern``) the consumer group protocol with transactions v2, the
+defaults on Kafka 4.x; the modern requests are the ones those two add or change.
 
 Outcomes (``Result.kind``): ``committed-all`` (finished, no transaction aborted),
 ``recovered`` (finished after aborts or recoveries), ``fatal`` (stopped with an eosflow
@@ -65,6 +70,8 @@ class Request:
     # which error answers Kafka can really give this request (see ``ERRORS_BY_KIND``)
     kind: Literal["txn", "group", "find", "data", "metadata"] = "group"
     note: str = ""
+    # sent by an instance under the consumer group protocol and transactions v2
+    modern: bool = False
 
 
 REQUESTS: tuple[Request, ...] = (
@@ -84,6 +91,12 @@ REQUESTS: tuple[Request, ...] = (
     # Fetch would not stand between the app and its records
     Request("Fetch", "Fetch", "start", kind="data"),
     Request("Metadata", "Metadata", "start", kind="metadata"),
+    # the consumer group protocol and transactions v2 (the defaults on Kafka 4.x)
+    Request("Produce.v12", "Produce", "steady", 12, "data", "adds its partition", True),
+    Request("TxnOffsetCommit.v5", "TxnOffsetCommit", "steady", 5, "txn", "joins by itself", True),
+    Request("EndTxn.v5", "EndTxn", "steady", 5, "txn", "answers the bumped epoch", True),
+    Request("ConsumerGroupHeartbeat", "ConsumerGroupHeartbeat", "steady", 1, "group", "", True),
+    Request("OffsetFetch.member", "OffsetFetch", "rebalance", 9, "group", "names the member", True),
 )
 
 
@@ -221,6 +234,11 @@ CI_COVER: dict[Mode, dict[str, str]] = {
         "InitProducerId": "drop_once",
         "Fetch": "not_leader",
         "Metadata": "leader_not_available",
+        "Produce.v12": "request_timed_out",
+        "TxnOffsetCommit.v5": "coordinator_not_available",
+        "EndTxn.v5": "answer_lost",
+        "ConsumerGroupHeartbeat": "not_coordinator",
+        "OffsetFetch.member": "drop_long",
     },
     "kill": {
         "Produce": "drop_once",
@@ -237,6 +255,11 @@ CI_COVER: dict[Mode, dict[str, str]] = {
         "InitProducerId": "request_timed_out",
         "Fetch": "delay",
         "Metadata": "answer_lost",
+        "Produce.v12": "drop_once",
+        "TxnOffsetCommit.v5": "answer_lost",
+        "EndTxn.v5": "not_coordinator",
+        "ConsumerGroupHeartbeat": "drop_long",
+        "OffsetFetch.member": "unknown_server_error",
     },
 }
 
@@ -258,6 +281,9 @@ CI_EXTRA: tuple[str, ...] = (
     "Heartbeat.loop-unknown_server_error-kill",
     "SyncGroup-unknown_server_error-kill",
     "Metadata-drop_long-kill",
+    # the modern rows' first sweep (2026-11-26): a heartbeat answered UNKNOWN_SERVER_ERROR
+    # stopped the consumer protocol's membership (now retried until the session ends)
+    "ConsumerGroupHeartbeat-unknown_server_error-survive",
 )
 
 
@@ -300,13 +326,13 @@ class Timing:
     stop_timeout_s: float = 15.0
     livelock_aborts: int = 3
 
-    def settings(self) -> dict[str, str]:
-        """The instance's settings. The protocols are pinned to the classic group
-        protocol and transactions v1, the ones whose requests ``REQUESTS`` names; the
-        matrix does not cover ConsumerGroupHeartbeat or the v2 requests yet."""
+    def settings(self, modern: bool = False) -> dict[str, str]:
+        """The instance's settings; the protocols pinned, the classic group protocol with
+        transactions v1 or (``modern``) the consumer protocol with transactions v2. Under
+        the consumer protocol the heartbeat and session are the test cluster's."""
         return {
-            "group_protocol": "classic",
-            "transactions_v2": "off",
+            "group_protocol": "consumer" if modern else "classic",
+            "transactions_v2": "on" if modern else "off",
             "session_timeout_s": str(self.session_timeout_s),
             "heartbeat_interval_s": str(self.heartbeat_interval_s),
             "transaction_timeout_s": str(self.transaction_timeout_s),

@@ -59,8 +59,10 @@ class _Runner:
 
 
 class _InProcess(_Runner):
-    def __init__(self, c: FakeCluster, t: Timing, processor: Processor | None) -> None:
-        settings: dict[str, object] = dict(t.settings())
+    def __init__(
+        self, c: FakeCluster, t: Timing, processor: Processor | None, modern: bool
+    ) -> None:
+        settings: dict[str, object] = dict(t.settings(modern))
         config = EosConfig(
             bootstrap_servers=c.bootstrap_servers,
             group_id=GROUP,
@@ -114,9 +116,9 @@ class _InProcess(_Runner):
 class _Children(_Runner):
     """``eosflow run`` child processes, one at a time, stopped by pid."""
 
-    def __init__(self, c: FakeCluster, t: Timing) -> None:
+    def __init__(self, c: FakeCluster, t: Timing, modern: bool) -> None:
         self.c = c
-        self.env = {f"EOSFLOW_{k.upper()}": v for k, v in t.settings().items()}
+        self.env = {f"EOSFLOW_{k.upper()}": v for k, v in t.settings(modern).items()}
         self.env.update(MATRIX_OUT=OUT, MATRIX_RECORD_COST_S=str(t.record_cost_s))
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr: list[str] = []
@@ -300,7 +302,10 @@ def _progress(c: FakeCluster) -> int:
 async def _run(case: Case, c: FakeCluster, t: Timing, processor: Processor | None) -> Result:
     await _seed(c, t)
     runner: _Runner
-    runner = _InProcess(c, t, processor) if case.mode == "survive" else _Children(c, t)
+    modern = case.request.modern
+    runner = (
+        _InProcess(c, t, processor, modern) if case.mode == "survive" else _Children(c, t, modern)
+    )
     phase = case.request.phase
     rule = _arm(c, case) if phase == "start" else None
     await runner.start()
