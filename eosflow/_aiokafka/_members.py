@@ -16,8 +16,10 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _specs, _wire
+from .._codes import TOPIC_AUTHORIZATION_FAILED
+from .._errors import AuthorizationError
 from .._timeouts import within
-from ._errors import AUTHORIZATION, error_for, map_error
+from ._errors import AUTHORIZATION, error_for, error_name, map_error
 from ._requests import _GROUP, _send_retrying
 
 
@@ -47,6 +49,11 @@ async def group_heartbeat(
     code, resp = await _send_retrying(
         consumer._client, _GROUP, group_id, req, lambda r: int(r.error_code), step, timeout_s
     )
+    if code == TOPIC_AUTHORIZATION_FAILED:  # the answer does not say which topic
+        topics = sorted(body["subscribed_topic_names"])
+        names = ", ".join(topics)
+        resource = f"topic {names}" if len(topics) == 1 else f"one of topics {names}"
+        raise AuthorizationError(step, "READ", resource, error_name(code))
     if code in AUTHORIZATION:
         raise map_error(error_for(code), step, "READ")
     if code:
