@@ -24,6 +24,7 @@ from ._records import Output, Record
 from ._security import KafkaSecurity
 from ._state import BYTES, JSON, Serde, Store
 from ._transaction import AbortReason, Outcome
+from ._version import __version__
 
 __all__ = [
     "BYTES",
@@ -52,5 +53,6 @@ __all__ = [
     "Store",
     "TransactionError",
     "TransactionReport",
+    "__version__",
     "load_config",
 ]

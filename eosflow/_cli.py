@@ -32,6 +32,7 @@ from ._logs import JsonLines
 from ._logs import configure as configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
+from ._version import __version__
 
 log = logging.getLogger("eosflow.cli")
 
@@ -78,12 +79,27 @@ def _last_word(args: argparse.Namespace, line: str) -> None:
     print(line, file=sys.stderr)
 
 
+def version_line() -> str:
+    """What ``eosflow --version`` prints: eosflow's version, then aiokafka's and Python's
+    (the two a bug report needs first)."""
+    import platform
+    from importlib.metadata import version
+
+    python = platform.python_version()
+    return f"eosflow {__version__} (aiokafka {version('aiokafka')}, Python {python})"
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="eosflow", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="eosflow",
+        description="Exactly-once consume-transform-produce on Apache Kafka: the commands "
+        "run, check, status and demo.",
+    )
+    p.add_argument("--version", action="version", version=version_line())
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     p.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     # the same option on every command, so it may also follow the command's name; not

@@ -38,6 +38,7 @@ def test_all_is_pinned() -> None:
         "Store",
         "TransactionError",
         "TransactionReport",
+        "__version__",
         "load_config",
     ]
     for name in eosflow.__all__:

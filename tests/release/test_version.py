@@ -1,0 +1,55 @@
+"""One version, said the same everywhere: eosflow/_version.py, the installed metadata
+(pyproject.toml reads the file), ``eosflow --version`` and CHANGELOG.md's newest release.
+And the command's help is plain text: argparse prints it as written, so reST markup from
+docstrings (double backquotes) would reach the terminal as is."""
+
+from __future__ import annotations
+
+import re
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+import eosflow
+from eosflow._cli import _parser, main
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMANDS = ["run", "check", "status", "demo"]
+
+
+def test_the_installed_metadata_has_the_package_version() -> None:
+    assert re.fullmatch(r"\d+\.\d+\.\d+", eosflow.__version__)
+    assert version("eosflow") == eosflow.__version__
+
+
+def test_the_changelog_names_this_version_as_its_newest_release() -> None:
+    text = (ROOT / "CHANGELOG.md").read_text()
+    headings = re.findall(r"^## \[([^\]]+)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, re.M)
+    assert headings[0] == ("Unreleased", ""), "changes not yet released go under Unreleased"
+    name, day = headings[1]
+    assert name == eosflow.__version__ and day, headings[:3]
+
+
+def test_version_flag_prints_eosflow_aiokafka_and_python(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    line = capsys.readouterr().out.strip()
+    assert line.startswith(f"eosflow {eosflow.__version__} (aiokafka {version('aiokafka')}, ")
+    assert re.search(r"Python 3\.\d+\.\d+\)$", line), line
+
+
+@pytest.mark.parametrize("command", [None, *COMMANDS])
+def test_help_is_plain_text(command: str | None) -> None:
+    parser = _parser()
+    if command is not None:
+        sub = next(a for a in parser._actions if a.dest == "==SUPPRESS==" and a.choices)
+        assert isinstance(sub.choices, dict)
+        parser = sub.choices[command]
+    text = parser.format_help()
+    assert text.strip()
+    markup = re.findall(r"``|:(?:class|func|meth|attr|mod):`|\*\*", text)
+    assert markup == [], text

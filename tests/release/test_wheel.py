@@ -1,0 +1,211 @@
+"""The release as a user installs it, not the checkout.
+
+``python -m build`` makes the sdist, and the wheel from the sdist (so a file the sdist
+leaves out is missing from the wheel too). The wheel is installed into an empty
+virtualenv with pytest and pytest-asyncio, nothing else, and eosflow runs from there:
+``eosflow --version``, every module imported, the public-API tests, the demo. A file
+left out of the package (``py.typed``, a module, the test kit the demo runs on) fails
+here instead of on a user's machine. Building and installing take ~30 s with pip's
+cache; the demo ~10 s.
+"""
+
+from __future__ import annotations
+
+import ast
+import email
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import eosflow
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTRAS = {"bench", "docs", "metrics", "otel", "spark", "spark-connect", "test"}
+# the modules that need an extra: importing them without it fails, naming the package
+OPTIONAL = {"pyspark", "prometheus_client", "opentelemetry", "testcontainers", "cryptography"}
+
+pytestmark = [pytest.mark.builds_venv, pytest.mark.timeout(900)]
+
+
+def _env() -> dict[str, str]:
+    """This environment without what would leak the outer test run into a child."""
+    drop = {"PYTHONPATH", "PYTHONHOME", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV"}
+    return {k: v for k, v in os.environ.items() if k not in drop}
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, env=_env(), timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(wheel, sdist), built from a copy of the checkout's package sources (the build
+    writes its egg-info next to pyproject.toml; the checkout stays untouched)."""
+    src = tmp_path_factory.mktemp("src")
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
+        shutil.copy(ROOT / name, src / name)
+    shutil.copytree(ROOT / "eosflow", src / "eosflow", ignore=shutil.ignore_patterns("__pycache__"))
+    out = tmp_path_factory.mktemp("dist")
+    built = _run([sys.executable, "-m", "build", "--outdir", str(out), str(src)], src, 600)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    wheels, sdists = sorted(out.glob("*.whl")), sorted(out.glob("*.tar.gz"))
+    assert len(wheels) == 1 and len(sdists) == 1, sorted(out.iterdir())
+    return wheels[0], sdists[0]
+
+
+@pytest.fixture(scope="module")
+def venv(dist: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty virtualenv with the wheel and its spark extra (the public-API tests
+    import ``eosflow.spark``), pytest and pytest-asyncio; returns its bin/."""
+    home = tmp_path_factory.mktemp("wheel-venv")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    python = home / "bin" / "python"
+    import pytest_asyncio
+
+    # the outer environment's pip installs into the new one (saves bootstrapping a pip)
+    installed = _run(
+        [
+            *(sys.executable, "-m", "pip", "--python", str(python), "install"),
+            *("--quiet", "--disable-pip-version-check"),
+            f"{dist[0]}[spark]",
+            f"pytest=={pytest.__version__}",
+            f"pytest-asyncio=={pytest_asyncio.__version__}",
+        ],
+        home,
+        600,
+    )
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    return home / "bin"
+
+
+def _package_files() -> set[str]:
+    pkg = ROOT / "eosflow"
+    return {
+        "eosflow/" + p.relative_to(pkg).as_posix()
+        for p in pkg.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_the_wheel_holds_every_module_and_py_typed(dist: tuple[Path, Path]) -> None:
+    names = set(zipfile.ZipFile(dist[0]).namelist())
+    ours = {n for n in names if n.startswith("eosflow/")}
+    assert "eosflow/py.typed" in ours  # PEP 561: type checkers read eosflow's annotations
+    assert ours == _package_files()  # nothing missing, nothing from elsewhere
+    info = {n.split("/", 1)[0] for n in names - ours}
+    assert info == {f"eosflow-{eosflow.__version__}.dist-info"}, info  # no tests/, examples/
+
+
+def test_the_sdist_holds_the_sources_and_the_changelog(dist: tuple[Path, Path]) -> None:
+    top = f"eosflow-{eosflow.__version__}/"
+    with tarfile.open(dist[1]) as tar:
+        names = {n.removeprefix(top) for n in tar.getnames()}
+    assert {"pyproject.toml", "README.md", "CHANGELOG.md"} <= names
+    assert _package_files() <= names
+
+
+def test_the_wheel_declares_its_extras_and_entry_points(dist: tuple[Path, Path]) -> None:
+    with zipfile.ZipFile(dist[0]) as whl:
+        info = f"eosflow-{eosflow.__version__}.dist-info/"
+        meta = email.message_from_bytes(whl.read(info + "METADATA"))
+        entry_points = whl.read(info + "entry_points.txt").decode()
+    assert meta["Version"] == eosflow.__version__
+    assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
+    assert "eosflow = eosflow._cli:main" in entry_points  # the command
+    assert "eosflow = eosflow.testing.pytest_plugin" in entry_points  # the pytest plugin
+
+
+def test_every_extra_resolves(dist: tuple[Path, Path], venv: Path) -> None:
+    """pip resolves each extra's requirements for the wheel (a dry run: nothing is
+    installed; the packages come from pip's cache or the index)."""
+    for extra in sorted(EXTRAS):
+        report = _run(
+            [
+                *(sys.executable, "-m", "pip", "--python", str(venv / "python"), "install"),
+                *("--dry-run", "--quiet", "--disable-pip-version-check", "--report", "-"),
+                f"eosflow[{extra}] @ {dist[0].as_uri()}",
+            ],
+            venv,
+            600,
+        )
+        assert report.returncode == 0, (extra, report.stderr[-2000:])
+        wanted = {i["metadata"]["name"].lower() for i in json.loads(report.stdout)["install"]}
+        assert "warning" not in report.stderr.lower(), (extra, report.stderr)
+        if extra == "metrics":
+            assert "prometheus-client" in wanted or "prometheus_client" in wanted, wanted
+
+
+def test_eosflow_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    probe = _run(
+        [
+            str(venv / "python"),
+            "-c",
+            "import eosflow, json; print(json.dumps([eosflow.__file__, eosflow.__version__]))",
+        ],
+        tmp_path,
+    )
+    assert probe.returncode == 0, probe.stderr
+    where, version = json.loads(probe.stdout)
+    assert Path(where).is_relative_to(venv.parent) and version == eosflow.__version__
+    shown = _run([str(venv / "eosflow"), "--version"], tmp_path)
+    assert shown.returncode == 0 and shown.stdout.startswith(f"eosflow {version} ("), shown
+
+
+def test_every_module_imports_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    """Every module of the installed package imports, or fails only for want of an
+    extra the venv does not have (the test kit's container and certificate helpers,
+    metrics, tracing)."""
+    script = (
+        "import importlib, json, pkgutil, eosflow\n"
+        "done, failed = ['eosflow'], {}\n"
+        "for m in pkgutil.walk_packages(eosflow.__path__, 'eosflow.'):\n"
+        "    try:\n"
+        "        importlib.import_module(m.name)\n"
+        "        done.append(m.name)\n"
+        "    except ImportError as exc:\n"
+        "        failed[m.name] = [getattr(exc, 'name', None) or '', str(exc)]\n"
+        "print(json.dumps([done, failed]))\n"
+    )
+    done = _run([str(venv / "python"), "-c", script], tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    imported, failed = json.loads(done.stdout)
+    missing = {m: text for m, (name, text) in failed.items() if name.split(".")[0] not in OPTIONAL}
+    assert missing == {}
+    modules = {
+        f.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+        for f in _package_files()
+        if f.endswith(".py")
+    }
+    assert modules == set(imported) | set(failed)  # the walk reached every module
+
+
+def test_the_public_api_tests_pass_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    source = (ROOT / "tests" / "unit" / "test_public_api.py").read_text()
+    tests = [
+        n.name
+        for n in ast.parse(source).body
+        if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+    ]
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")  # not the checkout's settings
+    (tmp_path / "test_public_api.py").write_text(source)
+    done = _run(
+        [str(venv / "python"), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rs"],
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"{len(tests)} passed" in done.stdout and "skipped" not in done.stdout, done.stdout
+
+
+def test_the_demo_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
+    done = _run([str(venv / "eosflow"), "demo"], tmp_path, 300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "EXACTLY ONCE: OK" in done.stdout, done.stdout[-3000:]
