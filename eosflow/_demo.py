@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TextIO
 
 from aiokafka import AIOKafkaProducer
 
@@ -84,7 +85,7 @@ class CountOrders(Processor):
 async def run_demo(
     records: int, instances: int, spark: bool = False, stateful: bool = False
 ) -> bool:
-    logging.getLogger("aiokafka").setLevel(logging.WARNING)
+    logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = cluster_settings(spark)
     pipeline = COUNT if stateful else SPARK if spark else ENRICH
@@ -116,9 +117,10 @@ async def _run(
     quarter = max(1, records // 4)
     await _seed(cluster.bootstrap_servers, quarter, pipeline.by_customer)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
+    logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
 
     async def spawn(i: int) -> asyncio.subprocess.Process:
-        return await _spawn(cluster.bootstrap_servers, i, pipeline, env)
+        return await _spawn(cluster.bootstrap_servers, i, pipeline, env, logs)
 
     procs = [await spawn(i) for i in range(instances)]
     killed = restarted = False
@@ -173,6 +175,8 @@ async def _run(
                 p.send_signal(signal.SIGTERM)
         for p in procs:
             await p.wait()
+        await asyncio.gather(*_relays)  # their last lines, up to the processes' ends
+        print(f"the instances' logs, aiokafka's lines included: {logs}", flush=True)
     bootstrap = cluster.bootstrap_servers
     if pipeline.by_customer:
         changelog = f"{pipeline.group}--{IN}--orders--changelog"
@@ -202,16 +206,54 @@ async def _seed(bootstrap: str, n: int, by_customer: bool, first: int = 0) -> No
 
 
 async def _spawn(
-    bootstrap: str, index: int, pipeline: _Pipeline, env: Mapping[str, str]
+    bootstrap: str, index: int, pipeline: _Pipeline, env: Mapping[str, str], logs: str
 ) -> asyncio.subprocess.Process:
-    return await spawn_run(
+    """Instance ``index``, its output relayed (``relay``) into ``logs``."""
+    proc = await spawn_run(
         pipeline.target,
         bootstrap_servers=bootstrap,
         group_id=pipeline.group,
         input_topics=(IN,),
         transactional_id=f"{pipeline.group}-{index}",
         env=env,
+        capture=True,
+        log_format="json",
     )
+    log = _log_file(os.path.join(logs, f"instance-{index}.log"))
+    assert proc.stdout is not None and proc.stderr is not None
+    for stream in (proc.stdout, proc.stderr):
+        _relays.add(task := asyncio.create_task(relay(stream, index, log)))
+        task.add_done_callback(_relays.discard)
+    return proc
+
+
+def _log_file(path: str) -> TextIO:
+    """An instance's log file, appended to (a restarted instance goes on in its
+    predecessor's); closed when the demo's process ends."""
+    return open(path, "a", encoding="utf-8")
+
+
+_relays: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak refs)
+
+
+async def relay(stream: asyncio.StreamReader, index: int, log: TextIO) -> None:
+    """An instance's output, every line of it written to its log file ``log``. Only
+    eosflow's own log lines are shown, as ``[instance N] LEVEL message``, and any line
+    that is not a log line (a crash's traceback): the demo tells eosflow's story, so the
+    lines of the libraries under it (aiokafka's "Heartbeat failed ... rebalancing",
+    an expected part of the story) stay in the file."""
+    while line := (await stream.readline()).decode(errors="replace"):
+        log.write(line)
+        log.flush()
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if not isinstance(entry, dict):
+            print(f"  [instance {index}] {line.rstrip()}", flush=True)
+        elif str(entry.get("logger", "")).split(".")[0] == "eosflow":
+            level, message = entry.get("level"), entry.get("message")
+            print(f"  [instance {index}] {level} {message}", flush=True)
 
 
 def cluster_settings(spark: bool) -> ClusterSettings:

@@ -18,10 +18,11 @@ async def spawn_run(
     env: Mapping[str, str] | None = None,
     capture: bool = False,
     log_level: str = "warning",
+    log_format: str = "text",
 ) -> asyncio.subprocess.Process:
     """Start ``eosflow run target`` in a child process. ``EOSFLOW_*`` variables of this
     process are not inherited (the arguments and ``env`` say everything); ``capture``
-    pipes stdout and stderr."""
+    pipes stdout and stderr; ``log_format`` ``json`` makes its log lines JSON objects."""
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
     child_env.update(env or {})
     args = [
@@ -30,6 +31,8 @@ async def spawn_run(
         "eosflow",
         "--log-level",
         log_level,
+        "--log-format",
+        log_format,
         "run",
         target,
         "--bootstrap-servers",

@@ -1,6 +1,12 @@
 """The demo's instances run where the user points Spark (``scripts/demo --spark``)."""
 
-from eosflow._demo import cluster_settings, instance_env
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from eosflow._demo import cluster_settings, instance_env, relay
 
 
 def test_spark_settings_reach_the_demos_instances() -> None:
@@ -31,3 +37,31 @@ def test_the_demo_cluster_moves_a_crashed_instances_partitions_as_soon_under_bot
         env, groups = instance_env(spark, {}), cluster_settings(spark).groups
         assert groups.consumer_session_timeout_s == float(env["EOSFLOW_SESSION_TIMEOUT_S"])
         assert groups.consumer_heartbeat_interval_s == float(env["EOSFLOW_HEARTBEAT_INTERVAL_S"])
+
+
+async def test_the_demo_shows_eosflows_lines_and_keeps_the_rest_in_the_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An instance's output through the demo's relay: eosflow's log lines and anything
+    that is not a log line are shown; aiokafka's lines (a rebalance's "Heartbeat failed"
+    warnings, which a new user took for trouble) only reach the instance's log file."""
+    lines = [
+        {"level": "WARNING", "logger": "aiokafka.consumer.group_coordinator",
+         "message": "Heartbeat failed for group demo-enrich because it is rebalancing"},
+        {"level": "WARNING", "logger": "eosflow.session", "message": "transaction aborted"},
+    ]  # fmt: skip
+    stream = asyncio.StreamReader()
+    for entry in lines:
+        stream.feed_data((json.dumps(entry) + "\n").encode())
+    stream.feed_data(b"Traceback (most recent call last):\n")
+    stream.feed_eof()
+    log = tmp_path / "instance-0.log"
+    with log.open("w") as file:
+        await relay(stream, 0, file)
+    shown = capsys.readouterr().out.splitlines()
+    assert shown == [
+        "  [instance 0] WARNING transaction aborted",
+        "  [instance 0] Traceback (most recent call last):",
+    ]
+    kept = log.read_text().splitlines()
+    assert len(kept) == 3 and "Heartbeat failed" in kept[0]
