@@ -38,6 +38,7 @@ from .._records import Output, Record
 from .._timeouts import within
 from . import _session
 from ._arrow import INPUT_DDL, arrow_to_outputs, records_to_arrow
+from ._executors import lacking
 from ._jobs import Tags, is_connect, tags_for
 from ._session import SparkSettings
 from ._ship import ship
@@ -127,7 +128,9 @@ class SparkProcessor(Processor):
     def _warm_up(self) -> None:
         """An empty batch through Arrow (schema stated: Connect cannot infer one), then a
         tiny job with a Python UDF over as many slices as Spark's default parallelism,
-        so every executor has loaded its classes and started a Python worker."""
+        so every executor has loaded its classes and started a Python worker. Executors
+        whose Python lacks a package (PyArrow) stop the start with a ``ConfigError``
+        naming it, the interpreter and the settings that pick another (``lacking``)."""
         spark = self.spark
         spark.createDataFrame(records_to_arrow([]), schema=INPUT_DDL).toArrow()
         from pyspark.sql import functions as F
@@ -136,7 +139,12 @@ class SparkProcessor(Processor):
         slices = _parallelism(spark)
         # a lambda, pickled by value: executors need not have eosflow installed
         echo = F.udf(lambda v: v, LongType())
-        spark.range(0, slices, 1, slices).select(echo("id").alias("id")).collect()
+        try:
+            spark.range(0, slices, 1, slices).select(echo("id").alias("id")).collect()
+        except Exception as exc:  # the executors' Python lacking pyarrow: one line
+            if _is_spark_error(exc) and (error := lacking(spark, exc)) is not None:
+                raise error from None
+            raise
 
     def prepare(self, spark: Any) -> None:
         """Called once in a worker thread after Spark started: build reference tables."""
