@@ -4,8 +4,9 @@ pydantic's validation errors) is mapped into this tree in one place -- the adapt
 ``EosApp.run()`` (cancellation aside).
 
     EosflowError                  base; ``retriable`` says whether running again can help
-    ├── ConfigError               invalid settings (names the field), or a changelog
-    │                             topic of the wrong shape (names it and its input)
+    ├── ConfigError               invalid settings (names the field), a changelog
+    │                             topic of the wrong shape (names it and its input), or
+    │                             Spark executors whose Python lacks a package
     ├── FatalError                the app cannot go on; ``run()`` ends with it
     │   ├── ProducerFencedError   a newer instance owns the transactional id
     │   ├── AuthenticationError   a connection was refused: SASL credentials, or a TLS
