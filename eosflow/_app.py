@@ -120,6 +120,7 @@ class EosApp:
         self._ending: asyncio.Task[Outcome] | None = None
         self._ahead: _Work | None = None  # adopted by the next transaction
         self._sizing = Sizing(config)  # poll sizes, caps, the record limit
+        self._held = 0  # records taken into the open transaction so far (``_fill``)
         self._failures = Failures(config)
         # The processing strategy, picked once: per record as records arrive (stream), or
         # the whole transaction in one process_batch call (batch engines such as Spark).
@@ -264,7 +265,7 @@ class EosApp:
         except TransientError as exc:  # a poll met a broker failure: abort, try again
             session.doom(AbortReason.BROKER_ERROR, str(exc))
         except TransactionError as exc:  # retriable: abort, rewind, try again smaller
-            self._retry_smaller(exc)
+            self._retry_smaller(exc, self._held)
             session.doom(AbortReason.PROCESSING_ERROR, str(exc))
         session.seal()  # store writes from here on are work done ahead
         ending = self._ending = asyncio.ensure_future(session.end(commit=True))
@@ -302,7 +303,7 @@ class EosApp:
         await session.reposition(ahead.records + ahead.pending, committed)
         if ahead.failed is not None:
             if not isinstance(ahead.failed, TransientError):  # the processor asked
-                self._retry_smaller(ahead.failed)
+                self._retry_smaller(ahead.failed, len(ahead.records) + len(ahead.pending))
             if committed:  # (a failed commit was counted as the failure already)
                 await self._failures.failed(str(ahead.failed), ahead.failed, self._stopping)
 
@@ -365,6 +366,7 @@ class EosApp:
         risks the transaction timeout, so the rest is given back for the next one."""
         count, size = taken
         while True:
+            self._held = count + len(records)  # what a failure in ``take`` gave up
             done, nbytes = await take(records)
             count += done
             size += nbytes
@@ -439,9 +441,10 @@ class EosApp:
             work.dead_lettered = len(batch)
         await self._send(session, work)
 
-    def _retry_smaller(self, exc: TransactionError) -> None:
-        """The processor asked for a retry: the next transactions hold half the records."""
-        limit = self._sizing.failed()
+    def _retry_smaller(self, exc: TransactionError, held: int) -> None:
+        """The processor asked for a retry of a transaction that held ``held`` records:
+        the next transactions hold at most half as many."""
+        limit = self._sizing.failed(held)
         log.error("%s; transaction aborted, retrying with at most %d records", exc, limit)
 
     async def _process(

@@ -64,3 +64,37 @@ async def test_limit_halved_by_a_retriable_failure_grows_back(
     assert app.stats.aborted == 1
     report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
     assert report.ok, report.summary()
+
+
+# A failed transaction that held fewer records than the limit: its retry holds half of
+# what it held. Halving the limit instead left a Spark job of 8 records failing through
+# 12 aborts (20,000 halved down to 4) before a retry held fewer: 51 s of a test.
+async def test_the_retry_of_a_small_failed_transaction_holds_half_of_it(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("in", 1)
+    c.create_topic("out", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
+    await p.start()
+    await asyncio.gather(*[await p.send("in", b"v", key=f"k{i}".encode()) for i in range(40)])
+    await p.stop()
+    proc = RetryOnce()
+    config = eosflow.EosConfig(
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="tx-small",
+        commit_interval_s=0.5,
+    )
+    app = eosflow.EosApp(proc, config)
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return sum(c.committed("g").values()) == 40
+
+        await eventually(done, timeout_s=60, what="all committed")
+    assert proc.sizes[:2] == [40, 20], proc.sizes
+    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
+    assert report.ok, report.summary()
