@@ -1,14 +1,16 @@
 """What the executors' Python lacks, said in one line.
 
 Spark runs Python functions (the warm-up's, a processor's UDFs) in Python workers that
-each executor starts with its own interpreter: ``spark.pyspark.python``, else
-``PYSPARK_PYTHON`` in the executor's environment, else ``python3`` from its PATH. On a
-cluster that interpreter is the cluster's, not the app's, and it may lack a package the
-job needs -- above all PyArrow, which Spark's Arrow-optimised Python UDFs (on by default
-in Spark 4) import in the worker. Spark reports that as a Python traceback inside a Java
-stack trace ("unexpected PythonException: An exception was thrown from the Python
-worker ..."); ``lacking`` turns it into one ``ConfigError`` line naming the package, the
-interpreter, and the settings that choose another.
+each executor starts with the interpreter the driver names: ``spark.pyspark.python``,
+else ``PYSPARK_PYTHON`` in the environment of the app (the driver), else ``python3`` --
+found on the executor's PATH. On a cluster that interpreter is the cluster's, and it
+may lack a package the job needs: above all PyArrow, which Arrow-optimised Python UDFs
+import in the worker (``spark.sql.execution.pythonUDF.arrow.enabled``: on by default in
+the pyspark 4.3 eosflow is tested with; the warm-up's UDF follows it, as a processor's
+do). Spark reports that as a Python traceback inside a Java stack trace ("unexpected
+PythonException: An exception was thrown from the Python worker ..."); ``lacking``
+turns it into one ``ConfigError`` line naming the package, the interpreter, and the
+settings that choose another.
 
 To name the interpreter it runs one more tiny job with a plain (pickled, not Arrow)
 UDF, which needs nothing beyond the pyspark Spark ships to the workers. If that fails
@@ -25,12 +27,10 @@ from .._errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-#: the packages of eosflow's spark and spark-connect extras a Python worker may import
+#: packages of eosflow's spark and spark-connect extras (and theirs) a worker may import
 SPARK_EXTRA = frozenset({"pyarrow", "pyspark", "pandas", "numpy"})
 _MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
-SETTINGS = (
-    "PYSPARK_PYTHON in the executors' environment, or spark.pyspark.python in EOSFLOW_SPARK_CONF"
-)
+SETTINGS = "PYSPARK_PYTHON where eosflow runs, or spark.pyspark.python in EOSFLOW_SPARK_CONF"
 
 
 def missing_module(exc: BaseException) -> str | None:
@@ -46,7 +46,9 @@ def lacking(spark: Any, exc: BaseException) -> ConfigError | None:
     name = missing_module(exc)
     if name is None:
         return None
-    what = "a package of eosflow's spark extra" if name in SPARK_EXTRA else "a package the job uses"
+    what = (
+        "a package of eosflow's spark extras" if name in SPARK_EXTRA else "a package the job uses"
+    )
     return ConfigError(
         f"Spark's executors cannot import {name} ({what}): their Python is "
         f"{executors_python(spark)}; install {name} there, or point the executors at a "
@@ -55,19 +57,16 @@ def lacking(spark: Any, exc: BaseException) -> ConfigError | None:
 
 
 def executors_python(spark: Any) -> str:
-    """The interpreter an executor's Python worker runs, as the worker sees it: what it
-    was told to run (``PYSPARK_PYTHON``, when set) and what runs, with its version."""
+    """The interpreter an executor's Python worker runs, with its version, as the
+    worker sees it (``sys.executable``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import StringType
 
     def which(_: int) -> str:  # pickled by value: runs in the worker
-        import os
         import platform
         import sys
 
-        told = os.environ.get("PYSPARK_PYTHON")
-        running = f"{sys.executable}, Python {platform.python_version()}"
-        return f"{told} ({running})" if told and told != sys.executable else running
+        return f"{sys.executable} (Python {platform.python_version()})"
 
     try:
         udf = F.udf(which, StringType(), useArrow=False)

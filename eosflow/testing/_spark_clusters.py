@@ -31,16 +31,16 @@ SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 120.0
 
 
-def _env(home: Path, python: str = sys.executable) -> dict[str, str]:
+def _env(home: Path) -> dict[str, str]:
     """Ours, without PYTHONPATH: code reaches the cluster's Python workers only as it
-    would a user's, shipped by ``EOSFLOW_SPARK_SHIP_CODE``. Executors run ``python``."""
+    would a user's, shipped by ``EOSFLOW_SPARK_SHIP_CODE``."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     return dict(
         env,
         SPARK_HOME=str(SPARK_HOME),
         SPARK_LOCAL_IP="127.0.0.1",
         SPARK_LOG_DIR=str(home),
-        PYSPARK_PYTHON=python,
+        PYSPARK_PYTHON=sys.executable,
     )
 
 
@@ -59,13 +59,10 @@ def _await_line(log: Path, line: str, proc: subprocess.Popen[bytes], what: str) 
 
 
 @contextlib.contextmanager
-def standalone(
-    home: Path, cores: int = 2, memory: str = "3g", python: str = sys.executable
-) -> Iterator[str]:
-    """A standalone master with one worker whose executors run ``python`` (this
-    interpreter by default); yields the master URL."""
+def standalone(home: Path, cores: int = 2, memory: str = "3g") -> Iterator[str]:
+    """A standalone master with one worker; yields the master URL."""
     port, ui, worker_port, worker_ui = free_ports(4)
-    env, cls = _env(home, python), str(SPARK_HOME / "bin" / "spark-class")
+    env, cls = _env(home), str(SPARK_HOME / "bin" / "spark-class")
     master = spawn(
         [cls, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
          "--port", str(port), "--webui-port", str(ui)],
