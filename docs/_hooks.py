@@ -107,6 +107,8 @@ def _table(model: Any, fields: dict[str, Any], flags: dict[str, str]) -> str:
 
 
 def _type(annotation: Any) -> str:
+    if any(type(m).__name__ == "ImportString" for m in getattr(annotation, "__metadata__", ())):
+        return "import string (module:function)"  # a flag or variable names the function
     origin = get_origin(annotation)
     if origin is Literal:
         return " or ".join(repr(a) for a in get_args(annotation))

@@ -242,7 +242,13 @@ async def relay(stream: asyncio.StreamReader, index: int, log: TextIO) -> None:
     that is not a log line (a crash's traceback): the demo tells eosflow's story, so the
     lines of the libraries under it (aiokafka's "Heartbeat failed ... rebalancing",
     an expected part of the story) stay in the file."""
-    while line := (await stream.readline()).decode(errors="replace"):
+    while True:
+        try:
+            line = (await stream.readline()).decode(errors="replace")
+        except ValueError:  # a line past the stream's limit (64 KiB): asyncio dropped it
+            line = "[a line over 64 KiB, dropped]\n"
+        if not line:
+            break
         log.write(line)
         log.flush()
         try:

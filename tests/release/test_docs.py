@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,37 +64,56 @@ def test_every_page_is_built(site: Path) -> None:
     assert [p for p in PAGES if not (site / p).is_file()] == []
 
 
-def test_the_settings_page_has_every_setting(site: Path) -> None:
+def _rows(site: Path, page: str) -> dict[str, list[str]]:
+    """Each table row of the page by its first cell: the cells' text."""
+    raw = (site / page).read_text()
+    rows = {}
+    for row in re.findall(r"<tr>(.*?)</tr>", raw, re.S):
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+        text = [" ".join(html.unescape(re.sub(r"<[^>]+>", " ", c)).split()) for c in cells]
+        if text:
+            rows[text[0]] = text
+    return rows
+
+
+def _default(field: Any) -> str:
+    if field.is_required():
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default
+    return str(value).lower() if isinstance(value, bool) else repr(value)
+
+
+def test_the_settings_page_has_a_row_per_setting(site: Path) -> None:
+    """Every setting has its row: name, type, default, variable, flag, description --
+    the default, variable and flag as the model and ``eosflow run`` have them."""
     from eosflow.spark import SparkSettings
 
-    text = _text(site, "reference/settings/index.html")
-    models = [eosflow.EosConfig, *NESTED.values(), SparkSettings]
-    missing = []
-    for model in models:
+    rows = _rows(site, "reference/settings/index.html")
+    wrong = []
+    for model in [eosflow.EosConfig, *NESTED.values(), SparkSettings]:
         prefix = model.model_config.get("env_prefix", "")
-        for name in model.model_fields:
+        for name, field in model.model_fields.items():
             if model is eosflow.EosConfig and name in NESTED:
                 continue  # their own tables
-            wanted = [name, f"{prefix}{name.upper()}"]
-            if model is not SparkSettings:
-                wanted.append("--" + name.replace("_", "-"))
-            missing += [w for w in wanted if w not in text]
-    assert missing == []
+            flag = "—" if model is SparkSettings else "--" + name.replace("_", "-")
+            row = rows.get(name)
+            if (
+                row is None
+                or row[2] != _default(field)
+                or row[3] != f"{prefix}{name.upper()}"
+                or flag not in re.split(r"\s*,\s*", row[4])
+                or (field.description or "") not in row[5]
+            ):
+                wrong.append((name, row))
+    assert wrong == []
 
 
-def test_the_settings_page_gives_defaults_from_the_model(site: Path) -> None:
-    text = _text(site, "reference/settings/index.html")
-    row = re.search(r"max_records_per_txn int (\S+) EOSFLOW_MAX_RECORDS_PER_TXN", text)
-    assert row is not None and row.group(1) == str(
-        eosflow.EosConfig.model_fields["max_records_per_txn"].default
-    )
-
-
-def test_the_command_line_page_is_the_commands_own_help(site: Path) -> None:
+def test_the_command_line_page_is_the_commands_own_help(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import argparse
-    import os
 
-    os.environ["COLUMNS"] = "100"
+    monkeypatch.setenv("COLUMNS", "100")
     parser = _parser()
     text = _text(site, "reference/cli/index.html")
     subs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

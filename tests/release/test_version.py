@@ -53,3 +53,16 @@ def test_help_is_plain_text(command: str | None) -> None:
     assert text.strip()
     markup = re.findall(r"``|:(?:class|func|meth|attr|mod):`|\*\*", text)
     assert markup == [], text
+
+
+def test_the_install_commands_name_this_versions_wheel() -> None:
+    """README.md and the docs name the wheel's file (``python -m build`` writes it so);
+    a release that forgets to update them fails here."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    named = {
+        (p.name, v)
+        for p in pages
+        for v in re.findall(r"eosflow-(\d+\.\d+\.\d+)-py3-none-any\.whl", p.read_text())
+    }
+    assert {name for name, _v in named} >= {"README.md", "index.md"}
+    assert {v for _name, v in named} == {eosflow.__version__}, named

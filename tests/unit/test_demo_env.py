@@ -54,6 +54,7 @@ async def test_the_demo_shows_eosflows_lines_and_keeps_the_rest_in_the_log(
     for entry in lines:
         stream.feed_data((json.dumps(entry) + "\n").encode())
     stream.feed_data(b"Traceback (most recent call last):\n")
+    stream.feed_data(b"x" * (2**16 + 10) + b"\n")  # over the limit: skipped, not the end
     stream.feed_eof()
     log = tmp_path / "instance-0.log"
     with log.open("w") as file:
@@ -62,6 +63,7 @@ async def test_the_demo_shows_eosflows_lines_and_keeps_the_rest_in_the_log(
     assert shown == [
         "  [instance 0] WARNING transaction aborted",
         "  [instance 0] Traceback (most recent call last):",
+        "  [instance 0] [a line over 64 KiB, dropped]",
     ]
     kept = log.read_text().splitlines()
-    assert len(kept) == 3 and "Heartbeat failed" in kept[0]
+    assert len(kept) == 4 and "Heartbeat failed" in kept[0]
