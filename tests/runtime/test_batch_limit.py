@@ -28,17 +28,14 @@ class RetryOnce(eosflow.Processor):
         return [eosflow.Output("out", r.value, key=r.key) for r in records]
 
 
-# Fails without the regrowth in EosApp._one_transaction: every batch after the failure
-# stays at LIMIT // 2.
-async def test_limit_halved_by_a_retriable_failure_grows_back(
-    eosflow_cluster: FakeCluster,
-) -> None:
-    c = eosflow_cluster
+async def _run_retry_once(c: FakeCluster, n: int, **settings: object) -> RetryOnce:
+    """``n`` records through a ``RetryOnce`` app until all are committed, exactly once;
+    returns the processor (its batch sizes)."""
     c.create_topic("in", 1)
     c.create_topic("out", 1)
     p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
     await p.start()
-    await asyncio.gather(*[await p.send("in", b"v", key=f"k{i}".encode()) for i in range(3000)])
+    await asyncio.gather(*[await p.send("in", b"v", key=f"k{i}".encode()) for i in range(n)])
     await p.stop()
     proc = RetryOnce()
     config = eosflow.EosConfig(
@@ -46,24 +43,34 @@ async def test_limit_halved_by_a_retriable_failure_grows_back(
         group_id="g",
         input_topics=("in",),
         transactional_id="tx-limit",
-        max_records_per_txn=LIMIT,
         commit_interval_s=0.5,
-        process_ahead=False,
+        **settings,  # type: ignore[arg-type]
     )
     app = eosflow.EosApp(proc, config)
     async with app:
 
         async def done() -> bool:
             assert app.failure is None, app.failure
-            return sum(c.committed("g").values()) == 3000
+            return sum(c.committed("g").values()) == n
 
         await eventually(done, timeout_s=60, what="all committed")
-    assert proc.sizes[:2] == [LIMIT, LIMIT // 2], proc.sizes
-    # a quarter more per commit: 100, 125, 156, 195, then the cap again
-    assert proc.sizes[2:6] == [125, 156, 195, LIMIT], proc.sizes
     assert app.stats.aborted == 1
     report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
     assert report.ok, report.summary()
+    return proc
+
+
+# Fails without the regrowth in EosApp._one_transaction: every batch after the failure
+# stays at LIMIT // 2.
+async def test_limit_halved_by_a_retriable_failure_grows_back(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    proc = await _run_retry_once(
+        eosflow_cluster, 3000, max_records_per_txn=LIMIT, process_ahead=False
+    )
+    assert proc.sizes[:2] == [LIMIT, LIMIT // 2], proc.sizes
+    # a quarter more per commit: 100, 125, 156, 195, then the cap again
+    assert proc.sizes[2:6] == [125, 156, 195, LIMIT], proc.sizes
 
 
 # A failed transaction that held fewer records than the limit: its retry holds half of
@@ -72,29 +79,5 @@ async def test_limit_halved_by_a_retriable_failure_grows_back(
 async def test_the_retry_of_a_small_failed_transaction_holds_half_of_it(
     eosflow_cluster: FakeCluster,
 ) -> None:
-    c = eosflow_cluster
-    c.create_topic("in", 1)
-    c.create_topic("out", 1)
-    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
-    await p.start()
-    await asyncio.gather(*[await p.send("in", b"v", key=f"k{i}".encode()) for i in range(40)])
-    await p.stop()
-    proc = RetryOnce()
-    config = eosflow.EosConfig(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="tx-small",
-        commit_interval_s=0.5,
-    )
-    app = eosflow.EosApp(proc, config)
-    async with app:
-
-        async def done() -> bool:
-            assert app.failure is None, app.failure
-            return sum(c.committed("g").values()) == 40
-
-        await eventually(done, timeout_s=60, what="all committed")
+    proc = await _run_retry_once(eosflow_cluster, 40)
     assert proc.sizes[:2] == [40, 20], proc.sizes
-    report = await check_exactly_once(c.bootstrap_servers, "in", "out", group_id="g")
-    assert report.ok, report.summary()
