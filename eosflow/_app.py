@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 
+from ._collector import collecting
 from ._config import EosConfig
 from ._errors import (
     ConfigError,
@@ -141,7 +142,7 @@ class EosApp:
 
     async def run(self) -> None:
         try:
-            with summarised_aiokafka_logs():
+            with summarised_aiokafka_logs(), collecting(self.config.gc_threshold):
                 await self._run()
         finally:  # also when the set-up before the loop failed: no port left open
             await self.ops.stop()
