@@ -141,13 +141,9 @@ def _cell(text: str) -> str:
 
 
 def _subparsers() -> dict[str, Any]:
-    import argparse
+    from eosflow._cli import _parser, commands
 
-    from eosflow._cli import _parser
-
-    parser = _parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return dict(sub.choices)
+    return commands(_parser())
 
 
 def cli_markdown() -> str:

@@ -89,6 +89,24 @@ def version_line() -> str:
     return f"eosflow {__version__} (aiokafka {version('aiokafka')}, Python {python})"
 
 
+class _Version(argparse.Action):
+    """``--version``: the line is built only when asked (reading aiokafka's installed
+    metadata takes ~45 ms, which every ``eosflow run`` would pay at start otherwise)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, argparse.SUPPRESS, nargs=0, help="print the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(version_line())
+        parser.exit()
+
+
+def commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each command's parser, by name (for its help text: the docs and their tests)."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
@@ -99,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Exactly-once consume-transform-produce on Apache Kafka: the commands "
         "run, check, status and demo.",
     )
-    p.add_argument("--version", action="version", version=version_line())
+    p.add_argument("--version", action=_Version)
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
     p.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     # the same option on every command, so it may also follow the command's name; not

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import eosflow
-from eosflow._cli import _parser, main
+from eosflow._cli import _parser, commands, main
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = ["run", "check", "status", "demo"]
@@ -46,9 +46,7 @@ def test_version_flag_prints_eosflow_aiokafka_and_python(
 def test_help_is_plain_text(command: str | None) -> None:
     parser = _parser()
     if command is not None:
-        sub = next(a for a in parser._actions if a.dest == "==SUPPRESS==" and a.choices)
-        assert isinstance(sub.choices, dict)
-        parser = sub.choices[command]
+        parser = commands(parser)[command]
     text = parser.format_help()
     assert text.strip()
     markup = re.findall(r"``|:(?:class|func|meth|attr|mod):`|\*\*", text)
