@@ -1,14 +1,16 @@
 """One benchmark contender in its own process: copy ``src`` to ``dst`` exactly once.
 
-    python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS COMMIT_INTERVAL_S TXN_RECORDS \
-        WORK_ROUNDS GROUP
+    python -m benchmarks._contenders NAME BOOTSTRAP SRC DST RECORDS WORK_ROUNDS GROUP \
+        INTERVAL_S TXN_RECORDS TXN_BYTES MIN_TXN_S
 
 NAME is ``eosflow`` (its defaults), ``eosflow-ahead`` (eosflow with ``process_ahead`` on:
 the next records are processed while a commit is in flight), ``aiokafka``, ``librdkafka``
 (a confluent-kafka transactional loop) or ``quixstreams``; the Kafka Streams contender is
 a Java program (``java/PassThrough.java``) printing the same line. GROUP is the consumer group (and
-transactional id), so that the parent can check the committed offsets afterwards. Prints
-one JSON line: records, seconds from the first record processed to the last commit, and
+transactional id), so that the parent can check the committed offsets afterwards. The
+last four arguments are the transaction budget every contender gets (``_budget``; 0
+bytes: no byte cap). Prints one JSON line: records, seconds from the first record
+processed to the group's offsets committed at the end of the input (``_clock``), and
 peak RSS (MiB); eosflow also its peak RSS once a tenth of the records were processed
 (``hwm_tenth_mb``: memory flat in record count means the final peak stays near it; until
 2026-11-26 the current RSS then, ``rss_tenth_mb``, which a transient peak later in the run
@@ -29,6 +31,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from benchmarks._budget import Budget, TxnRule, eosflow_settings, quix_settings
+from benchmarks._clock import Finish
+
+IDLE_MS = 100  # a loop's wait for the first records of its next transaction
 
 WORK_ROUNDS = 0  # set by main()
 
@@ -57,18 +64,12 @@ EXTRA: dict[str, float] = {}  # further measurements for the JSON line
 
 
 async def run_eosflow(
-    boot: str,
-    src: str,
-    dst: str,
-    n: int,
-    interval: float,
-    txn: int,
-    group: str,
-    ahead: bool | None,
+    boot: str, src: str, dst: str, n: int, budget: Budget, group: str, ahead: bool | None
 ) -> float:
     import eosflow
 
     first: list[float] = []
+    finish = Finish(boot, group, src, n)
 
     class Copy(eosflow.Processor):
         async def process(self, record: eosflow.Record) -> eosflow.Output:
@@ -82,27 +83,28 @@ async def run_eosflow(
         group_id=group,
         input_topics=(src,),
         transactional_id=group,
-        commit_interval_s=interval,
+        **eosflow_settings(budget),
         **({} if ahead is None else {"process_ahead": ahead}),  # None: eosflow's default
-        **({"max_records_per_txn": txn} if txn else {}),  # 0: eosflow's default
     )
     app = eosflow.EosApp(Copy(), config)
     async with app:
-        while not (app.stats.records >= n and not app.in_transaction):
+        while app.stats.records < n:
             if app.failure is not None:
                 raise app.failure
             if "hwm_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
                 EXTRA["hwm_tenth_mb"] = _peak_rss_mb()
                 EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
-        done = time.monotonic()
+        finish.begin()
+        done = await asyncio.to_thread(finish.at)
     EXTRA["commits"] = app.stats.committed
     return done - first[0]
 
 
-async def run_aiokafka(
-    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
-) -> float:
+async def run_aiokafka(boot: str, src: str, dst: str, n: int, budget: Budget, group: str) -> float:
+    """The loop an aiokafka user would write: ``getmany`` batches into one transaction
+    until ``TxnRule`` ends it, ``send`` without awaiting each record's delivery (the
+    commit flushes), the producer's batches as large as eosflow's."""
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.structs import OffsetAndMetadata
 
@@ -114,84 +116,139 @@ async def run_aiokafka(
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
-    producer = AIOKafkaProducer(bootstrap_servers=boot, transactional_id=group, retry_backoff_ms=10)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=boot,
+        transactional_id=group,
+        retry_backoff_ms=10,  # aiokafka's 100 ms waits out CONCURRENT_TRANSACTIONS after a commit
+        max_batch_size=256 * 1024,  # eosflow's max_batch_bytes
+    )
+    finish = Finish(boot, group, src, n)
     await consumer.start()
     await producer.start()
+    rule = TxnRule(budget)
     done = 0
     first = 0.0
     try:
         while done < n:
-            batch = await consumer.getmany(timeout_ms=int(interval * 1000), max_records=txn)
+            batch = await consumer.getmany(timeout_ms=IDLE_MS, max_records=rule.room())
             if not batch:
                 continue
             first = first or time.monotonic()
-            async with producer.transaction():
-                offsets = {}
+            rule.begin()
+            await producer.begin_transaction()
+            offsets = {}
+            while True:
+                got = nbytes = 0
                 for tp, records in batch.items():
                     for r in records:
                         work(r.value)
                         await producer.send(dst, r.value, key=r.key, partition=tp.partition)
+                        nbytes += len(r.key or b"") + len(r.value or b"")
                     offsets[tp] = OffsetAndMetadata(records[-1].offset + 1, "")
-                    done += len(records)
-                await producer.send_offsets_to_transaction(offsets, group)
-        return time.monotonic() - first
+                    got += len(records)
+                rule.took(got, nbytes)
+                done += got
+                if rule.full():
+                    break
+                wait_ms = round(rule.wait_s() * 1000)
+                batch = await consumer.getmany(timeout_ms=wait_ms, max_records=rule.room())
+                if not batch:
+                    break
+            await producer.send_offsets_to_transaction(offsets, group)
+            await producer.commit_transaction()
+            rule.end()
+        finish.begin()
+        return await asyncio.to_thread(finish.at) - first
     finally:
         await consumer.stop()
         await producer.stop()
 
 
-def run_librdkafka(
-    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
-) -> float:
-    """confluent-kafka's transactional loop: consume up to ``txn`` records (waiting at
-    most ``interval``), produce each, send_offsets_to_transaction, commit."""
+def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group: str) -> float:
+    """The loop a confluent-kafka user would write: ``consume`` calls with short
+    timeouts fill one transaction until ``TxnRule`` ends it, ``produce`` each record,
+    ``send_offsets_to_transaction`` with the consumer's group metadata, commit."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-    consumer = Consumer({
-        "bootstrap.servers": boot,
-        "group.id": group,
-        "isolation.level": "read_committed",
-        "enable.auto.commit": False,
-        "auto.offset.reset": "earliest",
-    })  # fmt: skip
-    producer = Producer({
-        "bootstrap.servers": boot,
-        "transactional.id": group,
-        "retry.backoff.ms": 10,  # as the aiokafka loop: CONCURRENT_TRANSACTIONS after a commit
-    })  # fmt: skip
+    consumer = Consumer(librdkafka_consumer(boot, group))
+    producer = Producer(librdkafka_producer(boot, group, budget))
+    finish = Finish(boot, group, src, n)
     producer.init_transactions(30)
     consumer.subscribe([src])
+    rule = TxnRule(budget)
     done = 0
     first = 0.0
     try:
         while done < n:
-            msgs = consumer.consume(num_messages=txn, timeout=interval)
+            msgs = consumer.consume(num_messages=rule.room(), timeout=IDLE_MS / 1000)
             if not msgs:
                 continue
             first = first or time.monotonic()
+            rule.begin()
             producer.begin_transaction()
             offsets: dict[int, int] = {}
-            for m in msgs:
-                if m.error() is not None:
-                    raise KafkaException(m.error())
-                value = m.value()
-                work(value)
-                producer.produce(dst, value, m.key(), partition=m.partition())
-                offsets[m.partition()] = m.offset() + 1
-            done += len(msgs)
+            while True:
+                nbytes = 0
+                for m in msgs:
+                    if m.error() is not None:
+                        raise KafkaException(m.error())
+                    key, value = m.key(), m.value()
+                    work(value)
+                    _produce(producer, dst, value, key, m.partition())
+                    offsets[m.partition()] = m.offset() + 1
+                    nbytes += len(key or b"") + len(value or b"")
+                rule.took(len(msgs), nbytes)
+                done += len(msgs)
+                if rule.full():
+                    break
+                msgs = consumer.consume(num_messages=rule.room(), timeout=rule.wait_s())
+                if not msgs:
+                    break
             producer.send_offsets_to_transaction(
                 [TopicPartition(src, p, o) for p, o in offsets.items()],
                 consumer.consumer_group_metadata(),
             )
             producer.commit_transaction()
-        return time.monotonic() - first
+            rule.end()
+        finish.begin()
+        return finish.at() - first
     finally:
         consumer.close()
 
 
-def run_quixstreams(
-    boot: str, src: str, dst: str, n: int, interval: float, txn: int, group: str
-) -> float:
+def librdkafka_consumer(boot: str, group: str) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": boot,
+        "group.id": group,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+    }
+
+
+def librdkafka_producer(boot: str, group: str, budget: Budget) -> dict[str, Any]:
+    """librdkafka's own defaults are already throughput settings (linger.ms 5, batches
+    of up to 1 MB); its local queue must hold a whole transaction."""
+    return {
+        "bootstrap.servers": boot,
+        "transactional.id": group,
+        "linger.ms": 5,
+        "queue.buffering.max.messages": max(100_000, 2 * budget.records),
+        "retry.backoff.ms": 10,  # librdkafka's 100 ms waits out CONCURRENT_TRANSACTIONS
+    }
+
+
+def _produce(producer: Any, topic: str, value: Any, key: Any, partition: int) -> None:
+    """``produce``, serving delivery reports while the local queue is full."""
+    while True:
+        try:
+            producer.produce(topic, value, key, partition=partition)
+            return
+        except BufferError:
+            producer.poll(0.01)
+
+
+def run_quixstreams(boot: str, src: str, dst: str, n: int, budget: Budget, group: str) -> float:
     from quixstreams import Application
 
     app = Application(
@@ -199,14 +256,15 @@ def run_quixstreams(
         consumer_group=group,
         processing_guarantee="exactly-once",
         auto_offset_reset="earliest",
-        commit_interval=interval,
         loglevel="WARNING",
         auto_create_topics=False,
+        **quix_settings(budget),
     )
     t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
     t_out = app.topic(dst, value_serializer="bytes", key_serializer="bytes")
     seen = [0]
     first: list[float] = []
+    finish = Finish(boot, group, src, n)
 
     def count(value: Any) -> None:
         if not first:
@@ -214,28 +272,29 @@ def run_quixstreams(
         work(value)
         seen[0] += 1
         if seen[0] >= n:
+            finish.begin()
             app.stop()  # graceful: the final checkpoint commits the last transaction
 
     app.dataframe(t_in).update(count).to_topic(t_out)
     app.run()
-    return time.monotonic() - first[0]
+    return finish.at() - first[0]
 
 
 def main() -> None:
-    name, boot, src, dst = sys.argv[1:5]
-    n, interval, txn = int(sys.argv[5]), float(sys.argv[6]), int(sys.argv[7])
+    name, boot, src, dst, n, rounds, group = sys.argv[1:8]
+    budget = Budget.from_argv(sys.argv[8:12])
     global WORK_ROUNDS
-    WORK_ROUNDS = int(sys.argv[8])
-    group = sys.argv[9]
+    WORK_ROUNDS = int(rounds)
+    args = (boot, src, dst, int(n), budget, group)
     if name == "quixstreams":
-        seconds = run_quixstreams(boot, src, dst, n, interval, txn, group)
+        seconds = run_quixstreams(*args)
     elif name == "librdkafka":
-        seconds = run_librdkafka(boot, src, dst, n, interval, txn, group)
+        seconds = run_librdkafka(*args)
     elif name == "aiokafka":
-        seconds = asyncio.run(run_aiokafka(boot, src, dst, n, interval, txn, group))
+        seconds = asyncio.run(run_aiokafka(*args))
     elif name in ("eosflow", "eosflow-ahead"):
         ahead = True if name == "eosflow-ahead" else None
-        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, txn, group, ahead))
+        seconds = asyncio.run(run_eosflow(*args, ahead))
     else:
         raise SystemExit(f"unknown contender {name!r}")
     line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}

@@ -45,16 +45,29 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaError
 
 from benchmarks._bench_broker import PIN_CONTENDER, broker
+from benchmarks._budget import Budget
 from benchmarks._ceiling import KafkaTools
 from benchmarks._compare_report import plot, print_table
-from benchmarks._streams import KafkaStreamsContender
+from benchmarks._jvm import (
+    WARM_RECORDS as JVM_WARM_RECORDS,
+)
+from benchmarks._jvm import (
+    JavaContender,
+    copier_args,
+    kafka_copier,
+    kafka_streams,
+    streams_args,
+)
 from eosflow.testing import check_exactly_once
 from eosflow.testing._genuine import DEFAULT_VERSION
 
 RESULTS = Path(__file__).parent / "results"
-CONTENDERS = ["eosflow", "eosflow-ahead", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
+PYTHON = ["eosflow", "eosflow-ahead", "aiokafka", "librdkafka", "quixstreams"]
+JVM = ["kafka-streams", "kafka-copier"]
+CONTENDERS = [*PYTHON, *JVM]
 DEFAULT_FAKE = ["eosflow", "aiokafka", "quixstreams"]
-DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", "kafka-streams"]
+DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", *JVM]
+NO_LATENCY = {"kafka-copier"}  # copies what its input holds at its assignment, then exits
 STREAMS_FALLBACK = "4.3.1"  # the newest kafka-streams Maven Central served here (no 4.4.0)
 CONTENDER_TIMEOUT_S = 900.0
 WARMUP_RECORDS = 20_000
@@ -97,6 +110,46 @@ async def seed(boot: str, topic: str, n: int, size: int, partitions: int) -> Non
     print(f"  seeded in {time.monotonic() - started:.1f} s", flush=True)
 
 
+def budget_of(name: str, args: argparse.Namespace, interval: float) -> Budget:
+    """The transaction budget ``name`` runs with: eosflow's defaults for every contender
+    (``Budget.defaults``), the interval of the point, ``--txn-records`` and
+    ``--txn-bytes`` for all, and ``--budget-of NAME=RECORDS`` for the one it names."""
+    budget = Budget.defaults().but(interval_s=interval)
+    if args.txn_records:
+        budget = budget.but(records=args.txn_records)
+    if args.txn_bytes is not None:
+        budget = budget.but(bytes=args.txn_bytes or None)
+    own = dict(args.budget_of or {})
+    return budget.but(records=own[name]) if name in own else budget
+
+
+def command(
+    name: str,
+    boot: str,
+    topics: tuple[str, str],
+    n: int,
+    group: str,
+    budget: Budget,
+    args: argparse.Namespace,
+    state_dir: Path,
+) -> list[str]:
+    """The command line of one run of ``name``: every contender is handed ``budget``."""
+    src, dst = topics
+    if name == "kafka-streams":
+        streams: JavaContender = args.streams
+        return streams.command(
+            *streams_args(
+                boot, src, dst, n, group, args.work_rounds, state_dir, budget, args.jvm_warm,
+                args.streams_set or [],
+            )
+        )  # fmt: skip
+    if name == "kafka-copier":
+        copier: JavaContender = args.copier
+        return copier.command(*copier_args(boot, src, dst, n, group, budget, args.jvm_warm))
+    cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
+    return [*cmd, str(args.work_rounds), group, *budget.argv()]
+
+
 async def contender(
     name: str,
     boot: str,
@@ -109,14 +162,9 @@ async def contender(
 ) -> dict[str, Any]:
     """Run one contender's process to the end; its JSON line with ``rate`` added. The
     process is killed (by its pid) if it fails to finish or we are interrupted."""
-    state_dir: Path | None = None
-    if name == "kafka-streams":
-        streams: KafkaStreamsContender = args.streams
-        state_dir = Path(tempfile.mkdtemp(prefix="eosflow-bench-streams-"))
-        cmd = streams.command(boot, src, dst, n, interval, group, args.work_rounds, state_dir)
-    else:
-        cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
-        cmd += [str(interval), str(txn_cap(name, args)), str(args.work_rounds), group]
+    state_dir = Path(tempfile.mkdtemp(prefix="eosflow-bench-"))
+    budget = budget_of(name, args, interval)
+    cmd = command(name, boot, (src, dst), n, group, budget, args, state_dir)
     if args.pin:
         cmd = [*PIN_CONTENDER, *cmd]
     proc = await asyncio.create_subprocess_exec(
@@ -128,8 +176,7 @@ async def contender(
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-        if state_dir is not None:
-            shutil.rmtree(state_dir, ignore_errors=True)
+        shutil.rmtree(state_dir, ignore_errors=True)
     lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(
@@ -139,19 +186,6 @@ async def contender(
     result: dict[str, Any] = json.loads(lines[-1])
     result["rate"] = n / result["seconds"]
     return result
-
-
-OTHERS_TXN = 1000
-"""The hand-written loops' transaction cap when ``--txn-records`` is not given (they have
-no default of their own); quixstreams and Kafka Streams commit by interval only."""
-
-
-def txn_cap(name: str, args: argparse.Namespace) -> int:
-    """The cap a contender runs with: ``--txn-records`` if given, else eosflow's default
-    (0 tells the contender to leave ``max_records_per_txn`` alone) and ``OTHERS_TXN``."""
-    if args.txn_records:
-        return int(args.txn_records)
-    return 0 if name.startswith("eosflow") else OTHERS_TXN
 
 
 async def check(boot: str, src: str, dst: str, group: str, match: str, r: dict[str, Any]) -> str:
@@ -335,16 +369,32 @@ def choose(args: argparse.Namespace, genuine: bool) -> list[str]:
     return names
 
 
+async def prepare_jvm(boot: str, names: list[str], args: argparse.Namespace, version: str) -> None:
+    """Resolve and compile the Java contenders asked for, and seed the topic each of their
+    JVMs copies before its timed copy (``_jvm.WARM_RECORDS``)."""
+    args.jvm_warm = ("", "", 0)
+    if "kafka-streams" in names:
+        explicit = args.streams_version is not None
+        args.streams = kafka_streams(
+            args.streams_version or version, None if explicit else STREAMS_FALLBACK
+        )
+        print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
+        await asyncio.to_thread(args.streams.prepare)
+    if "kafka-copier" in names:
+        args.copier = kafka_copier(version)
+        print("preparing Kafka's TransactionalMessageCopier (Maven, javac; cached) ...")
+        await asyncio.to_thread(args.copier.prepare)
+    if any(n in JVM for n in names):
+        src, dst = f"jvm-warm-in-{uuid.uuid4().hex[:8]}", f"jvm-warm-out-{uuid.uuid4().hex[:8]}"
+        await create(boot, (src, 3), (dst, 3))
+        await seed(boot, src, JVM_WARM_RECORDS, args.size, 3)
+        args.jvm_warm = (src, dst, JVM_WARM_RECORDS)
+
+
 async def main(args: argparse.Namespace) -> int:
     names = choose(args, args.broker.startswith("genuine"))
     async with broker(args) as (boot, described, version):
-        if "kafka-streams" in names:
-            explicit = args.streams_version is not None
-            args.streams = KafkaStreamsContender(
-                args.streams_version or version, None if explicit else STREAMS_FALLBACK
-            )
-            print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
-            await asyncio.to_thread(args.streams.prepare)
+        await prepare_jvm(boot, names, args, version)
         args.tools = None
         if args.broker.startswith("genuine") and args.ceiling:
             args.tools = KafkaTools(version)
@@ -359,7 +409,7 @@ async def main(args: argparse.Namespace) -> int:
             "kafka_streams_version": args.streams.version if "kafka-streams" in names else None,
             "records": args.records,
             "size": args.size,
-            "txn_records": {n: txn_cap(n, args) or "default" for n in names},
+            "budgets": {n: budget_of(n, args, args.intervals[0]).__dict__ for n in names},
             "work_rounds": args.work_rounds,
             "rate": args.rate,
             "throughput": [],
@@ -379,7 +429,7 @@ async def main(args: argparse.Namespace) -> int:
             print("  latency warm-up (untimed) ...", flush=True)
             warm = argparse.Namespace(**{**vars(args), "latency_s": 3.0, "check": False})
             await latency(boot, names[0], warm)
-        for name in names if args.latency_s > 0 else []:
+        for name in [n for n in names if n not in NO_LATENCY] if args.latency_s > 0 else []:
             result["latency"][name] = await latency(boot, name, args)
             lat = result["latency"][name]
             verdict = "" if "exactly_once" not in lat else lat["check"].splitlines()[0]
@@ -403,6 +453,13 @@ async def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def _named_count(text: str) -> tuple[str, int]:
+    name, _, count = text.partition("=")
+    if name not in CONTENDERS or not count.isdigit() or int(count) <= 0:
+        raise argparse.ArgumentTypeError(f"NAME=RECORDS with NAME one of {CONTENDERS}")
+    return name, int(count)
+
+
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument(
@@ -416,8 +473,29 @@ if __name__ == "__main__":
     p.add_argument(
         "--txn-records",
         type=int,
-        help="records per transaction at most, for every contender; default: eosflow's own "
-        f"default (max_records_per_txn), {OTHERS_TXN} for the hand-written loops",
+        help="records per transaction at most, for every contender (default: eosflow's "
+        "max_records_per_txn default)",
+    )
+    p.add_argument(
+        "--txn-bytes",
+        type=int,
+        help="key+value bytes per transaction at most, for every contender that can cap them "
+        "(0: none; default: eosflow's max_bytes_per_txn default)",
+    )
+    p.add_argument(
+        "--budget-of",
+        type=_named_count,
+        action="append",
+        metavar="NAME=RECORDS",
+        help="give one contender another record cap (every other contender keeps the "
+        "common budget; the table's heading names the exception)",
+    )
+    p.add_argument(
+        "--streams-set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a further Kafka Streams setting (for trying settings; the defaults are in "
+        "java/PassThrough.java)",
     )
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--intervals", type=float, nargs="+", default=[0.1])
