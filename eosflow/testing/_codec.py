@@ -147,7 +147,8 @@ _HEAD = struct.Struct(">hhi")
 
 def decode_request(data: bytes) -> Frame:
     """Decode one request frame (without its length prefix). Raises ``UnsupportedRequest``
-    for an unknown API or version, ``ValueError`` for a malformed frame."""
+    for an unknown API or version, ``ValueError`` for a malformed frame (one too short for
+    its fields); bytes after the body are ignored, as Kafka ignores them."""
     if len(data) < _HEAD.size + 2:
         raise ValueError("frame shorter than a request header")
     api_key, version, corr = _HEAD.unpack_from(data, 0)
@@ -162,8 +163,9 @@ def decode_request(data: bytes) -> Frame:
     if flexible:
         TaggedFields.decode(buf)
     req = req_cls.decode(buf)
-    if buf.tell() != len(data):
-        raise ValueError(f"{len(data) - buf.tell()} trailing bytes after {API_NAMES.get(api_key)}")
+    # Bytes past the body are ignored, as Kafka's own request parsing does: librdkafka 2.12
+    # sends Metadata v12 with three of them (its 'all topics' request), which genuine Kafka
+    # answers and this cluster used to refuse by closing the connection.
     nullable = {
         name for (key, name), since in NULLABLE_FROM.items() if key == api_key and version >= since
     }
