@@ -31,172 +31,33 @@ import itertools
 import json
 import os
 import platform
-import shutil
-import struct
 import sys
-import tempfile
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import KafkaError
-
-from benchmarks._bench_broker import PIN_CONTENDER, broker
-from benchmarks._budget import Budget
+from benchmarks._bench_broker import broker
 from benchmarks._ceiling import KafkaTools
 from benchmarks._compare_report import plot, print_table
-from benchmarks._jvm import (
-    WARM_RECORDS as JVM_WARM_RECORDS,
+from benchmarks._harness import (
+    CONTENDERS,
+    JVM,
+    RESULTS,
+    budget_of,
+    check,
+    contender,
+    create,
+    seed,
+    settle,
 )
-from benchmarks._jvm import (
-    JavaContender,
-    copier_args,
-    kafka_copier,
-    kafka_streams,
-    streams_args,
-)
-from eosflow.testing import check_exactly_once
+from benchmarks._jvm import WARM_RECORDS, kafka_copier, kafka_streams
+from benchmarks._latency import latencies
 from eosflow.testing._genuine import DEFAULT_VERSION
 
-RESULTS = Path(__file__).parent / "results"
-PYTHON = ["eosflow", "eosflow-ahead", "aiokafka", "librdkafka", "quixstreams"]
-JVM = ["kafka-streams", "kafka-copier"]
-CONTENDERS = [*PYTHON, *JVM]
 DEFAULT_FAKE = ["eosflow", "aiokafka", "quixstreams"]
 DEFAULT_GENUINE = ["eosflow", "aiokafka", "librdkafka", "quixstreams", *JVM]
-NO_LATENCY = {"kafka-copier"}  # copies what its input holds at its assignment, then exits
 STREAMS_FALLBACK = "4.3.1"  # the newest kafka-streams Maven Central served here (no 4.4.0)
-CONTENDER_TIMEOUT_S = 900.0
 WARMUP_RECORDS = 20_000
-
-
-async def create(boot: str, *topics: tuple[str, int]) -> None:
-    """Create the topics and wait until every partition has a leader (genuine Kafka
-    elects them a moment after answering CreateTopics)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=boot)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(t, p, 1) for t, p in topics])
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            described = await admin.describe_topics([t for t, _ in topics])
-            if all(
-                t["error_code"] == 0
-                and t["partitions"]
-                and all(p["error_code"] == 0 and p["leader"] >= 0 for p in t["partitions"])
-                for t in described
-            ):
-                break
-            await asyncio.sleep(0.1)
-    finally:
-        await admin.close()
-
-
-async def seed(boot: str, topic: str, n: int, size: int, partitions: int) -> None:
-    print(f"  seeding {n:,} records of {size} B on {partitions} partitions ...", flush=True)
-    started = time.monotonic()
-    producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5, max_batch_size=256 * 1024)
-    await producer.start()
-    payload = b"x" * size
-    futs = [
-        await producer.send(topic, payload, key=str(i).encode(), partition=i % partitions)
-        for i in range(n)
-    ]
-    await asyncio.gather(*futs)
-    await producer.stop()
-    print(f"  seeded in {time.monotonic() - started:.1f} s", flush=True)
-
-
-def budget_of(name: str, args: argparse.Namespace, interval: float) -> Budget:
-    """The transaction budget ``name`` runs with: eosflow's defaults for every contender
-    (``Budget.defaults``), the interval of the point, ``--txn-records`` and
-    ``--txn-bytes`` for all, and ``--budget-of NAME=RECORDS`` for the one it names."""
-    budget = Budget.defaults().but(interval_s=interval)
-    if args.txn_records:
-        budget = budget.but(records=args.txn_records)
-    if args.txn_bytes is not None:
-        budget = budget.but(bytes=args.txn_bytes or None)
-    own = dict(args.budget_of or {})
-    return budget.but(records=own[name]) if name in own else budget
-
-
-def command(
-    name: str,
-    boot: str,
-    topics: tuple[str, str],
-    n: int,
-    group: str,
-    budget: Budget,
-    args: argparse.Namespace,
-    state_dir: Path,
-) -> list[str]:
-    """The command line of one run of ``name``: every contender is handed ``budget``."""
-    src, dst = topics
-    if name == "kafka-streams":
-        streams: JavaContender = args.streams
-        return streams.command(
-            *streams_args(
-                boot, src, dst, n, group, args.work_rounds, state_dir, budget, args.jvm_warm,
-                args.streams_set or [],
-            )
-        )  # fmt: skip
-    if name == "kafka-copier":
-        copier: JavaContender = args.copier
-        return copier.command(*copier_args(boot, src, dst, n, group, budget, args.jvm_warm))
-    cmd = [sys.executable, "-m", "benchmarks._contenders", name, boot, src, dst, str(n)]
-    return [*cmd, str(args.work_rounds), group, *budget.argv()]
-
-
-async def contender(
-    name: str,
-    boot: str,
-    src: str,
-    dst: str,
-    n: int,
-    interval: float,
-    args: argparse.Namespace,
-    group: str,
-) -> dict[str, Any]:
-    """Run one contender's process to the end; its JSON line with ``rate`` added. The
-    process is killed (by its pid) if it fails to finish or we are interrupted."""
-    state_dir = Path(tempfile.mkdtemp(prefix="eosflow-bench-"))
-    budget = budget_of(name, args, interval)
-    cmd = command(name, boot, (src, dst), n, group, budget, args, state_dir)
-    if args.pin:
-        cmd = [*PIN_CONTENDER, *cmd]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CONTENDER_TIMEOUT_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        shutil.rmtree(state_dir, ignore_errors=True)
-    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(
-            f"{name} failed ({proc.returncode}): {err.decode(errors='replace')[-2000:]}"
-            f"{out.decode(errors='replace')[-2000:]}"
-        )
-    result: dict[str, Any] = json.loads(lines[-1])
-    result["rate"] = n / result["seconds"]
-    return result
-
-
-async def check(boot: str, src: str, dst: str, group: str, match: str, r: dict[str, Any]) -> str:
-    """Every input exactly once in ``dst`` (read_committed), and the group's committed
-    offsets at the end of ``src``; the verdict goes into ``r``."""
-    report = await check_exactly_once(
-        boot, src, dst, match="key" if match == "key" else "value", group_id=group
-    )
-    r["exactly_once"] = report.ok
-    r["check"] = report.summary()
-    return report.summary() if not report.ok else "exactly once: OK"
 
 
 async def throughput(
@@ -221,6 +82,7 @@ async def throughput(
         # further on, so no contender always runs first (measured here: the run right
         # after a heavy one -- Kafka's perf producer, another contender -- was slower)
         for name in turn[rep % len(turn) :] + turn[: rep % len(turn)]:
+            await settle()
             if name == "ceiling":  # Kafka's own tools, in the turn like a contender
                 ceiling.append(await perf_tools(boot, src, args, interval, partitions, records))
                 continue
@@ -280,82 +142,6 @@ async def warm_up(
     print(f"  warm-up turn ({n:,} records each, untimed): {time.monotonic() - started:.0f} s")
 
 
-async def joined(boot: str, group: str, runner: asyncio.Task[Any], timeout_s: float = 60) -> None:
-    """Until ``group`` is Stable (the contender joined and has its partitions), plus 1 s
-    for it to fetch its offsets and start fetching; at most ``timeout_s``."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=boot)
-    await admin.start()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline and not runner.done():
-            try:
-                described = await admin.describe_consumer_groups([group])
-            except KafkaError as exc:  # a fresh broker's coordinator may not be there yet
-                if not exc.retriable:
-                    raise
-                await asyncio.sleep(0.2)
-                continue
-            states = [g[2] for resp in described for g in resp.groups]
-            if states == ["Stable"]:
-                break
-            await asyncio.sleep(0.2)
-    finally:
-        await admin.close()
-    await asyncio.sleep(1.0)
-
-
-async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """p50/p99 from produce to read_committed visibility at ``--rate`` records/s."""
-    src, dst = f"lat-in-{uuid.uuid4().hex[:8]}", f"lat-out-{uuid.uuid4().hex[:8]}"
-    group = f"bench-{uuid.uuid4().hex[:8]}"
-    await create(boot, (src, 3), (dst, 3))
-    n = int(args.rate * args.latency_s)
-    runner = asyncio.create_task(contender(name, boot, src, dst, n, 0.1, args, group))
-    reader = AIOKafkaConsumer(
-        dst,
-        bootstrap_servers=boot,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
-    )
-    await reader.start()
-    producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=0)
-    await producer.start()
-    lat: list[float] = []
-
-    async def read() -> None:
-        while len(lat) < n:
-            batch = await reader.getmany(timeout_ms=100)
-            now = time.time_ns()
-            for records in batch.values():
-                lat.extend(
-                    (now - struct.unpack_from(">q", r.value or b"")[0]) / 1e6 for r in records
-                )
-
-    reading = asyncio.create_task(read())
-    await joined(boot, group, runner)  # the clock runs once the contender consumes
-    started = time.monotonic()
-    pad = b"x" * max(args.size - 8, 0)
-    for i in range(n):
-        due = started + i / args.rate
-        if (wait := due - time.monotonic()) > 0:
-            await asyncio.sleep(wait)
-        await producer.send(src, struct.pack(">q", time.time_ns()) + pad, partition=i % 3)
-    await producer.flush()
-    await asyncio.wait_for(reading, 120)
-    ran = await runner
-    await producer.stop()
-    await reader.stop()
-    lat.sort()
-    result: dict[str, Any] = {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)]}
-    result["n"] = n
-    if "commits" in ran:  # eosflow's: how many transactions it took
-        result["commits_per_s"] = ran["commits"] / args.latency_s
-    if args.check:  # the values carry unique send times: match by value
-        await check(boot, src, dst, group, "value", result)
-    return result
-
-
 def choose(args: argparse.Namespace, genuine: bool) -> list[str]:
     """The contenders to run: those asked for, else the default for the broker, less
     those whose client is not installed (with a word)."""
@@ -387,8 +173,8 @@ async def prepare_jvm(boot: str, names: list[str], args: argparse.Namespace, ver
     if any(n in JVM for n in names):
         src, dst = f"jvm-warm-in-{uuid.uuid4().hex[:8]}", f"jvm-warm-out-{uuid.uuid4().hex[:8]}"
         await create(boot, (src, 3), (dst, 3))
-        await seed(boot, src, JVM_WARM_RECORDS, args.size, 3)
-        args.jvm_warm = (src, dst, JVM_WARM_RECORDS)
+        await seed(boot, src, WARM_RECORDS, args.size, 3)
+        args.jvm_warm = (src, dst, WARM_RECORDS)
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -424,20 +210,8 @@ async def main(args: argparse.Namespace) -> int:
             if "ceiling" in runs:
                 point["ceiling"] = runs.pop("ceiling")
             result["throughput"].append(point)
-        if args.latency_s > 0:  # untimed: the first latency run after the throughput runs
-            # was the slowest whoever made it (p50/p99 ~50/120 ms against ~35/88 second)
-            print("  latency warm-up (untimed) ...", flush=True)
-            warm = argparse.Namespace(**{**vars(args), "latency_s": 3.0, "check": False})
-            await latency(boot, names[0], warm)
-        for name in [n for n in names if n not in NO_LATENCY] if args.latency_s > 0 else []:
-            result["latency"][name] = await latency(boot, name, args)
-            lat = result["latency"][name]
-            verdict = "" if "exactly_once" not in lat else lat["check"].splitlines()[0]
-            print(
-                f"  latency {name:14s} p50 {lat['p50_ms']:.0f} ms, p99 {lat['p99_ms']:.0f} ms "
-                f"at {args.rate:g} rec/s  {verdict}",
-                flush=True,
-            )
+        if args.latency_s > 0:
+            result["latency"] = await latencies(boot, names, args)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "compare.json").write_text(json.dumps(result, indent=2))
     print_table(result, names)
@@ -483,6 +257,12 @@ if __name__ == "__main__":
         "(0: none; default: eosflow's max_bytes_per_txn default)",
     )
     p.add_argument(
+        "--min-txn-s",
+        type=float,
+        help="for every contender that can end a transaction early: once caught up and this "
+        "old, seconds (default: eosflow's min_transaction_s default)",
+    )
+    p.add_argument(
         "--budget-of",
         type=_named_count,
         action="append",
@@ -502,6 +282,9 @@ if __name__ == "__main__":
     p.add_argument("--partitions", type=int, nargs="+", default=[3])
     p.add_argument("--rate", type=float, default=2000.0, help="records/s in the latency run")
     p.add_argument("--latency-s", type=float, default=10.0, help="0 skips the latency runs")
+    p.add_argument(
+        "--latency-reps", type=int, default=3, help="latency runs per contender, in turns"
+    )
     p.add_argument(
         "--work-rounds",
         type=int,

@@ -40,7 +40,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from benchmarks._bench_broker import broker
-from benchmarks.compare import RESULTS, create
+from benchmarks._harness import RESULTS, create
 from eosflow.testing import check_counts, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]

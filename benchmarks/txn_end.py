@@ -2,13 +2,13 @@
 
     .venv/bin/python -m benchmarks txn-end --broker genuine --settings 0 0.005 0.02 0.05 0.1
 
-For each ``min_transaction_s`` setting (``EOSFLOW_MIN_TRANSACTION_S`` in the contender's
-environment), eosflow's pass-through with otherwise default settings (100 ms commit
-interval): the visibility latency at a steady ``--rate`` (p50, p99, read_committed, as
-``python -m benchmarks run`` measures it) and the commits per second it took, then the
-throughput over ``--records`` in ``--reps`` turns (the settings in turns). Every run is
-checked exactly once. 0.1 s (the commit interval) is the old rule: a transaction stayed
-open for the interval whatever its input. Writes ``benchmarks/results/txn-end.json``.
+For each ``min_transaction_s`` setting (the budget's ``min_txn_s``, ``_budget``),
+eosflow's pass-through with otherwise default settings (100 ms commit interval): the
+visibility latency at a steady ``--rate`` (p50, p99, read_committed, as ``python -m
+benchmarks run`` measures it) and the commits per second it took, then the throughput
+over ``--records`` in ``--reps`` turns (the settings in turns). Every run is checked
+exactly once. 0.1 s (the commit interval) is the old rule: a transaction stayed open for
+the interval whatever its input. Writes ``benchmarks/results/txn-end.json``.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 from typing import Any
 
 from benchmarks._bench_broker import broker
-from benchmarks.compare import RESULTS, latency, throughput
-
-VAR = "EOSFLOW_MIN_TRANSACTION_S"
+from benchmarks._harness import RESULTS
+from benchmarks._latency import latency
+from benchmarks.compare import throughput
 
 
 async def main(args: argparse.Namespace) -> int:
@@ -34,7 +33,7 @@ async def main(args: argparse.Namespace) -> int:
         out["broker"] = described
         print(f"broker: {described}", flush=True)
         for setting in args.settings:
-            os.environ[VAR] = str(setting)
+            args.min_txn_s = setting
             lat = await latency(boot, "eosflow", args)
             out["latency"][str(setting)] = lat
             ok &= lat.get("exactly_once", True)
@@ -49,13 +48,12 @@ async def main(args: argparse.Namespace) -> int:
             args.reps = 1
             for _ in range(reps):
                 for setting in args.settings:
-                    os.environ[VAR] = str(setting)
+                    args.min_txn_s = setting
                     runs = await throughput(boot, ["eosflow"], args, 0.1, 3, args.records)
                     r = runs["eosflow"][0]
                     ok &= r.get("exactly_once", True)
                     rates[str(setting)].append(r["rate"])
             out["throughput"] = rates
-    os.environ.pop(VAR, None)
     print(
         f"\n{described}; latency at {args.rate:g} rec/s for {args.latency_s:g} s; "
         f"throughput over {args.records:,} records, medians of {reps} turns\n"
@@ -86,6 +84,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = ap.parse_args(argv)
     # what compare.latency / throughput read
     args.size, args.txn_records, args.work_rounds, args.check = 100, None, 0, True
+    args.txn_bytes = args.min_txn_s = args.budget_of = None
     args.broker_latency_ms, args.warmup, args.warmed = 0.0, True, False
     args.pin, args.tools = False, None
     return args

@@ -1,6 +1,6 @@
 """The benchmark comparison's rules: one transaction budget reaches every contender, each
 in the form its library takes, and the broker's ceiling is read from the perf producer's
-steady-state line (benchmarks/_budget.py, compare.py, _jvm.py, _ceiling.py)."""
+steady-state line (benchmarks/_budget.py, _harness.py, _jvm.py, _ceiling.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import _harness as harness
 from benchmarks import compare
 from benchmarks._budget import Budget, TxnRule, eosflow_settings, quix_settings
 from benchmarks._ceiling import WARMUP_SHARE, steady_rate
@@ -29,12 +30,12 @@ latency, 133.00 ms max latency, 31 ms 50th, 125 ms 95th, 128 ms 99th, 129 ms 99.
 
 def options(*argv: str) -> argparse.Namespace:
     """The comparison's options as its command line would give them."""
-    args = argparse.Namespace(txn_records=None, txn_bytes=None, budget_of=None)
+    args = argparse.Namespace(txn_records=None, txn_bytes=None, min_txn_s=None, budget_of=None)
     for flag, value in zip(argv[::2], argv[1::2], strict=True):
         if flag == "--budget-of":
             args.budget_of = [*(args.budget_of or []), compare._named_count(value)]
         else:
-            setattr(args, flag.lstrip("-").replace("-", "_"), int(value))
+            setattr(args, flag.lstrip("-").replace("-", "_"), float(value))
     return args
 
 
@@ -52,28 +53,29 @@ def handed(name: str, budget: Budget) -> list[str]:
     """The command line ``compare`` builds for one run of ``name``."""
     args = argparse.Namespace(work_rounds=0, streams=Echo(), copier=Echo())
     args.jvm_warm, args.streams_set = ("w-in", "w-out", 10), None
-    return compare.command(name, "b:1", ("in", "out"), 1000, "g", budget, args, Path("/s"))
+    return harness.command(name, "b:1", ("in", "out"), 1000, "g", budget, args, Path("/s"))
 
 
 def test_every_contender_gets_eosflows_default_budget_unless_a_flag_names_it() -> None:
     defaults = Budget(interval_s=0.1, records=20_000, bytes=2 * 1024 * 1024, min_txn_s=0.02)
     assert Budget.defaults() == defaults
-    assert {n: compare.budget_of(n, options(), 0.1) for n in compare.CONTENDERS} == dict.fromkeys(
-        compare.CONTENDERS, defaults
+    assert {n: harness.budget_of(n, options(), 0.1) for n in harness.CONTENDERS} == dict.fromkeys(
+        harness.CONTENDERS, defaults
     )
     every = {
-        compare.budget_of(n, options("--txn-records", "5000"), 1.0) for n in compare.CONTENDERS
+        harness.budget_of(n, options("--txn-records", "5000"), 1.0) for n in harness.CONTENDERS
     }
     assert every == {defaults.but(records=5000, interval_s=1.0)}
     one = options("--budget-of", "librdkafka=1000")
-    assert compare.budget_of("librdkafka", one, 0.1) == defaults.but(records=1000)
-    assert {compare.budget_of(n, one, 0.1) for n in compare.CONTENDERS if n != "librdkafka"} == {
+    assert harness.budget_of("librdkafka", one, 0.1) == defaults.but(records=1000)
+    assert {harness.budget_of(n, one, 0.1) for n in harness.CONTENDERS if n != "librdkafka"} == {
         defaults
     }
-    assert compare.budget_of("eosflow", options("--txn-bytes", "0"), 0.1).bytes is None
+    assert harness.budget_of("eosflow", options("--txn-bytes", "0"), 0.1).bytes is None
+    assert harness.budget_of("aiokafka", options("--min-txn-s", "0.005"), 0.1).min_txn_s == 0.005
 
 
-@pytest.mark.parametrize("name", compare.PYTHON)
+@pytest.mark.parametrize("name", harness.PYTHON)
 def test_a_python_contender_is_handed_the_whole_budget(name: str) -> None:
     budget = Budget(interval_s=0.25, records=1234, bytes=5678, min_txn_s=0.03)
     cmd = handed(name, budget)
