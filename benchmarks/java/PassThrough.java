@@ -71,6 +71,7 @@ public final class PassThrough {
     volatile long firstNanos;
     volatile KafkaStreams streams;
     long records, bytes, openedNanos;
+    final long[] commits = new long[3]; // by the cap, the interval, caught up
     List<Metric> lags = List.of();
 
     Txn(String topic, long maxRecords, long maxBytes, long intervalMs, long minTxnMs) {
@@ -87,7 +88,7 @@ public final class PassThrough {
       }
       bytes += nbytes;
       if (records >= maxRecords || (maxBytes > 0 && bytes >= maxBytes)) {
-        commit(ctx);
+        commit(ctx, 0);
       }
     }
 
@@ -96,12 +97,15 @@ public final class PassThrough {
         return;
       }
       long age = System.nanoTime() - openedNanos;
-      if (age >= intervalNanos || (age >= minTxnNanos && caughtUp())) {
-        commit(ctx);
+      if (age >= intervalNanos) {
+        commit(ctx, 1);
+      } else if (age >= minTxnNanos && caughtUp()) {
+        commit(ctx, 2);
       }
     }
 
-    void commit(ProcessorContext<byte[], byte[]> ctx) {
+    void commit(ProcessorContext<byte[], byte[]> ctx, int why) {
+      commits[why]++;
       ctx.commit();
       records = 0;
       bytes = 0;
@@ -239,7 +243,12 @@ public final class PassThrough {
     }
     Txn txn = new Txn(src, maxRecords, maxBytes, intervalMs, minTxnMs);
     long[] t = copy(settings(boot, appId, stateDir, extra), txn, src, dst, records, rounds);
-    System.out.println(Bench.result("kafka-streams", records, t[0], t[1]));
+    String line = Bench.result("kafka-streams", records, t[0], t[1]);
+    System.out.println(line.substring(0, line.length() - 1) + String.format(
+        ", \"commits\": %d, \"commits_at_cap\": %d, \"commits_at_interval\": %d, "
+            + "\"commits_caught_up\": %d}",
+        txn.commits[0] + txn.commits[1] + txn.commits[2], txn.commits[0], txn.commits[1],
+        txn.commits[2]));
     System.out.flush();
   }
 
