@@ -96,6 +96,7 @@ async def run_eosflow(
                 EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         finish.begin()
+        EXTRA["own_s"] = time.monotonic() - first[0]  # its last transaction ended
         done = await asyncio.to_thread(finish.at)
     EXTRA["commits"] = app.stats.committed
     return done - first[0]
@@ -165,8 +166,8 @@ async def run_aiokafka(boot: str, src: str, dst: str, n: int, budget: Budget, gr
 
 
 def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group: str) -> float:
-    """The loop a confluent-kafka user would write: ``consume`` calls with short
-    timeouts fill one transaction until ``TxnRule`` ends it, ``produce`` each record,
+    """The loop a confluent-kafka user would write: polls (``_fetch``) fill one
+    transaction until ``TxnRule`` ends it, ``produce`` each record,
     ``send_offsets_to_transaction`` with the consumer's group metadata, commit."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -180,7 +181,7 @@ def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group:
     first = 0.0
     try:
         while done < n:
-            msgs = consumer.consume(num_messages=rule.room(), timeout=IDLE_MS / 1000)
+            msgs = _fetch(consumer, rule.room(), IDLE_MS / 1000)
             if not msgs:
                 continue
             first = first or time.monotonic()
@@ -201,7 +202,7 @@ def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group:
                 done += len(msgs)
                 if rule.full():
                     break
-                msgs = consumer.consume(num_messages=rule.room(), timeout=rule.wait_s())
+                msgs = _fetch(consumer, rule.room(), rule.wait_s())
                 if not msgs:
                     break
             producer.send_offsets_to_transaction(
@@ -214,6 +215,21 @@ def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group:
         return finish.at() - first
     finally:
         consumer.close()
+
+
+def _fetch(consumer: Any, room: int, wait_s: float) -> list[Any]:
+    """Up to ``room`` records, as soon as any are there, waiting at most ``wait_s`` for
+    the first: what is buffered (``consume`` with no wait), else ``poll`` for one and what
+    came with it. ``consume(n, timeout)`` alone waits for all ``n`` or the whole timeout:
+    at 2,000 rec/s the loop that used it (until 2026-11-27) waited 100 ms before every
+    transaction, and its p50 latency was 72 ms against the aiokafka loop's 23."""
+    msgs: list[Any] = consumer.consume(num_messages=room, timeout=0)
+    if msgs or wait_s <= 0:
+        return msgs
+    first = consumer.poll(wait_s)
+    if first is None:
+        return []
+    return [first, *consumer.consume(num_messages=room - 1, timeout=0)] if room > 1 else [first]
 
 
 def librdkafka_consumer(boot: str, group: str) -> dict[str, Any]:
