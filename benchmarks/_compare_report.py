@@ -7,7 +7,10 @@ runs (one record count for all points) print too.
 from __future__ import annotations
 
 import importlib.util
+import json
 import statistics
+import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -244,9 +247,9 @@ def plot(result: dict[str, Any], names: list[str], results: Path) -> None:
         _bars(ax, result, names, points[0])
     else:
         _lines(ax, result, names, points)
+    budget = textwrap.fill(budget_heading(result).split(" -- ")[0], 90)
     ax.set_title(
-        f"Exactly-once copy, {result['size']} B records ({result['date']})\n"
-        + budget_heading(result).split(" -- ")[0],
+        f"Exactly-once copy, {result['size']} B records ({result['date']})\n{budget}",
         fontsize=8,
     )
     fig.tight_layout()
@@ -273,6 +276,8 @@ def _bars(ax: Any, result: dict[str, Any], names: list[str], point: dict[str, An
 
 
 def _lines(ax: Any, result: dict[str, Any], names: list[str], points: list[dict[str, Any]]) -> None:
+    import matplotlib.ticker
+
     by_interval = len({p["interval_s"] for p in points}) > 1
     groups = sorted({(records_of(result, p), p["partitions"]) for p in points})
     for records, partitions in groups if by_interval else [(None, None)]:
@@ -293,7 +298,15 @@ def _lines(ax: Any, result: dict[str, Any], names: list[str], points: list[dict[
             label = "broker ceiling (Kafka's perf tools)"
             ax.plot(xs, tops, linestyle="--", color="grey", marker="s", label=label)
     ax.set_xscale("log")
-    ax.set_xticks(sorted(set(xs)), labels=[f"{x:,g}" for x in sorted(set(xs))])
+    ticks = sorted({x for x in xs})
+    ax.set_xticks(ticks, labels=[f"{int(x):,}" if x >= 1 else f"{x:g}" for x in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("commit interval (s)" if by_interval else "records per run")
     ax.set_ylabel("records/s (median)")
     ax.legend(fontsize=7)
+
+
+if __name__ == "__main__":  # the tables and the plot of a saved run, e.g. a reference file
+    saved = json.loads(Path(sys.argv[1]).read_text())
+    print_table(saved, saved["contenders"])
+    plot(saved, saved["contenders"], Path(sys.argv[2]) if len(sys.argv) > 2 else Path("."))
