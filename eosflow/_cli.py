@@ -16,6 +16,7 @@ import asyncio
 import importlib
 import inspect
 import logging
+import os
 import signal
 import sys
 import types
@@ -141,6 +142,12 @@ def _parser() -> argparse.ArgumentParser:
         "run", parents=[common], help="run a Processor subclass as an exactly-once service"
     )
     run.add_argument("target", help="package.module:ClassName of a Processor subclass")
+    run.add_argument(
+        "--app-dir",
+        default=".",
+        help="look for the target's module in this folder first (default: the current "
+        "folder, as python -m does)",
+    )
     _add_config_flags(run)
     run.set_defaults(func=_cmd_run)
 
@@ -287,12 +294,21 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
     return values
 
 
-def load_processor(target: str) -> Processor:
-    """An instance of the ``Processor`` subclass ``package.module:ClassName``; anything
-    that stops it being built is a ``ConfigError`` naming ``target``."""
+def load_processor(target: str, app_dir: str | None = None) -> Processor:
+    """An instance of the ``Processor`` subclass ``package.module:ClassName``, its module
+    looked for in ``app_dir`` first when given (``eosflow run`` gives the current folder,
+    as ``python -m`` and uvicorn's ``--app-dir`` do: the installed ``eosflow`` script's
+    own folder is what Python puts first otherwise); anything that stops it being built
+    is a ``ConfigError`` naming ``target``."""
     module_name, sep, class_name = target.partition(":")
     if not sep or not module_name or not class_name:
         raise ConfigError(f"target must look like package.module:ClassName, got {target!r}")
+    if app_dir is not None:
+        folder = os.path.abspath(app_dir)
+        if not os.path.isdir(folder):
+            raise ConfigError(f"--app-dir {app_dir!r} is not a folder")
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # the module's own code may raise anything
@@ -345,7 +361,7 @@ def _guarded(call: Callable[[], T]) -> T:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(**config_values(args))
-    processor = load_processor(args.target)
+    processor = load_processor(args.target, args.app_dir)
     _guarded(lambda: asyncio.run(_serve(EosApp(processor, config))))
     return 0
 

@@ -12,10 +12,12 @@ cache; the demo ~10 s.
 from __future__ import annotations
 
 import ast
+import asyncio
 import email
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -23,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
 import eosflow
 
@@ -61,7 +64,7 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(wheel, sdist), built from a copy of the checkout's package sources (the build
     writes its egg-info next to pyproject.toml; the checkout stays untouched)."""
     src = tmp_path_factory.mktemp("src")
-    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in"):
+    for name in ("pyproject.toml", "README.md", "CHANGELOG.md", "MANIFEST.in", "LICENSE"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "eosflow", src / "eosflow", ignore=shutil.ignore_patterns("__pycache__"))
     out = tmp_path_factory.mktemp("dist")
@@ -112,11 +115,13 @@ def test_the_wheel_holds_every_module_and_py_typed(dist: tuple[Path, Path]) -> N
     assert info == {f"eosflow-{eosflow.__version__}.dist-info"}, info  # no tests/, examples/
 
 
-def test_the_sdist_holds_the_sources_and_the_changelog(dist: tuple[Path, Path]) -> None:
+def test_the_sdist_holds_the_sources_the_changelog_and_the_license(
+    dist: tuple[Path, Path],
+) -> None:
     top = f"eosflow-{eosflow.__version__}/"
     with tarfile.open(dist[1]) as tar:
         names = {n.removeprefix(top) for n in tar.getnames()}
-    assert {"pyproject.toml", "README.md", "CHANGELOG.md"} <= names
+    assert {"pyproject.toml", "README.md", "CHANGELOG.md", "LICENSE"} <= names
     assert _package_files() <= names
 
 
@@ -127,6 +132,11 @@ def test_the_wheel_declares_its_extras_and_entry_points(dist: tuple[Path, Path])
         entry_points = whl.read(info + "entry_points.txt").decode()
     assert meta["Version"] == eosflow.__version__
     assert set(meta.get_all("Provides-Extra") or []) == EXTRAS
+    # PEP 639: the license by its SPDX name, and its text in the wheel
+    assert (meta["License-Expression"], meta.get_all("License-File")) == ("Apache-2.0", ["LICENSE"])
+    with zipfile.ZipFile(dist[0]) as whl:
+        text = whl.read(info + "licenses/LICENSE").decode()
+    assert text == (ROOT / "LICENSE").read_text() and "Apache License" in text
     assert "eosflow = eosflow._cli:main" in entry_points  # the command
     assert "eosflow = eosflow.testing.pytest_plugin" in entry_points  # the pytest plugin
 
@@ -224,3 +234,58 @@ def test_the_demo_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     # the demo tells eosflow's story: the libraries' log lines stay in its log files
     shown = (done.stdout + done.stderr).replace("aiokafka's lines included", "")
     assert "aiokafka" not in shown, shown
+
+
+def _readme_quickstart() -> tuple[str, list[str]]:
+    """README's quickstart: the processor's module and the ``eosflow run`` command (its
+    arguments, line continuations joined), exactly as a reader copies them."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index("\n## Quickstart")
+    part = text[start : text.index("\n## ", start + 1)]
+    code = part.split("```python\n", 1)[1].split("```", 1)[0]
+    shell = part.split("```sh\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    return code, shell.split()
+
+
+async def test_the_readme_quickstart_runs_from_a_fresh_folder(venv: Path, tmp_path: Path) -> None:
+    """A fresh folder holding only ``mymodule.py`` (README's code), and README's command
+    run there with the wheel's ``eosflow`` -- only the bootstrap servers are the test
+    cluster's: every word comes out upper-cased exactly once, and SIGTERM exits 0. Until
+    ``eosflow run`` looked in the current folder, this failed: "cannot import 'mymodule'"."""
+    from eosflow.testing import FakeCluster, check_exactly_once, read_topic
+
+    code, argv = _readme_quickstart()
+    assert argv[:3] == ["eosflow", "run", "mymodule:Upper"], argv
+    (tmp_path / "mymodule.py").write_text(code)
+    async with FakeCluster() as c:
+        c.create_topic("words", 3)
+        c.create_topic("words-upper", 3)
+        p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+        await p.start()
+        for i in range(300):
+            await p.send("words", f"word {i}".encode(), key=f"k{i}".encode())
+        await p.stop()
+        argv[argv.index("--bootstrap-servers") + 1] = c.bootstrap_servers
+        proc = await asyncio.create_subprocess_exec(
+            str(venv / "eosflow"),
+            *argv[1:],
+            cwd=tmp_path,
+            env=_env(),
+            stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            for _ in range(600):  # up to 60 s
+                if sum(c.committed("upper").values()) == 300 or proc.returncode is not None:
+                    break
+                await asyncio.sleep(0.1)
+        finally:
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 0, err.decode()[-3000:]
+        report = await check_exactly_once(
+            c.bootstrap_servers, "words", "words-upper", group_id="upper"
+        )
+        assert report.ok, report.summary()
+        values = sorted(v for _, _, _, v in await read_topic(c.bootstrap_servers, "words-upper"))
+        assert values == sorted(f"WORD {i}".encode() for i in range(300))

@@ -271,3 +271,39 @@ async def test_unexpected_error_is_one_line_with_the_traceback_only_at_debug(
     code, err = await _eosflow(*argv, "--log-level", "debug", env=env)
     assert code == 1 and "Traceback" in err and "no table loaded" in err, err
     assert err.splitlines()[-1] == "eosflow: fatal: unexpected LookupError: no table loaded"
+
+
+async def _script(cwd: Path, *argv: str) -> tuple[int, str]:
+    """The installed ``eosflow`` script (not ``python -m``, which puts the current folder
+    on the path itself), run from ``cwd`` with no PYTHONPATH: exit code and stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
+    env.pop("PYTHONPATH", None)
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "eosflow"),
+        *argv,
+        cwd=cwd,
+        env=env,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+async def test_run_finds_the_module_in_the_current_folder_or_app_dir(tmp_path: Path) -> None:
+    """``eosflow run mymodule:P`` from the folder of ``mymodule.py``, as the quickstart
+    says, and ``--app-dir`` from elsewhere: the module imports (the start then fails on
+    the unreachable broker: exit 1), where the script's own folder alone made it exit 2."""
+    (tmp_path / "mymodule.py").write_text(FAILS_ON_START)
+    argv = ["run", "mymodule:P", "--bootstrap-servers", "127.0.0.1:1", *RUN]
+    code, err = await _script(tmp_path, *argv)
+    assert (code, err) == (1, "eosflow: fatal: unexpected LookupError: no table loaded\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code, err = await _script(elsewhere, *argv)
+    assert code == 2 and "cannot import 'mymodule'" in err, err
+    code, err = await _script(elsewhere, *argv, "--app-dir", "..")
+    assert code == 1 and "no table loaded" in err, err
+    code, err = await _script(elsewhere, *argv, "--app-dir", "missing")
+    assert (code, err) == (2, "eosflow: --app-dir 'missing' is not a folder\n")
