@@ -17,7 +17,9 @@ A marker it does not know, or a file it cannot find, stops the build.
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
 import os
 import re
 import types
@@ -39,7 +41,7 @@ def _expand(kind: str, arg: str | None) -> str:
     if kind == "cli":
         return cli_markdown()
     if kind == "docstring" and arg:
-        return importlib.import_module(arg).__doc__ or ""
+        return module_docstring(arg)
     if kind == "example" and arg:
         lang = "python" if arg.endswith(".py") else "text"
         return f'```{lang} title="{arg}"\n{(ROOT / arg).read_text().rstrip()}\n```'
@@ -48,17 +50,23 @@ def _expand(kind: str, arg: str | None) -> str:
     raise ValueError(f"docs: unknown marker eosflow:{kind} {arg or ''}".strip())
 
 
+def module_docstring(name: str) -> str:
+    """A module's docstring read from its source, not by importing it: the pytest plugin's
+    module imports pytest, which the docs extra does not install."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"docs: no module {name}")
+    return ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or ""
+
+
 # --- settings ------------------------------------------------------------------------
 
 
 def settings_markdown() -> str:
     from eosflow import EosConfig
     from eosflow._config import NESTED
+    from eosflow.spark import SparkSettings  # pydantic alone: no Spark needed
 
-    try:
-        from eosflow.spark import SparkSettings
-    except ImportError as exc:
-        raise RuntimeError(f"the docs build needs the spark extra: {exc}") from None
     flags = _run_flags()
     top = {n: f for n, f in EosConfig.model_fields.items() if n not in NESTED}
     parts = [

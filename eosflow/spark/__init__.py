@@ -11,19 +11,35 @@
 
 Each transaction's records become one DataFrame (columns in ``_arrow``), converted
 through Arrow without pandas; the job runs off the event loop. Needs the ``spark`` extra:
-``pip install 'eosflow[spark]'`` (PySpark 4 with Arrow, and Java 17+).
+``pip install 'eosflow[spark]'`` (PySpark 4 with Arrow, and Java 17+); ``SparkSettings``
+alone imports without it.
 """
 
-try:
-    import pyarrow  # noqa: F401
-    import pyspark  # noqa: F401
-except ImportError as exc:  # pragma: no cover - exercised without the extra installed
-    raise ImportError(
-        "eosflow.spark needs PySpark and pyarrow: pip install 'eosflow[spark]' "
-        f"(missing: {exc.name})"
-    ) from None
+from typing import TYPE_CHECKING
 
-from ._processor import SparkJobError, SparkJobTimeout, SparkProcessor, spark_message
-from ._session import SparkSettings
+from ._session import SparkSettings  # pydantic alone: the settings reference needs no Spark
+
+if TYPE_CHECKING:
+    from ._processor import SparkJobError, SparkJobTimeout, SparkProcessor, spark_message
 
 __all__ = ["SparkJobError", "SparkJobTimeout", "SparkProcessor", "SparkSettings", "spark_message"]
+
+_NEED_SPARK = {"SparkJobError", "SparkJobTimeout", "SparkProcessor", "spark_message"}
+
+
+def __getattr__(name: str) -> object:
+    """The names that need PySpark and pyarrow, imported on first use: without the extra
+    ``from eosflow.spark import SparkProcessor`` stops with one line naming it."""
+    if name not in _NEED_SPARK:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "eosflow.spark needs PySpark and pyarrow: pip install 'eosflow[spark]' "
+            f"(missing: {exc.name})"
+        ) from None
+    from . import _processor
+
+    return getattr(_processor, name)

@@ -10,6 +10,7 @@ command's, fails here.
 from __future__ import annotations
 
 import html
+import os
 import re
 import subprocess
 import sys
@@ -149,3 +150,34 @@ def test_the_errors_page_draws_the_tree(site: Path) -> None:
 
 def test_the_changelog_page_has_this_version(site: Path) -> None:
     assert f"[{eosflow.__version__}]" in _text(site, "changelog/index.html")
+
+
+@pytest.mark.builds_venv
+@pytest.mark.timeout(900)
+def test_the_docs_build_from_a_fresh_clone_with_the_docs_extra_alone(tmp_path: Path) -> None:
+    """``bash scripts/docs``, as README gives it, in a copy of the checkout's tracked files
+    with no venv: it makes its own with the docs extra and builds the site. Neither pytest
+    nor PySpark is installed there (the reference pages once imported both: the build
+    stopped on 'No module named pytest', then on 'needs the spark extra')."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    clone = tmp_path / "clone"
+    for name in filter(None, tracked.split("\0")):
+        if (ROOT / name).is_file():  # a file deleted in the working tree is not copied
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            (clone / name).write_bytes((ROOT / name).read_bytes())
+    drop = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTEST_ADDOPTS"}
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    built = subprocess.run(
+        ["bash", "scripts/docs"], cwd=clone, capture_output=True, text=True, env=env, timeout=840
+    )
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert (clone / "site" / "reference" / "settings" / "index.html").is_file()
+    for module in ("pytest", "pyspark"):
+        probe = subprocess.run(
+            [str(clone / ".venv" / "bin" / "python"), "-c", f"import {module}"],
+            capture_output=True,
+            env=env,
+        )
+        assert probe.returncode != 0, f"{module} is installed: the test proves nothing"
