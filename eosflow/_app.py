@@ -279,7 +279,7 @@ class EosApp:
             outcome = await asyncio.shield(ending)
         except TransientError:  # the outcome was unknown and recovery could not finish
             if ahead is not None:  # the next begin recovers and rewinds: redone
-                self.stats.dropped_ahead += len(ahead.records)
+                self.observers.work_dropped(len(ahead.records))
             raise
         finally:
             if ending.done():  # a cancellation leaves it to _end_on_cancel to finish
@@ -300,7 +300,7 @@ class EosApp:
         if committed and adopt and not self._stopping.is_set():
             self._ahead = ahead
             return
-        self.stats.dropped_ahead += len(ahead.records)
+        self.observers.work_dropped(len(ahead.records))
         await session.reposition(ahead.records + ahead.pending, committed)
         if ahead.failed is not None:
             if not isinstance(ahead.failed, TransientError):  # the processor asked

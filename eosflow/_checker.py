@@ -82,13 +82,13 @@ async def read_topic(
     security: KafkaSecurity | None = None,
 ) -> list[tuple[int, int, bytes | None, bytes | None]]:
     """Every record of ``topic`` up to its end now: (partition, offset, key, value)."""
-    records = await _read_records(
+    records = await read_records(
         bootstrap, topic, committed_only=committed_only, timeout_s=timeout_s, security=security
     )
     return [(r.partition, r.offset, r.key, r.value) for r in records]
 
 
-async def _read_records(
+async def read_records(
     bootstrap: str,
     topic: str,
     *,
@@ -96,7 +96,7 @@ async def _read_records(
     timeout_s: float = 60.0,
     security: KafkaSecurity | None = None,
 ) -> list[ConsumerRecord[bytes, bytes]]:
-    parts = await _partitions(bootstrap, topic, security)
+    parts = await partitions_of(bootstrap, topic, security)
     consumer = ak.plain_consumer(
         bootstrap,
         security,
@@ -123,7 +123,7 @@ async def _read_records(
         await ak.close_consumer(consumer, timeout_s=10.0)
 
 
-async def _partitions(
+async def partitions_of(
     bootstrap: str, topic: str, security: KafkaSecurity | None = None
 ) -> list[int]:
     producer = ak.plain_producer(bootstrap, security)
@@ -168,7 +168,7 @@ async def check_exactly_once(
         after_last: dict[int, int] = {}
         for part, offset, _, _ in in_records:
             after_last[part] = max(after_last.get(part, 0), offset + 1)
-        report.offsets_behind = await _offsets_behind(
+        report.offsets_behind = await offsets_behind(
             bootstrap, input_topic, group_id, after_last, security
         )
     return report
@@ -185,7 +185,7 @@ async def _dead_letters(
     source headers of its dead letters that name no input record (or are malformed)."""
     found: list[bytes] = []
     unmatched: list[bytes] = []
-    for record in await _read_records(bootstrap, topic, security=security):
+    for record in await read_records(bootstrap, topic, security=security):
         source = dict(record.headers).get(SOURCE_HEADER)
         parts = source.decode(errors="replace").rsplit("/", 2) if source else []
         if len(parts) == 3 and parts[0] != input_topic:
@@ -200,7 +200,7 @@ async def _dead_letters(
     return found, unmatched
 
 
-async def _offsets_behind(
+async def offsets_behind(
     bootstrap: str,
     topic: str,
     group_id: str,

@@ -8,6 +8,9 @@ The runtime calls its observers at a handful of points, never per record:
   progress line -- is derived from these reports;
 - ``partitions_assigned`` / ``partitions_revoked``: a rebalance gave or took partitions;
 - ``producer_reinitialised``: the producer was replaced (KIP-360 recovery), and why;
+- ``work_dropped``: records processed ahead while a commit was in flight were dropped,
+  because that commit did not succeed or partitions moved (``process_ahead``; they are
+  processed again);
 - ``spark_job``: a Spark job of a transaction ended (``SparkJobReport``);
 - ``lag_sampled``: each partition's lag against its last stable offset, sampled by the
   app's operations task (about once a second, when one runs).
@@ -108,6 +111,11 @@ class Observer:
     def producer_reinitialised(self, reason: AbortReason) -> None:
         """The transactional producer was replaced after ``reason`` (KIP-360)."""
 
+    def work_dropped(self, records: int) -> None:
+        """``records`` processed ahead of the next transaction were dropped, to be
+        processed again (``process_ahead``: the commit in flight did not succeed, or
+        partitions moved)."""
+
     def spark_job(self, report: SparkJobReport) -> None:
         """A Spark job of a transaction ended."""
 
@@ -142,6 +150,9 @@ class Stats(Observer):
         elif report.outcome is Outcome.RECOVERED:
             self.recovered += 1
 
+    def work_dropped(self, records: int) -> None:
+        self.dropped_ahead += records
+
 
 @dataclass(eq=False)
 class Observers(Observer):
@@ -172,6 +183,9 @@ class Observers(Observer):
 
     def producer_reinitialised(self, reason: AbortReason) -> None:
         self._each("producer_reinitialised", reason)
+
+    def work_dropped(self, records: int) -> None:
+        self._each("work_dropped", records)
 
     def spark_job(self, report: SparkJobReport) -> None:
         self._each("spark_job", report)

@@ -7,9 +7,9 @@ aiokafka's snake_case habit; versions and nullability follow Kafka's JSON messag
 
 from __future__ import annotations
 
-from ._wire import API_VERSIONS_KEY, MessageSpec, One, _f
+from ._wire import API_VERSIONS_KEY, MessageSpec, One, field
 
-_OFFSET_COMMIT_PARTITION_RESP = (_f("partition_index", "int32"), _f("error_code", "int16"))
+_OFFSET_COMMIT_PARTITION_RESP = (field("partition_index", "int32"), field("error_code", "int16"))
 
 # v4 (KIP-890) may answer TRANSACTION_ABORTABLE; v5 is transactions v2's: the group
 # joins the transaction implicitly (no AddOffsetsToTxn), on clusters with
@@ -20,41 +20,43 @@ TXN_OFFSET_COMMIT = MessageSpec(
     versions=(0, 5),
     flexible_from=3,
     request=(
-        _f("transactional_id", "string"),
-        _f("group_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("generation_id", "int32", since=3),
-        _f("member_id", "string", since=3),
-        _f("group_instance_id", "string", since=3),
-        _f(
+        field("transactional_id", "string"),
+        field("group_id", "string"),
+        field("producer_id", "int64"),
+        field("producer_epoch", "int16"),
+        field("generation_id", "int32", since=3),
+        field("member_id", "string", since=3),
+        field("group_instance_id", "string", since=3),
+        field(
             "topics",
             (
-                _f("name", "string"),
-                _f(
+                field("name", "string"),
+                field(
                     "partitions",
                     (
-                        _f("partition_index", "int32"),
-                        _f("committed_offset", "int64"),
-                        _f("committed_leader_epoch", "int32", since=2),
-                        _f("committed_metadata", "string"),
+                        field("partition_index", "int32"),
+                        field("committed_offset", "int64"),
+                        field("committed_leader_epoch", "int32", since=2),
+                        field("committed_metadata", "string"),
                     ),
                 ),
             ),
         ),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_COMMIT_PARTITION_RESP))),
+        field("throttle_time_ms", "int32"),
+        field(
+            "topics", (field("name", "string"), field("partitions", _OFFSET_COMMIT_PARTITION_RESP))
+        ),
     ),
 )
 
 _OFFSET_FETCH_PARTITIONS = (
-    _f("partition_index", "int32"),
-    _f("committed_offset", "int64"),
-    _f("committed_leader_epoch", "int32", since=5),
-    _f("metadata", "string"),
-    _f("error_code", "int16"),
+    field("partition_index", "int32"),
+    field("committed_offset", "int64"),
+    field("committed_leader_epoch", "int32", since=5),
+    field("metadata", "string"),
+    field("error_code", "int16"),
 )
 
 # v8 (Kafka 3.0, KIP-709) asks for groups; v9 (3.6+, KIP-848) names the member asking:
@@ -66,34 +68,37 @@ OFFSET_FETCH = MessageSpec(
     versions=(1, 9),
     flexible_from=6,
     request=(
-        _f("group_id", "string", until=7),
-        _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32")), until=7),
-        _f(
+        field("group_id", "string", until=7),
+        field("topics", (field("name", "string"), field("partition_indexes", "[]int32")), until=7),
+        field(
             "groups",
             (
-                _f("group_id", "string"),
-                _f("member_id", "string", since=9),
-                _f("member_epoch", "int32", since=9),
-                _f("topics", (_f("name", "string"), _f("partition_indexes", "[]int32"))),
+                field("group_id", "string"),
+                field("member_id", "string", since=9),
+                field("member_epoch", "int32", since=9),
+                field("topics", (field("name", "string"), field("partition_indexes", "[]int32"))),
             ),
             since=8,
         ),
-        _f("require_stable", "bool", since=7),
+        field("require_stable", "bool", since=7),
     ),
     response=(
-        _f("throttle_time_ms", "int32", since=3),
-        _f(
+        field("throttle_time_ms", "int32", since=3),
+        field(
             "topics",
-            (_f("name", "string"), _f("partitions", _OFFSET_FETCH_PARTITIONS)),
+            (field("name", "string"), field("partitions", _OFFSET_FETCH_PARTITIONS)),
             until=7,
         ),
-        _f("error_code", "int16", since=2, until=7),
-        _f(
+        field("error_code", "int16", since=2, until=7),
+        field(
             "groups",
             (
-                _f("group_id", "string"),
-                _f("topics", (_f("name", "string"), _f("partitions", _OFFSET_FETCH_PARTITIONS))),
-                _f("error_code", "int16"),
+                field("group_id", "string"),
+                field(
+                    "topics",
+                    (field("name", "string"), field("partitions", _OFFSET_FETCH_PARTITIONS)),
+                ),
+                field("error_code", "int16"),
             ),
             since=8,
         ),
@@ -106,16 +111,16 @@ INIT_PRODUCER_ID = MessageSpec(
     versions=(0, 4),
     flexible_from=2,
     request=(
-        _f("transactional_id", "string"),
-        _f("transaction_timeout_ms", "int32"),
-        _f("producer_id", "int64", since=3),
-        _f("producer_epoch", "int16", since=3),
+        field("transactional_id", "string"),
+        field("transaction_timeout_ms", "int32"),
+        field("producer_id", "int64", since=3),
+        field("producer_epoch", "int16", since=3),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f("error_code", "int16"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
+        field("throttle_time_ms", "int32"),
+        field("error_code", "int16"),
+        field("producer_id", "int64"),
+        field("producer_epoch", "int16"),
     ),
 )
 
@@ -125,15 +130,15 @@ HEARTBEAT = MessageSpec(
     versions=(0, 4),
     flexible_from=4,
     request=(
-        _f("group_id", "string"),
-        _f("generation_id", "int32"),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=3),
+        field("group_id", "string"),
+        field("generation_id", "int32"),
+        field("member_id", "string"),
+        field("group_instance_id", "string", since=3),
     ),
-    response=(_f("throttle_time_ms", "int32", since=1), _f("error_code", "int16")),
+    response=(field("throttle_time_ms", "int32", since=1), field("error_code", "int16")),
 )
 
-_TXN_SIMPLE_RESP = (_f("throttle_time_ms", "int32"), _f("error_code", "int16"))
+_TXN_SIMPLE_RESP = (field("throttle_time_ms", "int32"), field("error_code", "int16"))
 
 # v4 (KIP-890) may answer TRANSACTION_ABORTABLE; v5 is transactions v2's: on a cluster
 # with transaction.version >= 2 every EndTxn bumps the producer epoch, and the answer
@@ -144,15 +149,15 @@ END_TXN = MessageSpec(
     versions=(0, 5),
     flexible_from=3,
     request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("transaction_result", "bool"),
+        field("transactional_id", "string"),
+        field("producer_id", "int64"),
+        field("producer_epoch", "int16"),
+        field("transaction_result", "bool"),
     ),
     response=(
         *_TXN_SIMPLE_RESP,
-        _f("producer_id", "int64", since=5),
-        _f("producer_epoch", "int16", since=5),
+        field("producer_id", "int64", since=5),
+        field("producer_epoch", "int16", since=5),
     ),
 )
 
@@ -166,40 +171,43 @@ PRODUCE = MessageSpec(
     versions=(9, 12),
     flexible_from=9,
     request=(
-        _f("transactional_id", "string"),
-        _f("required_acks", "int16"),
-        _f("timeout", "int32"),
-        _f(
+        field("transactional_id", "string"),
+        field("required_acks", "int16"),
+        field("timeout", "int32"),
+        field(
             "topics",
             (
-                _f("topic", "string"),
-                _f("partitions", (_f("partition", "int32"), _f("messages", "bytes"))),
+                field("topic", "string"),
+                field("partitions", (field("partition", "int32"), field("messages", "bytes"))),
             ),
         ),
     ),
     response=(
-        _f(
+        field(
             "topics",
             (
-                _f("topic", "string"),
-                _f(
+                field("topic", "string"),
+                field(
                     "partitions",
                     (
-                        _f("partition", "int32"),
-                        _f("error_code", "int16"),
-                        _f("offset", "int64"),
-                        _f("timestamp", "int64"),
-                        _f("log_start_offset", "int64"),
-                        _f(
+                        field("partition", "int32"),
+                        field("error_code", "int16"),
+                        field("offset", "int64"),
+                        field("timestamp", "int64"),
+                        field("log_start_offset", "int64"),
+                        field(
                             "record_errors",
-                            (_f("batch_index", "int32"), _f("batch_index_error_message", "string")),
+                            (
+                                field("batch_index", "int32"),
+                                field("batch_index_error_message", "string"),
+                            ),
                         ),
-                        _f("error_message", "string"),
+                        field("error_message", "string"),
                     ),
                 ),
             ),
         ),
-        _f("throttle_time_ms", "int32"),
+        field("throttle_time_ms", "int32"),
     ),
 )
 
@@ -209,10 +217,10 @@ ADD_OFFSETS_TO_TXN = MessageSpec(
     versions=(0, 2),
     flexible_from=3,
     request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("group_id", "string"),
+        field("transactional_id", "string"),
+        field("producer_id", "int64"),
+        field("producer_epoch", "int16"),
+        field("group_id", "string"),
     ),
     response=_TXN_SIMPLE_RESP,
 )
@@ -223,18 +231,18 @@ ADD_PARTITIONS_TO_TXN = MessageSpec(
     versions=(0, 2),
     flexible_from=3,
     request=(
-        _f("transactional_id", "string"),
-        _f("producer_id", "int64"),
-        _f("producer_epoch", "int16"),
-        _f("topics", (_f("name", "string"), _f("partitions", "[]int32"))),
+        field("transactional_id", "string"),
+        field("producer_id", "int64"),
+        field("producer_epoch", "int16"),
+        field("topics", (field("name", "string"), field("partitions", "[]int32"))),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f(
+        field("throttle_time_ms", "int32"),
+        field(
             "results",
             (
-                _f("name", "string"),
-                _f("results", (_f("partition_index", "int32"), _f("error_code", "int16"))),
+                field("name", "string"),
+                field("results", (field("partition_index", "int32"), field("error_code", "int16"))),
             ),
         ),
     ),
@@ -248,27 +256,30 @@ JOIN_GROUP = MessageSpec(
     versions=(0, 5),
     flexible_from=6,
     request=(
-        _f("group", "string"),
-        _f("session_timeout", "int32"),
-        _f("rebalance_timeout", "int32", since=1),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=5),
-        _f("protocol_type", "string"),
-        _f("group_protocols", (_f("protocol_name", "string"), _f("protocol_metadata", "bytes"))),
+        field("group", "string"),
+        field("session_timeout", "int32"),
+        field("rebalance_timeout", "int32", since=1),
+        field("member_id", "string"),
+        field("group_instance_id", "string", since=5),
+        field("protocol_type", "string"),
+        field(
+            "group_protocols",
+            (field("protocol_name", "string"), field("protocol_metadata", "bytes")),
+        ),
     ),
     response=(
-        _f("throttle_time_ms", "int32", since=2),
-        _f("error_code", "int16"),
-        _f("generation_id", "int32"),
-        _f("group_protocol", "string"),
-        _f("leader_id", "string"),
-        _f("member_id", "string"),
-        _f(
+        field("throttle_time_ms", "int32", since=2),
+        field("error_code", "int16"),
+        field("generation_id", "int32"),
+        field("group_protocol", "string"),
+        field("leader_id", "string"),
+        field("member_id", "string"),
+        field(
             "members",
             (
-                _f("member_id", "string"),
-                _f("group_instance_id", "string", since=5),
-                _f("member_metadata", "bytes"),
+                field("member_id", "string"),
+                field("group_instance_id", "string", since=5),
+                field("member_metadata", "bytes"),
             ),
         ),
     ),
@@ -280,16 +291,18 @@ SYNC_GROUP = MessageSpec(
     versions=(0, 3),
     flexible_from=4,
     request=(
-        _f("group", "string"),
-        _f("generation_id", "int32"),
-        _f("member_id", "string"),
-        _f("group_instance_id", "string", since=3),
-        _f("group_assignment", (_f("member_id", "string"), _f("member_metadata", "bytes"))),
+        field("group", "string"),
+        field("generation_id", "int32"),
+        field("member_id", "string"),
+        field("group_instance_id", "string", since=3),
+        field(
+            "group_assignment", (field("member_id", "string"), field("member_metadata", "bytes"))
+        ),
     ),
     response=(
-        _f("throttle_time_ms", "int32", since=1),
-        _f("error_code", "int16"),
-        _f("member_assignment", "bytes"),
+        field("throttle_time_ms", "int32", since=1),
+        field("error_code", "int16"),
+        field("member_assignment", "bytes"),
     ),
 )
 
@@ -301,37 +314,37 @@ LIST_OFFSETS = MessageSpec(
     versions=(1, 5),
     flexible_from=6,
     request=(
-        _f("replica_id", "int32"),
-        _f("isolation_level", "int8", since=2),
-        _f(
+        field("replica_id", "int32"),
+        field("isolation_level", "int8", since=2),
+        field(
             "topics",
             (
-                _f("topic", "string"),
-                _f(
+                field("topic", "string"),
+                field(
                     "partitions",
                     (
-                        _f("partition", "int32"),
-                        _f("current_leader_epoch", "int32", since=4),
-                        _f("timestamp", "int64"),
+                        field("partition", "int32"),
+                        field("current_leader_epoch", "int32", since=4),
+                        field("timestamp", "int64"),
                     ),
                 ),
             ),
         ),
     ),
     response=(
-        _f("throttle_time_ms", "int32", since=2),
-        _f(
+        field("throttle_time_ms", "int32", since=2),
+        field(
             "topics",
             (
-                _f("topic", "string"),
-                _f(
+                field("topic", "string"),
+                field(
                     "partitions",
                     (
-                        _f("partition", "int32"),
-                        _f("error_code", "int16"),
-                        _f("timestamp", "int64"),
-                        _f("offset", "int64"),
-                        _f("leader_epoch", "int32", since=4),
+                        field("partition", "int32"),
+                        field("error_code", "int16"),
+                        field("timestamp", "int64"),
+                        field("offset", "int64"),
+                        field("leader_epoch", "int32", since=4),
                     ),
                 ),
             ),
@@ -345,16 +358,20 @@ API_VERSIONS = MessageSpec(
     versions=(0, 3),
     flexible_from=3,
     request=(
-        _f("client_software_name", "string", since=3),
-        _f("client_software_version", "string", since=3),
+        field("client_software_name", "string", since=3),
+        field("client_software_version", "string", since=3),
     ),
     response=(
-        _f("error_code", "int16"),
-        _f(
+        field("error_code", "int16"),
+        field(
             "api_versions",
-            (_f("api_key", "int16"), _f("min_version", "int16"), _f("max_version", "int16")),
+            (
+                field("api_key", "int16"),
+                field("min_version", "int16"),
+                field("max_version", "int16"),
+            ),
         ),
-        _f("throttle_time_ms", "int32", since=1),
+        field("throttle_time_ms", "int32", since=1),
     ),
 )
 """ApiVersions. From v3 (KIP-511; Kafka 2.4+) the answer's tagged fields carry the
@@ -370,47 +387,47 @@ METADATA = MessageSpec(
     flexible_from=9,
     request=(
         # v0: an empty list asks for every topic; v1+: null does
-        _f("topics", (_f("topic_id", "uuid", since=10), _f("name", "string"))),
-        _f("allow_auto_topic_creation", "bool", since=4),
-        _f("include_cluster_authorized_operations", "bool", since=8, until=10),
-        _f("include_topic_authorized_operations", "bool", since=8),
+        field("topics", (field("topic_id", "uuid", since=10), field("name", "string"))),
+        field("allow_auto_topic_creation", "bool", since=4),
+        field("include_cluster_authorized_operations", "bool", since=8, until=10),
+        field("include_topic_authorized_operations", "bool", since=8),
     ),
     response=(
-        _f("throttle_time_ms", "int32", since=3),
-        _f(
+        field("throttle_time_ms", "int32", since=3),
+        field(
             "brokers",
             (
-                _f("node_id", "int32"),
-                _f("host", "string"),
-                _f("port", "int32"),
-                _f("rack", "string", since=1),
+                field("node_id", "int32"),
+                field("host", "string"),
+                field("port", "int32"),
+                field("rack", "string", since=1),
             ),
         ),
-        _f("cluster_id", "string", since=2),
-        _f("controller_id", "int32", since=1),
-        _f(
+        field("cluster_id", "string", since=2),
+        field("controller_id", "int32", since=1),
+        field(
             "topics",
             (
-                _f("error_code", "int16"),
-                _f("topic", "string"),  # nullable from v12 (a topic asked for by id)
-                _f("topic_id", "uuid", since=10),
-                _f("is_internal", "bool", since=1),
-                _f(
+                field("error_code", "int16"),
+                field("topic", "string"),  # nullable from v12 (a topic asked for by id)
+                field("topic_id", "uuid", since=10),
+                field("is_internal", "bool", since=1),
+                field(
                     "partitions",
                     (
-                        _f("error_code", "int16"),
-                        _f("partition", "int32"),
-                        _f("leader", "int32"),
-                        _f("leader_epoch", "int32", since=7),
-                        _f("replicas", "[]int32"),
-                        _f("isr", "[]int32"),
-                        _f("offline_replicas", "[]int32", since=5),
+                        field("error_code", "int16"),
+                        field("partition", "int32"),
+                        field("leader", "int32"),
+                        field("leader_epoch", "int32", since=7),
+                        field("replicas", "[]int32"),
+                        field("isr", "[]int32"),
+                        field("offline_replicas", "[]int32", since=5),
                     ),
                 ),
-                _f("topic_authorized_operations", "int32", since=8),
+                field("topic_authorized_operations", "int32", since=8),
             ),
         ),
-        _f("cluster_authorized_operations", "int32", since=8, until=10),
+        field("cluster_authorized_operations", "int32", since=8, until=10),
     ),
 )
 """Metadata, declared for the topic ids (v10+, Kafka 2.8+) that the consumer group protocol
@@ -418,7 +435,7 @@ assigns partitions by. The field names of v0-5 are aiokafka's (``topic``, ``part
 ``leader``, ``replicas``, ``isr``), so one handler reads both; a v0-9 request's topic list is
 a list of names on the wire, decoded here as ``{"name": ...}`` structs."""
 
-_CGH_TOPIC_PARTITIONS = (_f("topic_id", "uuid"), _f("partitions", "[]int32"))
+_CGH_TOPIC_PARTITIONS = (field("topic_id", "uuid"), field("partitions", "[]int32"))
 
 CONSUMER_GROUP_HEARTBEAT = MessageSpec(
     api_key=68,
@@ -426,25 +443,25 @@ CONSUMER_GROUP_HEARTBEAT = MessageSpec(
     versions=(0, 1),
     flexible_from=0,
     request=(
-        _f("group_id", "string"),
-        _f("member_id", "string"),
-        _f("member_epoch", "int32"),
-        _f("instance_id", "string"),
-        _f("rack_id", "string"),
-        _f("rebalance_timeout_ms", "int32"),
-        _f("subscribed_topic_names", "[]string"),
-        _f("subscribed_topic_regex", "string", since=1),
-        _f("server_assignor", "string"),
-        _f("topic_partitions", _CGH_TOPIC_PARTITIONS),
+        field("group_id", "string"),
+        field("member_id", "string"),
+        field("member_epoch", "int32"),
+        field("instance_id", "string"),
+        field("rack_id", "string"),
+        field("rebalance_timeout_ms", "int32"),
+        field("subscribed_topic_names", "[]string"),
+        field("subscribed_topic_regex", "string", since=1),
+        field("server_assignor", "string"),
+        field("topic_partitions", _CGH_TOPIC_PARTITIONS),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f("error_code", "int16"),
-        _f("error_message", "string"),
-        _f("member_id", "string"),
-        _f("member_epoch", "int32"),
-        _f("heartbeat_interval_ms", "int32"),
-        _f("assignment", One((_f("topic_partitions", _CGH_TOPIC_PARTITIONS),))),
+        field("throttle_time_ms", "int32"),
+        field("error_code", "int16"),
+        field("error_message", "string"),
+        field("member_id", "string"),
+        field("member_epoch", "int32"),
+        field("heartbeat_interval_ms", "int32"),
+        field("assignment", One((field("topic_partitions", _CGH_TOPIC_PARTITIONS),))),
     ),
 )
 """The consumer group protocol's one request (KIP-848; Kafka 4.0+ where ``group.version``
@@ -456,9 +473,13 @@ A field given as None is sent null ("unchanged"); one left out of the body is se
 
 _CGD_ASSIGNMENT = One(  # not nullable here
     (
-        _f(
+        field(
             "topic_partitions",
-            (_f("topic_id", "uuid"), _f("topic_name", "string"), _f("partitions", "[]int32")),
+            (
+                field("topic_id", "uuid"),
+                field("topic_name", "string"),
+                field("partitions", "[]int32"),
+            ),
         ),
     ),
     nullable=False,
@@ -469,36 +490,36 @@ CONSUMER_GROUP_DESCRIBE = MessageSpec(
     name="ConsumerGroupDescribe",
     versions=(0, 1),
     flexible_from=0,
-    request=(_f("group_ids", "[]string"), _f("include_authorized_operations", "bool")),
+    request=(field("group_ids", "[]string"), field("include_authorized_operations", "bool")),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f(
+        field("throttle_time_ms", "int32"),
+        field(
             "groups",
             (
-                _f("error_code", "int16"),
-                _f("error_message", "string"),
-                _f("group_id", "string"),
-                _f("group_state", "string"),
-                _f("group_epoch", "int32"),
-                _f("assignment_epoch", "int32"),
-                _f("assignor_name", "string"),
-                _f(
+                field("error_code", "int16"),
+                field("error_message", "string"),
+                field("group_id", "string"),
+                field("group_state", "string"),
+                field("group_epoch", "int32"),
+                field("assignment_epoch", "int32"),
+                field("assignor_name", "string"),
+                field(
                     "members",
                     (
-                        _f("member_id", "string"),
-                        _f("instance_id", "string"),
-                        _f("rack_id", "string"),
-                        _f("member_epoch", "int32"),
-                        _f("client_id", "string"),
-                        _f("client_host", "string"),
-                        _f("subscribed_topic_names", "[]string"),
-                        _f("subscribed_topic_regex", "string"),
-                        _f("assignment", _CGD_ASSIGNMENT),
-                        _f("target_assignment", _CGD_ASSIGNMENT),
-                        _f("member_type", "int8", since=1),
+                        field("member_id", "string"),
+                        field("instance_id", "string"),
+                        field("rack_id", "string"),
+                        field("member_epoch", "int32"),
+                        field("client_id", "string"),
+                        field("client_host", "string"),
+                        field("subscribed_topic_names", "[]string"),
+                        field("subscribed_topic_regex", "string"),
+                        field("assignment", _CGD_ASSIGNMENT),
+                        field("target_assignment", _CGD_ASSIGNMENT),
+                        field("member_type", "int8", since=1),
                     ),
                 ),
-                _f("authorized_operations", "int32"),
+                field("authorized_operations", "int32"),
             ),
         ),
     ),

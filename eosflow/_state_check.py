@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._checker import _offsets_behind, _read_records, read_topic
+from ._checker import offsets_behind, read_records, read_topic
 from ._security import KafkaSecurity
 from ._state._changelog import decode_position
 from ._state._store import BYTES, RESERVED_KEY, Serde
@@ -82,8 +82,8 @@ async def check_state(
 ) -> StateReport:
     """Compare the committed state in ``changelog_topic`` with ``expected`` (key ->
     value, as the store's ``serde`` loads it)."""
-    committed = await _read_records(bootstrap, changelog_topic, security=security)
-    everything = await _read_records(
+    committed = await read_records(bootstrap, changelog_topic, security=security)
+    everything = await read_records(
         bootstrap, changelog_topic, committed_only=False, security=security
     )
     state: dict[bytes, bytes] = {}
@@ -148,7 +148,7 @@ async def check_counts(
         after_last: dict[int, int] = {}
         for part, offset, _k, _v in inputs:
             after_last[part] = max(after_last.get(part, 0), offset + 1)
-        report.offsets_behind = await _offsets_behind(
+        report.offsets_behind = await offsets_behind(
             bootstrap, input_topic, group_id, after_last, security
         )
     return report

@@ -123,7 +123,9 @@ class Field:
         return self.versions[0] <= version <= self.versions[1]
 
 
-def _f(name: str, type_: str | tuple[Field, ...] | One, since: int = 0, until: int = 99) -> Field:
+def field(
+    name: str, type_: str | tuple[Field, ...] | One, since: int = 0, until: int = 99
+) -> Field:
     return Field(name, type_, (since, until))
 
 

@@ -26,6 +26,23 @@ _LOADING = (
 )
 
 
+def app_config(c: Any, **kw: Any) -> eosflow.EosConfig:
+    """An app's config on ``c`` (a cluster or a ladder broker) as the tests run it: group
+    ``g``, input ``in``, transactional id ``tx-1``, short timings (a 10 s session, 0.3 s
+    heartbeats, 8 s transactions) and no progress line; ``kw`` replaces any of it."""
+    base: dict[str, Any] = dict(
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="tx-1",
+        session_timeout_s=10.0,
+        heartbeat_interval_s=0.3,
+        transaction_timeout_s=8.0,
+        ops={"progress_interval_s": 0},
+    )
+    return eosflow.EosConfig(**(base | kw))
+
+
 class Upper(eosflow.Processor):
     """Upper-cases each value into ``out``, keeping the key; with ``dlq_every`` N, a
     record whose key is a multiple of N raises instead (for the dead-letter policy)."""

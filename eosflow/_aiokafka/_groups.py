@@ -24,7 +24,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
 
-from .. import _codes as E
+from .. import _codes as codes
 from .. import _specs
 from .._errors import FatalError
 from .._security import KafkaSecurity
@@ -115,7 +115,7 @@ async def _consumer_group(
     except IncompatibleBrokerVersion:
         return None  # before Kafka 4.0
     (group,) = [g for g in resp.to_object()["groups"] if g["group_id"] == group_id]
-    if group["error_code"] in (E.GROUP_ID_NOT_FOUND, E.UNSUPPORTED_VERSION):
+    if group["error_code"] in (codes.GROUP_ID_NOT_FOUND, codes.UNSUPPORTED_VERSION):
         return None  # a classic group, none, or a cluster with the consumer protocol off
     if group["error_code"]:
         raise map_error(error_for(group["error_code"]), f"describing group {group_id!r}")

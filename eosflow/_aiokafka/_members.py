@@ -20,7 +20,7 @@ from .._codes import TOPIC_AUTHORIZATION_FAILED
 from .._errors import AuthorizationError
 from .._timeouts import within
 from ._errors import AUTHORIZATION, error_for, error_name, map_error
-from ._requests import _GROUP, _send_retrying
+from ._requests import GROUP_COORDINATOR, send_retrying
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,14 @@ async def group_heartbeat(
     ``AuthorizationError``; any other error code is answered."""
     req = _wire.SpecRequest.of(_specs.CONSUMER_GROUP_HEARTBEAT, body)
     step = "ConsumerGroupHeartbeat"
-    code, resp = await _send_retrying(
-        consumer._client, _GROUP, group_id, req, lambda r: int(r.error_code), step, timeout_s
+    code, resp = await send_retrying(
+        consumer._client,
+        GROUP_COORDINATOR,
+        group_id,
+        req,
+        lambda r: int(r.error_code),
+        step,
+        timeout_s,
     )
     if code == TOPIC_AUTHORIZATION_FAILED:  # the answer does not say which topic
         topics = sorted(body["subscribed_topic_names"])

@@ -38,7 +38,7 @@ from ._txn_v2 import transactions_v2
 
 log = logging.getLogger("eosflow.adapter")
 
-_GROUP = 0
+GROUP_COORDINATOR = 0
 _TRANSACTION = 1
 # coordinator traffic on its own connections, as aiokafka does: a long-polling fetch on the
 # default connection must not delay a heartbeat or a commit
@@ -209,8 +209,8 @@ async def commit_offsets_in_txn(
                     return int(part["error_code"])
         return 0
 
-    code, resp = await _send_retrying(
-        client, _GROUP, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
+    code, resp = await send_retrying(
+        client, GROUP_COORDINATOR, group_id, commit, first_error, "TxnOffsetCommit", timeout_s
     )
     if code in AUTHORIZATION:
         # TxnOffsetCommit needs READ on the group and on every topic it commits for;
@@ -230,7 +230,7 @@ async def _add_offsets(
     """AddOffsetsToTxn (transactions v1): 0 or the error code; a refusal raises."""
     body = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
     add = _wire.SpecRequest.of(_specs.ADD_OFFSETS_TO_TXN, {**body, "group_id": group_id})
-    code, _ = await _send_retrying(
+    code, _ = await send_retrying(
         client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
     )
     if code in AUTHORIZATION:
@@ -290,13 +290,13 @@ async def fetch_committed(
             _specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1
         )
         try:
-            node = await _coordinator(client, _GROUP, group_id)
+            node = await _coordinator(client, GROUP_COORDINATOR, group_id)
             resp = (await client.send(node, req, group=_COORD)).to_object()
         except (KafkaError, OSError) as exc:
             error = map_error(exc, step)
             if not isinstance(error, TransientError):
                 raise error from exc
-            _forget(client, _GROUP, group_id)
+            _forget(client, GROUP_COORDINATOR, group_id)
             last = error.cause
         else:
             answer = resp  # v8+: per group
@@ -322,7 +322,7 @@ async def fetch_committed(
                 if code not in retried:
                     raise map_error(error_for(code), step)
             if codes & COORDINATOR_ERRORS:
-                _forget(client, _GROUP, group_id)
+                _forget(client, GROUP_COORDINATOR, group_id)
             last = ", ".join(sorted(error_name(c) for c in codes))
         if time.monotonic() > deadline:
             raise TransientError(
@@ -340,7 +340,7 @@ async def reinit_producer_id(
     """KIP-360: InitProducerId v3+ with the producer's current id and epoch. The
     coordinator aborts whatever transaction is open and bumps the epoch. Returns the new
     (id, epoch). A fencing answer (another instance owns the transactional id) raises
-    its KafkaError; what ``_send_retrying`` resends is resent for at most ``timeout_s``,
+    its KafkaError; what ``send_retrying`` resends is resent for at most ``timeout_s``,
     then ``TransientError``."""
     client = producer.client
     pid, epoch = producer_identity(producer)
@@ -356,7 +356,7 @@ async def reinit_producer_id(
     )
     # Not on the coordination connection: the EndTxn whose outcome is unknown may still
     # occupy it, and a broker answers one request per connection at a time.
-    code, resp = await _send_retrying(
+    code, resp = await send_retrying(
         client,
         _TRANSACTION,
         transactional_id,
@@ -384,7 +384,7 @@ class _Backoff:
         self._next = min(self._next * 2, self._cap)
 
 
-async def _send_retrying(
+async def send_retrying(
     client: Any,
     coord_type: int,
     key: str,

@@ -38,7 +38,7 @@ _SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 _ROWS = (10, 100, 1_000, 10_000, 100_000, 1_000_000)
 
 
-def _require() -> Any:
+def require_prometheus() -> Any:
     if prom is None:
         raise ConfigError(
             "metrics need prometheus_client: pip install 'eosflow[metrics]' "
@@ -51,7 +51,7 @@ class PrometheusMetrics(Observer):
     """The metrics of one app, in ``registry`` (a new one if not given)."""
 
     def __init__(self, registry: Any = None) -> None:
-        p = _require()
+        p = require_prometheus()
         if registry is None:  # a registry of its own: with the process' CPU, memory, files
             registry = p.CollectorRegistry()
             p.ProcessCollector(registry=registry)
@@ -72,6 +72,12 @@ class PrometheusMetrics(Observer):
         )
         self.aborted_records = counter(
             "eosflow_records_aborted", "records of transactions that did not commit (redone)"
+        )
+        self.dropped_ahead = counter(
+            "eosflow_records_dropped_ahead",
+            "records processed ahead of the next transaction while a commit was in flight, "
+            "then dropped because it did not commit or partitions moved (redone; "
+            "process_ahead only)",
         )
         self.transactions = counter(
             "eosflow_transactions", "ended transactions by outcome", ("outcome",)
@@ -172,6 +178,9 @@ class PrometheusMetrics(Observer):
 
     def producer_reinitialised(self, reason: AbortReason) -> None:
         self.reinits.labels(reason.value).inc()
+
+    def work_dropped(self, records: int) -> None:
+        self.dropped_ahead.inc(records)
 
     def spark_job(self, report: SparkJobReport) -> None:
         self.spark_seconds.observe(report.duration_s)

@@ -6,8 +6,13 @@
 Records are those of committed transactions (what the outputs gained); lag is the last
 sample's total against the last stable offsets. The same figures ride on the log record
 as ``record.progress`` (a dict), which ``--log-format json`` prints as fields. Default
-every 10 s (``progress_interval_s``; 0 turns it off); an interval with nothing happening
-and no lag logs nothing.
+every 10 s (``progress_interval_s``; 0 turns it off).
+
+An interval with nothing happening and no lag logs nothing, except an idle line at most
+once every ``IDLE_EVERY_S``, so a service waiting for input says so rather than going
+silent (an operator could not tell it from a stuck one):
+
+    idle: no records for 2 min 10 s, lag 0 over 6 partitions, last commit 2 min 10 s ago
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from .._transaction import Outcome, Partition
 
 log = logging.getLogger("eosflow.progress")
 
+IDLE_EVERY_S = 60.0
+"""While nothing flows, the idle line comes at most this often (and never sooner than the
+first interval)."""
+
 
 class Progress(Observer):
     def __init__(self, interval_s: float) -> None:
@@ -31,11 +40,17 @@ class Progress(Observer):
         self._outcomes: collections.Counter[Outcome] = collections.Counter()
         self._reasons: collections.Counter[str] = collections.Counter()
         self._lag: Mapping[Partition, int] = {}
+        self._flowed = self._since  # the last committed record, or the start
+        self._committed_at: float | None = None  # the last commit (time.monotonic)
+        self._idle_said = self._since  # the last line logged
 
     def transaction_ended(self, report: TransactionReport) -> None:
         self._outcomes[report.outcome] += 1
         if report.outcome is Outcome.COMMITTED:
             self._records += report.records
+            self._committed_at = report.ended
+            if report.records:
+                self._flowed = report.ended
         elif report.reason is not None:
             self._reasons[report.reason.value] += 1
 
@@ -79,7 +94,35 @@ class Progress(Observer):
                 fields["recovered"],
                 extra={"progress": fields},
             )
+            self._idle_said = now
+        elif now - self._idle_said >= IDLE_EVERY_S:
+            self._idle(now, fields)
         self._since = now
         self._records = 0
         self._outcomes.clear()
         self._reasons.clear()
+
+    def _idle(self, now: float, fields: dict[str, object]) -> None:
+        idle_s = now - self._flowed
+        last = self._committed_at
+        fields = {**fields, "idle_s": round(idle_s, 1)}
+        fields["last_commit_s_ago"] = None if last is None else round(now - last, 1)
+        log.info(
+            "idle: no records for %s, lag %s over %d partitions, %s",
+            _duration(idle_s),
+            f"{fields['lag']:,}",
+            fields["partitions"],
+            "no commit yet" if last is None else f"last commit {_duration(now - last)} ago",
+            extra={"progress": fields},
+        )
+        self._idle_said = now
+
+
+def _duration(seconds: float) -> str:
+    """``2 min 10 s``, ``45 s``, ``1 h 5 min``."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"

@@ -27,7 +27,7 @@ from .._observe import Observers
 from .._transaction import Partition
 from ._health import Health
 from ._http import MetricsServer
-from ._metrics import PrometheusMetrics, _require
+from ._metrics import PrometheusMetrics, require_prometheus
 from ._progress import Progress
 from ._settings import OpsSettings
 from ._tracing import Tracing
@@ -50,7 +50,7 @@ class Operations:
         )
         self.metrics: PrometheusMetrics | None = None
         if settings.metrics_port is not None:
-            _require()  # the install hint at construction, not at the first scrape
+            require_prometheus()  # the install hint at construction, not at the first scrape
             self.metrics = PrometheusMetrics()
         self.tracing = Tracing() if settings.tracing and Tracing.available() else None
         for member in (self.health, self.metrics, self.progress, self.tracing):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._checker import _partitions as partitions_of
+from .._checker import partitions_of
 from .._errors import ConfigError
 from .._security import KafkaSecurity
 from .._transaction import Partition

@@ -1,5 +1,6 @@
-"""The changelog of a store: its topic's name, the position record that closes each
-transaction's writes, and producing one store partition's writes.
+"""The changelog of a store: its topic's name (checked legal) and the position record
+that closes each transaction's writes. Producing them is ``Stores.send``'s
+(``_state/__init__.py``), in the transaction, through ``_produce``.
 
 Each store has, per input topic, a compacted changelog topic with one partition per
 input partition: ``<group>--<input topic>--<store>--changelog``. A transaction that

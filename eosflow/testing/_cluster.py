@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _codes as E
+from .. import _codes as codes
 from . import _codec
 from ._faults import FaultRule, error_body
 from ._groups import GroupCoordinator, GroupSettings
@@ -221,9 +221,9 @@ class FakeCluster:
 
     def txn_produce_check(self, batch: bytes, tp: tuple[str, int], version: int) -> int:
         if len(batch) < 61:
-            return E.CORRUPT_MESSAGE
+            return codes.CORRUPT_MESSAGE
         if not batch[22] & 0x10:  # attributes (low byte): not transactional
-            return E.NONE
+            return codes.NONE
         pid, epoch = _PID_EPOCH.unpack_from(batch, 43)
         return self.txns.is_member(pid, epoch, tp, version)
 

@@ -20,7 +20,7 @@ from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.struct import Struct
 from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
-from .. import _codes as E
+from .. import _codes as codes
 from .. import _specs, _wire
 
 _MODULES = (
@@ -218,7 +218,7 @@ def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int
     """ApiVersions v0 body with UNSUPPORTED_VERSION, Kafka's answer to a too-new version."""
     resp_cls = REGISTRY[(18, 0)][1]
     body = {
-        "error_code": E.UNSUPPORTED_VERSION,
+        "error_code": codes.UNSUPPORTED_VERSION,
         "api_versions": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in versions
         ],

@@ -17,7 +17,7 @@ Certificates come from ``_pki.make_pki``; the broker trusts the test CA. Authori
 ``StandardAuthorizer`` with no ACL meaning no access; ``User:ANONYMOUS`` (the PLAINTEXT
 and controller listeners) is a super user, so the brokers and the test's set-up are
 unrestricted while eosflow, connecting over SASL_SSL or MTLS, gets only the ACLs a test
-grants (``create_acls``; ``app_acls`` is what README.md's security section lists).
+grants (``create_acls``; ``app_acls`` is what docs/howto/security.md lists).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _wire
 from .._timeouts import within
-from .._wire import MessageSpec, _f
+from .._wire import MessageSpec, field
 
 if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
     from ._pki import Pki
@@ -57,22 +57,22 @@ CREATE_ACLS = MessageSpec(
     versions=(2, 3),  # what Kafka 4 keeps; both flexible
     flexible_from=2,
     request=(
-        _f(
+        field(
             "creations",
             (
-                _f("resource_type", "int8"),
-                _f("resource_name", "string"),
-                _f("resource_pattern_type", "int8"),
-                _f("principal", "string"),
-                _f("host", "string"),
-                _f("operation", "int8"),
-                _f("permission_type", "int8"),
+                field("resource_type", "int8"),
+                field("resource_name", "string"),
+                field("resource_pattern_type", "int8"),
+                field("principal", "string"),
+                field("host", "string"),
+                field("operation", "int8"),
+                field("permission_type", "int8"),
             ),
         ),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f("results", (_f("error_code", "int16"), _f("error_message", "string"))),
+        field("throttle_time_ms", "int32"),
+        field("results", (field("error_code", "int16"), field("error_message", "string"))),
     ),
 )
 
@@ -85,23 +85,27 @@ ALTER_USER_SCRAM_CREDENTIALS = MessageSpec(
     versions=(0, 0),
     flexible_from=0,
     request=(
-        _f("deletions", (_f("name", "string"), _f("mechanism", "int8"))),
-        _f(
+        field("deletions", (field("name", "string"), field("mechanism", "int8"))),
+        field(
             "upsertions",
             (
-                _f("name", "string"),
-                _f("mechanism", "int8"),
-                _f("iterations", "int32"),
-                _f("salt", "bytes"),
-                _f("salted_password", "bytes"),
+                field("name", "string"),
+                field("mechanism", "int8"),
+                field("iterations", "int32"),
+                field("salt", "bytes"),
+                field("salted_password", "bytes"),
             ),
         ),
     ),
     response=(
-        _f("throttle_time_ms", "int32"),
-        _f(
+        field("throttle_time_ms", "int32"),
+        field(
             "results",
-            (_f("user_name", "string"), _f("error_code", "int16"), _f("error_message", "string")),
+            (
+                field("user_name", "string"),
+                field("error_code", "int16"),
+                field("error_message", "string"),
+            ),
         ),
     ),
 )
@@ -128,7 +132,7 @@ def app_acls(
     outputs: tuple[str, ...],
 ) -> list[Acl]:
     """What an eosflow app needs: WRITE and DESCRIBE on its transactional id, READ on its
-    group and input topics, WRITE on its output and dead-letter topics (README.md)."""
+    group and input topics, WRITE on its output and dead-letter topics (docs/howto/security.md)."""
     acls = [
         Acl(principal, TRANSACTIONAL_ID, transactional_id, WRITE),
         Acl(principal, TRANSACTIONAL_ID, transactional_id, DESCRIBE),
@@ -140,7 +144,7 @@ def app_acls(
 
 
 def state_acls(principal: str, group_id: str) -> list[Acl]:
-    """What an app with state stores needs besides ``app_acls`` (README.md): CREATE,
+    """What an app with state stores needs besides ``app_acls`` (docs/howto/security.md): CREATE,
     DESCRIBE_CONFIGS, WRITE and READ on the topics prefixed ``<group>--``, its changelogs."""
     ops = (CREATE, DESCRIBE_CONFIGS, WRITE, READ)
     return [Acl(principal, TOPIC, f"{group_id}--", op, PREFIXED) for op in ops]

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as E
+from .. import _codes as codes
 
 if TYPE_CHECKING:
     from ._groups_consumer import ConsumerGroupState
@@ -126,34 +126,34 @@ class GroupCoordinator:
     ) -> dict[str, Any]:
         s = self.settings
         if not s.min_session_timeout_s <= session_timeout_s <= s.max_session_timeout_s:
-            raise GroupError(E.INVALID_SESSION_TIMEOUT)
+            raise GroupError(codes.INVALID_SESSION_TIMEOUT)
         if member_id and group_id not in self.groups:  # Kafka creates no group for it
-            raise GroupError(E.UNKNOWN_MEMBER_ID, member_id)
+            raise GroupError(codes.UNKNOWN_MEMBER_ID, member_id)
         g = self.group(group_id)
         if g.modern is not None and g.modern.members:  # no online migration modelled
-            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+            raise GroupError(codes.INCONSISTENT_GROUP_PROTOCOL)
         g.modern = None  # an empty group changes protocol with its first member
         if g.members and g.protocol_type not in (None, protocol_type):
-            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+            raise GroupError(codes.INCONSISTENT_GROUP_PROTOCOL)
         names = {p for p, _ in protocols}
         if g.members and not all(names & {p for p, _ in m.protocols} for m in g.members.values()):
-            raise GroupError(E.INCONSISTENT_GROUP_PROTOCOL)
+            raise GroupError(codes.INCONSISTENT_GROUP_PROTOCOL)
 
         if not member_id:
             member_id = f"{client_id}-{uuid.uuid4()}"
             if instance_id is not None:
                 old = g.instances.get(instance_id)
                 if old is not None:
-                    self._remove(g, old, E.FENCED_INSTANCE_ID)
+                    self._remove(g, old, codes.FENCED_INSTANCE_ID)
                 g.instances[instance_id] = member_id
             elif require_known_member_id:
                 g.pending_ids.add(member_id)
-                raise GroupError(E.MEMBER_ID_REQUIRED, member_id)
+                raise GroupError(codes.MEMBER_ID_REQUIRED, member_id)
         else:
             if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
-                raise GroupError(E.FENCED_INSTANCE_ID)
+                raise GroupError(codes.FENCED_INSTANCE_ID)
             if member_id not in g.members and member_id not in g.pending_ids:
-                raise GroupError(E.UNKNOWN_MEMBER_ID, member_id)
+                raise GroupError(codes.UNKNOWN_MEMBER_ID, member_id)
             if instance_id is not None:
                 g.instances[instance_id] = member_id
         g.pending_ids.discard(member_id)
@@ -177,7 +177,7 @@ class GroupCoordinator:
         g.protocol_type = protocol_type
         loop = asyncio.get_running_loop()
         if member.join_fut is not None and not member.join_fut.done():
-            member.join_fut.set_exception(GroupError(E.UNKNOWN_MEMBER_ID))
+            member.join_fut.set_exception(GroupError(codes.UNKNOWN_MEMBER_ID))
         member.join_fut = loop.create_future()
         member.last_seen = time.monotonic()
         if g.state != PREPARING:
@@ -189,7 +189,7 @@ class GroupCoordinator:
         if g.state == COMPLETING:
             for m in g.members.values():
                 if m.sync_fut is not None and not m.sync_fut.done():
-                    m.sync_fut.set_exception(GroupError(E.REBALANCE_IN_PROGRESS))
+                    m.sync_fut.set_exception(GroupError(codes.REBALANCE_IN_PROGRESS))
         was_empty = g.state == EMPTY
         g.state = PREPARING
         loop = asyncio.get_running_loop()
@@ -216,7 +216,7 @@ class GroupCoordinator:
             g.rebalance_timer.cancel()
             g.rebalance_timer = None
         for mid in [mid for mid, m in g.members.items() if m.join_fut is None or m.join_fut.done()]:
-            self._remove(g, mid, E.UNKNOWN_MEMBER_ID, rebalance=False)
+            self._remove(g, mid, codes.UNKNOWN_MEMBER_ID, rebalance=False)
         g.generation += 1
         if not g.members:
             g.state, g.protocol, g.leader, g.protocol_type = EMPTY, None, None, None
@@ -242,7 +242,7 @@ class GroupCoordinator:
             assert m.join_fut is not None
             m.join_fut.set_result(
                 {
-                    "error_code": E.NONE,
+                    "error_code": codes.NONE,
                     "generation_id": g.generation,
                     "group_protocol": g.protocol,
                     "leader_id": g.leader,
@@ -262,10 +262,10 @@ class GroupCoordinator:
     ) -> bytes:
         g = self.groups.get(group_id)
         if g is None:
-            raise GroupError(E.UNKNOWN_MEMBER_ID)
+            raise GroupError(codes.UNKNOWN_MEMBER_ID)
         m = self._check_member(g, member_id, instance_id, generation)
         if g.state == PREPARING:
-            raise GroupError(E.REBALANCE_IN_PROGRESS)
+            raise GroupError(codes.REBALANCE_IN_PROGRESS)
         if g.state == STABLE:
             return m.assignment
         m.sync_fut = asyncio.get_running_loop().create_future()
@@ -286,22 +286,22 @@ class GroupCoordinator:
     ) -> int:
         g = self.groups.get(group_id)
         if g is None:
-            return E.UNKNOWN_MEMBER_ID
+            return codes.UNKNOWN_MEMBER_ID
         try:
             m = self._check_member(g, member_id, instance_id, generation)
         except GroupError as e:
             return e.code
         m.last_seen = time.monotonic()
         if g.state == PREPARING:
-            return E.REBALANCE_IN_PROGRESS
-        return E.NONE
+            return codes.REBALANCE_IN_PROGRESS
+        return codes.NONE
 
     def leave(self, group_id: str, member_id: str) -> int:
         g = self.groups.get(group_id)
         if g is None or member_id not in g.members:
-            return E.UNKNOWN_MEMBER_ID
-        self._remove(g, member_id, E.UNKNOWN_MEMBER_ID)
-        return E.NONE
+            return codes.UNKNOWN_MEMBER_ID
+        self._remove(g, member_id, codes.UNKNOWN_MEMBER_ID)
+        return codes.NONE
 
     def _check_committer(
         self, g: Group, member_id: str, instance_id: str | None, generation: int
@@ -316,14 +316,14 @@ class GroupCoordinator:
         self, g: Group, member_id: str, instance_id: str | None, generation: int
     ) -> Member:
         if g.modern is not None:
-            raise GroupError(E.UNKNOWN_MEMBER_ID)  # a classic request to a consumer group
+            raise GroupError(codes.UNKNOWN_MEMBER_ID)  # a classic request to a consumer group
         if instance_id is not None and g.instances.get(instance_id) not in (None, member_id):
-            raise GroupError(E.FENCED_INSTANCE_ID)
+            raise GroupError(codes.FENCED_INSTANCE_ID)
         m = g.members.get(member_id)
         if m is None:
-            raise GroupError(E.UNKNOWN_MEMBER_ID)
+            raise GroupError(codes.UNKNOWN_MEMBER_ID)
         if generation != g.generation:
-            raise GroupError(E.ILLEGAL_GENERATION)
+            raise GroupError(codes.ILLEGAL_GENERATION)
         return m
 
     def _remove(self, g: Group, member_id: str, code: int, rebalance: bool = True) -> None:
@@ -354,7 +354,7 @@ class GroupCoordinator:
                 waiting = m.join_fut is not None and not m.join_fut.done()
                 if not waiting and now - m.last_seen > m.session_timeout_s:
                     expired.append(mid)
-                    self._remove(g, mid, E.UNKNOWN_MEMBER_ID)
+                    self._remove(g, mid, codes.UNKNOWN_MEMBER_ID)
         return expired
 
     def expire_member(self, group_id: str, member_id: str | None = None) -> list[str]:
@@ -364,7 +364,7 @@ class GroupCoordinator:
             return []
         victims = [member_id] if member_id is not None else list(g.members)
         for mid in victims:
-            self._remove(g, mid, E.UNKNOWN_MEMBER_ID)
+            self._remove(g, mid, codes.UNKNOWN_MEMBER_ID)
         return victims
 
     def force_rebalance(self, group_id: str) -> None:
@@ -385,20 +385,20 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if g is None:
             if generation >= 0:
-                return E.ILLEGAL_GENERATION
+                return codes.ILLEGAL_GENERATION
             g = self.group(group_id)
         in_use = g.state != EMPTY or (g.modern is not None and bool(g.modern.members))
         if generation < 0 and not member_id and not in_use:
             g.offsets.update(offsets)
-            return E.NONE
+            return codes.NONE
         try:
             self._check_committer(g, member_id, instance_id, generation)
         except GroupError as e:
             return e.code
         if g.state in (PREPARING, COMPLETING):
-            return E.REBALANCE_IN_PROGRESS
+            return codes.REBALANCE_IN_PROGRESS
         g.offsets.update(offsets)
-        return E.NONE
+        return codes.NONE
 
     def txn_commit(
         self,
@@ -418,7 +418,7 @@ class GroupCoordinator:
             except GroupError as e:
                 return e.code
         g.pending_txn.setdefault(token, {}).update(offsets)
-        return E.NONE
+        return codes.NONE
 
     def complete_txn(self, group_id: str, token: int, commit: bool) -> None:
         g = self.groups.get(group_id)
@@ -443,9 +443,9 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         member_id, epoch = member
         if g is not None and g.modern is not None and (member_id is not None or epoch >= 0):
-            g.modern.check_member(member_id or "", epoch, stale=E.STALE_MEMBER_EPOCH)
+            g.modern.check_member(member_id or "", epoch, stale=codes.STALE_MEMBER_EPOCH)
         if g is None:
-            return [(tp, -1, "", E.NONE) for tp in partitions or []]
+            return [(tp, -1, "", codes.NONE) for tp in partitions or []]
         wanted = partitions if partitions is not None else list(g.offsets)
         unstable: set[Partition] = set()
         if require_stable:
@@ -454,10 +454,10 @@ class GroupCoordinator:
         out: list[tuple[Partition, int, str | None, int]] = []
         for tp in wanted:
             if tp in unstable:
-                out.append((tp, -1, "", E.UNSTABLE_OFFSET_COMMIT))
+                out.append((tp, -1, "", codes.UNSTABLE_OFFSET_COMMIT))
             else:
                 offset, meta = g.offsets.get(tp, (-1, ""))
-                out.append((tp, offset, meta, E.NONE))
+                out.append((tp, offset, meta, codes.NONE))
         return out
 
 

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as E
+from .. import _codes as codes
 from ._groups import GroupError, Partition
 
 if TYPE_CHECKING:
@@ -87,7 +87,9 @@ class ConsumerGroupState:
     instances: dict[str, str] = field(default_factory=dict)  # instance id -> member id
     partition_counts: dict[str, int] = field(default_factory=dict)
 
-    def check_member(self, member_id: str, epoch: int, stale: int = E.ILLEGAL_GENERATION) -> None:
+    def check_member(
+        self, member_id: str, epoch: int, stale: int = codes.ILLEGAL_GENERATION
+    ) -> None:
         """An offset request's member check (KIP-848): the member and its current epoch,
         any other epoch answered ``stale``. For commits that is ILLEGAL_GENERATION at the
         versions the test cluster decodes (TxnOffsetCommit v0-3, OffsetCommit v0-3), as
@@ -95,7 +97,7 @@ class ConsumerGroupState:
         for a past or a future epoch alike (genuine 4.4.0)."""
         m = self.members.get(member_id)
         if m is None:
-            raise GroupError(E.UNKNOWN_MEMBER_ID)
+            raise GroupError(codes.UNKNOWN_MEMBER_ID)
         if epoch != m.epoch:
             raise GroupError(stale)
 
@@ -182,10 +184,10 @@ class ConsumerGroups:
     def _state(self, hb: Heartbeat) -> ConsumerGroupState:
         g: Group | None = self.coordinator.groups.get(hb.group_id)
         if g is not None and g.modern is None and g.members:
-            raise GroupError(E.GROUP_ID_NOT_FOUND)  # a classic group in use
+            raise GroupError(codes.GROUP_ID_NOT_FOUND)  # a classic group in use
         if g is None or g.modern is None:
             if hb.epoch != 0:
-                raise GroupError(E.GROUP_ID_NOT_FOUND)
+                raise GroupError(codes.GROUP_ID_NOT_FOUND)
             g = self.coordinator.group(hb.group_id)
             g.modern = ConsumerGroupState()
         return g.modern
@@ -196,9 +198,9 @@ class ConsumerGroups:
             if holder is not None and holder != member_id:
                 old = s.members[holder]
                 if hb.epoch != 0:
-                    raise GroupError(E.FENCED_INSTANCE_ID)
+                    raise GroupError(codes.FENCED_INSTANCE_ID)
                 if old.epoch != LEAVE_STATIC:
-                    raise GroupError(E.UNRELEASED_INSTANCE_ID)
+                    raise GroupError(codes.UNRELEASED_INSTANCE_ID)
                 # the rejoining static member takes the place, partitions and target of
                 # the old one: no new group epoch (genuine 4.4.0 answers it them at once)
                 del s.members[holder]
@@ -220,7 +222,7 @@ class ConsumerGroups:
         m = s.members.get(member_id)
         if m is None:
             if hb.epoch != 0:
-                raise GroupError(E.UNKNOWN_MEMBER_ID)
+                raise GroupError(codes.UNKNOWN_MEMBER_ID)
             return ConsumerMember(
                 member_id, hb.instance_id, client_id=hb.client_id, client_host=hb.client_host
             )
@@ -230,22 +232,22 @@ class ConsumerGroups:
             hb.epoch < m.epoch
             and (hb.epoch != m.previous_epoch or hb.owned is None or not hb.owned <= m.assigned)
         ):
-            raise GroupError(E.FENCED_MEMBER_EPOCH)
+            raise GroupError(codes.FENCED_MEMBER_EPOCH)
         return m
 
     def _leave(self, s: ConsumerGroupState, hb: Heartbeat, member_id: str) -> dict[str, Any]:
         if hb.epoch == LEAVE_STATIC and hb.instance_id is not None:
             holder = s.instances.get(hb.instance_id)
             if holder is None:
-                raise GroupError(E.UNKNOWN_MEMBER_ID)
+                raise GroupError(codes.UNKNOWN_MEMBER_ID)
             if holder != member_id:
-                raise GroupError(E.FENCED_INSTANCE_ID)
+                raise GroupError(codes.FENCED_INSTANCE_ID)
             m = s.members[holder]
             m.previous_epoch, m.epoch = m.epoch, LEAVE_STATIC  # keeps its partitions for now
             m.last_seen = time.monotonic()
         else:
             if member_id not in s.members:
-                raise GroupError(E.UNKNOWN_MEMBER_ID)
+                raise GroupError(codes.UNKNOWN_MEMBER_ID)
             self.remove(s, member_id)
         return {
             "member_id": member_id,
@@ -317,16 +319,16 @@ class ConsumerGroups:
 
 def _validate(hb: Heartbeat, version: int) -> None:
     if not hb.group_id:
-        raise GroupError(E.INVALID_REQUEST)
+        raise GroupError(codes.INVALID_REQUEST)
     if not hb.member_id and (version >= 1 or hb.epoch > 0 or hb.epoch == LEAVE):
-        raise GroupError(E.INVALID_REQUEST)
+        raise GroupError(codes.INVALID_REQUEST)
     if hb.epoch == 0:
         if hb.rebalance_timeout_ms == -1 or hb.owned is None or hb.owned or hb.topics is None:
-            raise GroupError(E.INVALID_REQUEST)
+            raise GroupError(codes.INVALID_REQUEST)
     elif (hb.epoch == LEAVE_STATIC and hb.instance_id is None) or hb.epoch < LEAVE_STATIC:
-        raise GroupError(E.INVALID_REQUEST)
+        raise GroupError(codes.INVALID_REQUEST)
     if hb.assignor is not None and hb.assignor not in ASSIGNORS:
-        raise GroupError(E.UNSUPPORTED_ASSIGNOR)
+        raise GroupError(codes.UNSUPPORTED_ASSIGNOR)
 
 
 def _uniform(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from .. import _codes as E
+from .. import _codes as codes
 from .. import _wire
 from ._api import Body, handles
 
@@ -41,7 +41,7 @@ async def sasl_handshake(c: FakeCluster, f: Frame, host: str) -> Body:
     """Reached only where no SASL login is under way (a listener without SASL, or a
     connection already logged in; during a login ``_sasl`` answers): ILLEGAL_SASL_STATE with no
     mechanisms, and the connection stays open. Versions: v0-1."""
-    return {"error_code": E.ILLEGAL_SASL_STATE, "enabled_mechanisms": []}
+    return {"error_code": codes.ILLEGAL_SASL_STATE, "enabled_mechanisms": []}
 
 
 @handles("SaslAuthenticate")
@@ -50,7 +50,7 @@ async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
     ILLEGAL_SASL_STATE with a message and no token, and the connection stays open.
     Versions: v0-1."""
     return {
-        "error_code": E.ILLEGAL_SASL_STATE,
+        "error_code": codes.ILLEGAL_SASL_STATE,
         "error_message": "no SASL login on this connection",
         "sasl_auth_bytes": b"",
         "session_lifetime_ms": 0,
@@ -79,7 +79,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
             name = c.topic_name(topic_id)
             if name is None:
                 topics.append(
-                    {"error_code": E.UNKNOWN_TOPIC_ID, "topic": None, "topic_id": topic_id}
+                    {"error_code": codes.UNKNOWN_TOPIC_ID, "topic": None, "topic_id": topic_id}
                 )
                 continue
         assert name is not None
@@ -89,7 +89,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
         if parts is None:
             topics.append(
                 {
-                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION,
                     "topic": name,
                     "is_internal": False,
                     "partitions": [],
@@ -136,12 +136,12 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     for t in f.body["create_topic_requests"]:
         name, n, rf = t["topic"], t["num_partitions"], t["replication_factor"]
         if name in c.topics:
-            code, msg = E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+            code, msg = codes.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
         elif n == 0 or n < -1:
-            code, msg = E.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            code, msg = codes.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
         elif rf not in (-1, 1):
             code, msg = (
-                E.INVALID_REPLICATION_FACTOR,
+                codes.INVALID_REPLICATION_FACTOR,
                 (f"Replication factor: {rf} larger than available brokers: 1."),
             )
         else:
@@ -162,7 +162,9 @@ async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
     results = []
     for name in f.body["topics"]:
         c.topic_ids.pop(name, None)
-        code = E.NONE if c.topics.pop(name, None) is not None else E.UNKNOWN_TOPIC_OR_PARTITION
+        code = (
+            codes.NONE if c.topics.pop(name, None) is not None else codes.UNKNOWN_TOPIC_OR_PARTITION
+        )
         results.append({"topic": name, "error_code": code})
     return {"topic_error_codes": results}
 
@@ -193,7 +195,7 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
         if rtype == _TOPIC and name not in c.topics:
             out.append(
                 {
-                    "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                    "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION,
                     "resource_type": rtype,
                     "resource_name": name,
                     "config_entries": [],
@@ -203,7 +205,7 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
         if rtype == _BROKER and name not in ("", str(c.node_id)):
             out.append(
                 {
-                    "error_code": E.INVALID_REQUEST,
+                    "error_code": codes.INVALID_REQUEST,
                     "error_message": f"Unexpected broker id, expected {c.node_id} or empty "
                     f"string, but received {name}",
                     "resource_type": rtype,
@@ -251,7 +253,7 @@ async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
     kind = "transaction" if f.body.get("coordinator_type", 0) == 1 else "group"
     if c.loading(kind):
         return {
-            "error_code": E.COORDINATOR_NOT_AVAILABLE,
+            "error_code": codes.COORDINATOR_NOT_AVAILABLE,
             "error_message": "The coordinator is not available.",
             "coordinator_id": -1,
             "host": "",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _codes as E
+from .. import _codes as codes
 from ._api import Body, by_topic, handles, tp_offsets
 from ._groups import GroupError, Partition
 from ._groups_consumer import STABLE, Heartbeat
@@ -124,7 +124,7 @@ async def consumer_group_heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
     try:
         out = c.consumer_groups.heartbeat(hb, f.version)
     except GroupError as e:
-        return {"error_code": e.code, "error_message": E.name(e.code), "member_id": None}
+        return {"error_code": e.code, "error_message": codes.name(e.code), "member_id": None}
     assigned = out.pop("assignment")
     if assigned is not None:
         by_topic: dict[str, list[int]] = {}
@@ -155,7 +155,7 @@ async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
         b.get("group_instance_id"),
         {tp: v for tp, v in offsets.items() if tp not in unknown},
     )
-    results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    results = {tp: (codes.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
     return {"topics": by_topic(results, "topic", "partitions", "partition")}
 
 
@@ -221,7 +221,10 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
     for the consumer protocol)."""
     out: list[Body] = []
     if c.features.get("group.version", 0) < 1:
-        unsupported = {"error_code": E.UNSUPPORTED_VERSION, "authorized_operations": -2147483648}
+        unsupported = {
+            "error_code": codes.UNSUPPORTED_VERSION,
+            "authorized_operations": -2147483648,
+        }
         return {"groups": [{**unsupported, "group_id": g} for g in f.body["group_ids"]]}
     for gid in f.body["group_ids"]:
         g = c.groups.get(gid)
@@ -230,7 +233,7 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
             why = "not found" if g is None else "is not a consumer group"
             out.append(
                 {
-                    "error_code": E.GROUP_ID_NOT_FOUND,
+                    "error_code": codes.GROUP_ID_NOT_FOUND,
                     "error_message": f"Group {gid} {why}.",
                     "group_id": gid,
                     "authorized_operations": -2147483648,

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as E
+from .. import _codes as codes
 from ._api import Body, handles
 
 if TYPE_CHECKING:
@@ -31,15 +31,15 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
         for p in t["partitions"]:
             tp = (t["topic"], p["partition"])
             log = c.log(tp)
-            code, base = E.UNKNOWN_TOPIC_OR_PARTITION, -1
+            code, base = codes.UNKNOWN_TOPIC_OR_PARTITION, -1
             data = p["messages"]
             if not acks_ok:
-                code = E.INVALID_REQUIRED_ACKS
+                code = codes.INVALID_REQUIRED_ACKS
             elif log is not None and data:
-                code = E.NONE
+                code = codes.NONE
                 if txn_id is not None:
                     code = await _verified(c, data, tp, f.version)
-                if code == E.NONE:
+                if code == codes.NONE:
                     code, base = log.append(data)
             parts.append(
                 {
@@ -66,11 +66,11 @@ _VERIFY_BACKOFF_S, _VERIFY_RETRY_S = 0.02, 0.1
 async def _verified(c: FakeCluster, data: bytes, tp: tuple[str, int], version: int) -> int:
     code = c.txn_produce_check(data, tp, version)
     waited = 0.0
-    while code == E.CONCURRENT_TRANSACTIONS and waited < _VERIFY_RETRY_S:
+    while code == codes.CONCURRENT_TRANSACTIONS and waited < _VERIFY_RETRY_S:
         await asyncio.sleep(_VERIFY_BACKOFF_S)
         waited += _VERIFY_BACKOFF_S
         code = c.txn_produce_check(data, tp, version)
-    if code == E.CONCURRENT_TRANSACTIONS:
+    if code == codes.CONCURRENT_TRANSACTIONS:
         c.txns.concurrent_writes += 1
     return code
 
@@ -116,7 +116,7 @@ def _fetch_once(
                 parts.append(
                     {
                         "partition": tp[1],
-                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION,
                         "highwater_offset": -1,
                         "last_stable_offset": -1,
                         "log_start_offset": -1,
@@ -168,7 +168,7 @@ async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
                 parts.append(
                     {
                         "partition": p["partition"],
-                        "error_code": E.UNKNOWN_TOPIC_OR_PARTITION,
+                        "error_code": codes.UNKNOWN_TOPIC_OR_PARTITION,
                         "timestamp": -1,
                         "offset": -1,
                         "leader_epoch": -1,

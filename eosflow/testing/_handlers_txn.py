@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _codes as E
+from .. import _codes as codes
 from ._api import Body, by_topic, handles, tp_offsets
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
     b = f.body
     if c.settings.profile == "4.0" and c.loading("producer ids"):
         return {
-            "error_code": E.COORDINATOR_LOAD_IN_PROGRESS,
+            "error_code": codes.COORDINATOR_LOAD_IN_PROGRESS,
             "producer_id": -1,
             "producer_epoch": -1,
         }
@@ -33,7 +33,7 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
         b.get("producer_epoch", -1),
         f.version,
     )
-    if code == E.NONE and pid >= 0:
+    if code == codes.NONE and pid >= 0:
         c.fence_producer(pid, epoch)
     return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
 
@@ -91,7 +91,7 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
         {tp: v for tp, v in offsets.items() if tp not in unknown},
         f.version,
     )
-    results = {tp: (E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    results = {tp: (codes.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
     return {"topics": by_topic(results, "name", "partitions", "partition_index")}
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from .. import _codes as E
+from .. import _codes as codes
 
 # Offsets within the v2 batch header (see the Kafka protocol's RecordBatch layout).
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -91,33 +91,33 @@ class PartitionLog:
     def append(self, batch: bytes | bytearray | memoryview) -> tuple[int, int]:
         """Append one producer batch; returns (error code, base offset)."""
         if len(batch) < _HEADER_SIZE:
-            return E.CORRUPT_MESSAGE, -1
+            return codes.CORRUPT_MESSAGE, -1
         (_, length, _, magic, crc, attrs, last_delta, _, max_ts, pid, epoch, base_seq, count) = (
             _HEADER.unpack_from(batch, 0)
         )
         if magic != 2:
-            return E.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1
+            return codes.UNSUPPORTED_FOR_MESSAGE_FORMAT, -1
         if length + 12 != len(batch) or count != last_delta + 1:
-            return E.CORRUPT_MESSAGE, -1
+            return codes.CORRUPT_MESSAGE, -1
         if calc_crc32c(bytes(memoryview(batch)[_ATTR_OFFSET:])) != crc:
-            return E.CORRUPT_MESSAGE, -1
+            return codes.CORRUPT_MESSAGE, -1
         if attrs & _CONTROL:
-            return E.INVALID_RECORD, -1
+            return codes.INVALID_RECORD, -1
         if pid >= 0:
             entry = self._producers.get(pid)
             if entry is not None and epoch < entry.epoch:
-                return E.INVALID_PRODUCER_EPOCH, -1
+                return codes.INVALID_PRODUCER_EPOCH, -1
             if entry is None or epoch > entry.epoch:
                 if base_seq != 0:
-                    return E.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+                    return codes.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
                 entry = _ProducerEntry(epoch)
                 self._producers[pid] = entry
             last_seq = base_seq + last_delta
             for first, last, base in entry.recent:
                 if first == base_seq and last == last_seq:
-                    return E.NONE, base  # a retry of a batch we already have
+                    return codes.NONE, base  # a retry of a batch we already have
             if base_seq != entry.last_seq + 1:
-                return E.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+                return codes.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
             entry.last_seq = last_seq
         base = self.high_watermark
         data = bytearray(batch)
@@ -127,7 +127,7 @@ class PartitionLog:
             self._producers[pid].recent.append((base_seq, base_seq + last_delta, base))
             if attrs & _TRANSACTIONAL:
                 self.open_txns.setdefault(pid, base)
-        return E.NONE, base
+        return codes.NONE, base
 
     def write_marker(self, producer_id: int, epoch: int, commit: bool) -> None:
         """Write a COMMIT or ABORT control batch for ``producer_id`` and close its
@@ -165,7 +165,7 @@ class PartitionLog:
         read_committed), at most ``max_bytes`` unless ``must_return_one`` and the first
         batch alone is larger (KIP-74). Returns (error code, bytes, aborted txns in range)."""
         if offset < self.log_start_offset or offset > self.high_watermark:
-            return E.OFFSET_OUT_OF_RANGE, b"", []
+            return codes.OFFSET_OUT_OF_RANGE, b"", []
         limit = self.last_stable_offset if read_committed else self.high_watermark
         idx = bisect.bisect_right(self._bases, offset) - 1
         idx = max(idx, 0)
@@ -187,7 +187,7 @@ class PartitionLog:
             aborted = [
                 a for a in self.aborted if a.last_offset >= offset and a.first_offset <= last
             ]
-        return E.NONE, b"".join(out), aborted
+        return codes.NONE, b"".join(out), aborted
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
         """(offset, timestamp) of the first record stamped at or after ``timestamp``

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import _codes as E
+from .. import _codes as codes
 from .._processor import Processor
 from .._records import Output, Record
 
@@ -135,12 +135,12 @@ def _error(name: str, code: int) -> Fault:
     return Fault(name, error=code, times=ERROR_TIMES)
 
 
-NOT_COORDINATOR = _error("not_coordinator", E.NOT_COORDINATOR)
-COORDINATOR_NOT_AVAILABLE = _error("coordinator_not_available", E.COORDINATOR_NOT_AVAILABLE)
-REQUEST_TIMED_OUT = _error("request_timed_out", E.REQUEST_TIMED_OUT)
-UNKNOWN_SERVER_ERROR = _error("unknown_server_error", E.UNKNOWN_SERVER_ERROR)
-NOT_LEADER = _error("not_leader", E.NOT_LEADER_OR_FOLLOWER)
-LEADER_NOT_AVAILABLE = _error("leader_not_available", E.LEADER_NOT_AVAILABLE)
+NOT_COORDINATOR = _error("not_coordinator", codes.NOT_COORDINATOR)
+COORDINATOR_NOT_AVAILABLE = _error("coordinator_not_available", codes.COORDINATOR_NOT_AVAILABLE)
+REQUEST_TIMED_OUT = _error("request_timed_out", codes.REQUEST_TIMED_OUT)
+UNKNOWN_SERVER_ERROR = _error("unknown_server_error", codes.UNKNOWN_SERVER_ERROR)
+NOT_LEADER = _error("not_leader", codes.NOT_LEADER_OR_FOLLOWER)
+LEADER_NOT_AVAILABLE = _error("leader_not_available", codes.LEADER_NOT_AVAILABLE)
 _SUBSTITUTES = {"not_leader": "not_coordinator", "leader_not_available": "not_coordinator"}
 
 NETWORK: tuple[Fault, ...] = (

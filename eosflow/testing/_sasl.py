@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import _codes as E
+from .. import _codes as codes
 
 SCRAM_ITERATIONS = 4096
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
@@ -89,16 +89,16 @@ class SaslConnection:
     def handshake(self, body: dict[str, Any]) -> dict[str, Any]:
         enabled = list(self.security.mechanisms)
         if self.mechanism is not None or self.done:
-            return {"error_code": E.ILLEGAL_SASL_STATE, "enabled_mechanisms": enabled}
+            return {"error_code": codes.ILLEGAL_SASL_STATE, "enabled_mechanisms": enabled}
         if body["mechanism"] not in enabled:
-            return {"error_code": E.UNSUPPORTED_SASL_MECHANISM, "enabled_mechanisms": enabled}
+            return {"error_code": codes.UNSUPPORTED_SASL_MECHANISM, "enabled_mechanisms": enabled}
         self.mechanism = body["mechanism"]
         return {"error_code": 0, "enabled_mechanisms": enabled}
 
     def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
         token: bytes = body["sasl_auth_bytes"] or b""
         if self.mechanism is None or self.done:
-            return self._answer(E.ILLEGAL_SASL_STATE, "SaslAuthenticate out of turn")
+            return self._answer(codes.ILLEGAL_SASL_STATE, "SaslAuthenticate out of turn")
         if self.mechanism == "PLAIN":
             parts = token.split(b"\0")
             ok = len(parts) == 3 and self._check(parts[1].decode(), parts[2].decode())
@@ -159,7 +159,7 @@ class SaslConnection:
             return self._answer(0, None, token)
         self.close_after_answer = True
         assert self.mechanism is not None
-        return self._answer(E.SASL_AUTHENTICATION_FAILED, failed(self.mechanism))
+        return self._answer(codes.SASL_AUTHENTICATION_FAILED, failed(self.mechanism))
 
     @staticmethod
     def _answer(code: int, message: str | None, token: bytes = b"") -> dict[str, Any]:

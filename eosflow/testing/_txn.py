@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .. import _codes as E
+from .. import _codes as codes
 from ._groups import GroupCoordinator, Partition
 from ._log import PartitionLog
 
@@ -86,7 +86,7 @@ class TxnMeta:
 
 
 def fenced(version: int, new_since: int) -> int:
-    return E.PRODUCER_FENCED if version >= new_since else E.INVALID_PRODUCER_EPOCH
+    return codes.PRODUCER_FENCED if version >= new_since else codes.INVALID_PRODUCER_EPOCH
 
 
 class TxnCoordinator:
@@ -123,16 +123,16 @@ class TxnCoordinator:
         version: int,
     ) -> tuple[int, int, int]:
         if transactional_id is None:
-            return E.NONE, next(self._pids), 0
+            return codes.NONE, next(self._pids), 0
         if not 0 < timeout_ms <= MAX_TRANSACTION_TIMEOUT_MS:
-            return E.INVALID_TRANSACTION_TIMEOUT, -1, -1
+            return codes.INVALID_TRANSACTION_TIMEOUT, -1, -1
         meta = self.txns.get(transactional_id)
         if meta is None:
             meta = TxnMeta(transactional_id, next(self._pids), 0, timeout_ms)
             self.txns[transactional_id] = meta
-            return E.NONE, meta.producer_id, meta.epoch
+            return codes.NONE, meta.producer_id, meta.epoch
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return codes.CONCURRENT_TRANSACTIONS, -1, -1
         if producer_id >= 0:
             self.reinits += 1
             # KIP-360: the caller names its current id and epoch; a retry after the
@@ -142,7 +142,7 @@ class TxnCoordinator:
             if epoch == meta.last_epoch and meta.state != ONGOING:
                 meta.last_epoch = -1
                 meta.timeout_ms = timeout_ms
-                return E.NONE, meta.producer_id, meta.epoch
+                return codes.NONE, meta.producer_id, meta.epoch
         if meta.state == ONGOING:
             self._bump(meta)
             self._end(meta, commit=False, immediate=True)
@@ -151,7 +151,7 @@ class TxnCoordinator:
             meta.last_epoch = -1  # a new incarnation: the previous epoch is fenced for good
         meta.timeout_ms = timeout_ms
         meta.state = EMPTY
-        return E.NONE, meta.producer_id, meta.epoch
+        return codes.NONE, meta.producer_id, meta.epoch
 
     def _bump(self, meta: TxnMeta) -> None:
         meta.last_epoch = meta.epoch
@@ -165,11 +165,11 @@ class TxnCoordinator:
     def _check(self, txn_id: str, producer_id: int, epoch: int, version: int) -> TxnMeta | int:
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return codes.INVALID_PRODUCER_ID_MAPPING
         if epoch != meta.epoch:
             return fenced(version, 2)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-            return E.CONCURRENT_TRANSACTIONS
+            return codes.CONCURRENT_TRANSACTIONS
         return meta
 
     def _open(self, meta: TxnMeta) -> None:
@@ -194,12 +194,14 @@ class TxnCoordinator:
         unknown = [tp for tp in partitions if self.log_for(tp) is None]
         if unknown:
             return {
-                tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else E.OPERATION_NOT_ATTEMPTED
+                tp: codes.UNKNOWN_TOPIC_OR_PARTITION
+                if tp in unknown
+                else codes.OPERATION_NOT_ATTEMPTED
                 for tp in partitions
             }
         self._open(meta)
         meta.partitions.update(partitions)
-        return dict.fromkeys(partitions, E.NONE)
+        return dict.fromkeys(partitions, codes.NONE)
 
     def add_offsets(
         self, txn_id: str, producer_id: int, epoch: int, group_id: str, version: int
@@ -209,7 +211,7 @@ class TxnCoordinator:
             return meta
         self._open(meta)
         meta.groups.add(group_id)
-        return E.NONE
+        return codes.NONE
 
     def txn_offset_commit(
         self,
@@ -225,16 +227,16 @@ class TxnCoordinator:
     ) -> int:
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING
+            return codes.INVALID_PRODUCER_ID_MAPPING
         if epoch != meta.epoch:
             return fenced(version, 3)
         if version >= 5 and self.v2_served():  # the group joins implicitly (transactions v2)
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                return E.CONCURRENT_TRANSACTIONS
+                return codes.CONCURRENT_TRANSACTIONS
             self._open(meta)
             meta.groups.add(group_id)
         if meta.state != ONGOING or group_id not in meta.groups:
-            return E.INVALID_TXN_STATE
+            return codes.INVALID_TXN_STATE
         return self.groups.txn_commit(
             group_id, meta.token, generation, member_id, instance_id, offsets
         )
@@ -247,18 +249,18 @@ class TxnCoordinator:
         for meta in self.txns.values():
             if meta.producer_id == producer_id:
                 if epoch < meta.epoch:
-                    return E.INVALID_PRODUCER_EPOCH
+                    return codes.INVALID_PRODUCER_EPOCH
                 if version >= 12 and not self.v2_served():
-                    return E.UNSUPPORTED_VERSION
+                    return codes.UNSUPPORTED_VERSION
                 if version >= 12 and epoch == meta.epoch:  # transactions v2
                     if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                        return E.CONCURRENT_TRANSACTIONS
+                        return codes.CONCURRENT_TRANSACTIONS
                     self._open(meta)
                     meta.partitions.add(tp)
                 if meta.state != ONGOING or tp not in meta.partitions:
-                    return E.TRANSACTION_ABORTABLE if version >= 11 else E.INVALID_TXN_STATE
-                return E.NONE
-        return E.INVALID_PRODUCER_ID_MAPPING
+                    return codes.TRANSACTION_ABORTABLE if version >= 11 else codes.INVALID_TXN_STATE
+                return codes.NONE
+        return codes.INVALID_PRODUCER_ID_MAPPING
 
     # --- ending ---------------------------------------------------------------------
 
@@ -269,26 +271,26 @@ class TxnCoordinator:
         transactions v2 (EndTxn v5), which bumps the epoch."""
         meta = self.txns.get(txn_id)
         if meta is None or meta.producer_id != producer_id:
-            return E.INVALID_PRODUCER_ID_MAPPING, -1, -1
+            return codes.INVALID_PRODUCER_ID_MAPPING, -1, -1
         v2 = version >= 5 and self.v2_served()
         ended = (PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
         if v2 and epoch == meta.last_epoch and meta.state in ended:
             # the same EndTxn again (its answer was lost): the bumped epoch is known
             if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
-                return E.CONCURRENT_TRANSACTIONS, -1, -1
+                return codes.CONCURRENT_TRANSACTIONS, -1, -1
             if meta.state == (COMPLETE_COMMIT if commit else COMPLETE_ABORT):
-                return E.NONE, meta.producer_id, meta.epoch
-            return E.INVALID_TXN_STATE, -1, -1
+                return codes.NONE, meta.producer_id, meta.epoch
+            return codes.INVALID_TXN_STATE, -1, -1
         if epoch != meta.epoch:
             return fenced(version, 2), -1, -1
         if v2 and meta.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT):
             # nothing open (no write or offset reached the broker): an abort still bumps
             # the epoch, a commit is INVALID_TXN_STATE (genuine 4.4.0)
             if commit:
-                return E.INVALID_TXN_STATE, -1, -1
+                return codes.INVALID_TXN_STATE, -1, -1
             self._bump(meta)
             meta.state = COMPLETE_ABORT
-            return E.NONE, meta.producer_id, meta.epoch
+            return codes.NONE, meta.producer_id, meta.epoch
         if meta.state == ONGOING:
             # v2 bumps before the markers: they carry the next epoch and fence the old one,
             # under the producer id that wrote the data (the bump may rotate it at the top)
@@ -296,14 +298,14 @@ class TxnCoordinator:
             if v2:
                 self._bump(meta)
             self._end(meta, commit, immediate=False, marker=marker)
-            return (E.NONE, meta.producer_id, meta.epoch) if v2 else (E.NONE, -1, -1)
+            return (codes.NONE, meta.producer_id, meta.epoch) if v2 else (codes.NONE, -1, -1)
         if meta.state in (PREPARE_COMMIT, PREPARE_ABORT):
             # either result while markers are written (2.4.1 and 4.4.0 alike)
-            return E.CONCURRENT_TRANSACTIONS, -1, -1
+            return codes.CONCURRENT_TRANSACTIONS, -1, -1
         if meta.state in (COMPLETE_COMMIT, COMPLETE_ABORT):
             same = (meta.state == COMPLETE_COMMIT) == commit
-            return (E.NONE, -1, -1) if same else (E.INVALID_TXN_STATE, -1, -1)
-        return E.INVALID_TXN_STATE, -1, -1
+            return (codes.NONE, -1, -1) if same else (codes.INVALID_TXN_STATE, -1, -1)
+        return codes.INVALID_TXN_STATE, -1, -1
 
     def _end(
         self,

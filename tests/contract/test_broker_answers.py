@@ -19,7 +19,7 @@ import pytest_asyncio
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import RawConn
 
-from eosflow import _codes as E
+from eosflow import _codes as codes
 from eosflow.testing._genuine import GenuineKafka
 from eosflow.testing._handlers import HANDLERS
 from eosflow.testing._ladder import Broker, open_broker
@@ -27,7 +27,11 @@ from eosflow.testing._ladder import Broker, open_broker
 FIND_COORDINATOR, INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS = 10, 22, 24, 25
 END_TXN, TXN_OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, CREATE_TOPICS = 26, 28, 9, 0, 19
 METADATA, SASL_HANDSHAKE, SASL_AUTHENTICATE = 3, 17, 36
-RETRIABLE = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
+RETRIABLE = {
+    codes.COORDINATOR_LOAD_IN_PROGRESS,
+    codes.COORDINATOR_NOT_AVAILABLE,
+    codes.NOT_COORDINATOR,
+}
 
 
 @pytest_asyncio.fixture(params=["4.0", "2.4"])
@@ -65,14 +69,14 @@ def batch(pid: int = -1, epoch: int = -1, seq: int = -1, ts: int | None = None) 
 
 async def retried(c: RawConn, key: int, version: int, body: dict[str, Any]) -> list[int]:
     """Send until the answer is not a coordinator-loading error; the codes answered."""
-    codes: list[int] = []
+    answered: list[int] = []
     deadline = time.monotonic() + 20
     while True:
         r = await c.send(key, version, body)
         assert r is not None
-        codes.append(r["error_code"])
-        if codes[-1] not in RETRIABLE or time.monotonic() > deadline:
-            return codes
+        answered.append(r["error_code"])
+        if answered[-1] not in RETRIABLE or time.monotonic() > deadline:
+            return answered
         await asyncio.sleep(0.005)
 
 
@@ -105,7 +109,7 @@ async def produce(c: RawConn, body: dict[str, Any]) -> dict[str, Any]:
         r = await c.send(PRODUCE, 7, body)
         assert r is not None
         codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
-        if E.NOT_LEADER_OR_FOLLOWER not in codes or time.monotonic() > deadline:
+        if codes.NOT_LEADER_OR_FOLLOWER not in codes or time.monotonic() > deadline:
             return r
         await asyncio.sleep(0.01)
 
@@ -135,16 +139,16 @@ async def _first_use(bootstrap: str, kafka4: bool) -> None:
         for kind in (0, 1):  # group, then transaction
             body = {"coordinator_key": f"first-{kind}", "coordinator_type": kind}
             codes = await retried(c, FIND_COORDINATOR, 1, body)
-            assert codes[0] == E.COORDINATOR_NOT_AVAILABLE and codes[-1] == 0, (kind, codes)
-            assert set(codes[:-1]) == {E.COORDINATOR_NOT_AVAILABLE}
+            assert codes[0] == codes.COORDINATOR_NOT_AVAILABLE and codes[-1] == 0, (kind, codes)
+            assert set(codes[:-1]) == {codes.COORDINATOR_NOT_AVAILABLE}
         init = {"transactional_id": "first-1", "transaction_timeout_ms": 60000}
         codes = await retried(c, INIT_PRODUCER_ID, 1, init)
         assert codes[-1] == 0
         if kafka4:  # KRaft: producer ids come from the controller in blocks
-            assert codes[0] in (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR), codes
+            assert codes[0] in (codes.COORDINATOR_LOAD_IN_PROGRESS, codes.NOT_COORDINATOR), codes
         else:  # 2.4: usually at once; on a loaded machine the transaction log partition
             # may still be loading after FindCoordinator answered (seen on 2.4.1: [14, 0])
-            assert set(codes[:-1]) <= {E.COORDINATOR_LOAD_IN_PROGRESS}, codes
+            assert set(codes[:-1]) <= {codes.COORDINATOR_LOAD_IN_PROGRESS}, codes
     finally:
         c.close()
 
@@ -207,7 +211,7 @@ async def _one_transaction(
         r = await c.send(ADD_PARTITIONS, 1, add)
         assert r is not None
         code = r["results"][0]["results"][0]["error_code"]
-        if code != E.CONCURRENT_TRANSACTIONS:
+        if code != codes.CONCURRENT_TRANSACTIONS:
             break
         await asyncio.sleep(0.002)
     assert code == 0
@@ -251,7 +255,7 @@ async def test_committed_offsets_reach_a_plain_offset_fetch_within_milliseconds(
         lags = []
         for i in range(1, 8):
             codes = await _one_transaction(c, topic, group, txn, pid, epoch, i - 1, i * 10)
-            assert codes == {topic: 0, topic + "-none": E.UNKNOWN_TOPIC_OR_PARTITION}
+            assert codes == {topic: 0, topic + "-none": codes.UNKNOWN_TOPIC_OR_PARTITION}
             end = {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch}
             r = await c.send(END_TXN, 1, {**end, "transaction_result": True})
             assert r is not None and r["error_code"] == 0
@@ -297,9 +301,9 @@ async def test_end_txn_while_markers_are_written_answers_concurrent_transactions
             assert first_answer is not None and first_answer["error_code"] == 0
             assert second_answer is not None
             answers[again].append(second_answer["error_code"])
-        assert set(answers[False]) <= {E.CONCURRENT_TRANSACTIONS, E.INVALID_TXN_STATE}
-        assert E.CONCURRENT_TRANSACTIONS in answers[False], answers
-        assert set(answers[True]) <= {E.CONCURRENT_TRANSACTIONS, E.NONE}, answers
+        assert set(answers[False]) <= {codes.CONCURRENT_TRANSACTIONS, codes.INVALID_TXN_STATE}
+        assert codes.CONCURRENT_TRANSACTIONS in answers[False], answers
+        assert set(answers[True]) <= {codes.CONCURRENT_TRANSACTIONS, codes.NONE}, answers
     finally:
         c.close()
 
@@ -331,7 +335,7 @@ async def test_produce_list_offsets_and_configs_answer_as_kafka(broker: Broker) 
         got = {p["partition"]: p for p in r["topics"][0]["partitions"]}
         assert got[0]["error_code"] == 0 and got[0]["offset"] == 0
         assert (got[7]["error_code"], got[7]["offset"], got[7]["log_start_offset"]) == (
-            E.UNKNOWN_TOPIC_OR_PARTITION,
+            codes.UNKNOWN_TOPIC_OR_PARTITION,
             -1,
             -1,
         )
@@ -347,7 +351,7 @@ async def test_produce_list_offsets_and_configs_answer_as_kafka(broker: Broker) 
         assert r is not None
         p = r["topics"][0]["partitions"][0]
         assert (p["error_code"], p["offset"], p["log_start_offset"]) == (
-            E.INVALID_REQUIRED_ACKS,
+            codes.INVALID_REQUIRED_ACKS,
             -1,
             -1,
         )
@@ -378,7 +382,7 @@ async def test_produce_list_offsets_and_configs_answer_as_kafka(broker: Broker) 
             2,
             {"resources": [{"resource_type": 4, "resource_name": "77", "config_names": None}]},
         )
-        assert r is not None and r["resources"][0]["error_code"] == E.INVALID_REQUEST
+        assert r is not None and r["resources"][0]["error_code"] == codes.INVALID_REQUEST
     finally:
         c.close()
 
@@ -408,7 +412,7 @@ async def test_group_answers_as_kafka(broker: Broker) -> None:
         r = await c.send(11, 5, join)
         assert r is not None
         assert (r["error_code"], r["member_id"], r["group_protocol"]) == (
-            E.UNKNOWN_MEMBER_ID,
+            codes.UNKNOWN_MEMBER_ID,
             "ghost-1",
             "",
         )
@@ -447,9 +451,9 @@ async def test_sasl_requests_on_a_listener_without_sasl_answer_illegal_sasl_stat
     c = RawConn(broker.bootstrap_servers)
     try:
         r = await c.send(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})
-        assert r is not None and r["error_code"] == E.ILLEGAL_SASL_STATE, r
+        assert r is not None and r["error_code"] == codes.ILLEGAL_SASL_STATE, r
         r = await c.send(SASL_AUTHENTICATE, 1, {"sasl_auth_bytes": b"\0u\0p"})
-        assert r is not None and r["error_code"] == E.ILLEGAL_SASL_STATE, r
+        assert r is not None and r["error_code"] == codes.ILLEGAL_SASL_STATE, r
         assert await c.send(METADATA, 1, {"topics": []}) is not None
     finally:
         c.close()

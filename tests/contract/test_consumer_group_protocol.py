@@ -31,7 +31,7 @@ from test_broker_answers import (
     retried,
 )
 
-from eosflow import _codes as E
+from eosflow import _codes as codes
 from eosflow import _specs, _wire
 from eosflow.testing._ladder import Broker
 
@@ -155,13 +155,13 @@ async def test_a_member_joins_gets_every_partition_by_topic_id_and_leaves(
     await a.join_owning({0, 1, 2})
     assert list(a.assigned) == [topic_id]  # by the id Metadata v12 gives the topic
     fenced = await a.beat(epoch=a.epoch + 5)
-    assert fenced.error_code == E.FENCED_MEMBER_EPOCH, E.name(fenced.error_code)
+    assert fenced.error_code == codes.FENCED_MEMBER_EPOCH, codes.name(fenced.error_code)
     left = await a.beat(epoch=-1)
     assert left.error_code == 0 and left.member_epoch == -1, left
     gone = await a.beat(epoch=a.epoch)
-    assert gone.error_code == E.UNKNOWN_MEMBER_ID, E.name(gone.error_code)
+    assert gone.error_code == codes.UNKNOWN_MEMBER_ID, codes.name(gone.error_code)
     nowhere = await Member(client, node, eosflow_broker.unique("no-group"), topic).beat(epoch=3)
-    assert nowhere.error_code == E.GROUP_ID_NOT_FOUND, E.name(nowhere.error_code)
+    assert nowhere.error_code == codes.GROUP_ID_NOT_FOUND, codes.name(nowhere.error_code)
 
 
 async def test_a_partition_moves_only_after_its_owner_acknowledges_the_revocation(
@@ -219,20 +219,20 @@ async def test_a_stale_epoch_is_fenced_the_previous_one_tolerated(
     # its previous epoch, owning no more than it is assigned: the answer that moved it
     # may have been lost, so it is tolerated
     ok = await a.beat(epoch=before)
-    assert ok.error_code == 0 and ok.member_epoch == a.epoch, E.name(ok.error_code)
+    assert ok.error_code == 0 and ok.member_epoch == a.epoch, codes.name(ok.error_code)
     # the previous epoch while claiming a partition it gave up: fenced
     stale = await a.beat(owned=both, epoch=before)
-    assert stale.error_code == E.FENCED_MEMBER_EPOCH, E.name(stale.error_code)
+    assert stale.error_code == codes.FENCED_MEMBER_EPOCH, codes.name(stale.error_code)
     # an epoch it never had: fenced
     ahead = await a.beat(epoch=a.epoch + 1)
-    assert ahead.error_code == E.FENCED_MEMBER_EPOCH, E.name(ahead.error_code)
+    assert ahead.error_code == codes.FENCED_MEMBER_EPOCH, codes.name(ahead.error_code)
     # fencing left the member as it was
     assert (await a.beat()).error_code == 0
     # a fenced member rejoins with epoch 0 and its id: it keeps its place and assignment
     mine, epoch = dict(a.assigned), a.epoch
     a.assigned = {}
     back = await a.beat(owned={}, epoch=0)
-    assert back.error_code == 0 and back.member_epoch == epoch, E.name(back.error_code)
+    assert back.error_code == 0 and back.member_epoch == epoch, codes.name(back.error_code)
     (pairs, _tags) = back.assignment
     assert {uuid.UUID(str(t)): sorted(ps) for t, ps, _ in pairs} == mine
 
@@ -255,25 +255,27 @@ async def test_a_static_member_leaves_for_now_and_its_instance_takes_its_place(
     mine, a_epoch = dict(a.assigned), a.epoch
     # the instance id is taken while its member is live
     twin = await Member(client, node, group, topic, instance_id=instance).beat()
-    assert twin.error_code == E.UNRELEASED_INSTANCE_ID, E.name(twin.error_code)
+    assert twin.error_code == codes.UNRELEASED_INSTANCE_ID, codes.name(twin.error_code)
     # leaving for now: the member keeps its partitions for its session
     left = await a.beat(epoch=-2)
-    assert left.error_code == 0 and left.member_epoch == -2, E.name(left.error_code)
+    assert left.error_code == 0 and left.member_epoch == -2, codes.name(left.error_code)
     b = Member(client, node, group, topic)
     for _ in range(5):  # a dynamic member joining gets none of them meanwhile
         r = await b.beat()
-        assert r.error_code == 0 and not b.partitions(), (E.name(r.error_code), b.assigned)
+        assert r.error_code == 0 and not b.partitions(), (codes.name(r.error_code), b.assigned)
         await asyncio.sleep(0.1)
     # the instance back under a new member id takes the place, assignment and epoch
     back = Member(client, node, group, topic, instance_id=instance)
     r = await back.beat(owned={})
-    assert r.error_code == 0, E.name(r.error_code)
+    assert r.error_code == 0, codes.name(r.error_code)
     assert back.partitions() and back.partitions() <= {p for ps in mine.values() for p in ps}
     assert back.epoch >= a_epoch, (back.epoch, a_epoch)
     # and the old member id is fenced out
     old = await a.beat(epoch=a_epoch)
-    assert old.error_code in (E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID), E.name(old.error_code)
-    print(f"old member id after its instance came back: {E.name(old.error_code)}")
+    assert old.error_code in (codes.FENCED_INSTANCE_ID, codes.UNKNOWN_MEMBER_ID), codes.name(
+        old.error_code
+    )
+    print(f"old member id after its instance came back: {codes.name(old.error_code)}")
 
 
 async def test_a_transactional_offset_commit_is_checked_by_member_epoch(
@@ -319,15 +321,15 @@ async def test_a_transactional_offset_commit_is_checked_by_member_epoch(
             assert resp is not None
             return int(resp["topics"][0]["partitions"][0]["error_code"])
 
-        codes = [
+        answered = [
             await commit(a.epoch, a.member_id),
             await commit(a.epoch - 1, a.member_id),
             await commit(a.epoch, str(uuid.uuid4())),
             await commit(-1, ""),
         ]
         # a past epoch: ILLEGAL_GENERATION at v3 (STALE_MEMBER_EPOCH is for newer versions)
-        assert codes == [0, E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, 0], [
-            E.name(x) for x in codes
+        assert answered == [0, codes.ILLEGAL_GENERATION, codes.UNKNOWN_MEMBER_ID, 0], [
+            codes.name(x) for x in answered
         ]
         r = await c.send(END_TXN, 1, {**ids, "transaction_result": False})
         assert r is not None and r["error_code"] == 0
@@ -370,14 +372,14 @@ async def test_an_offset_fetch_is_checked_by_member_and_epoch(
                 assert [p["committed_offset"] for p in t["partitions"]] == [-1]
             return int(g["error_code"])
 
-        codes = [
+        answered = [
             await fetch(a.member_id, a.epoch),
             await fetch(a.member_id, a.epoch - 1),
             await fetch(a.member_id, a.epoch + 1),
             await fetch(str(uuid.uuid4()), a.epoch),
             await fetch(None, -1),
         ]
-        want = [0, E.STALE_MEMBER_EPOCH, E.STALE_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, 0]
-        assert codes == want, [E.name(x) for x in codes]
+        want = [0, codes.STALE_MEMBER_EPOCH, codes.STALE_MEMBER_EPOCH, codes.UNKNOWN_MEMBER_ID, 0]
+        assert answered == want, [codes.name(x) for x in answered]
     finally:
         c.close()

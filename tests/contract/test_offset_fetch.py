@@ -22,7 +22,7 @@ from aiokafka.structs import OffsetAndMetadata
 from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as E
+from eosflow import _codes as codes
 from eosflow import _specs, _wire
 from eosflow.testing._ladder import Broker
 
@@ -77,19 +77,19 @@ _AllOffsetsV7._CLASSES = (_wire.spec_classes(_specs.OFFSET_FETCH, 7)[0],)  # typ
 async def _all_offsets(
     p: AIOKafkaProducer, group: str, require_stable: bool
 ) -> dict[TopicPartition, int]:
-    """Every partition listed, mapped to its offset, or to -E.UNSTABLE_OFFSET_COMMIT."""
+    """Every partition listed, mapped to its offset, or to -codes.UNSTABLE_OFFSET_COMMIT."""
     client = p.client
     node = await client.coordinator_lookup(0, group)
     resp = await client.send(
         node, _AllOffsetsV7(group, require_stable), group=ConnectionGroup.COORDINATION
     )
     body = resp.to_object()
-    assert body["error_code"] == E.NONE, body
+    assert body["error_code"] == codes.NONE, body
     out: dict[TopicPartition, int] = {}
     for t in body["topics"]:
         for part in t["partitions"]:
             code = part["error_code"]
-            assert code in (E.NONE, E.UNSTABLE_OFFSET_COMMIT), part
+            assert code in (codes.NONE, codes.UNSTABLE_OFFSET_COMMIT), part
             tp = TopicPartition(t["name"], part["partition_index"])
             out[tp] = -code if code else part["committed_offset"]
     return out
@@ -117,7 +117,7 @@ async def test_all_offsets_under_require_stable_flag_pending_transactional_offse
         await eventually(committed, what="the committed transaction's offsets")
         await p.begin_transaction()
         await p.send_offsets_to_transaction({tp0: 5, tp2: 1}, group)
-        assert await _all_offsets(p, group, True) == {tp0: -E.UNSTABLE_OFFSET_COMMIT, tp1: 7}
+        assert await _all_offsets(p, group, True) == {tp0: -codes.UNSTABLE_OFFSET_COMMIT, tp1: 7}
         assert await _all_offsets(p, group, False) == {tp0: 3, tp1: 7}
         await p.commit_transaction()
 

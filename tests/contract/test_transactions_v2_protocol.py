@@ -26,12 +26,16 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import client_needing, create_topic
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as E
+from eosflow import _codes as codes
 from eosflow import _specs, _wire
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 
-_LOADING = {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
+_LOADING = {
+    codes.COORDINATOR_LOAD_IN_PROGRESS,
+    codes.COORDINATOR_NOT_AVAILABLE,
+    codes.NOT_COORDINATOR,
+}
 
 
 @pytest_asyncio.fixture
@@ -60,7 +64,7 @@ async def _retried(what: str, call: Any) -> Any:
     deadline = time.monotonic() + 30
     while True:
         r = await call()
-        if r.error_code not in _LOADING | {E.CONCURRENT_TRANSACTIONS}:
+        if r.error_code not in _LOADING | {codes.CONCURRENT_TRANSACTIONS}:
             return r
         assert time.monotonic() < deadline, f"{what}: still {r.error_code} after 30 s"
         await asyncio.sleep(0.1)
@@ -85,7 +89,7 @@ async def _produce(client: Any, node: int, body: dict[str, Any], version: int) -
     while True:
         resp = (await client.send(node, req)).to_object()
         code = int(resp["topics"][0]["partitions"][0]["error_code"])
-        if code != E.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
+        if code != codes.NOT_LEADER_OR_FOLLOWER or time.monotonic() > deadline:
             return code
         await asyncio.sleep(0.1)
 
@@ -170,7 +174,7 @@ async def served_by_version(client: Any, bootstrap_servers: str, topic: str, lev
     t = Txn(client, topic)
     await t.init()
     if level == 0:
-        assert await t.produce(b"v2 refused", 0) == E.UNSUPPORTED_VERSION
+        assert await t.produce(b"v2 refused", 0) == codes.UNSUPPORTED_VERSION
         return
     assert await t.produce(b"v2 served", 0) == 0
     assert await t.end(True) == (0, t.pid, t.epoch + 1)
@@ -198,9 +202,9 @@ async def test_every_end_bumps_the_epoch_and_produce_adds_its_partition(
     assert await t.produce(b"committed", 0) == 0
     assert await t.end(True) == (0, t.pid, e0 + 1)
     assert await t.end(True, epoch=e0) == (0, t.pid, e0 + 1)  # the answer asked again
-    assert (await t.end(False, epoch=e0))[0] == E.INVALID_TXN_STATE
+    assert (await t.end(False, epoch=e0))[0] == codes.INVALID_TXN_STATE
     t.epoch = e0 + 1
-    assert await t.produce(b"zombie", 1, epoch=e0) == E.INVALID_PRODUCER_EPOCH
+    assert await t.produce(b"zombie", 1, epoch=e0) == codes.INVALID_PRODUCER_EPOCH
     assert await t.produce(b"aborted", 0) == 0
     assert await t.end(False) == (0, t.pid, e0 + 2)
     values = [r[3] for r in await read_topic(b.bootstrap_servers, t.topic)]
@@ -222,7 +226,7 @@ async def test_an_abort_with_nothing_open_bumps_the_epoch(
     assert await t.end(False) == (0, t.pid, e0 + 1)
     assert await t.end(False, epoch=e0) == (0, t.pid, e0 + 1)
     t.epoch = e0 + 1
-    assert (await t.end(True))[0] == E.INVALID_TXN_STATE
+    assert (await t.end(True))[0] == codes.INVALID_TXN_STATE
     assert await t.end(False) == (0, t.pid, e0 + 2)
 
 
@@ -264,4 +268,4 @@ async def test_produce_v11_without_add_partitions_is_abortable(
         "timeout": 10_000,
         "topics": [{"topic": t.topic, "partitions": [{"partition": 0, "messages": batch}]}],
     }
-    assert await _produce(client, t.node, body, 11) == E.TRANSACTION_ABORTABLE
+    assert await _produce(client, t.node, body, 11) == codes.TRANSACTION_ABORTABLE

@@ -57,7 +57,7 @@ class Paced(eosflow.Processor):
 
 class User:
     """A SCRAM-SHA-512 user of its own (the module's tests rotate its password) with
-    README's ACLs on fresh topics, group and transactional id."""
+    the documented ACLs on fresh topics, group and transactional id."""
 
     def __init__(self, k: GenuineKafka, tag: str) -> None:
         self.k, self.tag, self.name = k, tag, f"{tag}-user"

@@ -1,8 +1,8 @@
 """eosflow on a secured genuine Kafka (``GenuineKafka(secured=True)``): SASL_SSL with
-SCRAM-SHA-512 and mutual TLS, each with exactly the ACLs README.md lists; each missing
-ACL a fatal one-line ``AuthorizationError`` with nothing committed; a wrong password, an
-untrusted CA and an expired broker certificate each an ``AuthenticationError`` within
-the connect timeout. No secret appears in any error or log line."""
+SCRAM-SHA-512 and mutual TLS, each with exactly the ACLs docs/howto/security.md lists;
+each missing ACL a fatal one-line ``AuthorizationError`` with nothing committed; a wrong
+password, an untrusted CA and an expired broker certificate each an
+``AuthenticationError`` within the connect timeout. No secret appears in any error or log line."""
 
 from __future__ import annotations
 
@@ -149,7 +149,9 @@ async def _exactly_once_over(
     assert report.dead_lettered == N // 50
 
 
-async def test_exactly_once_over_sasl_ssl_scram_with_the_readme_acls(kafka: GenuineKafka) -> None:
+async def test_exactly_once_over_sasl_ssl_scram_with_the_documented_acls(
+    kafka: GenuineKafka,
+) -> None:
     await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, scram(kafka))
 
 
@@ -159,14 +161,14 @@ async def test_exactly_once_over_sasl_ssl_oauthbearer(kafka: GenuineKafka) -> No
     await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, oauth(kafka))
 
 
-async def test_exactly_once_over_mutual_tls_with_the_readme_acls(kafka: GenuineKafka) -> None:
+async def test_exactly_once_over_mutual_tls_with_the_documented_acls(kafka: GenuineKafka) -> None:
     await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL, mtls(kafka))
 
 
-async def test_exactly_once_state_over_sasl_ssl_with_the_readme_acls(
+async def test_exactly_once_state_over_sasl_ssl_with_the_documented_acls(
     kafka: GenuineKafka, tmp_path: Path
 ) -> None:
-    """The running count over SASL_SSL with README's ACLs, its changelog grant included;
+    """The running count over SASL_SSL with the documented ACLs, its changelog grant included;
     without that grant, the start stops with one line naming CREATE on the changelog."""
     k = kafka
     src, dst, _dlq, group, txn = await topics(k, "state")
@@ -336,7 +338,7 @@ async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: Genu
 
 async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
     """The instance chaos of ``tests/runtime/test_chaos.py`` (three ``eosflow run``
-    instances, SIGKILLs and restarts, a zombie) over SASL_SSL with README's ACLs."""
+    instances, SIGKILLs and restarts, a zombie) over SASL_SSL with the documented ACLs."""
     k, rng = kafka, random.Random(20261123)
     assert k.pki is not None
     records, in_parts, instances, session_s = 20_000, 6, 3, 2.0
@@ -364,7 +366,7 @@ def scram_env(k: GenuineKafka) -> dict[str, str]:
 
 
 async def grant_fleet(k: GenuineKafka, fleet: Fleet, instances: int) -> None:
-    """README's ACLs for each of the fleet's instances, as the SCRAM user."""
+    """The documented ACLs for each of the fleet's instances, as the SCRAM user."""
     for i in range(instances):
         acls = app_acls(
             SCRAM_PRINCIPAL,

@@ -11,7 +11,7 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import eventually
+from kit import app_config, eventually
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,7 +22,6 @@ from eosflow import _codes as codes
 from eosflow._logs import JsonLines
 from eosflow._ops._tracing import Tracing
 from eosflow.testing import FakeCluster
-from eosflow.testing._ladder import fake_settings
 
 N = 300
 
@@ -39,25 +38,21 @@ class Copy(eosflow.Processor):
 
 
 @pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        c.create_topic("in", 2)
-        c.create_topic("out", 1)
-        yield c
+async def cluster(cluster: FakeCluster) -> FakeCluster:
+    cluster.create_topic("in", 2)
+    cluster.create_topic("out", 1)
+    return cluster
 
 
 def cfg(c: FakeCluster, **ops: object) -> eosflow.EosConfig:
-    return eosflow.EosConfig(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="tx-1",
+    # the aborts these tests count are made by refusing the classic forced heartbeat
+    return app_config(
+        c,
         session_timeout_s=6.0,
         heartbeat_interval_s=0.2,
         transaction_timeout_s=5.0,
-        # the aborts these tests count are made by refusing the classic forced heartbeat
         group_protocol="classic",
-        ops={"metrics_port": 0, "progress_interval_s": 0, **ops},  # type: ignore[arg-type]
+        ops={"metrics_port": 0, "progress_interval_s": 0, **ops},
     )
 
 

@@ -141,3 +141,36 @@ def test_a_processor_attribute_named_observer_is_refused_not_overwritten() -> No
     proc = eosflow.Processor()
     first, again = eosflow.EosApp(proc, cfg), eosflow.EosApp(proc, cfg)  # a restart
     assert proc.observer is again.observers is not first.observers
+
+
+def test_an_idle_service_says_so_at_most_once_a_minute(caplog: object) -> None:
+    """Nothing flowing and no lag: the progress line is silent, but an idle line comes at
+    most once every IDLE_EVERY_S, with how long nothing flowed, the lag and the last
+    commit (an operator cannot tell a silent service from a stuck one)."""
+    import pytest
+
+    from eosflow._ops._progress import IDLE_EVERY_S, Progress
+
+    assert isinstance(caplog, pytest.LogCaptureFixture)
+    p = Progress(10.0)
+    t0 = p._since  # the interval's clock starts at construction
+    done = report(eosflow.Outcome.COMMITTED)
+    p.transaction_ended(eosflow.TransactionReport(**{**vars_of(done), "ended": t0 + 5}))
+    p.partitions_assigned(frozenset({("in", 0), ("in", 1)}))
+    p.lag_sampled({("in", 0): 0, ("in", 1): 0})
+    with caplog.at_level(logging.INFO, logger="eosflow.progress"):
+        for k in range(1, 14):  # every 10 s for 130 s
+            p.emit(t0 + 10 * k)
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines[0].startswith("progress: 1 rec/s (10 records in 10.0 s)")
+    idle = [(r.getMessage(), r.progress) for r in caplog.records[1:]]  # type: ignore[attr-defined]
+    assert [m for m, _ in idle] == [
+        "idle: no records for 1 min 5 s, lag 0 over 2 partitions, last commit 1 min 5 s ago",
+        "idle: no records for 2 min 5 s, lag 0 over 2 partitions, last commit 2 min 5 s ago",
+    ]
+    assert IDLE_EVERY_S == 60.0 and idle[0][1]["idle_s"] == 65.0
+    assert idle[0][1]["last_commit_s_ago"] == 65.0
+
+
+def vars_of(r: eosflow.TransactionReport) -> dict[str, object]:
+    return {f: getattr(r, f) for f in r.__dataclass_fields__}

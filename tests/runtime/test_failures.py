@@ -26,15 +26,9 @@ from eosflow.testing._ladder import fake_settings
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        yield c
-
-
 # Exhausted retries are an error. Every TxnOffsetCommit is dropped: no transaction may
 # commit (its outputs would become visible without their offsets), and once failures
-# outlast retry_timeout_s the app stops naming the step. With `_send_retrying` returning
+# outlast retry_timeout_s the app stops naming the step. With `send_retrying` returning
 # 0 ("no error") after its last attempt -- the old behaviour -- outputs are committed
 # while the group's offsets stay empty.
 async def test_offsets_that_never_commit_never_let_the_transaction_commit(

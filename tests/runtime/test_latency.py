@@ -10,11 +10,10 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import eventually
+from kit import app_config, eventually
 
 import eosflow
 from eosflow.testing import FakeCluster
-from eosflow.testing._ladder import fake_settings
 
 
 class Copy(eosflow.Processor):
@@ -23,26 +22,14 @@ class Copy(eosflow.Processor):
 
 
 @pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        c.create_topic("in", 1)
-        c.create_topic("out", 1)
-        yield c
+async def cluster(cluster: FakeCluster) -> FakeCluster:
+    cluster.create_topic("in", 1)
+    cluster.create_topic("out", 1)
+    return cluster
 
 
 def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
-    base: dict[str, object] = dict(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="tx-1",
-        session_timeout_s=10.0,
-        heartbeat_interval_s=0.3,
-        transaction_timeout_s=8.0,
-        ops={"progress_interval_s": 0},
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+    return app_config(c, **kw)
 
 
 # A lone record commits once its transaction is min_transaction_s old, not after the

@@ -12,11 +12,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
-from kit import eventually, read_all
+from kit import app_config, eventually, read_all
 
 import eosflow
 from eosflow import _aiokafka as ak
 from eosflow import _codes as codes
+from eosflow._ops._metrics import PrometheusMetrics
 from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._ladder import fake_settings
 
@@ -43,23 +44,20 @@ class Gate(eosflow.Processor):
         self.revoked_at.append(time.monotonic())
 
 
+MECHANISMS: dict[str, object] = dict(
+    session_timeout_s=6.0,
+    heartbeat_interval_s=0.2,
+    transaction_timeout_s=5.0,
+    group_protocol="classic",
+    transactions_v2="off",
+)
+
+
 def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
     """The mechanism tests' config: the classic group protocol and transactions v1, whose
     requests their fault rules name (Heartbeat, AddPartitionsToTxn...); the consumer
     protocol's and transactions v2's own tests ask for theirs."""
-    base: dict[str, object] = dict(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="tx-1",
-        session_timeout_s=6.0,
-        heartbeat_interval_s=0.2,
-        transaction_timeout_s=5.0,
-        group_protocol="classic",
-        transactions_v2="off",
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+    return app_config(c, **(MECHANISMS | kw))
 
 
 async def seed(c: FakeCluster, n: int = N, partitions: int = 1) -> None:
@@ -89,12 +87,6 @@ async def assert_exactly_once(c: FakeCluster, n: int = N) -> None:
 def all_done(app: eosflow.EosApp, c: FakeCluster, n: int = N) -> bool:
     total = sum(c.committed("g", "in").values())
     return total == n and app.last_outcome is eosflow.Outcome.COMMITTED
-
-
-@pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        yield c
 
 
 # Mechanism 2: the forced heartbeat decides. Remove `_confirm_membership` and the first
@@ -460,11 +452,17 @@ async def test_work_ahead_of_an_aborted_commit_is_redone(cluster: FakeCluster) -
     await seed(c)
     proc = Spy("out")
     rule = c.intercept("TxnOffsetCommit", error=codes.ILLEGAL_GENERATION, delay_s=0.5)
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=True))
+    metrics = PrometheusMetrics()
+    app = eosflow.EosApp(
+        proc, cfg(c, max_records_per_txn=50, process_ahead=True), observers=[metrics]
+    )
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
     assert rule.hits == 1 and app.stats.aborted == 1
     assert app.stats.dropped_ahead == 50
+    # through the observers, so Prometheus sees it too
+    dropped = metrics.registry.get_sample_value("eosflow_records_dropped_ahead_total")
+    assert dropped == 50
     offsets = [o for _, o in proc.seen]
     assert offsets[:100] == list(range(100)), "0..49 in the aborted txn, 50..99 ahead of it"
     assert sorted(offsets[100:]) == list(range(N)), "everything redone from offset 0"

@@ -14,13 +14,6 @@ from test_mechanisms import Gate, cfg, seed
 import eosflow
 from eosflow import _codes as codes
 from eosflow.testing import FakeCluster
-from eosflow.testing._ladder import fake_settings
-
-
-@pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        yield c
 
 
 class SlowStart(Gate):

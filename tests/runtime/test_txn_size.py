@@ -9,11 +9,10 @@ import time
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import eventually
+from kit import app_config, eventually
 
 import eosflow
 from eosflow.testing import FakeCluster
-from eosflow.testing._ladder import fake_settings
 
 RECORD = 1000  # bytes of each input value
 
@@ -33,27 +32,14 @@ class Sizes(eosflow.Observer):
 
 
 @pytest.fixture
-async def cluster() -> object:
-    async with FakeCluster(fake_settings()) as c:
-        c.create_topic("in", 2)
-        c.create_topic("out", 2)
-        yield c
+async def cluster(cluster: FakeCluster) -> FakeCluster:
+    cluster.create_topic("in", 2)
+    cluster.create_topic("out", 2)
+    return cluster
 
 
 def cfg(c: FakeCluster, **kw: object) -> eosflow.EosConfig:
-    base: dict[str, object] = dict(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="tx-1",
-        session_timeout_s=10.0,
-        heartbeat_interval_s=0.3,
-        transaction_timeout_s=8.0,
-        commit_interval_s=2.0,  # never the bound here
-        ops={"progress_interval_s": 0},
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+    return app_config(c, **({"commit_interval_s": 2.0} | kw))  # never the bound here
 
 
 async def seed(c: FakeCluster, n: int, size: int = RECORD) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from aiokafka import AIOKafkaProducer
 from fleet import committed_total
-from kit import create_topic, eventually
+from kit import app_config, create_topic, eventually
 from spark_procs import Broken, Slow
 
 import eosflow
@@ -42,20 +42,18 @@ def orders(n: int) -> list[eosflow.Record]:
     ]
 
 
+SPARK: dict[str, object] = dict(
+    transactional_id="spark-1",
+    session_timeout_s=20.0,
+    transaction_timeout_s=15.0,
+    commit_interval_s=1.0,
+    max_records_per_txn=20_000,
+    ops={},  # the progress line as users get it
+)
+
+
 def cfg(c: FakeCluster | Broker, **kw: object) -> eosflow.EosConfig:
-    base: dict[str, object] = dict(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="spark-1",
-        session_timeout_s=20.0,
-        heartbeat_interval_s=0.3,
-        transaction_timeout_s=15.0,
-        commit_interval_s=1.0,
-        max_records_per_txn=20_000,
-    )
-    base.update(kw)
-    return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+    return app_config(c, **(SPARK | kw))
 
 
 async def seed(c: FakeCluster, n: int, partitions: int = 3) -> None:

@@ -12,7 +12,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from eosflow import _codes as E
+from eosflow import _codes as codes
 
 
 def _batch() -> bytes:
@@ -42,8 +42,11 @@ async def _metadata_then_produce(bootstrap: str, topic: str) -> tuple[int, int]:
 @pytest.mark.parametrize(
     ("flags", "expected"),
     [
-        ([], (E.NONE, E.NONE)),
-        (["--no-auto-create-topics"], (E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_OR_PARTITION)),
+        ([], (codes.NONE, codes.NONE)),
+        (
+            ["--no-auto-create-topics"],
+            (codes.UNKNOWN_TOPIC_OR_PARTITION, codes.UNKNOWN_TOPIC_OR_PARTITION),
+        ),
     ],
     ids=["default-auto-create", "no-auto-create"],
 )

@@ -9,7 +9,6 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as E
 from eosflow import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._cluster import PROFILE_FEATURES
@@ -166,4 +165,4 @@ async def test_offset_fetch_null_topics_is_answered_from_v2_and_malformed_before
     error, top_error = struct.unpack_from(">hh", answer, at + 18 + mlen)
     assert answer[14:at] == b"t"
     assert (corr, ntopics, nparts, part, offset) == (7, 1, 1, 1, 4)
-    assert error == top_error == E.NONE
+    assert error == top_error == codes.NONE

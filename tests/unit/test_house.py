@@ -1,0 +1,127 @@
+"""The house's rules, read from the tree: no eosflow module reaches for another's private
+name, each of eosflow's modules goes by one alias wherever it is imported under one, and
+docs/design.md's file map names every file the project tracks in its code folders (and
+nothing that is gone)."""
+
+from __future__ import annotations
+
+import ast
+import collections
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "eosflow"
+MAPPED_FOLDERS = ("eosflow/", "benchmarks/", "scripts/", "examples/", ".ci/")
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _is_module(path: Path) -> bool:
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imported_from(source: Path, node: ast.ImportFrom) -> Path | None:
+    """The eosflow package or module a ``from ... import`` reads, or None (not ours)."""
+    if node.level == 0:
+        if not (node.module or "").startswith("eosflow"):
+            return None
+        return ROOT.joinpath(*(node.module or "").split("."))
+    base = source.parent
+    for _ in range(node.level - 1):
+        base = base.parent
+    return base.joinpath(*(node.module.split(".") if node.module else []))
+
+
+def private_reaches(source: Path) -> list[str]:
+    """``from ._x import _name`` and ``_x._name`` where ``_x`` is another eosflow module:
+    importing a private *module* of the package is how it is built; a private name inside
+    one is that module's own."""
+    tree = ast.parse(source.read_text())
+    modules: dict[str, Path] = {}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        where = _imported_from(source, node)
+        if where is None:
+            continue
+        for alias in node.names:
+            if _is_module(where / alias.name):
+                modules[alias.asname or alias.name] = where / alias.name
+            elif _private(alias.name):
+                found.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} "
+                             f"import {alias.name}")  # fmt: skip
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and _private(node.attr)
+            and not _is_module(modules[node.value.id] / node.attr)
+        ):
+            found.append(f"{node.lineno}: {node.value.id}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_name() -> None:
+    reaches = {
+        str(f.relative_to(ROOT)): private_reaches(f)
+        for f in sorted(PACKAGE.rglob("*.py"))
+        if private_reaches(f)
+    }
+    assert reaches == {}, "make the name public within the package, or move it"
+
+
+def test_each_eosflow_module_goes_by_one_alias() -> None:
+    aliases: dict[str, set[str]] = collections.defaultdict(set)
+    for f in [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                where = _imported_from(f, node)
+                if where is None:
+                    continue
+                for alias in node.names:
+                    if alias.asname and _is_module(where / alias.name):
+                        name = (where / alias.name).relative_to(ROOT).as_posix()
+                        aliases[name].add(alias.asname)
+    assert {m: sorted(a) for m, a in aliases.items() if len(a) > 1} == {}
+
+
+def file_map() -> set[str]:
+    """The paths docs/design.md's file map names: the first of a row whole, the others
+    of the row relative to its folder (``eosflow/_cli.py``, ``__main__.py``)."""
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text.split("## File map", 1)[1].split("\n## ", 1)[0]
+    named: set[str] = set()
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        base = ""
+        for name in re.findall(r"`([^`]+)`", line.split(" | ")[0]):
+            if "/" in name:
+                named.add(name.rstrip("/"))
+                base = name.rstrip("/") if name.endswith("/") else str(Path(name).parent)
+            elif base:
+                named.add(f"{base}/{name}")
+            else:
+                named.add(name)  # a file at the top (pyproject.toml)
+    return named
+
+
+def test_the_design_file_map_names_every_tracked_file_and_only_those() -> None:
+    tracked = subprocess.run(
+        ["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    files = {t for t in tracked if t.startswith(MAPPED_FOLDERS) and (ROOT / t).is_file()}
+    files -= {t for t in files if t.startswith("benchmarks/reference/")}  # measured data
+    named = file_map()
+
+    def covered(path: str) -> bool:
+        return path in named or any(path.startswith(n + "/") for n in named)
+
+    assert sorted(f for f in files if not covered(f)) == []
+    assert sorted(n for n in named if not (ROOT / n).exists()) == []
