@@ -4,7 +4,7 @@ ends a transaction in the hand-written loops.
 A transaction ends at the first of: ``interval_s`` from its first record, ``records``
 records, ``bytes`` key+value bytes, or -- once it is ``min_txn_s`` old -- a poll that
 finds nothing buffered (the input has caught up, so nothing gains from waiting). These
-are eosflow's own rules (``eosflow/_sizing.py``), and by default eosflow's own defaults,
+are eosflow's own rules (``eosflow/_engine/_sizing.py``), and by default eosflow's own defaults,
 read from ``EosConfig`` so that the two cannot drift apart. Until 2026-11-27 the loops
 held 1,000 records a transaction against eosflow's 20,000, and paid twenty times the
 commits: the published 3.41x over librdkafka was 2.41x with equal budgets.

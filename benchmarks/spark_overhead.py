@@ -28,7 +28,7 @@ from pathlib import Path
 
 import eosflow
 from eosflow._demo import Enrich
-from eosflow._demo_spark import SparkEnrich
+from eosflow._demo._spark import SparkEnrich
 from eosflow.spark._arrow import records_to_arrow
 
 RESULTS = Path(__file__).parent / "results"

@@ -5,7 +5,7 @@ input record affects the output exactly once, across crashes, rebalances and zom
 """
 
 from ._app import EosApp
-from ._config import EosConfig, load_config
+from ._config import EosConfig, OpsSettings, load_config
 from ._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -16,14 +16,12 @@ from ._errors import (
     ProducerFencedError,
     TransactionError,
 )
-from ._observe import Observer, SparkJobReport, Stats, TransactionReport
+from ._observe import AbortReason, Observer, Outcome, SparkJobReport, Stats, TransactionReport
 from ._ops._metrics import PrometheusMetrics
-from ._ops._settings import OpsSettings
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
 from ._state import BYTES, JSON, Serde, Store
-from ._transaction import AbortReason, Outcome
 from ._version import __version__
 
 __all__ = [

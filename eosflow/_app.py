@@ -1,91 +1,34 @@
 """``EosApp``: runs a ``Processor`` in exactly-once transactions until stopped.
 
-One transaction spans at most ``commit_interval_s`` (from its first record),
-``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes, and ends sooner once its
-input has caught up (``_sizing``). It begins lazily when records arrive, so an idle app
-opens no transactions.
+The app starts, feeds and stops; the transaction cycle itself -- begin, poll, process,
+send, commit, and everything about transactions and their errors -- is the engine's
+(``_engine``: ``Engine`` on its ``TransactSession``). The app owns what surrounds it: the
+observers (``stats`` first, then operations: health, progress, metrics, tracing), the
+processor's lifecycle hooks (``configure``, ``on_start``, ``on_assigned``,
+``on_revoked``, ``on_stop``), the start that a stop may cancel, and the error boundary:
+nothing but eosflow's errors leaves ``run()``.
 
-Pipelining (``process_ahead``, off by default): while one transaction commits, the next
-records are polled and processed, their outputs held back (aiokafka runs one transaction
-at a time). The next transaction adopts that work only if the commit succeeded and no
-partition came or went meanwhile; otherwise it is dropped and its partitions put back at
-their committed offsets. It overlaps processing with the commit's round trips, but the
-held outputs then reach the broker in a burst and the commit competes with processing:
-on genuine Kafka 4.4.0 with 20,000-record transactions it was 0.90x-0.99x of the serial
-loop in every setup measured -- the broker on the same cores, on a core of its own, and
-3 or 7 ms away -- and held ~9 MiB more (``benchmarks/README.md``). It remains for a
-processor whose per-record work is long against a commit.
-
-Errors: a processor exception aborts the transaction (nothing past the failing record is
-committed) and ends ``run()`` with ``ProcessingError``, unless ``dead_letter_topic`` is
-set: then the failing record (per record when ``process`` is used, the whole batch when
-``process_batch`` is overridden) goes to that topic with error headers inside the same
-transaction and processing goes on. A fenced producer ends ``run()`` with
-``ProducerFencedError``.
-
-Cancellation: cancelling ``run()`` ends the open transaction explicitly -- aborted if it
-was still being filled, or the in-flight ``end`` is finished (committed, aborted or
-unknown-then-recovered) -- records the outcome in ``last_outcome``, leaves the group and
-re-raises ``CancelledError``.
+Cancellation: cancelling ``run()`` ends the open transaction explicitly (the engine's
+``end_on_cancel``: aborted, or the commit in flight finished), records the outcome in
+``last_outcome``, leaves the group and re-raises ``CancelledError``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Sequence
 from types import TracebackType
 
-from ._collector import collecting
 from ._config import EosConfig
-from ._errors import (
-    ConfigError,
-    EosflowError,
-    FatalError,
-    ProcessingError,
-    TransactionError,
-    TransientError,
-)
-from ._failures import Failures
-from ._logs import summarised_aiokafka_logs
-from ._observe import Observer, Observers, Stats
+from ._engine import Engine
+from ._engine._collector import collecting
+from ._errors import ConfigError, EosflowError, FatalError
+from ._observe import Observer, Observers, Outcome, Stats
+from ._ops._logs import summarised_aiokafka_logs
 from ._ops._runner import Operations
-from ._processor import Processor, as_outputs, overrides_batch
-from ._records import Output, Record
-from ._session import TransactSession
-from ._sizing import Sizing
+from ._processor import Processor, overrides_batch
 from ._state import declared
-from ._transaction import AbortReason, Outcome
-
-log = logging.getLogger("eosflow.app")
-
-# While a commit is in flight and the consumer has nothing buffered, look again this
-# often (aiokafka's getmany is not safe to cancel: it would leave its poll counter raised).
-_IDLE_WAIT_S = 0.005
-_YIELD_S = 0.0005
-"""Processing yields to the event loop at least this often, so that each step of a
-commit in flight (flush, offsets, heartbeat, EndTxn), the fetcher and the sender go on
-while records are processed: a step waits at most this long for its turn. By time, not
-by record count: a yield costs ~3.5 us, which every 16 records (the old rule) was a
-fifth of a pass-through's loop; every 0.5 ms it is under 1%."""
-
-
-@dataclass(slots=True)
-class _Work:
-    """Records processed into outputs that are not sent yet: a chunk of the open
-    transaction, or work done ahead of the next one (``EosApp._work_ahead``)."""
-
-    epoch: int = 0  # work ahead: the session's epoch when it started
-    records: list[Record] = field(default_factory=list)  # processed
-    outputs: list[Output] = field(default_factory=list)
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
-    pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
-    dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
-    failed: TransactionError | None = None  # work ahead: a retry asked, or a poll failed
-    size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
 
 class EosApp:
@@ -112,31 +55,16 @@ class EosApp:
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
                 "Processor.observer): name your attribute otherwise"
             )
-        processor.observer = self.observers
-        self.last_outcome: Outcome | None = None
-        self.assigned: frozenset[tuple[str, int]] = frozenset()
-        self._stopping = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._session: TransactSession | None = None
-        self._ending: asyncio.Task[Outcome] | None = None
-        self._ahead: _Work | None = None  # adopted by the next transaction
-        self._sizing = Sizing(config)  # poll sizes, caps, the record limit
-        self._held = 0  # records taken into the open transaction so far (``_fill``)
-        self._failures = Failures(config)
-        # The processing strategy, picked once: per record as records arrive (stream), or
-        # the whole transaction in one process_batch call (batch engines such as Spark).
-        # Both fill the transaction through one loop (_fill) and share the error policy.
-        batch = overrides_batch(processor)
-        self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
-        self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
-        self._stores = declared(processor)
-        if batch and self._stores:
+        if overrides_batch(processor) and declared(processor):
             raise ConfigError(
                 f"{type(processor).__name__} declares stores but overrides process_batch: "
                 "stores are per input partition, for process()"
             )
-        # with state: bound by the session's stores (state() then knows the partition)
-        self._process_record: Callable[[Record], Awaitable[object]] = processor.process
+        processor.observer = self.observers
+        self.assigned: frozenset[tuple[str, int]] = frozenset()
+        self._stopping = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._engine: Engine | None = None  # one per run()
 
     # --- public -----------------------------------------------------------------------
 
@@ -148,11 +76,16 @@ class EosApp:
             await self.ops.stop()
 
     async def _run(self) -> None:
-        session = TransactSession(
-            self.config, self._assigned, self._revoked, self._stores, self.observers
+        engine = Engine(
+            self.processor,
+            self.config,
+            self.observers,
+            self._stopping,
+            self._assigned,
+            self._revoked,
         )
-        self._session = session
-        self._process_record = session.stores.bind(self.processor, as_outputs)
+        self._engine = engine
+        session = engine.session
         try:
             self.ops.start(session.lag)
             self.processor.configure(self.config)
@@ -163,24 +96,13 @@ class EosApp:
                 return
             if not await self._unless_stopped(session.start()):
                 return
-            while not self._stopping.is_set():
-                try:
-                    await self._one_transaction(session)
-                except TransientError as exc:  # poll, begin or a recovery met a broker failure
-                    await self._failures.failed(str(exc), exc, self._stopping)
+            await engine.run()
         except asyncio.CancelledError:
-            await self._end_on_cancel(session)
+            await engine.end_on_cancel()
             raise
         except BaseException as exc:
             self.ops.failed(f"{type(exc).__name__}: {exc}")
-            if session.in_transaction:
-                why = (
-                    AbortReason.PROCESSING_ERROR
-                    if isinstance(exc, ProcessingError)
-                    else AbortReason.STOPPED
-                )
-                with contextlib.suppress(Exception):
-                    self.last_outcome = await session.end(False, why, str(exc))
+            await engine.abort_on(exc)
             if isinstance(exc, Exception) and not isinstance(exc, EosflowError):
                 # the last line of the boundary: nothing but eosflow's errors leaves run()
                 raise FatalError(f"unexpected {type(exc).__name__}: {exc}") from exc
@@ -220,7 +142,12 @@ class EosApp:
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open (records processed but not yet committed)."""
-        return self._session is not None and self._session.in_transaction
+        return self._engine is not None and self._engine.in_transaction
+
+    @property
+    def last_outcome(self) -> Outcome | None:
+        """How the last transaction ended (None before the first)."""
+        return None if self._engine is None else self._engine.last_outcome
 
     @property
     def failure(self) -> BaseException | None:
@@ -245,296 +172,6 @@ class EosApp:
         assert self._task is not None
         await self._task  # re-raises a fatal error that ended the app
 
-    # --- the loop ---------------------------------------------------------------------
-
-    async def _one_transaction(self, session: TransactSession) -> None:
-        cfg = self.config
-        sizing = self._sizing
-        limit = sizing.limit
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            records, epoch = ahead.pending, ahead.epoch
-        else:
-            first = sizing.chunk(sizing.room(limit, 0), cfg.commit_interval_s)
-            records = await session.poll(first, cfg.commit_interval_s)
-            epoch = session.epoch  # the assignment these records were polled under
-            if not records:
-                return
-        await session.begin(epoch, adopted=ahead is not None)
-        try:
-            await self._fill_transaction(session, records, session.deadline, limit, ahead)
-        except TransientError as exc:  # a poll met a broker failure: abort, try again
-            session.doom(AbortReason.BROKER_ERROR, str(exc))
-        except TransactionError as exc:  # retriable: abort, rewind, try again smaller
-            self._retry_smaller(exc, self._held)
-            session.doom(AbortReason.PROCESSING_ERROR, str(exc))
-        session.seal()  # store writes from here on are work done ahead
-        ending = self._ending = asyncio.ensure_future(session.end(commit=True))
-        failure: Exception | None = None
-        try:
-            ahead = await self._work_ahead(session, ending, limit)
-        except Exception as exc:  # raised once the transaction in flight has ended
-            ahead, failure = None, exc
-        try:
-            outcome = await asyncio.shield(ending)
-        except TransientError:  # the outcome was unknown and recovery could not finish
-            if ahead is not None:  # the next begin recovers and rewinds: redone
-                self.observers.work_dropped(len(ahead.records))
-            raise
-        finally:
-            if ending.done():  # a cancellation leaves it to _end_on_cancel to finish
-                self._ending = None
-        self.last_outcome = outcome
-        if failure is not None:
-            raise failure
-        if outcome is Outcome.COMMITTED:
-            self._failures.reset()
-            sizing.committed()
-        elif outcome is not Outcome.EMPTY:
-            reason = session.last_failure_reason or outcome.value
-            await self._failures.failed(reason, None, self._stopping)
-        if ahead is None:
-            return
-        committed = outcome is Outcome.COMMITTED
-        adopt = ahead.epoch == session.epoch and ahead.failed is None
-        if committed and adopt and not self._stopping.is_set():
-            self._ahead = ahead
-            return
-        self.observers.work_dropped(len(ahead.records))
-        await session.reposition(ahead.records + ahead.pending, committed)
-        if ahead.failed is not None:
-            if not isinstance(ahead.failed, TransientError):  # the processor asked
-                self._retry_smaller(ahead.failed, len(ahead.records) + len(ahead.pending))
-            if committed:  # (a failed commit was counted as the failure already)
-                await self._failures.failed(str(ahead.failed), ahead.failed, self._stopping)
-
-    async def _work_ahead(
-        self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
-    ) -> _Work | None:
-        """While ``ending`` commits, poll what the consumer has buffered and process it
-        into outputs held back for the next transaction (aiokafka runs one transaction
-        at a time, so nothing is sent yet). Stops when ``ending`` is done, at the record
-        or byte limit, or when stopping; records polled but not yet processed then stay
-        pending. The next transaction adopts all this only if ``ending`` committed and no
-        rebalance happened meanwhile; otherwise it is dropped and repositioned."""
-        if not self._works_ahead or self._stopping.is_set():
-            return None
-        ahead = _Work(epoch=session.epoch)
-        sizing = self._sizing
-        while not ending.done() and len(ahead.records) < limit and not sizing.full(ahead.size):
-            try:
-                records = await session.poll(sizing.room(limit - len(ahead.records), ahead.size), 0)
-            except TransientError as exc:  # what was polled ahead is put back, not lost
-                ahead.failed = exc
-                break
-            if not records:
-                await asyncio.wait([ending], timeout=_IDLE_WAIT_S)
-                continue
-            try:
-                done = await self._process(records, ahead, _NEVER, ending)
-            except TransactionError as exc:  # nothing of this work is adopted: redone
-                ahead.failed, ahead.pending = exc, records
-                break
-            if done < len(records):
-                ahead.pending = records[done:]
-                break
-        return ahead if ahead.records or ahead.pending else None
-
-    async def _send(self, session: TransactSession, work: _Work) -> None:
-        """Put ``work`` into the open transaction: outputs produced, offsets marked."""
-        await session.send_all(work.outputs)
-        session.mark_consumed(work.offsets, len(work.records), work.dead_lettered)
-
-    async def _fill(
-        self,
-        session: TransactSession,
-        records: list[Record],
-        deadline: float,
-        limit: int,
-        taken: tuple[int, int],
-        take: Callable[[list[Record]], Awaitable[tuple[int, int]]],
-        poll_size: Callable[[int, float], int],
-        caught_up_end: float,
-    ) -> None:
-        """The one fill loop of a transaction, for both strategies: hand ``records``, then
-        each further poll, to ``take`` until the deadline, the record limit, the byte
-        limit, a stop -- or, from ``caught_up_end`` on, the consumer having caught up
-        (nothing buffered: a record does not wait for the interval when nothing else
-        will come; before ``caught_up_end`` the poll waits for input, which bounds the
-        commit rate). ``taken`` is (records, bytes) already in the transaction; ``take``
-        returns how many of the records it took and their bytes. One that took fewer is
-        past the deadline: a transaction must not outgrow the commit interval, or it
-        risks the transaction timeout, so the rest is given back for the next one."""
-        count, size = taken
-        while True:
-            self._held = count + len(records)  # what a failure in ``take`` gave up
-            done, nbytes = await take(records)
-            count += done
-            size += nbytes
-            if done < len(records):
-                session.give_back(records[done:])  # past the deadline: next transaction
-                return
-            remaining = deadline - time.monotonic()
-            full = self._sizing.full(size)
-            if remaining <= 0 or count >= limit or full or self._stopping.is_set():
-                return
-            wait = max(0.0, min(deadline, caught_up_end) - time.monotonic())
-            records = await session.poll(
-                poll_size(self._sizing.room(limit - count, size), remaining), wait
-            )
-            if not records:
-                return
-
-    async def _stream_transaction(
-        self,
-        session: TransactSession,
-        records: list[Record],
-        deadline: float,
-        limit: int,
-        ahead: _Work | None,
-    ) -> None:
-        """Per-record processing as records arrive (after adopting the work done ahead),
-        in chunks sized from the measured cost per record; each chunk's outputs are sent
-        together and processing stops at the deadline."""
-        taken = (0, 0)
-        if ahead is not None:
-            await self._send(session, ahead)  # adopt the work done ahead
-            taken = (len(ahead.records), ahead.size)
-
-        async def take(records: list[Record]) -> tuple[int, int]:
-            started = time.monotonic()
-            chunk = _Work()
-            done = await self._process(records, chunk, deadline)
-            await self._send(session, chunk)
-            self._sizing.processed(done, time.monotonic() - started)
-            return done, chunk.size
-
-        caught_up_end = session.opened + self.config.min_transaction_s
-        chunk = self._sizing.chunk
-        await self._fill(session, records, deadline, limit, taken, take, chunk, caught_up_end)
-
-    async def _batch_transaction(
-        self,
-        session: TransactSession,
-        records: list[Record],
-        deadline: float,
-        limit: int,
-        ahead: _Work | None,
-    ) -> None:
-        """Collect one transaction's records, then hand them to ``process_batch`` in one
-        call: a batch engine pays per call, not per record (no work is done ahead)."""
-        assert ahead is None
-        batch: list[Record] = []
-
-        async def take(records: list[Record]) -> tuple[int, int]:
-            batch.extend(records)
-            return len(records), self._sizing.count(records)
-
-        # a batch engine pays per call: its transactions fill to the interval
-        await self._fill(session, records, deadline, limit, (0, 0), take, _all_room, deadline)
-        work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
-        try:
-            work.outputs = as_outputs(await self.processor.process_batch(batch))
-        except TransactionError:
-            raise
-        except Exception as exc:
-            work.outputs = self._failed(batch, exc)
-            work.dead_lettered = len(batch)
-        await self._send(session, work)
-
-    def _retry_smaller(self, exc: TransactionError, held: int) -> None:
-        """The processor asked for a retry of a transaction that held ``held`` records:
-        the next transactions hold at most half as many."""
-        limit = self._sizing.failed(held)
-        log.error("%s; transaction aborted, retrying with at most %d records", exc, limit)
-
-    async def _process(
-        self,
-        records: Sequence[Record],
-        work: _Work,
-        deadline: float,
-        ending: asyncio.Future[Outcome] | None = None,
-    ) -> int:
-        """Process ``records`` one by one into ``work`` until ``deadline`` (monotonic) or
-        until ``ending`` is done, both asked from the second record on, so a slow record
-        still makes progress; returns how many were processed. A processor error goes to
-        ``_failed`` (dead letter or stop).
-
-        The per-record path of every app, kept lean: one clock read, the processor's
-        coroutine, a type check of its result. Offsets are marked per run of records of
-        one partition (poll hands them over in runs), not per record."""
-        process = self._process_record
-        outputs, offsets = work.outputs, work.offsets
-        mono = time.monotonic
-        yield_at = mono() + _YIELD_S
-        done = 0
-        topic, part, last = "", -1, -1  # the current run: its partition, last offset done
-        for r in records:
-            if done:
-                now = mono()
-                if now >= deadline or (ending is not None and ending.done()):
-                    break
-                if now >= yield_at:
-                    await asyncio.sleep(0)
-                    yield_at = mono() + _YIELD_S
-            try:
-                result = await process(r)
-                if (
-                    type(result) is Output  # the common case, without as_outputs' checks
-                    and (result.value is None or type(result.value) is bytes)
-                    and (result.key is None or type(result.key) is bytes)
-                ):
-                    outputs.append(result)
-                elif result is not None:
-                    outputs.extend(as_outputs(result))  # checked: a TypeError names it
-            except TransactionError:  # retriable: the transaction aborts, all is redone
-                work.records.extend(records[:done])  # processed, now to be dropped
-                raise
-            except Exception as exc:
-                outputs.extend(self._failed([r], exc))
-                work.dead_lettered += 1
-            if r.partition != part or r.topic != topic:
-                if last >= 0:
-                    offsets[(topic, part)] = last + 1
-                topic, part = r.topic, r.partition
-            last = r.offset
-            done += 1
-        if last >= 0:
-            offsets[(topic, part)] = last + 1
-        processed = records[:done] if done < len(records) else records
-        work.records.extend(processed)
-        work.size += self._sizing.count(processed)
-        return done
-
-    def _failed(self, records: Sequence[Record], exc: Exception) -> list[Output]:
-        first = records[0]
-        if self.config.dead_letter_topic is None:
-            log.error(
-                "processor failed on %s[%d]@%d: %r", first.topic, first.partition, first.offset, exc
-            )
-            raise ProcessingError(first.topic, first.partition, first.offset, exc) from exc
-        log.warning(
-            "dead-lettering %d record(s) from %s[%d]@%d: %r",
-            len(records),
-            first.topic,
-            first.partition,
-            first.offset,
-            exc,
-        )
-        return [dead_letter(r, exc, self.config.dead_letter_topic) for r in records]
-
-    async def _end_on_cancel(self, session: TransactSession) -> None:
-        ending = self._ending
-        try:
-            if ending is not None:
-                self.last_outcome = await ending  # finish the end already in flight
-            elif session.in_transaction:
-                self.last_outcome = await session.end(commit=False)
-        except Exception as exc:
-            log.error("ending the transaction on cancellation failed: %r", exc)
-        if self.last_outcome is not None:
-            log.info("cancelled; last transaction %s", self.last_outcome.value)
-
     async def _assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned | partitions
         await self.processor.on_assigned(partitions)
@@ -542,22 +179,3 @@ class EosApp:
     async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned - partitions
         await self.processor.on_revoked(partitions)
-
-
-_NEVER = float("inf")  # no deadline (work done ahead stops when the commit is done)
-
-
-def _all_room(room: int, remaining_s: float) -> int:
-    """Poll size of the batch strategy: everything there is room for."""
-    return room
-
-
-def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:
-    """The dead-letter copy of ``record``: same key and value, original headers plus the
-    error and the record's coordinates."""
-    headers = (
-        *record.headers,
-        ("eosflow.error", f"{type(exc).__name__}: {exc}".encode()),
-        ("eosflow.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
-    )
-    return Output(topic=topic, value=record.value, key=record.key, headers=headers)

@@ -29,8 +29,8 @@ from pydantic.fields import FieldInfo
 from ._app import EosApp
 from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
 from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
-from ._logs import JsonLines
-from ._logs import configure as configure_logs
+from ._ops._logs import JsonLines
+from ._ops._logs import configure as configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
 from ._version import __version__
@@ -408,7 +408,7 @@ async def _serve(app: EosApp) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ._checker import check_exactly_once
+    from ._checks._checker import check_exactly_once
 
     report = _guarded(
         lambda: asyncio.run(

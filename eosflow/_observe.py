@@ -26,20 +26,64 @@ their recorded times, so nothing in the loop waits on an observer.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ._transaction import Abort, AbortReason, Outcome, Partition, Transaction
-
 log = logging.getLogger("eosflow.observe")
+
+Partition = tuple[str, int]
+"""(topic, partition): the one shape of a partition key from poll to commit."""
+
+
+class Outcome(enum.Enum):
+    """How a transaction ended."""
+
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    RECOVERED = "unknown-then-recovered"  # EndTxn outcome unknown; producer re-initialised
+    EMPTY = "empty"  # no transaction was open
+
+
+class AbortReason(enum.Enum):
+    """Why a transaction did not commit, as a bounded set (a metric label, a span
+    attribute); the words of each case stay in ``Abort.detail``."""
+
+    REVOKED = "revoked"  # its partitions moved (or were lost) since its records were polled
+    FENCED = "fenced"  # the group fenced the member (KIP-447: an old generation or member)
+    HEARTBEAT_FAILED = "heartbeat_failed"  # the forced heartbeat did not confirm membership
+    OFFSET_COMMIT_FAILED = "offset_commit_failed"  # TxnOffsetCommit refused or unanswered
+    PRODUCE_FAILED = "produce_failed"  # an output or changelog write refused or failed
+    PROCESSING_ERROR = "processing_error"  # the processor raised (retriable or not)
+    TIMEOUT = "timeout"  # the broker timed the transaction out (epoch bumped; KIP-360)
+    UNKNOWN_OUTCOME = "unknown_outcome"  # EndTxn unanswered: recovered (KIP-360)
+    BROKER_ERROR = "broker_error"  # a poll or a step met a broker or network failure
+    STOPPED = "stopped"  # the app stopped, was cancelled or failed with it open
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    """Why a transaction aborts: its ``reason`` and the words of the case."""
+
+    reason: AbortReason
+    detail: str
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+PHASES = ("flush", "offsets", "heartbeat", "end_txn")
+"""The steps of ``TransactSession.end``, timed in each ``Transaction.phases``: flush (the
+outputs and the changelog writes answered), offsets (AddOffsetsToTxn + TxnOffsetCommit),
+heartbeat (the forced one), end_txn (EndTxn, or its recovery)."""
 
 
 @dataclass(frozen=True, slots=True)
 class TransactionReport:
     """One ended transaction. ``reason`` and ``detail`` say why it did not commit (None
     when it did). ``phases`` holds (name, start, end) on the ``time.monotonic`` clock,
-    one per commit step that ran (``_transaction.PHASES``); ``started`` is on that clock
+    one per commit step that ran (``PHASES``); ``started`` is on that clock
     too and ``started_at`` on the wall clock (``time.time``)."""
 
     outcome: Outcome
@@ -57,27 +101,6 @@ class TransactionReport:
     @property
     def duration_s(self) -> float:
         return self.ended - self.started
-
-    @classmethod
-    def of(
-        cls, txn: Transaction, outcome: Outcome, why: Abort | None, ended: float
-    ) -> TransactionReport:
-        committed = outcome is Outcome.COMMITTED
-        if not committed and why is None:  # cut short: the first reason it was doomed for
-            why = txn.doomed or Abort(AbortReason.UNKNOWN_OUTCOME, "the outcome is unknown")
-        return cls(
-            outcome=outcome,
-            reason=None if committed or why is None else why.reason,
-            detail=None if committed or why is None else why.detail,
-            records=txn.records,
-            outputs=txn.outputs,
-            dead_lettered=txn.dead_lettered,
-            started=txn.started,
-            started_at=txn.started_at,
-            ended=ended,
-            phases=tuple(txn.phases),
-            partitions=tuple(txn.consumed),
-        )
 
 
 @dataclass(frozen=True, slots=True)

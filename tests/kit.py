@@ -13,8 +13,9 @@ import pytest
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import eosflow
-from eosflow import _codes as codes
-from eosflow import _specs
+from eosflow._engine._session import TransactSession
+from eosflow._protocol import _codes as codes
+from eosflow._protocol import _specs
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 
@@ -24,6 +25,12 @@ _LOADING = (
     codes.COORDINATOR_NOT_AVAILABLE,
     codes.NOT_COORDINATOR,
 )
+
+
+def session_of(app: eosflow.EosApp) -> TransactSession | None:
+    """The app's ``TransactSession``, once its engine runs (None before)."""
+    engine = app._engine
+    return None if engine is None else engine.session
 
 
 def app_config(c: Any, **kw: Any) -> eosflow.EosConfig:
@@ -152,7 +159,7 @@ class RawGroup:
     async def _send(self, spec: object, body: dict[str, object]) -> dict[str, object]:
         from aiokafka.client import ConnectionGroup
 
-        from eosflow import _wire
+        from eosflow._protocol import _wire
 
         deadline = time.monotonic() + 30.0
         while True:
@@ -330,7 +337,7 @@ class RawConn:
     def frame(self, key: int, version: int, body: dict[str, Any]) -> bytes:
         import struct
 
-        from eosflow import _wire
+        from eosflow._protocol import _wire
         from eosflow.testing._codec import REGISTRY
 
         req = REGISTRY[(key, version)][0]

@@ -24,7 +24,7 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
   the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
 
 Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
-module uses any, but ``_wire.py``'s ``_CLASSES``, and that this list is complete), read
+module uses any, but ``_protocol/_wire.py``'s ``_CLASSES``, and that this list is complete), read
 only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
 coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error),

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 from aiokafka.errors import IllegalOperation, KafkaError, for_code
 
-from .. import _codes as codes
 from .._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -22,6 +21,7 @@ from .._errors import (
     FatalError,
     TransientError,
 )
+from .._protocol import _codes as codes
 
 UNKNOWN_SERVER_ERROR = codes.UNKNOWN_SERVER_ERROR
 REQUEST_TIMED_OUT = codes.REQUEST_TIMED_OUT

@@ -24,11 +24,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
 
-from .. import _codes as codes
-from .. import _specs
 from .._errors import FatalError
+from .._protocol import _codes as codes
+from .._protocol import _specs
+from .._protocol._wire import SpecRequest
 from .._security import KafkaSecurity
-from .._wire import SpecRequest
 from ._errors import error_for, map_error, mapped
 from ._security import connection_settings
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from .. import _specs, _wire
-from .._codes import TOPIC_AUTHORIZATION_FAILED
 from .._errors import AuthorizationError
+from .._protocol import _specs, _wire
+from .._protocol._codes import TOPIC_AUTHORIZATION_FAILED
 from .._timeouts import within
 from ._errors import AUTHORIZATION, error_for, error_name, map_error
 from ._requests import GROUP_COORDINATOR, send_retrying

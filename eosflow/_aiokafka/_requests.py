@@ -17,8 +17,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
-from .. import _codes, _specs, _wire
 from .._errors import TransientError
+from .._protocol import _codes, _specs, _wire
 from .._timeouts import within
 from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from aiokafka import AIOKafkaProducer
 from aiokafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 
-from .. import _codes as codes
 from .._errors import AuthorizationError, ConfigError, FatalError, TransientError
+from .._protocol import _codes as codes
 from ._clients import wait_on_metadata
 from ._errors import TRANSIENT_CODES, error_name, mapped
 

@@ -34,7 +34,7 @@ from aiokafka.errors import ConcurrentTransactions, IllegalOperation, KafkaError
 from aiokafka.producer.sender import EndTxnHandler, SendProduceReqHandler
 from aiokafka.producer.transaction_manager import PidAndEpoch
 
-from .. import _codes, _specs, _wire
+from .._protocol import _codes, _specs, _wire
 
 _V2 = "_eosflow_transactions_v2"  # set on a producer switched over
 

@@ -2,10 +2,9 @@
 tracing and ``eosflow status``. Every part is an ``Observer`` of the app or reads the
 broker on its own; nothing here is on the per-record path.
 
-This package's ``__init__`` imports nothing, so ``_config`` can take ``OpsSettings`` from
-``_ops._settings`` without pulling the rest in. The parts:
+Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
+``_config``. The parts:
 
-- ``_settings``: ``OpsSettings``, the settings of this room (``EosConfig.ops``);
 - ``_metrics``: ``PrometheusMetrics``, the observer that keeps the metrics;
 - ``_health``: ``Health``, what ``/livez`` and ``/readyz`` answer;
 - ``_http``: the HTTP server (a thread) serving the three;

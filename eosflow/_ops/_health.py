@@ -21,9 +21,8 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 
-from .._observe import Observer, TransactionReport
-from .._transaction import Outcome, Partition
-from ._settings import OpsSettings
+from .._config import OpsSettings
+from .._observe import Observer, Outcome, Partition, TransactionReport
 
 
 class Health(Observer):

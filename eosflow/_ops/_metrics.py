@@ -24,8 +24,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import ConfigError
-from .._observe import Observer, SparkJobReport, TransactionReport
-from .._transaction import PHASES, AbortReason, Outcome, Partition
+from .._observe import (
+    PHASES,
+    AbortReason,
+    Observer,
+    Outcome,
+    Partition,
+    SparkJobReport,
+    TransactionReport,
+)
 
 try:
     import prometheus_client as prom

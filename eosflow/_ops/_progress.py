@@ -22,8 +22,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from .._observe import Observer, TransactionReport
-from .._transaction import Outcome, Partition
+from .._observe import Observer, Outcome, Partition, TransactionReport
 
 log = logging.getLogger("eosflow.progress")
 

@@ -23,13 +23,12 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
-from .._observe import Observers
-from .._transaction import Partition
+from .._config import OpsSettings
+from .._observe import Observers, Partition
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
 from ._progress import Progress
-from ._settings import OpsSettings
 from ._tracing import Tracing
 
 log = logging.getLogger("eosflow.ops")

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._checker import partitions_of
+from .._checks._checker import partitions_of
 from .._errors import ConfigError
+from .._observe import Partition
 from .._security import KafkaSecurity
-from .._transaction import Partition
 
 
 @dataclass(frozen=True)

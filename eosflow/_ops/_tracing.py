@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._observe import Observer, SparkJobReport, TransactionReport
-from .._transaction import Outcome
+from .._observe import Observer, Outcome, SparkJobReport, TransactionReport
 
 try:
     from opentelemetry import trace

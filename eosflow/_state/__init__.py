@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
-from .. import _produce
+from .._aiokafka import _produce
 from .._errors import ConfigError
 from ._changelog import changelog_topic, check_names, encode_position
 from ._layers import Layers

@@ -6,8 +6,8 @@ groups with ``force_rebalance``/``expire_member``. It is a test double, never a 
 path: the broker-contract tests hold it against genuine Kafka.
 """
 
-from .._checker import CheckReport, check_exactly_once, read_topic
-from .._state_check import StateReport, check_counts, check_state
+from .._checks._checker import CheckReport, check_exactly_once, read_topic
+from .._checks._state_check import StateReport, check_counts, check_state
 from ._cluster import PROFILES, ClusterSettings, FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import _codes as codes
+from .._protocol import _codes as codes
 from . import _codec
 from ._faults import FaultRule, error_body
 from ._groups import GroupCoordinator, GroupSettings

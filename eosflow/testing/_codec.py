@@ -20,8 +20,8 @@ from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.struct import Struct
 from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
-from .. import _codes as codes
-from .. import _specs, _wire
+from .._protocol import _codes as codes
+from .._protocol import _specs, _wire
 
 _MODULES = (
     "admin",

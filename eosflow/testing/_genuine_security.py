@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
-from .. import _wire
+from .._protocol import _wire
+from .._protocol._wire import MessageSpec, field
 from .._timeouts import within
-from .._wire import MessageSpec, field
 
 if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
     from ._pki import Pki

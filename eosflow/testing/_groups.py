@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as codes
+from .._protocol import _codes as codes
 
 if TYPE_CHECKING:
     from ._groups_consumer import ConsumerGroupState

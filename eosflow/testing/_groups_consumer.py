@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as codes
+from .._protocol import _codes as codes
 from ._groups import GroupError, Partition
 
 if TYPE_CHECKING:

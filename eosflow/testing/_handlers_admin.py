@@ -8,8 +8,8 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from .. import _codes as codes
-from .. import _wire
+from .._protocol import _codes as codes
+from .._protocol import _wire
 from ._api import Body, handles
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import _codes as codes
+from .._protocol import _codes as codes
 from ._api import Body, by_topic, handles, tp_offsets
 from ._groups import GroupError, Partition
 from ._groups_consumer import STABLE, Heartbeat

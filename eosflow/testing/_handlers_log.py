@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import _codes as codes
+from .._protocol import _codes as codes
 from ._api import Body, handles
 
 if TYPE_CHECKING:

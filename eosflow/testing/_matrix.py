@@ -42,8 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .. import _codes as codes
 from .._processor import Processor
+from .._protocol import _codes as codes
 from .._records import Output, Record
 
 Mode = Literal["survive", "kill"]

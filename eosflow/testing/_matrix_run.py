@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from aiokafka import AIOKafkaProducer
 
 from .._app import EosApp
-from .._checker import read_topic
+from .._checks._checker import read_topic
 from .._config import EosConfig
 from .._errors import EosflowError
 from .._processor import Processor

@@ -19,7 +19,7 @@ import pytest_asyncio
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import RawConn
 
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing._genuine import GenuineKafka
 from eosflow.testing._handlers import HANDLERS
 from eosflow.testing._ladder import Broker, open_broker
@@ -108,8 +108,8 @@ async def produce(c: RawConn, body: dict[str, Any]) -> dict[str, Any]:
     while True:
         r = await c.send(PRODUCE, 7, body)
         assert r is not None
-        codes = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
-        if codes.NOT_LEADER_OR_FOLLOWER not in codes or time.monotonic() > deadline:
+        answered = [p["error_code"] for t in r["topics"] for p in t["partitions"]]
+        if codes.NOT_LEADER_OR_FOLLOWER not in answered or time.monotonic() > deadline:
             return r
         await asyncio.sleep(0.01)
 
@@ -138,17 +138,22 @@ async def _first_use(bootstrap: str, kafka4: bool) -> None:
     try:
         for kind in (0, 1):  # group, then transaction
             body = {"coordinator_key": f"first-{kind}", "coordinator_type": kind}
-            codes = await retried(c, FIND_COORDINATOR, 1, body)
-            assert codes[0] == codes.COORDINATOR_NOT_AVAILABLE and codes[-1] == 0, (kind, codes)
-            assert set(codes[:-1]) == {codes.COORDINATOR_NOT_AVAILABLE}
+            answered = await retried(c, FIND_COORDINATOR, 1, body)
+            assert answered[0] == codes.COORDINATOR_NOT_AVAILABLE and answered[-1] == 0, (
+                kind,
+                answered,
+            )
+            assert set(answered[:-1]) == {codes.COORDINATOR_NOT_AVAILABLE}
         init = {"transactional_id": "first-1", "transaction_timeout_ms": 60000}
-        codes = await retried(c, INIT_PRODUCER_ID, 1, init)
-        assert codes[-1] == 0
+        answered = await retried(c, INIT_PRODUCER_ID, 1, init)
+        assert answered[-1] == 0
         if kafka4:  # KRaft: producer ids come from the controller in blocks
-            assert codes[0] in (codes.COORDINATOR_LOAD_IN_PROGRESS, codes.NOT_COORDINATOR), codes
+            assert answered[0] in (codes.COORDINATOR_LOAD_IN_PROGRESS, codes.NOT_COORDINATOR), (
+                answered
+            )
         else:  # 2.4: usually at once; on a loaded machine the transaction log partition
             # may still be loading after FindCoordinator answered (seen on 2.4.1: [14, 0])
-            assert set(codes[:-1]) <= {codes.COORDINATOR_LOAD_IN_PROGRESS}, codes
+            assert set(answered[:-1]) <= {codes.COORDINATOR_LOAD_IN_PROGRESS}, answered
     finally:
         c.close()
 
@@ -191,10 +196,10 @@ async def _transactional(b: Broker, c: RawConn) -> tuple[str, str, str, int, int
     topic, group, txn = b.unique("ba"), b.unique("bag"), b.unique("bax")
     await create(c, topic)
     for kind, key in ((0, group), (1, txn)):
-        codes = await retried(
+        answered = await retried(
             c, FIND_COORDINATOR, 1, {"coordinator_key": key, "coordinator_type": kind}
         )
-        assert codes[-1] == 0
+        assert answered[-1] == 0
     init = {"transactional_id": txn, "transaction_timeout_ms": 60000}
     assert (await retried(c, INIT_PRODUCER_ID, 1, init))[-1] == 0
     r = await c.send(INIT_PRODUCER_ID, 1, init)
@@ -254,8 +259,8 @@ async def test_committed_offsets_reach_a_plain_offset_fetch_within_milliseconds(
         topic, group, txn, pid, epoch = await _transactional(broker, c)
         lags = []
         for i in range(1, 8):
-            codes = await _one_transaction(c, topic, group, txn, pid, epoch, i - 1, i * 10)
-            assert codes == {topic: 0, topic + "-none": codes.UNKNOWN_TOPIC_OR_PARTITION}
+            answered = await _one_transaction(c, topic, group, txn, pid, epoch, i - 1, i * 10)
+            assert answered == {topic: 0, topic + "-none": codes.UNKNOWN_TOPIC_OR_PARTITION}
             end = {"transactional_id": txn, "producer_id": pid, "producer_epoch": epoch}
             r = await c.send(END_TXN, 1, {**end, "transaction_result": True})
             assert r is not None and r["error_code"] == 0
@@ -397,10 +402,10 @@ async def test_group_answers_as_kafka(broker: Broker) -> None:
     try:
         await create(c, topic)
         for key in (group, ghost):
-            codes = await retried(
+            answered = await retried(
                 c, FIND_COORDINATOR, 1, {"coordinator_key": key, "coordinator_type": 0}
             )
-            assert codes[-1] == 0
+            assert answered[-1] == 0
         join = {
             "group": ghost,
             "session_timeout": 10000,

@@ -31,8 +31,8 @@ from test_broker_answers import (
     retried,
 )
 
-from eosflow import _codes as codes
-from eosflow import _specs, _wire
+from eosflow._protocol import _codes as codes
+from eosflow._protocol import _specs, _wire
 from eosflow.testing._ladder import Broker
 
 Owned = dict[uuid.UUID, list[int]]

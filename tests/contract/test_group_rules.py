@@ -8,7 +8,7 @@ import time
 
 from kit import RawGroup, create_topic, eventually
 
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing._ladder import Broker
 
 

@@ -15,15 +15,15 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
-from eosflow import _specs, _wire
-from eosflow._codes import (
+from eosflow._errors import TransientError
+from eosflow._protocol import _specs, _wire
+from eosflow._protocol._codes import (
     COORDINATOR_LOAD_IN_PROGRESS,
     ILLEGAL_GENERATION,
     NOT_LEADER_OR_FOLLOWER,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     UNKNOWN_MEMBER_ID,
 )
-from eosflow._errors import TransientError
 from eosflow.testing._ladder import Broker
 
 

@@ -22,8 +22,8 @@ from aiokafka.structs import OffsetAndMetadata
 from kit import create_topic, eventually
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
-from eosflow import _specs, _wire
+from eosflow._protocol import _codes as codes
+from eosflow._protocol import _specs, _wire
 from eosflow.testing._ladder import Broker
 
 

@@ -26,8 +26,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from kit import client_needing, create_topic
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
-from eosflow import _specs, _wire
+from eosflow._protocol import _codes as codes
+from eosflow._protocol import _specs, _wire
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 

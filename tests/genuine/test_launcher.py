@@ -17,14 +17,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from conftest import genuine, version
-from kit import Upper, eventually, read_all
+from kit import Upper, eventually, read_all, session_of
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "contract"))
 from test_transactions_v2_protocol import served_by_version
 
 import eosflow
 from eosflow import _aiokafka
-from eosflow._protocols import Protocols
+from eosflow._engine._protocols import Protocols
 from eosflow.testing import _ladder
 from eosflow.testing._genuine import MIN_SESSION_TIMEOUT_MS, OLD_VERSION, GenuineKafka
 
@@ -237,14 +237,14 @@ async def _chosen(k: GenuineKafka, **asked: str) -> Protocols:
     async with eosflow.EosApp(Upper("chosen-out"), config) as app:
 
         async def decided() -> bool:
-            s = app._session
+            s = session_of(app)
             return app.failure is not None or (s is not None and s.protocols is not None)
 
         await eventually(decided, timeout_s=60, what="the session's protocols")
         if app.failure is not None:
             raise app.failure
-        assert app._session is not None and app._session.protocols is not None
-        return app._session.protocols
+        assert session_of(app) is not None and session_of(app).protocols is not None
+        return session_of(app).protocols
 
 
 @contextlib.asynccontextmanager

@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from test_metrics import get, scrape, value
 
 import eosflow
-from eosflow import _codes as codes
-from eosflow._logs import JsonLines
+from eosflow._ops._logs import JsonLines
 from eosflow._ops._tracing import Tracing
+from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster
 
 N = 300

@@ -11,7 +11,7 @@ import urllib.request
 from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import create_topic, eventually, ladder_config
+from kit import create_topic, eventually, ladder_config, session_of
 from prometheus_client.parser import text_string_to_metric_families
 
 import eosflow
@@ -120,8 +120,8 @@ async def test_metrics_follow_commits_aborts_dead_letters_and_rebalances(
         # a second member: under the classic protocol the first gives up both partitions
         # and gets one back (a second assignment); under the consumer protocol (the
         # default where the broker has it) it gives up one and keeps the other
-        assert app._session is not None and app._session.protocols is not None
-        assignments = 2 if app._session.protocols.group == "classic" else 1
+        assert session_of(app) is not None and session_of(app).protocols is not None
+        assignments = 2 if session_of(app).protocols.group == "classic" else 1
         other = eosflow.EosApp(Scripted(dst), config(b, src, group, dead_letter_topic=dlq))
         async with other:
 

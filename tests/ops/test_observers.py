@@ -11,10 +11,9 @@ import time
 from prometheus_client.parser import text_string_to_metric_families
 
 import eosflow
-from eosflow._logs import JsonLines
-from eosflow._observe import Observers
+from eosflow._observe import AbortReason, Observers
+from eosflow._ops._logs import JsonLines
 from eosflow._ops._metrics import PrometheusMetrics
-from eosflow._transaction import AbortReason
 
 
 def samples(m: PrometheusMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

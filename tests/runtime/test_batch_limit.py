@@ -60,7 +60,7 @@ async def _run_retry_once(c: FakeCluster, n: int, **settings: object) -> RetryOn
     return proc
 
 
-# Fails without the regrowth in EosApp._one_transaction: every batch after the failure
+# Fails without the regrowth in Engine._one_transaction: every batch after the failure
 # stays at LIMIT // 2.
 async def test_limit_halved_by_a_retriable_failure_grows_back(
     eosflow_cluster: FakeCluster,

@@ -9,8 +9,8 @@ from aiokafka import AIOKafkaProducer
 from kit import create_topic
 
 import eosflow
-from eosflow._app import dead_letter
 from eosflow._cli import main
+from eosflow._engine import dead_letter
 from eosflow.testing import check_exactly_once
 from eosflow.testing._ladder import Broker
 

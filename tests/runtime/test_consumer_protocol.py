@@ -11,12 +11,12 @@ import time
 import pytest
 from aiokafka import AIOKafkaProducer
 from fleet import committed_total
-from kit import Upper, broker_has_kip848, create_topic, eventually, ladder_config
+from kit import Upper, broker_has_kip848, create_topic, eventually, ladder_config, session_of
 from test_end_to_end import seed as seed_topic
 from test_mechanisms import Gate, assert_exactly_once, cfg, until
 
 import eosflow
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster, check_exactly_once
 from eosflow.testing._groups_consumer import ConsumerGroupState
 from eosflow.testing._ladder import Broker
@@ -132,7 +132,7 @@ async def test_a_transaction_that_did_not_touch_the_moved_partitions_goes_on(
             finally:
                 proc.gate.set()
             await until(first, lambda: committed_all(c), "all committed")
-    assert first.stats.aborted == 0, first._session.last_abort_reason  # type: ignore[union-attr]
+    assert first.stats.aborted == 0, session_of(first).last_abort_reason  # type: ignore[union-attr]
     await assert_exactly_once(c)
 
 
@@ -316,7 +316,7 @@ async def test_a_transaction_in_flight_when_the_partitions_are_lost_aborts(
         held = c.intercept("Produce", hold=True)
         try:
             await held.matched()
-            session = app._session
+            session = session_of(app)
             assert session is not None
             await until(app, session._lock.locked, "the commit waits in its flush")
             lost = c.intercept("ConsumerGroupHeartbeat", error=codes.UNKNOWN_MEMBER_ID, times=1)

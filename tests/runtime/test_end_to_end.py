@@ -9,7 +9,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from kit import Upper, create_topic, eventually, ladder_config, read_all
 
 import eosflow
-from eosflow._checker import partitions_of
+from eosflow._checks._checker import partitions_of
 from eosflow.testing._ladder import Broker
 
 config = ladder_config

@@ -19,7 +19,7 @@ from kit import eventually, log_seen, read_all
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster, check_exactly_once, spawn_run
 from eosflow.testing._ladder import fake_settings
 
@@ -336,7 +336,7 @@ async def _queued_behind_a_held_batch(
     from aiokafka import AIOKafkaProducer
 
     from eosflow import _aiokafka as ak
-    from eosflow import _produce
+    from eosflow._aiokafka import _produce
 
     c.create_topic("out", 1)
     p = AIOKafkaProducer(

@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
-from kit import app_config, eventually, read_all
+from kit import app_config, eventually, read_all, session_of
 
 import eosflow
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
 from eosflow._ops._metrics import PrometheusMetrics
+from eosflow._protocol import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._ladder import fake_settings
 
@@ -99,7 +99,9 @@ async def test_failed_forced_heartbeat_aborts_then_work_is_redone(cluster: FakeC
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
     assert rule.hits == 1
-    assert app.stats.aborted >= 1 and "forced heartbeat" in (app._session.last_abort_reason or "")  # type: ignore[union-attr]
+    assert app.stats.aborted >= 1 and "forced heartbeat" in (
+        session_of(app).last_abort_reason or ""
+    )  # type: ignore[union-attr]
     await assert_exactly_once(c)
 
 
@@ -141,7 +143,7 @@ async def test_revocation_dooms_the_open_transaction(cluster: FakeCluster) -> No
         proc.gate.set()
         await until(app, lambda: all_done(app, c), "all committed")
     assert app.stats.aborted >= 1
-    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+    assert session_of(app).last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
     await assert_exactly_once(c)
 
 
@@ -208,7 +210,7 @@ async def test_fenced_offset_commit_aborts_and_rewinds(cluster: FakeCluster) -> 
     async with app:
         await until(app, lambda: all_done(app, c), "all committed")
     assert app.stats.aborted == 1
-    assert "ILLEGAL_GENERATION" in (app._session.last_abort_reason or "")  # type: ignore[union-attr]
+    assert "ILLEGAL_GENERATION" in (session_of(app).last_abort_reason or "")  # type: ignore[union-attr]
     await assert_exactly_once(c)
 
 
@@ -560,8 +562,8 @@ async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeClust
     hold = c.intercept("EndTxn", hold=True)
     app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=50, process_ahead=True))
     async with app:
-        await until(app, lambda: app._session is not None, "the session")
-        session = app._session
+        await until(app, lambda: session_of(app) is not None, "the session")
+        session = session_of(app)
         assert session is not None
         original = session.poll  # wrapped before the first commit (held) is in flight
         ahead: list[eosflow.Record] = []  # returned while the commit is in flight
@@ -569,7 +571,7 @@ async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeClust
 
         async def poll(max_records: int, timeout_s: float) -> list[eosflow.Record]:
             nonlocal raised
-            if app._ending is None or raised:
+            if app._engine._ending is None or raised:
                 return await original(max_records, timeout_s)
             if len(ahead) >= 10:  # ten processed ahead: this poll fails
                 raised = True
@@ -591,7 +593,7 @@ async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeClust
 # After a commit, a partition with nothing committed goes back to the first record put
 # back (not to the reset policy's start); otherwise it goes to its committed offset.
 async def test_reposition_puts_unadopted_records_back(cluster: FakeCluster) -> None:
-    from eosflow._session import TransactSession
+    from eosflow._engine._session import TransactSession
 
     c = cluster
     await seed(c)
@@ -699,7 +701,7 @@ async def rebalance_inside_begin(
         await hold.matched()
         if ahead:
             await until(app, lambda: len(proc.seen) == 100, "50 records processed ahead")
-        session = app._session
+        session = session_of(app)
         assert session is not None
         producer = session.producer
         original = producer.begin_transaction
@@ -746,7 +748,7 @@ async def test_rebalance_inside_begin_aborts_the_transaction(
     # decided by the session from the assignment epoch, before any request; with only the
     # broker's generation fence left it would read "TxnOffsetCommit: ILLEGAL_GENERATION"
     assert app.stats.aborted == 1
-    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+    assert session_of(app).last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
 
 
 # Invariant 22's floor under a partition lost and given back: records were polled (or
@@ -776,7 +778,7 @@ async def test_stale_records_below_a_moved_committed_offset_abort(
     app, _proc, _begins = await rebalance_inside_begin(c, ahead, another_member_commits)
     assert app.failure is None
     assert app.stats.aborted == 1
-    assert app._session.last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
+    assert session_of(app).last_abort_reason == "partitions revoked"  # type: ignore[union-attr]
     values = [v for _, _, v in await read_all(c.bootstrap_servers, "out")]
     expected = [f"v{i}".encode() for i in (*range(50), *range(150, N))]
     assert sorted(values) == sorted(expected), "50..149: aborted here, the other member's"

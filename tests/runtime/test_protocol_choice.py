@@ -9,12 +9,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from kit import eventually
+from kit import eventually, session_of
 from test_mechanisms import Gate, cfg
 
 import eosflow
 from eosflow import _aiokafka as ak
-from eosflow._protocols import Protocols
+from eosflow._engine._protocols import Protocols
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import fake_settings
 
@@ -33,14 +33,14 @@ async def chosen(c: FakeCluster, **asked: object) -> Protocols:
     async with app:
 
         async def decided() -> bool:
-            s = app._session
+            s = session_of(app)
             held = s is not None and bool(s._pos.ready | s._pos.held)
             return app.failure is not None or held
 
         await eventually(decided, timeout_s=20, what="the session holding its partition")
         if app.failure is not None:
             raise app.failure
-        s = app._session
+        s = session_of(app)
         assert s is not None and s.protocols is not None
         g = c.groups.get("g")
         modern = g is not None and g.modern is not None and bool(g.modern.members)

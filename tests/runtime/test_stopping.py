@@ -9,10 +9,11 @@ import asyncio
 import logging
 
 import pytest
+from kit import session_of
 from test_mechanisms import Gate, cfg, seed
 
 import eosflow
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster
 
 
@@ -94,7 +95,7 @@ async def test_a_stop_while_partitions_are_set_up_is_not_a_failure(
             await fetch.matched()
 
     await asyncio.wait_for(start_then_stop(), 20)
-    assert app._session is not None and app._session._failure is None
+    assert session_of(app) is not None and session_of(app)._failure is None
     errors = [
         r for r in caplog.records if r.name.startswith("eosflow") and r.levelno >= logging.ERROR
     ]

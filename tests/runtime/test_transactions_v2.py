@@ -17,23 +17,24 @@ from kit import (
     create_topic,
     eventually,
     ladder_config,
+    session_of,
 )
 from test_end_to_end import seed as seed_topic
 from test_mechanisms import Gate, assert_exactly_once, cfg, seed, until
 
 import eosflow
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster, TxnSettings, check_exactly_once
 from eosflow.testing._ladder import Broker, fake_settings
 
 
 def epoch_of(app: eosflow.EosApp) -> int:
-    return ak.producer_identity(app._session.producer)[1]  # type: ignore[union-attr]
+    return ak.producer_identity(session_of(app).producer)[1]  # type: ignore[union-attr]
 
 
 def switched(app: eosflow.EosApp) -> bool:
-    return ak.transactions_v2(app._session.producer)  # type: ignore[union-attr]
+    return ak.transactions_v2(session_of(app).producer)  # type: ignore[union-attr]
 
 
 # Every commit moves the producer's epoch (EndTxn v5's answer adopted, sequences from 0),

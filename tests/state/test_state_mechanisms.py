@@ -24,7 +24,7 @@ from stateful import (
 )
 
 import eosflow
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow._state import _restore
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir

@@ -12,7 +12,7 @@ from aiokafka.protocol.metadata import MetadataRequest
 from aiokafka.protocol.produce import ProduceRequest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 
 
 def _batch() -> bytes:

@@ -16,8 +16,8 @@ from kit import Upper
 
 import eosflow
 from eosflow import AuthenticationError, KafkaSecurity
-from eosflow import _codes as codes
 from eosflow._aiokafka import plain_producer
+from eosflow._protocol import _codes as codes
 from eosflow.testing import ClusterSecurity, ClusterSettings, FakeCluster, check_exactly_once
 from eosflow.testing._pki import Pki, make_pki
 

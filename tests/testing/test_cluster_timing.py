@@ -12,8 +12,8 @@ from aiokafka.errors import KafkaConnectionError, KafkaError
 from kit import RawGroup, eventually
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
-from eosflow import _specs, _wire
+from eosflow._protocol import _codes as codes
+from eosflow._protocol import _specs, _wire
 from eosflow.testing import ClusterSettings, FakeCluster, GroupSettings, TxnSettings
 
 

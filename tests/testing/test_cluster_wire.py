@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from eosflow import _aiokafka as ak
-from eosflow import _codes as codes
+from eosflow._protocol import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._cluster import PROFILE_FEATURES
 

@@ -11,7 +11,7 @@ from kit import eventually
 
 import eosflow
 import eosflow.testing
-from eosflow._collector import collecting
+from eosflow._engine._collector import collecting
 
 
 @pytest.fixture(autouse=True)

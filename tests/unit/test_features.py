@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiokafka.protocol.types import CompactString, Int16, UnsignedVarInt32
 
-from eosflow import _wire
+from eosflow._protocol import _wire
 
 
 def _feature(name: str, max_level: int, min_level: int) -> bytes:

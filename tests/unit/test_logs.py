@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from eosflow._logs import RepeatSummary, summarised_aiokafka_logs
+from eosflow._ops._logs import RepeatSummary, summarised_aiokafka_logs
 
 
 def record(msg: str, *args: object, name: str = "aiokafka.conn") -> logging.LogRecord:

@@ -70,10 +70,10 @@ def test_error_tree() -> None:
     assert eosflow.TransactionError.retriable and not eosflow.FatalError.retriable
 
 
-# The one private aiokafka name used outside the adapter, and why: _wire.py declares
+# The one private aiokafka name used outside the adapter, and why: _protocol/_wire.py declares
 # request versions aiokafka lacks, and aiokafka negotiates a request's version per
 # connection from its class's _CLASSES tuple.
-ALLOWED_ELSEWHERE = {("_wire.py", "_CLASSES")}
+ALLOWED_ELSEWHERE = {("_protocol/_wire.py", "_CLASSES")}
 ADAPTER = "_aiokafka/"  # the adapter package
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from eosflow import FatalError
-from eosflow._transaction import Transaction
+from eosflow._engine._transaction import Transaction
 
 
 def test_offsets_only_grow() -> None:

@@ -23,8 +23,8 @@ from typing import Literal
 
 from aiokafka import ConsumerRecord, TopicPartition
 
-from . import _aiokafka as ak
-from ._security import KafkaSecurity
+from .. import _aiokafka as ak
+from .._security import KafkaSecurity
 
 Match = Literal["key", "value"]
 SOURCE_HEADER = "eosflow.source"  # set by eosflow's dead_letter(): b"topic/partition/offset"

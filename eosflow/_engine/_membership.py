@@ -36,13 +36,13 @@ from typing import Any, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from . import _aiokafka as ak
-from . import _codes as codes
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import EosflowError, FatalError, TransientError
+from .._observe import Abort, AbortReason
+from .._protocol import _codes as codes
+from .._timeouts import within
 from ._commit import confirm_membership
-from ._config import EosConfig
-from ._errors import EosflowError, FatalError, TransientError
-from ._timeouts import within
-from ._transaction import Abort, AbortReason
 
 log = logging.getLogger("eosflow.session")
 

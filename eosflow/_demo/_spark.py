@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from .spark import SparkProcessor
+from ..spark import SparkProcessor
 
 
 class SparkEnrich(SparkProcessor):

@@ -7,9 +7,9 @@ import contextlib
 import logging
 import time
 
-from ._config import EosConfig
-from ._errors import FatalError
-from ._timeouts import within
+from .._config import EosConfig
+from .._errors import FatalError
+from .._timeouts import within
 
 log = logging.getLogger("eosflow.app")
 

@@ -24,58 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from ._aiokafka import GroupIdentity
-from ._errors import FatalError
-
-Partition = tuple[str, int]
-"""(topic, partition): the one shape of a partition key from poll to commit."""
-
-
-class Outcome(enum.Enum):
-    """How a transaction ended."""
-
-    COMMITTED = "committed"
-    ABORTED = "aborted"
-    RECOVERED = "unknown-then-recovered"  # EndTxn outcome unknown; producer re-initialised
-    EMPTY = "empty"  # no transaction was open
-
-
-class AbortReason(enum.Enum):
-    """Why a transaction did not commit, as a bounded set (a metric label, a span
-    attribute); the words of each case stay in ``Abort.detail``."""
-
-    REVOKED = "revoked"  # its partitions moved (or were lost) since its records were polled
-    FENCED = "fenced"  # the group fenced the member (KIP-447: an old generation or member)
-    HEARTBEAT_FAILED = "heartbeat_failed"  # the forced heartbeat did not confirm membership
-    OFFSET_COMMIT_FAILED = "offset_commit_failed"  # TxnOffsetCommit refused or unanswered
-    PRODUCE_FAILED = "produce_failed"  # an output or changelog write refused or failed
-    PROCESSING_ERROR = "processing_error"  # the processor raised (retriable or not)
-    TIMEOUT = "timeout"  # the broker timed the transaction out (epoch bumped; KIP-360)
-    UNKNOWN_OUTCOME = "unknown_outcome"  # EndTxn unanswered: recovered (KIP-360)
-    BROKER_ERROR = "broker_error"  # a poll or a step met a broker or network failure
-    STOPPED = "stopped"  # the app stopped, was cancelled or failed with it open
-
-
-@dataclass(frozen=True, slots=True)
-class Abort:
-    """Why a transaction aborts: its ``reason`` and the words of the case."""
-
-    reason: AbortReason
-    detail: str
-
-    def __str__(self) -> str:
-        return self.detail
-
-
-PHASES = ("flush", "offsets", "heartbeat", "end_txn")
-"""The steps of ``TransactSession.end``, timed in each ``Transaction.phases``: flush (the
-outputs and the changelog writes answered), offsets (AddOffsetsToTxn + TxnOffsetCommit),
-heartbeat (the forced one), end_txn (EndTxn, or its recovery)."""
+from .._aiokafka import GroupIdentity
+from .._errors import FatalError
+from .._observe import Abort, AbortReason, Outcome, Partition, TransactionReport
 
 
 @dataclass(eq=False, slots=True)
@@ -131,3 +86,26 @@ class Transaction:
                     f"({floor}): records would be committed twice"
                 )
         self.consumed.update(offsets)
+
+
+def report_of(
+    txn: Transaction, outcome: Outcome, why: Abort | None, ended: float
+) -> TransactionReport:
+    """The report observers get of ``txn``, ended with ``outcome`` (``why``: the reason
+    it did not commit; when cut short, the first reason it was doomed for)."""
+    committed = outcome is Outcome.COMMITTED
+    if not committed and why is None:
+        why = txn.doomed or Abort(AbortReason.UNKNOWN_OUTCOME, "the outcome is unknown")
+    return TransactionReport(
+        outcome=outcome,
+        reason=None if committed or why is None else why.reason,
+        detail=None if committed or why is None else why.detail,
+        records=txn.records,
+        outputs=txn.outputs,
+        dead_lettered=txn.dead_lettered,
+        started=txn.started,
+        started_at=txn.started_at,
+        ended=ended,
+        phases=tuple(txn.phases),
+        partitions=tuple(txn.consumed),
+    )

@@ -25,11 +25,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from . import _aiokafka as ak
-from . import _produce
-from ._commit import commit_offsets
-from ._config import EosConfig
-from ._errors import (
+from .. import _aiokafka as ak
+from .._aiokafka import _produce
+from .._config import EosConfig
+from .._errors import (
     AuthenticationError,
     AuthorizationError,
     ConfigError,
@@ -38,14 +37,15 @@ from ._errors import (
     ProducerFencedError,
     TransientError,
 )
+from .._observe import Abort, AbortReason, Observer, Outcome
+from .._records import Output, Record
+from .._state import Serde, Stores
+from .._timeouts import outlived, within
+from ._commit import commit_offsets
 from ._membership import Membership, MembershipStopped, membership_for
-from ._observe import Observer, TransactionReport
 from ._positions import Positions
 from ._protocols import Protocols, detect, recheck
-from ._records import Output, Record
-from ._state import Serde, Stores
-from ._timeouts import outlived, within
-from ._transaction import Abort, AbortReason, Outcome, Transaction
+from ._transaction import Transaction, report_of
 
 log = logging.getLogger("eosflow.session")
 
@@ -381,7 +381,7 @@ class TransactSession:
                 if self._recoveries > recoveries or self._broken:
                     outcome = Outcome.RECOVERED
             if outcome is not None:
-                report = TransactionReport.of(txn, outcome, why, time.monotonic())
+                report = report_of(txn, outcome, why, time.monotonic())
                 self.observer.transaction_ended(report)
             if not flushed:  # their errors are accounted for by the outcome
                 self.stores.discard()

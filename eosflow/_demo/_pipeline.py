@@ -27,10 +27,10 @@ from typing import TextIO
 
 from aiokafka import AIOKafkaProducer
 
-from ._processor import Processor
-from ._records import Output, Record
-from ._state import JSON
-from .testing import (
+from .._processor import Processor
+from .._records import Output, Record
+from .._state import JSON
+from ..testing import (
     ClusterSettings,
     FakeCluster,
     GroupSettings,
@@ -55,7 +55,7 @@ class _Pipeline:
 
 
 ENRICH = _Pipeline(GROUP, OUT, "eosflow._demo:Enrich", by_customer=False)
-SPARK = _Pipeline(GROUP, OUT, "eosflow._demo_spark:SparkEnrich", by_customer=False)
+SPARK = _Pipeline(GROUP, OUT, "eosflow._demo._spark:SparkEnrich", by_customer=False)
 COUNT = _Pipeline(COUNT_GROUP, COUNT_OUT, "eosflow._demo:CountOrders", by_customer=True)
 
 

@@ -33,9 +33,9 @@ from typing import Literal
 
 from aiokafka import AIOKafkaProducer
 
-from . import _aiokafka as ak
-from ._config import EosConfig
-from ._errors import FatalError
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import FatalError
 
 log = logging.getLogger("eosflow.session")
 

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from . import _aiokafka as ak
-from . import _codes as codes
-from ._config import EosConfig
-from ._errors import FatalError, TransientError
-from ._timeouts import within
-from ._transaction import Abort, AbortReason
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import FatalError, TransientError
+from .._observe import Abort, AbortReason
+from .._protocol import _codes as codes
+from .._timeouts import within
 
 # TxnOffsetCommit answers that mean the group fenced this member off (KIP-447): it is
 # a zombie of an older generation or member epoch (v4+ says STALE_MEMBER_EPOCH for the

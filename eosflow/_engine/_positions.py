@@ -34,9 +34,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from . import _aiokafka as ak
-from ._config import EosConfig
-from ._records import Record
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._records import Record
 
 log = logging.getLogger("eosflow.session")
 

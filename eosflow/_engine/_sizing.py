@@ -26,8 +26,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ._config import EosConfig
-from ._records import Record
+from .._config import EosConfig
+from .._records import Record
 
 FIRST_CHUNK = 100
 """Records in the first poll, before the processing cost is known."""

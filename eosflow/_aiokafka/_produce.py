@@ -32,10 +32,10 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from . import _aiokafka as ak
-from ._errors import FatalError
-from ._records import Output
-from ._timeouts import within
+from .. import _aiokafka as ak
+from .._errors import FatalError
+from .._records import Output
+from .._timeouts import within
 
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 

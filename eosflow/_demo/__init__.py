@@ -1,0 +1,28 @@
+"""``eosflow demo``: the pipeline (``_pipeline``) and its Spark stage (``_spark``, which
+needs the spark extra and is imported only by name, as an ``eosflow run`` target)."""
+
+from ._pipeline import (
+    COUNT,
+    ENRICH,
+    OUT,
+    SPARK,
+    CountOrders,
+    Enrich,
+    cluster_settings,
+    instance_env,
+    relay,
+    run_demo,
+)
+
+__all__ = [
+    "COUNT",
+    "ENRICH",
+    "OUT",
+    "SPARK",
+    "CountOrders",
+    "Enrich",
+    "cluster_settings",
+    "instance_env",
+    "relay",
+    "run_demo",
+]
