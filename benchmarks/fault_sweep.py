@@ -23,8 +23,8 @@ import sys
 import time
 from collections import Counter
 
-from eosflow.testing._matrix import MODES, Case, Result, all_cases, ci_cases, skipped
-from eosflow.testing._matrix_run import run_case
+from eosflow.testing._project._matrix import MODES, Case, Result, all_cases, ci_cases, skipped
+from eosflow.testing._project._matrix_run import run_case
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,8 @@ path: the broker-contract tests hold it against genuine Kafka.
 
 from .._checks._checker import CheckReport, check_exactly_once, read_topic
 from .._checks._state_check import StateReport, check_counts, check_state
-from ._cluster import PROFILES, ClusterSettings, FakeCluster
+from ._broker import PROFILES, ClusterSettings
+from ._cluster import FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
 from ._procs import spawn_run

@@ -20,7 +20,8 @@ import sys
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from ._cluster import PROFILES, ClusterSettings, FakeCluster
+from ._broker import PROFILES, ClusterSettings
+from ._cluster import FakeCluster
 from ._genuine import DEFAULT_VERSION, GenuineKafka
 from ._groups import GroupSettings
 from ._txn import TxnSettings

@@ -9,17 +9,14 @@ every field any version may want; ``_codec`` drops what the negotiated version l
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._codec import API_KEYS
+from ._broker import Broker
+from ._codec import API_KEYS, Frame
 from ._groups import Partition
 
-if TYPE_CHECKING:
-    from ._cluster import FakeCluster
-    from ._codec import Frame
-
 Body = dict[str, Any]
-Handler = Callable[["FakeCluster", "Frame", str], Awaitable[Body]]
+Handler = Callable[[Broker, Frame, str], Awaitable[Body]]
 HANDLERS: dict[int, Handler] = {}
 
 

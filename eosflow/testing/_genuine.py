@@ -36,10 +36,15 @@ from aiokafka.errors import KafkaError
 
 from . import _genuine_procs as procs
 from ._genuine_jars import GenuineUnavailable, check_tools, resolve, uses_zookeeper
-from ._genuine_security import LISTENERS, OIDC_ALLOWED_URLS, SCRAM_USER, secured_properties
+from ._project._genuine_security import (
+    LISTENERS,
+    OIDC_ALLOWED_URLS,
+    SCRAM_USER,
+    secured_properties,
+)
 
 if TYPE_CHECKING:
-    from ._pki import Pki
+    from ._project._pki import Pki
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -92,7 +97,7 @@ class GenuineKafka:
         features: Mapping[str, int] | None = None,
     ) -> None:
         self.version, self.brokers = version, brokers
-        self.secured = secured  # TLS/SASL/mTLS listeners and ACLs (_genuine_security)
+        self.secured = secured  # TLS/SASL/mTLS listeners and ACLs (_project._genuine_security)
         self.pki: Pki | None = None
         self.scram_password = secrets.token_urlsafe(12) if secured else ""
         self.auto_create_topics, self.default_partitions = auto_create_topics, default_partitions
@@ -235,7 +240,7 @@ class GenuineKafka:
         extra = len(LISTENERS) if self.secured else 0
         ports = procs.free_ports((2 + extra) * self.brokers + 1)
         if self.secured:
-            from ._pki import make_pki  # needs cryptography (the test extra)
+            from ._project._pki import make_pki  # needs cryptography (the test extra)
 
             self.pki = await asyncio.to_thread(make_pki, self._dir / "pki")
         for i in range(1, self.brokers + 1):

@@ -20,12 +20,9 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._protocol import _codes as codes
-
-if TYPE_CHECKING:
-    from ._groups_consumer import ConsumerGroupState
 
 Partition = tuple[str, int]  # (topic, partition), as eosflow._transaction.Partition
 
@@ -464,3 +461,70 @@ class GroupCoordinator:
 def was_delayed(g: Group, settings: GroupSettings) -> bool:
     """Whether a first join into an empty group is still inside the initial delay."""
     return settings.initial_rebalance_delay_s > 0 and g.generation == 0
+
+
+# --- the consumer group protocol's state (KIP-848), held by a ``Group`` as ``modern``;
+# its coordinator is ``_groups_consumer``
+
+# a member's reconciliation state (KIP-848), not a group's (``STABLE`` above is the classic
+# group state "Stable")
+MEMBER_STABLE, MEMBER_UNREVOKED, MEMBER_UNRELEASED = (
+    "stable",
+    "unrevoked_partitions",
+    "unreleased_partitions",
+)
+
+
+@dataclass(eq=False)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rebalance_timeout_s: float = 0.0
+    topics: tuple[str, ...] = ()
+    assignor: str | None = None
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: str = MEMBER_STABLE
+    assigned: set[Partition] = field(default_factory=set)
+    revoking: set[Partition] = field(default_factory=set)
+    revoking_since: float = 0.0
+    last_seen: float = field(default_factory=time.monotonic)
+    client_id: str = ""
+    client_host: str = ""
+
+    def move_to(self, epoch: int) -> None:
+        if epoch != self.epoch:
+            self.previous_epoch, self.epoch = self.epoch, epoch
+
+
+@dataclass(eq=False)
+class ConsumerGroupState:
+    """What a group holds under the consumer protocol (beside ``Group``'s offsets)."""
+
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, set[Partition]] = field(default_factory=dict)
+    instances: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    partition_counts: dict[str, int] = field(default_factory=dict)
+
+    def check_member(
+        self, member_id: str, epoch: int, stale: int = codes.ILLEGAL_GENERATION
+    ) -> None:
+        """An offset request's member check (KIP-848): the member and its current epoch,
+        any other epoch answered ``stale``. For commits that is ILLEGAL_GENERATION at the
+        versions the test cluster decodes (TxnOffsetCommit v0-3, OffsetCommit v0-3), as
+        genuine 4.4.0 answers TxnOffsetCommit v3; OffsetFetch v9 says STALE_MEMBER_EPOCH
+        for a past or a future epoch alike (genuine 4.4.0)."""
+        m = self.members.get(member_id)
+        if m is None:
+            raise GroupError(codes.UNKNOWN_MEMBER_ID)
+        if epoch != m.epoch:
+            raise GroupError(stale)
+
+    def holder(self, tp: Partition, other_than: ConsumerMember) -> bool:
+        return any(
+            tp in m.assigned or tp in m.revoking
+            for m in self.members.values()
+            if m is not other_than
+        )

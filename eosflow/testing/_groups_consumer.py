@@ -40,73 +40,24 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from .._protocol import _codes as codes
-from ._groups import GroupError, Partition
-
-if TYPE_CHECKING:
-    from ._groups import Group, GroupCoordinator
+from ._groups import (
+    MEMBER_STABLE,
+    MEMBER_UNRELEASED,
+    MEMBER_UNREVOKED,
+    ConsumerGroupState,
+    ConsumerMember,
+    Group,
+    GroupCoordinator,
+    GroupError,
+    Partition,
+)
 
 ASSIGNORS = ("uniform", "range")  # Kafka's order: the first is the default
 LEAVE, LEAVE_STATIC = -1, -2
-STABLE, UNREVOKED, UNRELEASED = "stable", "unrevoked_partitions", "unreleased_partitions"
-
-
-@dataclass(eq=False)
-class ConsumerMember:
-    member_id: str
-    instance_id: str | None = None
-    rebalance_timeout_s: float = 0.0
-    topics: tuple[str, ...] = ()
-    assignor: str | None = None
-    epoch: int = 0
-    previous_epoch: int = -1
-    state: str = STABLE
-    assigned: set[Partition] = field(default_factory=set)
-    revoking: set[Partition] = field(default_factory=set)
-    revoking_since: float = 0.0
-    last_seen: float = field(default_factory=time.monotonic)
-    client_id: str = ""
-    client_host: str = ""
-
-    def move_to(self, epoch: int) -> None:
-        if epoch != self.epoch:
-            self.previous_epoch, self.epoch = self.epoch, epoch
-
-
-@dataclass(eq=False)
-class ConsumerGroupState:
-    """What a group holds under the consumer protocol (beside ``Group``'s offsets)."""
-
-    epoch: int = 0
-    assignment_epoch: int = 0
-    members: dict[str, ConsumerMember] = field(default_factory=dict)
-    target: dict[str, set[Partition]] = field(default_factory=dict)
-    instances: dict[str, str] = field(default_factory=dict)  # instance id -> member id
-    partition_counts: dict[str, int] = field(default_factory=dict)
-
-    def check_member(
-        self, member_id: str, epoch: int, stale: int = codes.ILLEGAL_GENERATION
-    ) -> None:
-        """An offset request's member check (KIP-848): the member and its current epoch,
-        any other epoch answered ``stale``. For commits that is ILLEGAL_GENERATION at the
-        versions the test cluster decodes (TxnOffsetCommit v0-3, OffsetCommit v0-3), as
-        genuine 4.4.0 answers TxnOffsetCommit v3; OffsetFetch v9 says STALE_MEMBER_EPOCH
-        for a past or a future epoch alike (genuine 4.4.0)."""
-        m = self.members.get(member_id)
-        if m is None:
-            raise GroupError(codes.UNKNOWN_MEMBER_ID)
-        if epoch != m.epoch:
-            raise GroupError(stale)
-
-    def holder(self, tp: Partition, other_than: ConsumerMember) -> bool:
-        return any(
-            tp in m.assigned or tp in m.revoking
-            for m in self.members.values()
-            if m is not other_than
-        )
 
 
 @dataclass(frozen=True)
@@ -275,7 +226,9 @@ class ConsumerGroups:
             if s is None:
                 continue
             for mid, m in list(s.members.items()):
-                late = m.state == UNREVOKED and now - m.revoking_since > m.rebalance_timeout_s
+                late = (
+                    m.state == MEMBER_UNREVOKED and now - m.revoking_since > m.rebalance_timeout_s
+                )
                 if now - m.last_seen > self.session_timeout_s or late:
                     gone.append(mid)
                     self.remove(s, mid)
@@ -299,22 +252,22 @@ class ConsumerGroups:
         self, s: ConsumerGroupState, m: ConsumerMember, owned: set[Partition] | None
     ) -> None:
         """One step of Kafka's CurrentAssignmentBuilder for ``m``."""
-        if m.state == UNREVOKED and (owned is None or owned & m.revoking):
+        if m.state == MEMBER_UNREVOKED and (owned is None or owned & m.revoking):
             return  # it still owns what it must give up
-        if m.state == STABLE and m.epoch == s.assignment_epoch:
+        if m.state == MEMBER_STABLE and m.epoch == s.assignment_epoch:
             return
         target = {tp for tp in s.target.get(m.member_id, set()) if tp[0] in m.topics}
         keep = m.assigned & target
         revoke = m.assigned - keep
         if revoke and (owned is None or owned & revoke):
-            m.state, m.assigned, m.revoking = UNREVOKED, keep, revoke
+            m.state, m.assigned, m.revoking = MEMBER_UNREVOKED, keep, revoke
             m.revoking_since = time.monotonic()
             return
         wanted = target - keep
         unreleased = {tp for tp in wanted if s.holder(tp, m)}
         m.assigned, m.revoking = keep | (wanted - unreleased), set()
         m.move_to(s.assignment_epoch)
-        m.state = UNRELEASED if unreleased else STABLE
+        m.state = MEMBER_UNRELEASED if unreleased else MEMBER_STABLE
 
 
 def _validate(hb: Heartbeat, version: int) -> None:

@@ -6,25 +6,22 @@ as Kafka; the login itself is ``_sasl``'s)."""
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING
 
 from .._protocol import _codes as codes
 from .._protocol import _wire
 from ._api import Body, handles
-
-if TYPE_CHECKING:
-    from ._cluster import FakeCluster
-    from ._codec import Frame
+from ._broker import Broker
+from ._codec import Frame
 
 
 @handles("ApiVersions")
-async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
+async def api_versions(c: Broker, f: Frame, host: str) -> Body:
     """The (key, min, max) of every API with a handler, as the profile allows (``PROFILES``);
     profile "4.0" advertises Produce from v0 yet accepts v3+ (``ADVERTISED_FLOORS``), as Kafka
     4.x does (KAFKA-18659). An ApiVersions version the cluster does not accept never gets here:
     ``_cluster`` answers it UNSUPPORTED_VERSION with the v0 list. Versions: v0-3 (v3, KIP-511,
     is flexible yet answered with response header v0, as Kafka does; its tagged fields
-    carry the finalized features, ``FakeCluster.features``: profile "4.0" group.version 1,
+    carry the finalized features, ``Broker.features``: profile "4.0" group.version 1,
     the consumer group protocol; a level 0 is not listed, as Kafka leaves it out)."""
     finalized = {k: v for k, v in c.features.items() if v > 0}
     return {
@@ -37,7 +34,7 @@ async def api_versions(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("SaslHandshake")
-async def sasl_handshake(c: FakeCluster, f: Frame, host: str) -> Body:
+async def sasl_handshake(c: Broker, f: Frame, host: str) -> Body:
     """Reached only where no SASL login is under way (a listener without SASL, or a
     connection already logged in; during a login ``_sasl`` answers): ILLEGAL_SASL_STATE with no
     mechanisms, and the connection stays open. Versions: v0-1."""
@@ -45,7 +42,7 @@ async def sasl_handshake(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("SaslAuthenticate")
-async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
+async def sasl_authenticate(c: Broker, f: Frame, host: str) -> Body:
     """Reached only where no SASL login is under way, as SaslHandshake:
     ILLEGAL_SASL_STATE with a message and no token, and the connection stays open.
     Versions: v0-1."""
@@ -58,7 +55,7 @@ async def sasl_authenticate(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("Metadata")
-async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
+async def metadata(c: Broker, f: Frame, host: str) -> Body:
     """The one broker (node 0, also the controller) leads every partition, alone in its
     replicas and ISR, at leader epoch 0. Null topics (v0: an empty list) asks for every topic;
     a missing one is created with ``default_partitions`` when the request allows it (v4+;
@@ -127,7 +124,7 @@ async def metadata(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("CreateTopics")
-async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+async def create_topics(c: Broker, f: Frame, host: str) -> Body:
     """Creates each topic (-1 partitions: ``default_partitions``) and keeps its configs for
     DescribeConfigs; ``validate_only`` only checks. TOPIC_ALREADY_EXISTS, INVALID_PARTITIONS
     (0 or below -1), INVALID_REPLICATION_FACTOR (other than -1 or 1: there is one broker), each
@@ -156,7 +153,7 @@ async def create_topics(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("DeleteTopics")
-async def delete_topics(c: FakeCluster, f: Frame, host: str) -> Body:
+async def delete_topics(c: Broker, f: Frame, host: str) -> Body:
     """Removes each topic and its partition logs at once; UNKNOWN_TOPIC_OR_PARTITION for a
     topic that does not exist. Versions: v0-3; profile "4.0" v1-3 (KIP-896 floor)."""
     results = []
@@ -183,7 +180,7 @@ _TOPIC, _BROKER = 2, 4
 
 
 @handles("DescribeConfigs")
-async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
+async def describe_configs(c: Broker, f: Frame, host: str) -> Body:
     """A topic (resource type 2): Kafka 4.0's defaults for a few keys (``TOPIC_DEFAULTS``,
     source 5) overlaid by the configs given at CreateTopics (source 1), or
     UNKNOWN_TOPIC_OR_PARTITION. The broker (type 4, named "" or its node id): broker.id and
@@ -245,7 +242,7 @@ async def describe_configs(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("FindCoordinator")
-async def find_coordinator(c: FakeCluster, f: Frame, host: str) -> Body:
+async def find_coordinator(c: Broker, f: Frame, host: str) -> Body:
     """Node 0 coordinates everything, once loaded: for ``ClusterSettings.coordinator_load_s``
     after the first ask of a kind (v0 has no key type: a group), COORDINATOR_NOT_AVAILABLE
     with no node (-1, "", -1), as Kafka answers while its internal topic loads.

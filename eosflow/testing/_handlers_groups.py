@@ -4,20 +4,16 @@ protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, List
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._protocol import _codes as codes
 from ._api import Body, by_topic, handles, tp_offsets
-from ._groups import GroupError, Partition
-from ._groups_consumer import STABLE, Heartbeat
-
-if TYPE_CHECKING:
-    from ._cluster import FakeCluster
-    from ._codec import Frame
+from ._broker import Broker
+from ._codec import Frame
+from ._groups import MEMBER_STABLE, GroupError, Partition
+from ._groups_consumer import Heartbeat
 
 
 @handles("JoinGroup")
-async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
+async def join_group(c: Broker, f: Frame, host: str) -> Body:
     """Kafka's classic join (``_groups``): answers once every known member has rejoined or
     the rebalance timeout (v0: the session timeout) has passed. From v4 a first join without a
     member id gets MEMBER_ID_REQUIRED and its id (KIP-394), unless static (v5 instance id).
@@ -51,7 +47,7 @@ async def join_group(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("SyncGroup")
-async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
+async def sync_group(c: Broker, f: Frame, host: str) -> Body:
     """The leader's SyncGroup hands every member its assignment and makes the group Stable;
     followers wait for it, and once Stable a SyncGroup gets its assignment at once.
     UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID (v3 instance id),
@@ -72,7 +68,7 @@ async def sync_group(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("Heartbeat")
-async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
+async def heartbeat(c: Broker, f: Frame, host: str) -> Body:
     """Keeps the member's session alive. UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION or
     FENCED_INSTANCE_ID (v3+ instance id) when the member checks fail, else
     REBALANCE_IN_PROGRESS while a rebalance is being prepared. A session that lapses is
@@ -85,7 +81,7 @@ async def heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("LeaveGroup")
-async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
+async def leave_group(c: Broker, f: Frame, host: str) -> Body:
     """Removes the one member named (v0-1 carry a single member id) and rebalances the group
     without it; UNKNOWN_MEMBER_ID for a group or member the coordinator does not hold.
     Versions: v0-1."""
@@ -93,7 +89,7 @@ async def leave_group(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("ConsumerGroupHeartbeat")
-async def consumer_group_heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
+async def consumer_group_heartbeat(c: Broker, f: Frame, host: str) -> Body:
     """The consumer group protocol (KIP-848): join (epoch 0), heartbeat, acknowledge a
     revocation by leaving partitions out of ``topic_partitions``, leave (-1; -2 static);
     server-side assignment and reconciliation as ``_groups_consumer`` describes. Owned
@@ -139,7 +135,7 @@ async def consumer_group_heartbeat(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("OffsetCommit")
-async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+async def offset_commit(c: Broker, f: Frame, host: str) -> Body:
     """Generation -1 and no member id on an Empty or new group: stored without checks (a
     consumer outside group management). Otherwise UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION (also
     for a group that does not exist), REBALANCE_IN_PROGRESS during a rebalance; the answer
@@ -160,7 +156,7 @@ async def offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("OffsetFetch")
-async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+async def offset_fetch(c: Broker, f: Frame, host: str) -> Body:
     """The committed offset and metadata per partition, -1 and no error where there is none.
     Null topics (v2+) asks for every partition with a committed offset. RequireStable (v7,
     KIP-447): UNSTABLE_OFFSET_COMMIT for a partition holding a transaction's pending offset;
@@ -186,7 +182,7 @@ async def offset_fetch(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 def _fetched(
-    c: FakeCluster,
+    c: Broker,
     group_id: str,
     asked: list[Body] | None,
     stable: bool,
@@ -211,7 +207,7 @@ def _fetched(
 
 
 @handles("ConsumerGroupDescribe")
-async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
+async def consumer_group_describe(c: Broker, f: Frame, host: str) -> Body:
     """Each consumer-protocol group's state (Empty, Reconciling while a member is not yet
     at the assignment epoch, else Stable), epochs, assignor and members with their current
     and target assignments by topic id and name. A group of the classic protocol, or none:
@@ -254,7 +250,9 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
             }
 
         members = list(s.members.values())
-        settled = all(m.state == STABLE and m.epoch in (s.assignment_epoch, -2) for m in members)
+        settled = all(
+            m.state == MEMBER_STABLE and m.epoch in (s.assignment_epoch, -2) for m in members
+        )
         out.append(
             {
                 "error_code": 0,
@@ -285,7 +283,7 @@ async def consumer_group_describe(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("DescribeGroups")
-async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+async def describe_groups(c: Broker, f: Frame, host: str) -> Body:
     """Each group's state, protocol type, protocol and members (the chosen protocol's
     metadata, the assignment); a group the coordinator does not hold, or one of the
     consumer protocol (genuine 4.4.0 answers it so: ConsumerGroupDescribe describes those),
@@ -331,7 +329,7 @@ async def describe_groups(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("ListGroups")
-async def list_groups(c: FakeCluster, f: Frame, host: str) -> Body:
+async def list_groups(c: Broker, f: Frame, host: str) -> Body:
     """Every group the coordinator holds, with or without members, and its protocol type
     ("" for none, e.g. a group that only committed offsets); never an error.
     Versions: v0-2."""

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._protocol import _codes as codes
 from ._api import Body, handles
-
-if TYPE_CHECKING:
-    from ._cluster import FakeCluster
-    from ._codec import Frame
+from ._broker import Broker
+from ._codec import Frame
 
 
 @handles("Produce")
-async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
+async def produce(c: Broker, f: Frame, host: str) -> Body:
     """acks other than -1, 0, 1: INVALID_REQUIRED_ACKS for every partition. A partition
     answering an error carries offset and log start offset -1, as Kafka's do. A
     transactional batch must belong to the producer's open transaction (KIP-890 part 1
@@ -63,7 +61,7 @@ async def produce(c: FakeCluster, f: Frame, host: str) -> Body:
 _VERIFY_BACKOFF_S, _VERIFY_RETRY_S = 0.02, 0.1
 
 
-async def _verified(c: FakeCluster, data: bytes, tp: tuple[str, int], version: int) -> int:
+async def _verified(c: Broker, data: bytes, tp: tuple[str, int], version: int) -> int:
     code = c.txn_produce_check(data, tp, version)
     waited = 0.0
     while code == codes.CONCURRENT_TRANSACTIONS and waited < _VERIFY_RETRY_S:
@@ -76,7 +74,7 @@ async def _verified(c: FakeCluster, data: bytes, tp: tuple[str, int], version: i
 
 
 @handles("Fetch")
-async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
+async def fetch(c: Broker, f: Frame, host: str) -> Body:
     """Long poll: waits up to max_wait_time until the partitions hold min_bytes, woken by
     appends and markers; the first batch of a response comes whole even above the byte limits
     (KIP-74). read_committed stops at the last stable offset and lists the aborted
@@ -99,9 +97,7 @@ async def fetch(c: FakeCluster, f: Frame, host: str) -> Body:
     return {"error_code": 0, "session_id": 0, "topics": topics}
 
 
-def _fetch_once(
-    c: FakeCluster, body: Body, read_committed: bool
-) -> tuple[list[Body], int, list[Any]]:
+def _fetch_once(c: Broker, body: Body, read_committed: bool) -> tuple[list[Body], int, list[Any]]:
     budget = body.get("max_bytes", 0x7FFFFFFF)
     size = 0
     topics = []
@@ -152,7 +148,7 @@ def _fetch_once(
 
 
 @handles("ListOffsets")
-async def list_offsets(c: FakeCluster, f: Frame, host: str) -> Body:
+async def list_offsets(c: Broker, f: Frame, host: str) -> Body:
     """Timestamp -1: the high watermark (the last stable offset for read_committed, v2+);
     -2: the log start; any other: the first data record stamped at or after it, with its
     timestamp, or offset and timestamp -1 when there is none. v0 answers in ``offsets``.

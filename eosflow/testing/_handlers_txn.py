@@ -3,18 +3,14 @@ AddOffsetsToTxn, TxnOffsetCommit, EndTxn."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .._protocol import _codes as codes
 from ._api import Body, by_topic, handles, tp_offsets
-
-if TYPE_CHECKING:
-    from ._cluster import FakeCluster
-    from ._codec import Frame
+from ._broker import Broker
+from ._codec import Frame
 
 
 @handles("InitProducerId")
-async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
+async def init_producer_id(c: Broker, f: Frame, host: str) -> Body:
     """From 4.0 (KRaft) the broker takes producer ids in blocks from the controller: for
     ``ClusterSettings.producer_ids_load_s`` after the first InitProducerId it answers
     COORDINATOR_LOAD_IN_PROGRESS (2.4.1 makes the first one wait instead).
@@ -39,7 +35,7 @@ async def init_producer_id(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("AddPartitionsToTxn")
-async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+async def add_partitions_to_txn(c: Broker, f: Frame, host: str) -> Body:
     """Adds the partitions to the producer's transaction, opening it (its timeout starts).
     INVALID_PRODUCER_ID_MAPPING for an unknown transactional id or another producer id;
     another epoch: PRODUCER_FENCED (v2+; older INVALID_PRODUCER_EPOCH); CONCURRENT_TRANSACTIONS
@@ -55,7 +51,7 @@ async def add_partitions_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("AddOffsetsToTxn")
-async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+async def add_offsets_to_txn(c: Broker, f: Frame, host: str) -> Body:
     """Adds the group to the producer's transaction (opening it), so TxnOffsetCommit may
     stage offsets for it. INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED (v2+; older
     INVALID_PRODUCER_EPOCH) and CONCURRENT_TRANSACTIONS as AddPartitionsToTxn.
@@ -69,7 +65,7 @@ async def add_offsets_to_txn(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("TxnOffsetCommit")
-async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
+async def txn_offset_commit(c: Broker, f: Frame, host: str) -> Body:
     """Stages the offsets in the group until the transaction ends: applied ``offset_lag_s``
     after a committing EndTxn, dropped on abort. INVALID_PRODUCER_ID_MAPPING; another epoch:
     PRODUCER_FENCED (v3+; older INVALID_PRODUCER_EPOCH); INVALID_TXN_STATE unless the open
@@ -96,7 +92,7 @@ async def txn_offset_commit(c: FakeCluster, f: Frame, host: str) -> Body:
 
 
 @handles("EndTxn")
-async def end_txn(c: FakeCluster, f: Frame, host: str) -> Body:
+async def end_txn(c: Broker, f: Frame, host: str) -> Body:
     """Decides the open transaction and answers at once; its markers land ``marker_delay_s``
     later (docs/design.md), and until then either result answers CONCURRENT_TRANSACTIONS. Once
     written, the same result answers no error and the other INVALID_TXN_STATE, as does a

@@ -27,7 +27,8 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from ._cluster import ClusterSettings, FakeCluster
+from ._broker import ClusterSettings
+from ._cluster import FakeCluster
 from ._genuine import DEFAULT_VERSION, MIN_SESSION_TIMEOUT_MS, TXN_SWEEP_MS, GenuineKafka
 from ._groups import GroupSettings
 from ._txn import TxnSettings

@@ -25,7 +25,7 @@ import eosflow
 from eosflow import AuthenticationError, KafkaSecurity
 from eosflow.testing import CheckReport, check_exactly_once
 from eosflow.testing._genuine import GenuineKafka
-from eosflow.testing._genuine_security import (
+from eosflow.testing._project._genuine_security import (
     app_acls,
     create_acls,
     set_scram_password,

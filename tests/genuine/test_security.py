@@ -25,7 +25,7 @@ import eosflow
 from eosflow import AuthenticationError, AuthorizationError, KafkaSecurity
 from eosflow.testing import check_counts, check_exactly_once
 from eosflow.testing._genuine import GenuineKafka
-from eosflow.testing._genuine_security import (
+from eosflow.testing._project._genuine_security import (
     MTLS_PRINCIPAL,
     READ,
     SCRAM_PRINCIPAL,

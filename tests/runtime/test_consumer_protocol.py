@@ -18,7 +18,7 @@ from test_mechanisms import Gate, assert_exactly_once, cfg, until
 import eosflow
 from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster, check_exactly_once
-from eosflow.testing._groups_consumer import ConsumerGroupState
+from eosflow.testing._groups import ConsumerGroupState
 from eosflow.testing._ladder import Broker
 
 N = 200

@@ -11,7 +11,7 @@ from aiokafka import AIOKafkaProducer
 from eosflow import _aiokafka as ak
 from eosflow._protocol import _codes as codes
 from eosflow.testing import ClusterSettings, FakeCluster
-from eosflow.testing._cluster import PROFILE_FEATURES
+from eosflow.testing._broker import PROFILE_FEATURES
 
 
 async def _raw(cluster: FakeCluster, frame: bytes) -> bytes:

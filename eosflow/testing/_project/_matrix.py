@@ -42,9 +42,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._processor import Processor
-from .._protocol import _codes as codes
-from .._records import Output, Record
+from ..._processor import Processor
+from ..._protocol import _codes as codes
+from ..._records import Output, Record
 
 Mode = Literal["survive", "kill"]
 Phase = Literal["start", "steady", "rebalance"]
@@ -344,7 +344,7 @@ class Timing:
 class PositionCopy(Processor):
     """Writes each input record's position (``topic/partition/offset``) under its key, so
     the check can tell, per input offset, whether its output is there exactly once.
-    ``eosflow run eosflow.testing._matrix:PositionCopy`` reads MATRIX_OUT and
+    ``eosflow run eosflow.testing._project._matrix:PositionCopy`` reads MATRIX_OUT and
     MATRIX_RECORD_COST_S from the environment."""
 
     def __init__(self, out: str | None = None, cost_s: float | None = None) -> None:

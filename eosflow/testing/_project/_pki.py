@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ._genuine_security import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
+from ._identities import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
 
 
 @dataclass(frozen=True)

@@ -30,19 +30,17 @@ from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
-from .._protocol import _wire
-from .._protocol._wire import MessageSpec, field
-from .._timeouts import within
+from ..._protocol import _wire
+from ..._protocol._wire import MessageSpec, field
+from ..._timeouts import within
+from ._identities import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
 
 if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
     from ._pki import Pki
 
 SCRAM_USER = "app"
-TOKEN_ISSUER = "https://idp.eosflow.test"  # what the broker expects of OAUTHBEARER tokens
-TOKEN_AUDIENCE = "kafka"
 VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 OIDC_ALLOWED_URLS = "org.apache.kafka.sasl.oauthbearer.allowed.urls"  # a JVM property
-CLIENT_CN = "app-client"  # the mutual-TLS client certificate's CN (_pki)
 LISTENERS = {"SASL_SSL": "SASL_SSL", "MTLS": "SSL", "EXPIRED": "SSL"}
 
 # Kafka's ACL enums (org.apache.kafka.common.acl / resource)

@@ -14,18 +14,18 @@ from collections.abc import Callable, Sequence
 
 from aiokafka import AIOKafkaProducer
 
-from .._app import EosApp
-from .._checks._checker import read_topic
-from .._config import EosConfig
-from .._errors import EosflowError
-from .._processor import Processor
-from .._timeouts import within
-from ._cluster import FakeCluster
-from ._faults import FaultRule
-from ._ladder import fake_settings
+from ..._app import EosApp
+from ..._checks._checker import read_topic
+from ..._config import EosConfig
+from ..._errors import EosflowError
+from ..._processor import Processor
+from ..._timeouts import within
+from .._cluster import FakeCluster
+from .._faults import FaultRule
+from .._ladder import fake_settings
+from .._procs import spawn_run
+from .._txn import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
 from ._matrix import GROUP, IN, OK_KINDS, OUT, TXN_ID, Case, PositionCopy, Result, Timing
-from ._procs import spawn_run
-from ._txn import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
 
 
 class _Runner:
@@ -127,7 +127,7 @@ class _Children(_Runner):
     async def start(self) -> None:
         self.stderr = []
         self.proc = await spawn_run(
-            "eosflow.testing._matrix:PositionCopy",
+            "eosflow.testing._project._matrix:PositionCopy",
             bootstrap_servers=self.c.bootstrap_servers,
             group_id=GROUP,
             input_topics=(IN,),
