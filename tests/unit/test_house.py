@@ -125,3 +125,66 @@ def test_the_design_file_map_names_every_tracked_file_and_only_those() -> None:
 
     assert sorted(f for f in files if not covered(f)) == []
     assert sorted(n for n in named if not (ROOT / n).exists()) == []
+
+
+def _module_of(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """eosflow's modules and the eosflow modules each imports, ``TYPE_CHECKING`` imports
+    and imports inside functions included (a name imported from a package counts as the
+    package, a module imported from it as that module)."""
+    graph: dict[str, set[str]] = {}
+    for f in PACKAGE.rglob("*.py"):
+        edges = graph.setdefault(_module_of(f), set())
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                where = _imported_from(f, node)
+                if where is None:
+                    continue
+                for alias in node.names:
+                    target = where / alias.name if _is_module(where / alias.name) else where
+                    edges.add(".".join(target.relative_to(ROOT).parts))
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name.startswith("eosflow."))
+        edges.discard(_module_of(f))
+    return graph
+
+
+def test_no_import_circle_and_at_most_twelve_modules_at_the_root() -> None:
+    graph = import_graph()
+    # Tarjan's strongly connected components: a component of two or more is a circle
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == []
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= 12, root
