@@ -9,6 +9,7 @@ import ast
 import collections
 import re
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,6 +37,17 @@ def _imported_from(source: Path, node: ast.ImportFrom) -> Path | None:
     return base.joinpath(*(node.module.split(".") if node.module else []))
 
 
+def eosflow_imports(source: Path) -> Iterator[tuple[ast.ImportFrom, Path, ast.alias]]:
+    """Each name ``source`` imports from an eosflow package or module: the statement,
+    where it reads from, the name."""
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            where = _imported_from(source, node)
+            if where is not None:
+                for alias in node.names:
+                    yield node, where, alias
+
+
 def private_reaches(source: Path) -> list[str]:
     """``from ._x import _name`` and ``_x._name`` where ``_x`` is another eosflow module:
     importing a private *module* of the package is how it is built; a private name inside
@@ -43,18 +55,12 @@ def private_reaches(source: Path) -> list[str]:
     tree = ast.parse(source.read_text())
     modules: dict[str, Path] = {}
     found = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.ImportFrom):
-            continue
-        where = _imported_from(source, node)
-        if where is None:
-            continue
-        for alias in node.names:
-            if _is_module(where / alias.name):
-                modules[alias.asname or alias.name] = where / alias.name
-            elif _private(alias.name):
-                found.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} "
-                             f"import {alias.name}")  # fmt: skip
+    for node, where, alias in eosflow_imports(source):
+        if _is_module(where / alias.name):
+            modules[alias.asname or alias.name] = where / alias.name
+        elif _private(alias.name):
+            found.append(f"{node.lineno}: from {'.' * node.level}{node.module or ''} "
+                         f"import {alias.name}")  # fmt: skip
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Attribute)
@@ -79,15 +85,9 @@ def test_no_module_imports_another_modules_private_name() -> None:
 def test_each_eosflow_module_goes_by_one_alias() -> None:
     aliases: dict[str, set[str]] = collections.defaultdict(set)
     for f in [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
-        for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                where = _imported_from(f, node)
-                if where is None:
-                    continue
-                for alias in node.names:
-                    if alias.asname and _is_module(where / alias.name):
-                        name = (where / alias.name).relative_to(ROOT).as_posix()
-                        aliases[name].add(alias.asname)
+        for _node, where, alias in eosflow_imports(f):
+            if alias.asname and _is_module(where / alias.name):
+                aliases[(where / alias.name).relative_to(ROOT).as_posix()].add(alias.asname)
     assert {m: sorted(a) for m, a in aliases.items() if len(a) > 1} == {}
 
 
@@ -139,15 +139,11 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for f in PACKAGE.rglob("*.py"):
         edges = graph.setdefault(_module_of(f), set())
+        for _node, where, alias in eosflow_imports(f):
+            target = where / alias.name if _is_module(where / alias.name) else where
+            edges.add(".".join(target.relative_to(ROOT).parts))
         for node in ast.walk(ast.parse(f.read_text())):
-            if isinstance(node, ast.ImportFrom):
-                where = _imported_from(f, node)
-                if where is None:
-                    continue
-                for alias in node.names:
-                    target = where / alias.name if _is_module(where / alias.name) else where
-                    edges.add(".".join(target.relative_to(ROOT).parts))
-            elif isinstance(node, ast.Import):
+            if isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names if a.name.startswith("eosflow."))
         edges.discard(_module_of(f))
     return graph
