@@ -128,23 +128,34 @@ async def contender(
     args: argparse.Namespace,
     group: str,
 ) -> dict[str, Any]:
-    """Run one contender's process to the end; its JSON line with ``rate`` added. The
-    process is killed (by its pid) if it fails to finish or we are interrupted."""
+    """Run one contender's process to the end; its JSON line with ``rate`` added."""
     state_dir = Path(tempfile.mkdtemp(prefix="eosflow-bench-"))
     budget = budget_of(name, args, interval)
     cmd = command(name, boot, (src, dst), n, group, budget, args, state_dir)
     if args.pin:
         cmd = [*PIN_CONTENDER, *cmd]
+    try:
+        return await run_contender(name, cmd, n)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+async def run_contender(
+    name: str, cmd: list[str], n: int, timeout_s: float = CONTENDER_TIMEOUT_S
+) -> dict[str, Any]:
+    """Run a contender's command to its end and return the last JSON line it printed,
+    with ``rate`` (``n`` records over its ``seconds``) added. The process is killed (by
+    its pid) if it fails to finish in ``timeout_s`` or we are interrupted; one that fails
+    or prints no JSON line is a ``RuntimeError`` with the tails of its output."""
     proc = await asyncio.create_subprocess_exec(
         *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
     )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), CONTENDER_TIMEOUT_S)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_s)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-        shutil.rmtree(state_dir, ignore_errors=True)
     lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(

@@ -40,7 +40,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from benchmarks._bench_broker import broker
-from benchmarks._harness import RESULTS, create
+from benchmarks._harness import RESULTS, create, run_contender
 from eosflow.testing import check_counts, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
@@ -68,24 +68,10 @@ async def run(
     state_dir = tempfile.mkdtemp(prefix="eosflow-bench-state-")
     cmd = [sys.executable, "-m", "benchmarks._state_contenders", name, boot, src, dst, str(n)]
     cmd += [str(args.interval), group, state_dir]
-    proc = await asyncio.create_subprocess_exec(
-        *cmd, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-    )
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+        return await run_contender(name, cmd, n, TIMEOUT_S)
     finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
         shutil.rmtree(state_dir, ignore_errors=True)
-    lines = [ln for ln in out.decode(errors="replace").splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise RuntimeError(
-            f"{name} failed ({proc.returncode}): {err.decode(errors='replace')[-3000:]}"
-        )
-    result: dict[str, Any] = json.loads(lines[-1])
-    result["rate"] = n / result["seconds"]
-    return result
 
 
 async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
