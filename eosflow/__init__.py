@@ -21,7 +21,7 @@ from ._ops._metrics import PrometheusMetrics
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
-from ._state import BYTES, JSON, Serde, Store
+from ._state import BYTES, JSON, Hopping, Serde, Store, Tumbling, Window, WindowStore
 from ._version import __version__
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "EosConfig",
     "EosflowError",
     "FatalError",
+    "Hopping",
     "KafkaSecurity",
     "Observer",
     "OpsSettings",
@@ -51,6 +52,9 @@ __all__ = [
     "Store",
     "TransactionError",
     "TransactionReport",
+    "Tumbling",
+    "Window",
+    "WindowStore",
     "__version__",
     "load_config",
 ]

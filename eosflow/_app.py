@@ -57,8 +57,8 @@ class EosApp:
             )
         if overrides_batch(processor) and declared(processor):
             raise ConfigError(
-                f"{type(processor).__name__} declares stores but overrides process_batch: "
-                "stores are per input partition, for process()"
+                f"{type(processor).__name__} declares stores or windows but overrides "
+                "process_batch: they are per input partition, for process()"
             )
         processor.observer = self.observers
         self.assigned: frozenset[tuple[str, int]] = frozenset()

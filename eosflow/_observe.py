@@ -139,6 +139,10 @@ class Observer:
         processed again (``process_ahead``: the commit in flight did not succeed, or
         partitions moved)."""
 
+    def late_records(self, window: str, records: int) -> None:
+        """A committed transaction left ``records`` late records out of the windowed store
+        ``window`` (each of their windows had closed; no dead-letter topic is set)."""
+
     def spark_job(self, report: SparkJobReport) -> None:
         """A Spark job of a transaction ended."""
 
@@ -161,6 +165,7 @@ class Stats(Observer):
     # processed ahead while a commit was in flight, then dropped because that commit did
     # not succeed or partitions moved (they are processed again)
     dropped_ahead: int = 0
+    late: int = 0  # records left out of windows that had closed (committed), all windows
 
     def transaction_ended(self, report: TransactionReport) -> None:
         self.records += report.records
@@ -175,6 +180,9 @@ class Stats(Observer):
 
     def work_dropped(self, records: int) -> None:
         self.dropped_ahead += records
+
+    def late_records(self, window: str, records: int) -> None:
+        self.late += records
 
 
 @dataclass(eq=False)
@@ -209,6 +217,9 @@ class Observers(Observer):
 
     def work_dropped(self, records: int) -> None:
         self._each("work_dropped", records)
+
+    def late_records(self, window: str, records: int) -> None:
+        self._each("late_records", window, records)
 
     def spark_job(self, report: SparkJobReport) -> None:
         self._each("spark_job", report)

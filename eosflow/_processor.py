@@ -11,12 +11,15 @@ from ._records import Output, Record
 if TYPE_CHECKING:
     from ._config import EosConfig
     from ._state._store import Serde, Store
+    from ._state._windows import Window, WindowSpec, WindowStore
 
 
 class _StoresOfTheRecord(Protocol):
     """What the runtime gives a processor with stores (``_state.Stores``)."""
 
     def store(self, name: str) -> Store[Any]: ...
+
+    def window(self, name: str) -> WindowStore[Any]: ...
 
 
 ProcessResult = Output | Iterable[Output] | None
@@ -50,9 +53,26 @@ class Processor:
                 n = counts.get(record.key, 0) + 1
                 counts.put(record.key, n)
                 return eosflow.Output("counts", str(n), key=record.key)
+
+    **Time.** Declare windowed stores in ``windows`` (name -> ``eosflow.Tumbling`` or
+    ``eosflow.Hopping``) and use ``self.window(name)`` in ``process``. A record's event
+    time is what ``timestamp`` returns (its Kafka timestamp by default); a window closes
+    once its partition's stream time (the largest event time processed there) passes its
+    end plus its grace, and ``closed`` is then called once per key with the final value,
+    its outputs committed with the window's deletion::
+
+        class Clicks(eosflow.Processor):
+            windows = {"clicks": eosflow.Tumbling(size_s=300, grace_s=10)}
+
+            async def process(self, record):
+                self.window("clicks").update(record.key, lambda n: n + 1, 0)
+
+            async def closed(self, key, window, value):
+                return eosflow.Output("clicks-5m", str(value), key=key)
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
+    windows: ClassVar[Mapping[str, WindowSpec]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
@@ -68,6 +88,29 @@ class Processor:
                 f"{type(self).__name__}.stores and call state() from process()"
             )
         return stores.store(name)
+
+    def window(self, name: str) -> WindowStore[Any]:
+        """The windowed store ``name`` of the input partition of the record being
+        processed (declared in ``windows``). Only valid inside ``process``."""
+        stores = self._eosflow_state
+        if stores is None:
+            raise RuntimeError(
+                f"Processor.window({name!r}): no window is open; declare it in "
+                f"{type(self).__name__}.windows and call window() from process()"
+            )
+        return stores.window(name)
+
+    def timestamp(self, record: Record) -> int:
+        """A record's event time in milliseconds since the epoch, for its windows: its
+        Kafka timestamp unless overridden (read from the value, say). Must return an
+        int; anything else is a processing error (dead-lettered or fatal)."""
+        return record.timestamp
+
+    async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
+        """A window closed: ``value`` is ``key``'s final value in ``window``. Called once
+        per key, in the transaction of the record whose event time closed it; what it
+        returns is produced in that transaction (the final result)."""
+        return None
 
     async def process(self, record: Record) -> ProcessResult:
         raise NotImplementedError("override Processor.process or Processor.process_batch")

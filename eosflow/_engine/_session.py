@@ -84,7 +84,8 @@ class TransactSession:
         self._failure: FatalError | None = None
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
         # the processor's state stores: restored on assignment, written with each commit
-        self.stores = Stores(config, stores or {}, self._restored, self._restore_failed)
+        on_late = self.observer.late_records
+        self.stores = Stores(config, stores or {}, self._restored, self._restore_failed, on_late)
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -86,6 +86,11 @@ class PrometheusMetrics(Observer):
             "then dropped because it did not commit or partitions moved (redone; "
             "process_ahead only)",
         )
+        self.late = counter(
+            "eosflow_late_records",
+            "records whose every window had closed, left out of them (committed), by window",
+            ("window",),
+        )
         self.transactions = counter(
             "eosflow_transactions", "ended transactions by outcome", ("outcome",)
         )
@@ -188,6 +193,9 @@ class PrometheusMetrics(Observer):
 
     def work_dropped(self, records: int) -> None:
         self.dropped_ahead.inc(records)
+
+    def late_records(self, window: str, records: int) -> None:
+        self.late.labels(window).inc(records)
 
     def spark_job(self, report: SparkJobReport) -> None:
         self.spark_seconds.observe(report.duration_s)

@@ -23,6 +23,11 @@ at once, so a stateless app pays nothing (and no branch on "stateful" runs elsew
   changelog, not the local copy, knows whether that transaction committed.
 - **Processing**: ``bind`` wraps ``process`` so ``Processor.state(name)`` gives the store
   of the record's partition; a record that raises leaves no write behind.
+- **Windows** (``_windows``): a windowed store is a store whose keys lead with the window's
+  start. With windows declared, ``bind`` also takes each record's event time before
+  ``process`` (the partition's stream time moves up to it) and, after it, hands every
+  window that closed to the processor's ``closed`` hook and deletes its values, in the
+  record's transaction. Late records are counted when their transaction commits.
 """
 
 from __future__ import annotations
@@ -40,6 +45,16 @@ from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
+from ._windows import (
+    Hopping,
+    LateRecord,
+    Tumbling,
+    Window,
+    WindowSpec,
+    WindowStore,
+    declared_windows,
+    event_time,
+)
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
@@ -47,7 +62,18 @@ if TYPE_CHECKING:
     from .._config import EosConfig
     from .._records import Record
 
-__all__ = ["BYTES", "JSON", "Serde", "Store", "Stores", "declared"]
+__all__ = [
+    "BYTES",
+    "JSON",
+    "Hopping",
+    "Serde",
+    "Store",
+    "Stores",
+    "Tumbling",
+    "Window",
+    "WindowStore",
+    "declared",
+]
 
 log = logging.getLogger("eosflow.state")
 
@@ -58,7 +84,7 @@ Process = Callable[["Record"], Awaitable[Any]]
 def declared(processor: object) -> dict[str, Serde]:
     """The stores ``processor`` (a ``Processor``) declares (its ``stores`` mapping: name
     -> Serde, None meaning bytes), checked: a one-line ``ConfigError`` for a value that is
-    no Serde."""
+    no Serde. Its windowed stores (``windows``) are stores of bytes here."""
     raw = getattr(processor, "stores", None) or {}
     if not isinstance(raw, Mapping):
         raise ConfigError(
@@ -74,6 +100,8 @@ def declared(processor: object) -> dict[str, Serde]:
                 f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
             )
         out[name] = serde
+    for name in declared_windows(processor):
+        out[name] = BYTES
     return out
 
 
@@ -84,7 +112,9 @@ class Stores:
         specs: Mapping[str, Serde],
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],
+        on_late: Callable[[str, int], None] | None = None,
     ) -> None:
+        """``on_late(window, records)``: late records a committed transaction counted."""
         self.config = config
         self.specs = dict(specs)
         self.current: Partition | None = None  # the partition of the record in process()
@@ -94,6 +124,11 @@ class Stores:
         # per partition: its stores by name (those of ``current`` in ``_now``)
         self._handles: dict[Partition, dict[str, Store[Any]]] = {}
         self._now: dict[str, Store[Any]] = {}
+        # windowed stores (set by ``bind``): their specs, and per partition their handles
+        self._window_specs: dict[str, WindowSpec] = {}
+        self._windows: dict[Partition, dict[str, WindowStore[Any]]] = {}
+        self._late = _Tally()
+        self._on_late = on_late
         self._env: Env | None = None
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
@@ -158,6 +193,7 @@ class Stores:
         again from its checkpoint (the changelog knows whether the last transaction
         committed). Returns those to hold back until ready."""
         self._layers.discard()
+        self._late.discard()
         self._positions.clear()
         if self._stopped:
             return set()
@@ -182,6 +218,7 @@ class Stores:
         for partition in [p for p in self._local if p not in self._held]:
             self._local.pop(partition).close()
             self._handles.pop(partition, None)
+            self._windows.pop(partition, None)
 
     # --- the transaction ------------------------------------------------------------
 
@@ -190,10 +227,12 @@ class Stores:
             return
         self._settle()
         self._layers.begin(adopted)
+        self._late.begin(adopted)
         self._positions.clear()
 
     def seal(self) -> None:
         self._layers.seal()
+        self._late.seal()
 
     async def send(
         self,
@@ -243,10 +282,14 @@ class Stores:
                 local.apply(changes.get(partition, {}), checkpoints.get(partition, {}))
         self._positions.clear()
         self._layers.committed()
+        if self._on_late is not None:
+            for window, records in self._late.committed().items():
+                self._on_late(window, records)
 
     def discard(self) -> None:
         """The transaction aborted (or the work ahead was dropped): its writes go."""
         self._layers.discard()
+        self._late.discard()
         self._positions.clear()
 
     # --- processing ----------------------------------------------------------------
@@ -262,6 +305,9 @@ class Stores:
         if not self.specs:
             return process
         processor._eosflow_state = self
+        self._window_specs = declared_windows(processor)
+        if self._window_specs:
+            process = self._timed(processor, process, check)
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
 
@@ -291,20 +337,104 @@ class Stores:
 
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
 
+    def _timed(self, processor: Any, process: Process, check: Callable[[Any], Any]) -> Process:
+        """``process`` between the windows' two steps: the record's event time taken
+        (stream time moves), then the windows that closed handed to ``closed``."""
+        closed, late, dlt = processor.closed, self._late, self.config.dead_letter_topic
+
+        async def timed(record: Record) -> Any:
+            t = event_time(processor, record)
+            handles = self._windows_of((record.topic, record.partition))
+            before = [h.advance(t) for h in handles]
+            result = await process(record)
+            out: list[Any] | None = None
+            for h, b in zip(handles, before, strict=True):
+                if h.late:
+                    if dlt is not None:
+                        raise LateRecord(
+                            f"record at {t} ms is late for window {h.name!r}: its windows "
+                            f"closed (grace {h.spec.grace_ms} ms)"
+                        )
+                    late.add(h.name)
+                for window, key, value in h.closing(b):
+                    if out is None:
+                        out = check(result)
+                    out.extend(check(await closed(key, window, value)))
+            return result if out is None else out
+
+        return timed
+
+    def _windows_of(self, partition: Partition) -> list[WindowStore[Any]]:
+        handles = self._windows.get(partition)
+        if handles is None:
+            handles = self._windows[partition] = {
+                name: WindowStore(name, spec, self._backing(name, partition))
+                for name, spec in sorted(self._window_specs.items())
+            }
+        return list(handles.values())
+
+    def window(self, name: str) -> WindowStore[Any]:
+        """The windowed store ``name`` of the partition of the record being processed."""
+        partition = self.current
+        if name not in self._window_specs:
+            raise KeyError(
+                f"no window {name!r}; the processor declares {sorted(self._window_specs)}"
+            )
+        if partition is None:
+            raise RuntimeError("Processor.window() gives the window of the record in process()")
+        self._windows_of(partition)
+        return self._windows[partition][name]
+
     def store(self, name: str) -> Store[Any]:
         """The store ``name`` of the partition of the record being processed."""
         handle = self._now.get(name)
         if handle is not None:
             return handle
+        if name in self._window_specs:
+            raise KeyError(f"{name!r} is a window: use Processor.window({name!r})")
         if name not in self.specs:
             raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
         partition = self.current
         if partition is None:
             raise RuntimeError("Processor.state() gives the store of the record in process()")
+        return self._backing(name, partition)
+
+    def _backing(self, name: str, partition: Partition) -> Store[Any]:
         local = self._local.get(partition)
         if local is None:
             raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
-        handle = Store(name, partition, self.specs[name], self._layers, local)
-        self._now = self._handles.setdefault(partition, {})
-        self._now[name] = handle
+        handle: Store[Any] = Store(name, partition, self.specs[name], self._layers, local)
+        handles = self._handles.setdefault(partition, {})
+        handles[name] = handle
+        if partition == self.current:
+            self._now = handles
         return handle
+
+
+class _Tally:
+    """Late records per window, by the unit of work they belong to (as ``Layers``: the
+    open work's, the sealed transaction's), reported once that transaction commits."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.sealed: dict[str, int] = {}
+        self._is_sealed = False
+
+    def add(self, window: str) -> None:
+        self.open[window] = self.open.get(window, 0) + 1
+
+    def begin(self, adopted: bool) -> None:
+        if not adopted:
+            self.open = {}
+        self.sealed, self._is_sealed = {}, False
+
+    def seal(self) -> None:
+        if not self._is_sealed:
+            self.sealed, self.open, self._is_sealed = self.open, {}, True
+
+    def committed(self) -> dict[str, int]:
+        done, self.sealed = self.sealed, {}
+        return done
+
+    def discard(self) -> None:
+        self.open, self.sealed, self._is_sealed = {}, {}, False

@@ -8,6 +8,7 @@ path: the broker-contract tests hold it against genuine Kafka.
 
 from .._checks._checker import CheckReport, check_exactly_once, read_topic
 from .._checks._state_check import StateReport, check_counts, check_state
+from .._checks._window_check import WindowReport, check_windows, expected_windows
 from ._broker import PROFILES, ClusterSettings
 from ._cluster import FakeCluster
 from ._faults import FaultRule
@@ -26,9 +27,12 @@ __all__ = [
     "GroupSettings",
     "StateReport",
     "TxnSettings",
+    "WindowReport",
     "check_counts",
     "check_exactly_once",
     "check_state",
+    "check_windows",
+    "expected_windows",
     "read_topic",
     "spawn_run",
 ]

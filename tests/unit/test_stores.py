@@ -143,7 +143,7 @@ def test_state_outside_process_and_batch_processors_with_stores() -> None:
     cfg = eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:1", group_id="g", input_topics=("in",), transactional_id="t"
     )
-    with pytest.raises(eosflow.ConfigError, match="declares stores but overrides process_batch"):
+    with pytest.raises(eosflow.ConfigError, match="declares stores or windows but overrides"):
         eosflow.EosApp(Batch(), cfg)
     stores = Stores(cfg, {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
     with pytest.raises(KeyError, match="no store 'nope'"):

@@ -1,0 +1,147 @@
+"""Checking a windowed run from the outside: the final results it should have emitted,
+computed from the input alone, against what its output topic holds (read_committed).
+
+``expected_windows`` replays the input as eosflow's windows see it: per input partition
+in offset order, stream time the largest event time so far; a record goes into each of
+its windows still open at that stream time (late, and counted, when none is); a window is
+final once its partition's stream time reached its end plus the grace. Only windows
+closed by the input's end have a final. Every key's records must be in one partition, as
+keyed input is.
+
+``check_windows`` compares: every expected final emitted exactly once with its value,
+nothing else emitted. The output's records are read with ``decode`` (by default the
+format of ``examples/clicks.py``: key = the window's key, value = JSON
+``{"start_ms": ..., "end_ms": ..., "value": ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._records import Record
+from .._security import KafkaSecurity
+from .._state._windows import WindowSpec
+from ._checker import read_records
+
+Final = tuple[bytes, int]  # (key, window start in ms)
+Fold = Callable[[Any, Record], Any]
+Decode = Callable[[bytes | None, bytes | None], tuple[bytes, int, Any]]
+
+
+def count(value: Any, record: Record) -> Any:
+    """The fold of a count: one more."""
+    return value + 1
+
+
+def decode_json(key: bytes | None, value: bytes | None) -> tuple[bytes, int, Any]:
+    """A final as ``examples/clicks.py`` emits it: (key, start_ms, value)."""
+    body = json.loads(value or b"null")
+    return key or b"", int(body["start_ms"]), body["value"]
+
+
+@dataclass
+class WindowReport:
+    expected: int  # finals the input should have produced
+    found: int  # finals in the output (duplicates included)
+    late: int  # input records late by the input alone (no window open for them)
+    wrong: dict[Final, tuple[Any, Any]] = field(default_factory=dict)  # (expected, found)
+    missing: list[Final] = field(default_factory=list)
+    twice: dict[Final, int] = field(default_factory=dict)  # emitted more than once: times
+    extra: list[Final] = field(default_factory=list)  # emitted, never expected
+
+    @property
+    def ok(self) -> bool:
+        return not (self.wrong or self.missing or self.twice or self.extra)
+
+    def summary(self) -> str:
+        verdict = "WINDOWS EXACTLY ONCE: OK" if self.ok else "WINDOWS EXACTLY ONCE: FAILED"
+        lines = [
+            f"{verdict} -- {self.expected} finals expected, {self.found} emitted, "
+            f"{len(self.wrong)} wrong, {len(self.missing)} missing, {len(self.twice)} twice, "
+            f"{len(self.extra)} extra; {self.late} late input records"
+        ]
+        for name in ("wrong", "missing", "twice", "extra"):
+            got = getattr(self, name)
+            if got:
+                first = list(got.items())[:10] if isinstance(got, dict) else got[:10]
+                lines.append(f"  {name} (first 10): {first}")
+        return "\n".join(lines)
+
+
+def expected_windows(
+    records: Iterable[Record],
+    spec: WindowSpec,
+    fold: Fold = count,
+    initial: Any = 0,
+    timestamp: Callable[[Record], int] | None = None,
+) -> tuple[dict[Final, Any], int]:
+    """The finals (key, start) -> value that ``records`` (in offset order within each
+    partition) give under ``spec``, and how many of them were late."""
+    time_of = timestamp or (lambda r: r.timestamp)
+    stream: dict[tuple[str, int], int] = {}
+    values: dict[tuple[str, int], dict[Final, Any]] = {}
+    late = 0
+    for r in records:
+        partition, t = (r.topic, r.partition), time_of(r)
+        now = max(stream.get(partition, t), t)
+        stream[partition] = now
+        closed = spec.closed_through(now)
+        held = values.setdefault(partition, {})
+        open_starts = [s for s in spec.starts(t) if closed is None or s > closed]
+        if not open_starts:
+            late += 1
+        for s in open_starts:
+            k = (r.key or b"", s)
+            held[k] = fold(held.get(k, initial), r)
+    finals: dict[Final, Any] = {}
+    for partition, held in values.items():
+        closed = spec.closed_through(stream[partition])
+        for (key, start), v in held.items():
+            if closed is not None and start <= closed:
+                finals[(key, start)] = v
+    return finals, late
+
+
+async def check_windows(
+    bootstrap: str,
+    input_topic: str,
+    output_topic: str,
+    spec: WindowSpec,
+    *,
+    fold: Fold = count,
+    initial: Any = 0,
+    timestamp: Callable[[Record], int] | None = None,
+    decode: Decode = decode_json,
+    security: KafkaSecurity | None = None,
+) -> WindowReport:
+    """The check of a windowed processor with final results: what ``output_topic``
+    holds (read_committed) against the finals ``input_topic`` gives under ``spec``,
+    ``fold`` and ``initial`` (a count by default), with the processor's ``timestamp``
+    when it overrides it."""
+    inputs = [
+        Record(r.topic, r.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
+        for r in await read_records(bootstrap, input_topic, security=security)
+    ]
+    inputs.sort(key=lambda r: (r.partition, r.offset))
+    want, late = expected_windows(inputs, spec, fold, initial, timestamp)
+    outputs = await read_records(bootstrap, output_topic, security=security)
+    emitted: Counter[Final] = Counter()
+    got: dict[Final, Any] = {}
+    for o in outputs:
+        key, start, value = decode(o.key, o.value)
+        emitted[(key, start)] += 1
+        got[(key, start)] = value
+    report = WindowReport(expected=len(want), found=len(outputs), late=late)
+    for final, value in want.items():
+        if final not in got:
+            report.missing.append(final)
+        elif got[final] != value:
+            report.wrong[final] = (value, got[final])
+    report.twice = {f: n for f, n in emitted.items() if n > 1}
+    report.extra = sorted(f for f in got if f not in want)
+    report.missing.sort()
+    return report

@@ -1,0 +1,297 @@
+"""Event-time windows: the specs a processor declares (``Tumbling``, ``Hopping``), the
+``Window`` a value belongs to, ``WindowStore`` (what ``Processor.window(name)`` gives)
+and ``Windows``, which keeps each input partition's stream time and closes windows.
+
+**Event time** is a record's Kafka timestamp, or what the processor's
+``timestamp(record)`` returns (milliseconds). **Stream time** is per input partition:
+the largest event time processed there. It is kept in the window's store itself (one
+meta key), so it commits, aborts and restores with the window's values: the same input
+closes the same windows at the same records, whatever the interleaving of partitions,
+crashes or rebalances.
+
+A window ``[start, start + size)`` **closes** once its partition's stream time reaches
+``end + grace``. Then, in the record's own transaction and after its ``process``:
+
+- the processor's ``closed(key, window, value)`` is called once per key of the window,
+  windows in start order, keys in byte order; what it returns joins the transaction's
+  outputs (the **final result**, emitted exactly once: the emission and the deletion
+  commit together);
+- the window's values are deleted (tombstones in the changelog), so state stays bounded
+  at any input length.
+
+A record whose every window has closed is **late**: ``update`` leaves the windows
+alone. Without a dead-letter topic it is counted (``Observer.late_records``,
+``eosflow_late_records_total``) when its transaction commits; with one, the record is
+dead-lettered (``LateRecord``).
+
+Values live in an ordinary store (same local copy, changelog and restore) under keys
+ordered by window start, then key: ``b"w" + start (8 bytes, order-preserving) + key``;
+the stream time under ``TIME_KEY``. Closing is one range scan over the windows that
+closed, run only when stream time crosses a window's close, not per record.
+
+Trade-off: windows close on stream time only, so a partition that stops receiving
+records keeps its last windows open (as in Kafka Streams) until a later record arrives.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
+
+from .._errors import ConfigError
+from ._store import JSON, Serde, Store, store_key
+
+if TYPE_CHECKING:
+    from .._records import Record
+
+V = TypeVar("V")
+Partition = tuple[str, int]
+
+TIME_KEY = b"\x01eosflow.stream-time"
+"""The key of a window store's stream time (8 bytes, signed big-endian milliseconds)."""
+_DATA = b"w"
+_START = struct.Struct(">Q")  # a window start, shifted by 2**63 so byte order = number order
+_SHIFT = 2**63
+_TIME = struct.Struct(">q")
+_NO_TIME = -(2**63)  # before the first record
+
+
+class LateRecord(Exception):
+    """A record whose every window had closed, dead-lettered (a dead-letter topic is set)."""
+
+
+class Window(NamedTuple):
+    """One window of the store ``store``: ``[start_ms, end_ms)`` in event time."""
+
+    store: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """What a windowed store needs of its spec: sizes in milliseconds and the serde."""
+
+    size_ms: int = field(init=False)
+    advance_ms: int = field(init=False)
+    grace_ms: int = field(init=False)
+
+    def _set(self, kind: str, size_s: float, advance_s: float, grace_s: float) -> None:
+        for what, v in (("size_s", size_s), ("advance_s", advance_s), ("grace_s", grace_s)):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise ConfigError(f"{kind}: {what} must be a number of seconds, not {v!r}")
+        if size_s <= 0:
+            raise ConfigError(f"{kind}: size_s must be > 0, not {size_s}")
+        if advance_s <= 0 or advance_s > size_s:
+            raise ConfigError(
+                f"{kind}: advance_s must be > 0 and at most size_s ({size_s}), not {advance_s}"
+            )
+        if grace_s < 0:
+            raise ConfigError(f"{kind}: grace_s must be >= 0, not {grace_s}")
+        size, advance = round(size_s * 1000), round(advance_s * 1000)
+        if size < 1 or advance < 1:
+            raise ConfigError(f"{kind}: windows are in whole milliseconds: {size_s}, {advance_s}")
+        object.__setattr__(self, "size_ms", size)
+        object.__setattr__(self, "advance_ms", advance)
+        object.__setattr__(self, "grace_ms", round(grace_s * 1000))
+
+    def starts(self, t: int) -> range:
+        """The starts of the windows holding event time ``t``, ascending."""
+        last = t - t % self.advance_ms
+        first = last - (self.size_ms - 1) // self.advance_ms * self.advance_ms
+        # a window [s, s + size) holds t when s > t - size
+        while first + self.size_ms <= t:
+            first += self.advance_ms
+        return range(first, last + 1, self.advance_ms)
+
+    def closed_through(self, stream_time: int) -> int | None:
+        """The start of the last window closed at ``stream_time`` (None before the first
+        record): every window starting at or before it has ``end + grace <= stream_time``."""
+        if stream_time == _NO_TIME:
+            return None
+        edge = stream_time - self.size_ms - self.grace_ms
+        return edge - edge % self.advance_ms
+
+
+@dataclass(frozen=True)
+class Tumbling(_Spec):
+    """Fixed windows of ``size_s`` seconds side by side (``[0, size)``, ``[size, 2 size)``,
+    ... in epoch milliseconds): each record is in exactly one. A window closes
+    ``grace_s`` after its end in stream time; records arriving later are late.
+    ``serde`` serializes the values (``eosflow.JSON`` by default)."""
+
+    size_s: float
+    grace_s: float = 0.0
+    serde: Serde = JSON
+
+    def __post_init__(self) -> None:
+        self._set("Tumbling", self.size_s, self.size_s, self.grace_s)
+
+
+@dataclass(frozen=True)
+class Hopping(_Spec):
+    """Windows of ``size_s`` seconds starting every ``advance_s`` seconds (at most
+    ``size_s``): a record is in ``size_s / advance_s`` of them. A window closes
+    ``grace_s`` after its end in stream time."""
+
+    size_s: float
+    advance_s: float
+    grace_s: float = 0.0
+    serde: Serde = JSON
+
+    def __post_init__(self) -> None:
+        self._set("Hopping", self.size_s, self.advance_s, self.grace_s)
+
+
+WindowSpec = Tumbling | Hopping
+
+
+def data_key(start_ms: int, key: bytes) -> bytes:
+    return _DATA + _START.pack(start_ms + _SHIFT) + key
+
+
+def read_time(store: Store[Any]) -> int:
+    raw = store.get(TIME_KEY)
+    return _NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
+
+
+class WindowStore(Generic[V]):
+    """One windowed store of one input partition, as ``Processor.window(name)`` gives it
+    in ``process``. Its values commit, abort and restore like a store's; the windows it
+    offers are the open ones (a closed window's values are gone)."""
+
+    __slots__ = ("_closed", "_data", "_now", "_serde", "late", "name", "spec", "time")
+
+    def __init__(self, name: str, spec: WindowSpec, data: Store[bytes]) -> None:
+        self.name, self.spec = name, spec
+        self._serde, self._data = spec.serde, data
+        self.time = _NO_TIME  # the record's event time, set before process()
+        self._now = _NO_TIME  # the partition's stream time (the record's included)
+        self._closed: int | None = None  # last window closed at the partition's stream time
+        self.late = False  # the record in process() met only closed windows
+
+    def __repr__(self) -> str:
+        topic, p = self._data.partition
+        return f"<eosflow.WindowStore {self.name!r} of {topic}[{p}]>"
+
+    def window(self, start_ms: int) -> Window:
+        return Window(self.name, start_ms, start_ms + self.spec.size_ms)
+
+    def windows(self) -> list[Window]:
+        """The open windows holding the record's event time, in start order."""
+        closed = self._closed
+        starts = self.spec.starts(self.time)
+        return [self.window(s) for s in starts if closed is None or s > closed]
+
+    def get(self, key: bytes | str, start_ms: int, default: V | None = None) -> V | None:
+        """The value of ``key`` in the window starting at ``start_ms``."""
+        raw = self._data.get(data_key(start_ms, store_key(key)))
+        return default if raw is None else self._serde.loads(raw)  # type: ignore[no-any-return]
+
+    def put(self, key: bytes | str, start_ms: int, value: V) -> None:
+        """Set ``key`` in the window starting at ``start_ms`` (which must be open)."""
+        if self._closed is not None and start_ms <= self._closed:
+            raise ValueError(f"window {self.name!r} starting at {start_ms} ms has closed")
+        self._data.put(data_key(start_ms, store_key(key)), self._serde.dumps(value))
+
+    def update(self, key: bytes | str, fn: Callable[[V], V], initial: V) -> list[tuple[Window, V]]:
+        """Apply ``fn`` to ``key``'s value (``initial`` where it has none) in every open
+        window holding the record's event time; returns (window, new value) for each.
+        Emit those from ``process`` for results on every update; override ``closed`` for
+        final results. None open: the record is late and nothing changes."""
+        k, out = store_key(key), []
+        loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
+        for w in self.windows():
+            dk = data_key(w.start_ms, k)
+            raw = data.get(dk)
+            value = fn(initial if raw is None else loads(raw))
+            data.put(dk, dumps(value))
+            out.append((w, value))
+        if not out:
+            self.late = True
+        return out
+
+    def fetch(self, key: bytes | str, from_ms: int, to_ms: int) -> Iterator[tuple[Window, V]]:
+        """(window, value) of ``key`` for the open windows starting in ``[from_ms, to_ms]``
+        and no later than the window holding the stream time, in start order."""
+        k, loads, step = store_key(key), self._serde.loads, self.spec.advance_ms
+        lowest = from_ms + (-from_ms) % step  # the first window start at or after from_ms
+        if self._closed is not None:
+            lowest = max(lowest, self._closed + step)
+        highest = min(to_ms, self.spec.starts(self._now)[-1])
+        for s in range(lowest, highest + 1, step):
+            raw = self._data.get(data_key(s, k))
+            if raw is not None:
+                yield self.window(s), loads(raw)
+
+    # --- the partition's stream time (``Windows``) --------------------------------------
+
+    def advance(self, t: int) -> int | None:
+        """Take the record's event time ``t``: stream time moves up to it. Returns the last
+        window closed before (None if none)."""
+        self.time, self.late = t, False
+        data = self._data
+        now = read_time(data)
+        before = self.spec.closed_through(now)
+        if t > now:
+            data.put(TIME_KEY, _TIME.pack(t))
+            now = t
+        self._now = now
+        self._closed = self.spec.closed_through(now)
+        return before
+
+    def closing(self, before: int | None) -> list[tuple[Window, bytes, Any]]:
+        """The windows that closed since ``before`` (``advance``'s answer): (window, key,
+        value) in start then key order, deleted from the store as they are listed."""
+        through = self._closed
+        if through is None or (before is not None and through <= before):
+            return []
+        hi = _DATA + _START.pack(through + 1 + _SHIFT)
+        found = list(self._data.range(_DATA, hi))
+        loads, out = self._serde.loads, []
+        for dk, raw in found:
+            (shifted,) = _START.unpack_from(dk, 1)
+            out.append((self.window(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
+            self._data.delete(dk)
+        return out
+
+
+def declared_windows(processor: object) -> dict[str, WindowSpec]:
+    """The windowed stores ``processor`` declares (its ``windows`` mapping: name ->
+    ``Tumbling`` or ``Hopping``), checked: a one-line ``ConfigError`` otherwise, and for a
+    name that is also a store's."""
+    raw = getattr(processor, "windows", None) or {}
+    kind = type(processor).__name__
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{kind}.windows must map names to window specs (e.g. "
+            f"{{'clicks': eosflow.Tumbling(size_s=300)}}), not {type(raw).__name__}"
+        )
+    stores = getattr(processor, "stores", None) or {}
+    out: dict[str, WindowSpec] = {}
+    for name, spec in raw.items():
+        if not isinstance(name, str) or not isinstance(spec, (Tumbling, Hopping)):
+            raise ConfigError(
+                f"{kind}.windows[{name!r}]: expected a name and eosflow.Tumbling or "
+                f"eosflow.Hopping, got {spec!r}"
+            )
+        if name in stores:
+            raise ConfigError(f"{kind}: {name!r} names both a store and a window; rename one")
+        out[name] = spec
+    return out
+
+
+def event_time(processor: Any, record: Record) -> int:
+    """The record's event time in milliseconds: ``processor.timestamp(record)``."""
+    t = processor.timestamp(record)
+    if type(t) is not int:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise TypeError(
+                f"{type(processor).__name__}.timestamp() returned {t!r}; expected "
+                "milliseconds (an int)"
+            )
+        t = int(t)
+    return t

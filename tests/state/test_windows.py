@@ -1,0 +1,208 @@
+"""Event-time windows with final results, on the test cluster (fault injection) or the
+ladder's broker. Every run is checked from the outside with ``check_windows``: the
+finals the input alone gives, each emitted exactly once with its value. The comment
+above each test names the mutation that made it fail when the mechanism was taken out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+from stateful import changelog, state_config, until_committed
+
+import eosflow
+from eosflow._checks._checker import read_records
+from eosflow._protocol import _codes as codes
+from eosflow._state._windows import TIME_KEY
+from eosflow.testing import FakeCluster, check_windows, read_topic
+from examples import clicks
+
+SPEC = eosflow.Tumbling(size_s=10, grace_s=2)
+
+
+class Clicks(clicks.Clicks):
+    """``examples/clicks.py`` with 10 s windows and a 2 s grace."""
+
+    windows = {"clicks": SPEC}
+
+
+def clicks_at(partition: int, times_s: list[float], keys: int = 5) -> list[tuple[int, bytes, int]]:
+    """(partition, key, timestamp ms) for a click at each of ``times_s``; keys cycle."""
+    return [
+        (partition, f"u{partition}-{i % keys}".encode(), int(t * 1000))
+        for i, t in enumerate(times_s)
+    ]
+
+
+async def produce(bootstrap: str, topic: str, clicks: list[tuple[int, bytes, int]]) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        futs = [
+            await p.send(topic, b"click", key=key, partition=part, timestamp_ms=ts)
+            for part, key, ts in clicks
+        ]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+
+
+def steady(start_s: float, end_s: float, step_s: float) -> list[float]:
+    n = int((end_s - start_s) / step_s)
+    return [start_s + i * step_s for i in range(n)]
+
+
+async def windows_ok(bootstrap: str, src: str) -> Any:
+    report = await check_windows(bootstrap, src, f"{src}-per-window", SPEC)
+    assert report.ok, report.summary()
+    assert report.expected > 0
+    return report
+
+
+# Stream time is per input partition: partition 1's clicks, older than everything
+# partition 0 processed before them, still fill their own windows, and each partition's
+# windows close on its own time. The finals equal those the input alone gives; late
+# clicks (older than their window's end plus grace in their own partition) are left out
+# and counted once their transaction committed; a closed window's values are deleted
+# from the store (its changelog keeps only open windows, and the stream time).
+# Caught: stream time taken across partitions (one value for all: partition 1's clicks
+# all late, its finals missing); windows closed without deleting their values (every
+# later close emitted them again: finals twice); a late click counted into its closed
+# window (the count of a final wrong, and an extra final after it was deleted).
+async def test_finals_once_per_partition_stream_time_late_and_retention(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 2)
+    c.create_topic(f"{src}-per-window", 1)
+    ahead = steady(0, 95, 0.5)  # stream time 94.5 s at the end
+    # at 20.5 s: 19 s is in the grace of [10, 20) (it closes at 22 s); 7.5 s is late
+    # ([0, 10) closed at 12 s)
+    ahead[42:42] = [19.0, 7.5]
+    await produce(c.bootstrap_servers, src, clicks_at(0, ahead))
+    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, max_records_per_txn=40)
+    app = eosflow.EosApp(Clicks(), cfg)
+    async with app:
+        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead), (app,))
+        behind = steady(0, 40, 0.25)  # older than all of partition 0's; 39.75 s at the end
+        await produce(c.bootstrap_servers, src, clicks_at(1, behind))
+        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
+    report = await windows_ok(c.bootstrap_servers, src)
+    assert report.late == 1 and app.stats.late == 1
+    finals = [
+        json.loads(v or b"") | {"key": k}
+        for _p, _o, k, v in await read_topic(c.bootstrap_servers, f"{src}-per-window")
+    ]
+    # partition 1's windows closed on its own time: through [20, 30) at 39.75 s
+    assert {f["start_ms"] for f in finals if f["key"].startswith(b"u1-")} == {0, 10_000, 20_000}
+    assert (
+        sum(f["value"] for f in finals if f["start_ms"] == 10_000 and f["key"].startswith(b"u0-"))
+        == 21
+    )
+    # the changelog: each partition's stream time, and the values of open windows only
+    state = await committed_state(c.bootstrap_servers, changelog("g", src, "clicks"))
+    times = {p: struct.unpack(">q", v)[0] for (p, k), v in state.items() if k == TIME_KEY}
+    assert times == {0: 94_500, 1: 39_750}
+    starts: dict[int, set[int]] = {0: set(), 1: set()}
+    for p, k in state:
+        if k.startswith(b"w"):
+            starts[p].add(struct.unpack(">Q", k[1:9])[0] - 2**63)
+    assert starts == {0: {90_000}, 1: {30_000}}
+
+
+async def committed_state(bootstrap: str, topic: str) -> dict[tuple[int, bytes], bytes]:
+    """A changelog folded as a restore sees it: (partition, key) -> last value."""
+    state: dict[tuple[int, bytes], bytes] = {}
+    for p, _o, k, v in await read_topic(bootstrap, topic):
+        if k is None:
+            continue
+        if v is None:
+            state.pop((p, k), None)
+        else:
+            state[(p, k)] = v
+    return state
+
+
+# A transaction that closed windows and emitted their finals aborts (its forced
+# heartbeat refused): the redo closes them again from the stream time the store had
+# before it, and emits each final once. Caught: stream time kept in memory rather than
+# in the store (the redo found the windows already closed: finals missing).
+async def test_an_aborted_close_is_redone(eosflow_cluster: FakeCluster, tmp_path: Path) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-per-window", 1)
+    await produce(c.bootstrap_servers, src, clicks_at(0, steady(0, 60, 0.5)))
+    refused = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID, times=3)
+    cfg = state_config(
+        c.bootstrap_servers,
+        "g",
+        src,
+        "tx-1",
+        tmp_path,
+        max_records_per_txn=30,
+        group_protocol="classic",  # the aborts come from refusing its forced heartbeat
+    )
+    app = eosflow.EosApp(Clicks(), cfg)
+    async with app:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 120, (app,))
+    assert refused.hits == 3 and app.stats.aborted == 3
+    await windows_ok(c.bootstrap_servers, src)
+
+
+# Windows live in the changelog: an instance that starts with no local copy (a new
+# machine, or the state directory wiped) restores the values and the stream time, and
+# the finals stay exactly once across the two. Caught: the stream time not written to
+# the store (the second instance closed nothing it should have, until new records came:
+# finals missing).
+async def test_windows_and_stream_time_restore_from_the_changelog(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 2)
+    c.create_topic(f"{src}-per-window", 1)
+    first = clicks_at(0, steady(0, 30, 0.5)) + clicks_at(1, steady(0, 30, 0.5))
+    await produce(c.bootstrap_servers, src, first)
+    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
+    async with eosflow.EosApp(Clicks(), cfg) as app:
+        await until_committed(c.bootstrap_servers, src, 2, "g", len(first), (app,))
+    # the second: late records only for a stream time it restored (5 s < 30 - 12)
+    then = clicks_at(0, [5.0, 31.0, 45.0]) + clicks_at(1, [5.0, 31.0, 45.0])
+    await produce(c.bootstrap_servers, src, then)
+    cfg = state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
+    async with eosflow.EosApp(Clicks(), cfg) as app:
+        await until_committed(c.bootstrap_servers, src, 2, "g", len(first) + len(then), (app,))
+    assert app.stats.late == 2
+    report = await windows_ok(c.bootstrap_servers, src)
+    assert report.late == 2
+
+
+# With a dead-letter topic, a late record goes there (its error named) instead of being
+# counted. Caught: the late check skipped when a dead-letter topic is set (counted, not
+# dead-lettered).
+async def test_late_records_are_dead_lettered_when_a_topic_is_set(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    for topic in (src, f"{src}-per-window", "dlq"):
+        c.create_topic(topic, 1)
+    times = steady(0, 30, 0.5)
+    times[40:40] = [3.0, 4.0]  # at 19.5 s: [0, 10) closed at 12 s
+    await produce(c.bootstrap_servers, src, clicks_at(0, times))
+    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, dead_letter_topic="dlq")
+    async with eosflow.EosApp(Clicks(), cfg) as app:
+        await until_committed(c.bootstrap_servers, src, 1, "g", len(times), (app,))
+    assert app.stats.late == 0 and app.stats.dead_lettered == 2
+    report = await windows_ok(c.bootstrap_servers, src)
+    assert report.late == 2
+    dead = await read_records(c.bootstrap_servers, "dlq")
+    errors = [dict(r.headers)["eosflow.error"] for r in dead]
+    assert [dict(r.headers)["eosflow.source"] for r in dead] == [b"in/0/40", b"in/0/41"]
+    assert all(e.startswith(b"LateRecord: record at ") for e in errors), errors
