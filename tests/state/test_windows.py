@@ -158,8 +158,9 @@ async def test_an_aborted_close_is_redone(eosflow_cluster: FakeCluster, tmp_path
 # Windows live in the changelog: an instance that starts with no local copy (a new
 # machine, or the state directory wiped) restores the values and the stream time, and
 # the finals stay exactly once across the two. Caught: the stream time not written to
-# the store (the second instance closed nothing it should have, until new records came:
-# finals missing).
+# the store (no stream time to restore: the second instance took each record's own time,
+# and the late records went into closed windows); closed windows not deleted (emitted
+# again by the second instance).
 async def test_windows_and_stream_time_restore_from_the_changelog(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
