@@ -21,7 +21,18 @@ from ._ops._metrics import PrometheusMetrics
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity
-from ._state import BYTES, JSON, Hopping, Serde, Store, Tumbling, Window, WindowStore
+from ._state import (
+    BYTES,
+    JSON,
+    Hopping,
+    Serde,
+    Store,
+    Timer,
+    TimerStore,
+    Tumbling,
+    Window,
+    WindowStore,
+)
 from ._version import __version__
 
 __all__ = [
@@ -50,6 +61,8 @@ __all__ = [
     "SparkJobReport",
     "Stats",
     "Store",
+    "Timer",
+    "TimerStore",
     "TransactionError",
     "TransactionReport",
     "Tumbling",

@@ -11,6 +11,7 @@ from ._records import Output, Record
 if TYPE_CHECKING:
     from ._config import EosConfig
     from ._state._store import Serde, Store
+    from ._state._timers import Timer, TimerStore
     from ._state._windows import Window, WindowSpec, WindowStore
 
 
@@ -20,6 +21,8 @@ class _StoresOfTheRecord(Protocol):
     def store(self, name: str) -> Store[Any]: ...
 
     def window(self, name: str) -> WindowStore[Any]: ...
+
+    def timers(self) -> TimerStore: ...
 
 
 ProcessResult = Output | Iterable[Output] | None
@@ -69,6 +72,10 @@ class Processor:
 
             async def closed(self, key, window, value):
                 return eosflow.Output("clicks-5m", str(value), key=key)
+
+    Override ``fire`` to have **timers**: ``self.timers.at(time_ms, key, payload)`` in
+    ``process`` sets one, and ``fire(timer)`` is called once it is due (its partition's
+    stream time reached it), its outputs committed with the timer's deletion.
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
@@ -105,6 +112,25 @@ class Processor:
         Kafka timestamp unless overridden (read from the value, say). Must return an
         int; anything else is a processing error (dead-lettered or fatal)."""
         return record.timestamp
+
+    @property
+    def timers(self) -> TimerStore:
+        """The timers of the input partition of the record being processed: ``at(time_ms,
+        key, payload)``, ``get(key)``, ``cancel(key)``. Override ``fire`` to have them."""
+        stores = self._eosflow_state
+        if stores is None:
+            raise RuntimeError(
+                f"Processor.timers: none is open; override {type(self).__name__}.fire "
+                "and use timers from process()"
+            )
+        return stores.timers()
+
+    async def fire(self, timer: Timer) -> ProcessResult:
+        """A timer is due: its partition's stream time reached ``timer.time_ms``. Called
+        once per timer, in the transaction of the record that moved stream time there
+        (which deletes it); what it returns is produced in that transaction. Override it
+        to have timers (``self.timers``)."""
+        return None
 
     async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
         """A window closed: ``value`` is ``key``'s final value in ``window``. Called once

@@ -45,6 +45,8 @@ from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
+from ._timers import STORE as TIMERS
+from ._timers import Timer, TimerStore
 from ._windows import (
     Hopping,
     LateRecord,
@@ -69,6 +71,8 @@ __all__ = [
     "Serde",
     "Store",
     "Stores",
+    "Timer",
+    "TimerStore",
     "Tumbling",
     "Window",
     "WindowStore",
@@ -102,7 +106,20 @@ def declared(processor: object) -> dict[str, Serde]:
         out[name] = serde
     for name in declared_windows(processor):
         out[name] = BYTES
+    if has_timers(processor):
+        if TIMERS in out:
+            raise ConfigError(
+                f"{type(processor).__name__} has timers (it overrides fire), which keep "
+                f"the store {TIMERS!r}: name its store or window otherwise"
+            )
+        out[TIMERS] = BYTES
     return out
+
+
+def has_timers(processor: object) -> bool:
+    """Whether ``processor`` overrides ``Processor.fire`` (then it has timers)."""
+    fire = getattr(type(processor), "fire", None)
+    return fire is not None and fire.__module__ != "eosflow._processor"
 
 
 class Stores:
@@ -127,6 +144,7 @@ class Stores:
         # windowed stores (set by ``bind``): their specs, and per partition their handles
         self._window_specs: dict[str, WindowSpec] = {}
         self._windows: dict[Partition, dict[str, WindowStore[Any]]] = {}
+        self._timers: dict[Partition, TimerStore] = {}
         self._late = _Tally()
         self._on_late = on_late
         self._env: Env | None = None
@@ -219,6 +237,7 @@ class Stores:
             self._local.pop(partition).close()
             self._handles.pop(partition, None)
             self._windows.pop(partition, None)
+            self._timers.pop(partition, None)
 
     # --- the transaction ------------------------------------------------------------
 
@@ -306,7 +325,7 @@ class Stores:
             return process
         processor._eosflow_state = self
         self._window_specs = declared_windows(processor)
-        if self._window_specs:
+        if self._window_specs or TIMERS in self.specs:
             process = self._timed(processor, process, check)
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
@@ -338,14 +357,20 @@ class Stores:
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
 
     def _timed(self, processor: Any, process: Process, check: Callable[[Any], Any]) -> Process:
-        """``process`` between the windows' two steps: the record's event time taken
-        (stream time moves), then the windows that closed handed to ``closed``."""
+        """``process`` between two steps: the record's event time taken (stream time
+        moves), then the windows that closed handed to ``closed`` and the timers due to
+        ``fire``."""
         closed, late, dlt = processor.closed, self._late, self.config.dead_letter_topic
+        fire, timed_on = processor.fire, TIMERS in self.specs
 
         async def timed(record: Record) -> Any:
             t = event_time(processor, record)
-            handles = self._windows_of((record.topic, record.partition))
+            partition = (record.topic, record.partition)
+            handles = self._windows_of(partition)
             before = [h.advance(t) for h in handles]
+            timers = self._timers_of(partition) if timed_on else None
+            if timers is not None:
+                timers.advance(t)
             result = await process(record)
             out: list[Any] | None = None
             for h, b in zip(handles, before, strict=True):
@@ -360,11 +385,33 @@ class Stores:
                     if out is None:
                         out = check(result)
                     out.extend(check(await closed(key, window, value)))
+            if timers is not None:
+                for timer in timers.due():
+                    if out is None:
+                        out = check(result)
+                    out.extend(check(await fire(timer)))
             return result if out is None else out
 
         return timed
 
+    def _timers_of(self, partition: Partition) -> TimerStore:
+        timers = self._timers.get(partition)
+        if timers is None:
+            timers = self._timers[partition] = TimerStore(self._backing(TIMERS, partition))
+        return timers
+
+    def timers(self) -> TimerStore:
+        """The timers of the partition of the record being processed."""
+        partition = self.current
+        if TIMERS not in self.specs:
+            raise KeyError("no timers: override Processor.fire to have them")
+        if partition is None:
+            raise RuntimeError("Processor.timers are the record's partition's, in process()")
+        return self._timers_of(partition)
+
     def _windows_of(self, partition: Partition) -> list[WindowStore[Any]]:
+        if not self._window_specs:
+            return []
         handles = self._windows.get(partition)
         if handles is None:
             handles = self._windows[partition] = {
@@ -392,6 +439,8 @@ class Stores:
             return handle
         if name in self._window_specs:
             raise KeyError(f"{name!r} is a window: use Processor.window({name!r})")
+        if name == TIMERS and TIMERS in self.specs:
+            raise KeyError(f"{name!r} holds the timers: use Processor.timers")
         if name not in self.specs:
             raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
         partition = self.current

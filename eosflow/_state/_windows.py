@@ -56,7 +56,7 @@ _DATA = b"w"
 _START = struct.Struct(">Q")  # a window start, shifted by 2**63 so byte order = number order
 _SHIFT = 2**63
 _TIME = struct.Struct(">q")
-_NO_TIME = -(2**63)  # before the first record
+NO_TIME = -(2**63)  # before the first record
 
 
 class LateRecord(Exception):
@@ -110,7 +110,7 @@ class _Spec:
     def closed_through(self, stream_time: int) -> int | None:
         """The start of the last window closed at ``stream_time`` (None before the first
         record): every window starting at or before it has ``end + grace <= stream_time``."""
-        if stream_time == _NO_TIME:
+        if stream_time == NO_TIME:
             return None
         edge = stream_time - self.size_ms - self.grace_ms
         return edge - edge % self.advance_ms
@@ -155,7 +155,7 @@ def data_key(start_ms: int, key: bytes) -> bytes:
 
 def read_time(store: Store[Any]) -> int:
     raw = store.get(TIME_KEY)
-    return _NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
+    return NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
 
 
 class WindowStore(Generic[V]):
@@ -168,8 +168,8 @@ class WindowStore(Generic[V]):
     def __init__(self, name: str, spec: WindowSpec, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
         self._serde, self._data = spec.serde, data
-        self.time = _NO_TIME  # the record's event time, set before process()
-        self._now = _NO_TIME  # the partition's stream time (the record's included)
+        self.time = NO_TIME  # the record's event time, set before process()
+        self._now = NO_TIME  # the partition's stream time (the record's included)
         self._closed: int | None = None  # last window closed at the partition's stream time
         self.late = False  # the record in process() met only closed windows
 

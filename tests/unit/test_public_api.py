@@ -37,6 +37,8 @@ def test_all_is_pinned() -> None:
         "SparkJobReport",
         "Stats",
         "Store",
+        "Timer",
+        "TimerStore",
         "TransactionError",
         "TransactionReport",
         "Tumbling",

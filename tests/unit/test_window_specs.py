@@ -101,3 +101,18 @@ def test_expected_finals_follow_each_partitions_stream_time() -> None:
     finals, late = expected_windows(records, spec)
     assert finals == {(b"a", 0): 3, (b"b", 0): 1}  # [10, 20) of a not closed (12.5 s)
     assert late == 1
+
+
+def test_timers_keep_a_store_of_their_own_name() -> None:
+    class Timed(eosflow.Processor):
+        stores = {"timers": eosflow.JSON}
+
+        async def fire(self, timer: eosflow.Timer) -> None:
+            return None
+
+    class Untimed(eosflow.Processor):
+        stores = {"timers": eosflow.JSON}  # no fire: a store like any other
+
+    with pytest.raises(eosflow.ConfigError, match=r"has timers \(it overrides fire\), which keep"):
+        declared(Timed())
+    assert declared(Untimed()) == {"timers": eosflow.JSON}
