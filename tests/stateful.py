@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -42,18 +43,26 @@ def state_config(
 
 
 async def seed_keys(
-    bootstrap: str, topic: str, n: int, keys: int, start: int = 0, key_bytes: int = 0
+    bootstrap: str,
+    topic: str,
+    n: int,
+    keys: int,
+    start: int = 0,
+    key_bytes: int = 0,
+    timestamp_ms: Callable[[int], int] | None = None,
 ) -> None:
     """Records ``start``..``start+n`` with keys cycling through ``keys`` distinct ones
     (``k<i % keys>``, padded to ``key_bytes``), placed by the key's hash as Kafka does,
-    so every record of a key is in one partition."""
+    so every record of a key is in one partition; record i's timestamp is
+    ``timestamp_ms(i)`` when given (else the producer's clock)."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await p.start()
     try:
         futs = []
         for i in range(start, start + n):
             key = f"k{i % keys}".encode().ljust(key_bytes, b".")
-            futs.append(await p.send(topic, b"x", key=key))
+            ts = None if timestamp_ms is None else timestamp_ms(i)
+            futs.append(await p.send(topic, b"x", key=key, timestamp_ms=ts))
         await asyncio.gather(*futs)
     finally:
         await p.stop()
