@@ -23,11 +23,11 @@ at once, so a stateless app pays nothing (and no branch on "stateful" runs elsew
   changelog, not the local copy, knows whether that transaction committed.
 - **Processing**: ``bind`` wraps ``process`` so ``Processor.state(name)`` gives the store
   of the record's partition; a record that raises leaves no write behind.
-- **Windows** (``_windows``): a windowed store is a store whose keys lead with the window's
-  start. With windows declared, ``bind`` also takes each record's event time before
-  ``process`` (the partition's stream time moves up to it) and, after it, hands every
-  window that closed to the processor's ``closed`` hook and deletes its values, in the
-  record's transaction. Late records are counted when their transaction commits.
+- **Time** (``_time``, with ``_windows`` and ``_timers``): windowed stores and the timers
+  are stores of bytes; with either declared, ``bind`` also takes each record's event time
+  before ``process`` (the partition's stream time moves up to it) and after it hands the
+  windows that closed to ``closed`` and the due timers to ``fire``, in the record's
+  transaction.
 """
 
 from __future__ import annotations
@@ -45,18 +45,10 @@ from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
+from ._time import EventTime
 from ._timers import STORE as TIMERS
 from ._timers import Timer, TimerStore
-from ._windows import (
-    Hopping,
-    LateRecord,
-    Tumbling,
-    Window,
-    WindowSpec,
-    WindowStore,
-    declared_windows,
-    event_time,
-)
+from ._windows import Hopping, Tumbling, Window, WindowStore, declared_windows
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
@@ -141,12 +133,8 @@ class Stores:
         # per partition: its stores by name (those of ``current`` in ``_now``)
         self._handles: dict[Partition, dict[str, Store[Any]]] = {}
         self._now: dict[str, Store[Any]] = {}
-        # windowed stores (set by ``bind``): their specs, and per partition their handles
-        self._window_specs: dict[str, WindowSpec] = {}
-        self._windows: dict[Partition, dict[str, WindowStore[Any]]] = {}
-        self._timers: dict[Partition, TimerStore] = {}
-        self._late = _Tally()
-        self._on_late = on_late
+        # windows and timers: stream time, closes, firing, late records (``_time``)
+        self._time = EventTime(self._backing, config.dead_letter_topic, on_late)
         self._env: Env | None = None
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
@@ -211,7 +199,7 @@ class Stores:
         again from its checkpoint (the changelog knows whether the last transaction
         committed). Returns those to hold back until ready."""
         self._layers.discard()
-        self._late.discard()
+        self._time.discard()
         self._positions.clear()
         if self._stopped:
             return set()
@@ -236,8 +224,7 @@ class Stores:
         for partition in [p for p in self._local if p not in self._held]:
             self._local.pop(partition).close()
             self._handles.pop(partition, None)
-            self._windows.pop(partition, None)
-            self._timers.pop(partition, None)
+            self._time.forget(partition)
 
     # --- the transaction ------------------------------------------------------------
 
@@ -246,12 +233,12 @@ class Stores:
             return
         self._settle()
         self._layers.begin(adopted)
-        self._late.begin(adopted)
+        self._time.begin(adopted)
         self._positions.clear()
 
     def seal(self) -> None:
         self._layers.seal()
-        self._late.seal()
+        self._time.seal()
 
     async def send(
         self,
@@ -301,14 +288,12 @@ class Stores:
                 local.apply(changes.get(partition, {}), checkpoints.get(partition, {}))
         self._positions.clear()
         self._layers.committed()
-        if self._on_late is not None:
-            for window, records in self._late.committed().items():
-                self._on_late(window, records)
+        self._time.committed()
 
     def discard(self) -> None:
         """The transaction aborted (or the work ahead was dropped): its writes go."""
         self._layers.discard()
-        self._late.discard()
+        self._time.discard()
         self._positions.clear()
 
     # --- processing ----------------------------------------------------------------
@@ -324,9 +309,7 @@ class Stores:
         if not self.specs:
             return process
         processor._eosflow_state = self
-        self._window_specs = declared_windows(processor)
-        if self._window_specs or TIMERS in self.specs:
-            process = self._timed(processor, process, check)
+        process = self._time.bind(processor, process, check, TIMERS in self.specs)
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
 
@@ -356,91 +339,20 @@ class Stores:
 
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
 
-    def _timed(self, processor: Any, process: Process, check: Callable[[Any], Any]) -> Process:
-        """``process`` between two steps: the record's event time taken (stream time
-        moves), then the windows that closed handed to ``closed`` and the timers due to
-        ``fire``."""
-        closed, late, dlt = processor.closed, self._late, self.config.dead_letter_topic
-        fire, timed_on = processor.fire, TIMERS in self.specs
-
-        async def timed(record: Record) -> Any:
-            t = event_time(processor, record)
-            partition = (record.topic, record.partition)
-            handles = self._windows_of(partition)
-            before = [h.advance(t) for h in handles]
-            timers = self._timers_of(partition) if timed_on else None
-            if timers is not None:
-                timers.advance(t)
-            result = await process(record)
-            out: list[Any] | None = None
-            for h, b in zip(handles, before, strict=True):
-                if h.late:
-                    if dlt is not None:
-                        raise LateRecord(
-                            f"record at {t} ms is late for window {h.name!r}: its windows "
-                            f"closed (grace {h.spec.grace_ms} ms)"
-                        )
-                    late.add(h.name)
-                for window, key, value in h.closing(b):
-                    if out is None:
-                        out = check(result)
-                    out.extend(check(await closed(key, window, value)))
-            if timers is not None:
-                for timer in timers.due():
-                    if out is None:
-                        out = check(result)
-                    out.extend(check(await fire(timer)))
-            return result if out is None else out
-
-        return timed
-
-    def _timers_of(self, partition: Partition) -> TimerStore:
-        timers = self._timers.get(partition)
-        if timers is None:
-            timers = self._timers[partition] = TimerStore(self._backing(TIMERS, partition))
-        return timers
+    def window(self, name: str) -> WindowStore[Any]:
+        """The windowed store ``name`` of the partition of the record being processed."""
+        return self._time.window(name, self.current)
 
     def timers(self) -> TimerStore:
         """The timers of the partition of the record being processed."""
-        partition = self.current
-        if TIMERS not in self.specs:
-            raise KeyError("no timers: override Processor.fire to have them")
-        if partition is None:
-            raise RuntimeError("Processor.timers are the record's partition's, in process()")
-        return self._timers_of(partition)
-
-    def _windows_of(self, partition: Partition) -> list[WindowStore[Any]]:
-        if not self._window_specs:
-            return []
-        handles = self._windows.get(partition)
-        if handles is None:
-            handles = self._windows[partition] = {
-                name: WindowStore(name, spec, self._backing(name, partition))
-                for name, spec in sorted(self._window_specs.items())
-            }
-        return list(handles.values())
-
-    def window(self, name: str) -> WindowStore[Any]:
-        """The windowed store ``name`` of the partition of the record being processed."""
-        partition = self.current
-        if name not in self._window_specs:
-            raise KeyError(
-                f"no window {name!r}; the processor declares {sorted(self._window_specs)}"
-            )
-        if partition is None:
-            raise RuntimeError("Processor.window() gives the window of the record in process()")
-        self._windows_of(partition)
-        return self._windows[partition][name]
+        return self._time.timers(self.current)
 
     def store(self, name: str) -> Store[Any]:
         """The store ``name`` of the partition of the record being processed."""
         handle = self._now.get(name)
         if handle is not None:
             return handle
-        if name in self._window_specs:
-            raise KeyError(f"{name!r} is a window: use Processor.window({name!r})")
-        if name == TIMERS and TIMERS in self.specs:
-            raise KeyError(f"{name!r} holds the timers: use Processor.timers")
+        self._time.refuse(name)
         if name not in self.specs:
             raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
         partition = self.current
@@ -458,32 +370,3 @@ class Stores:
         if partition == self.current:
             self._now = handles
         return handle
-
-
-class _Tally:
-    """Late records per window, by the unit of work they belong to (as ``Layers``: the
-    open work's, the sealed transaction's), reported once that transaction commits."""
-
-    def __init__(self) -> None:
-        self.open: dict[str, int] = {}
-        self.sealed: dict[str, int] = {}
-        self._is_sealed = False
-
-    def add(self, window: str) -> None:
-        self.open[window] = self.open.get(window, 0) + 1
-
-    def begin(self, adopted: bool) -> None:
-        if not adopted:
-            self.open = {}
-        self.sealed, self._is_sealed = {}, False
-
-    def seal(self) -> None:
-        if not self._is_sealed:
-            self.sealed, self.open, self._is_sealed = self.open, {}, True
-
-    def committed(self) -> dict[str, int]:
-        done, self.sealed = self.sealed, {}
-        return done
-
-    def discard(self) -> None:
-        self.open, self.sealed, self._is_sealed = {}, {}, False

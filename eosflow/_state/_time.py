@@ -1,0 +1,185 @@
+"""``EventTime``: what windows and timers add to processing, for ``Stores``.
+
+With windowed stores (``_windows``) or timers (``_timers``) declared, each record's
+``process`` runs between two steps, in the record's transaction:
+
+- before it, the record's event time (``Processor.timestamp``) is taken: every window
+  store's and the timers' stream time for the record's partition moves up to it;
+- after it, the windows that closed are handed to ``closed`` (windows in start order,
+  keys in byte order) and deleted, then the due timers to ``fire`` (time, then key
+  order) and deleted; their outputs follow the record's own. A record every window of
+  which had closed is late: dead-lettered (``LateRecord``) when a dead-letter topic is
+  set, else counted, and reported through ``on_late`` once its transaction commits.
+
+Nothing here is kept across records but handles: stream time is read from the stores
+each record, so an abort, a recovery or a restore leaves nothing stale behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ._store import Store
+from ._timers import STORE as TIMERS
+from ._timers import TimerStore
+from ._windows import LateRecord, WindowSpec, WindowStore, declared_windows, event_time
+
+if TYPE_CHECKING:
+    from .._records import Record
+
+Partition = tuple[str, int]
+Process = Callable[["Record"], Awaitable[Any]]
+
+
+class EventTime:
+    def __init__(
+        self,
+        backing: Callable[[str, Partition], Store[Any]],
+        dead_letter_topic: str | None,
+        on_late: Callable[[str, int], None] | None,
+    ) -> None:
+        """``backing(name, partition)``: the store holding a window's or the timers'
+        data; ``on_late(window, records)``: late records a committed transaction
+        counted."""
+        self._backing = backing
+        self._dlt = dead_letter_topic
+        self._on_late = on_late
+        self._specs: dict[str, WindowSpec] = {}
+        self._has_timers = False
+        self._windows: dict[Partition, dict[str, WindowStore[Any]]] = {}
+        self._timers: dict[Partition, TimerStore] = {}
+        self._late = _Tally()
+
+    def bind(
+        self, processor: Any, process: Process, check: Callable[[Any], Any], timers: bool
+    ) -> Process:
+        """``process`` with the two steps around it, or as it is when the processor has
+        neither windows nor ``timers``; ``check``: a result as a list of outputs."""
+        self._specs = declared_windows(processor)
+        self._has_timers = timers
+        if not self._specs and not timers:
+            return process
+        closed, fire, late, dlt = processor.closed, processor.fire, self._late, self._dlt
+
+        async def timed(record: Record) -> Any:
+            t = event_time(processor, record)
+            partition = (record.topic, record.partition)
+            handles = self._windows_of(partition)
+            before = [h.advance(t) for h in handles]
+            clock = self._timers_of(partition) if timers else None
+            if clock is not None:
+                clock.advance(t)
+            result = await process(record)
+            out: list[Any] | None = None
+            for h, b in zip(handles, before, strict=True):
+                if h.late:
+                    if dlt is not None:
+                        raise LateRecord(
+                            f"record at {t} ms is late for window {h.name!r}: its windows "
+                            f"closed (grace {h.spec.grace_ms} ms)"
+                        )
+                    late.add(h.name)
+                for window, key, value in h.closing(b):
+                    if out is None:
+                        out = check(result)
+                    out.extend(check(await closed(key, window, value)))
+            if clock is not None:
+                for timer in clock.due():
+                    if out is None:
+                        out = check(result)
+                    out.extend(check(await fire(timer)))
+            return result if out is None else out
+
+        return timed
+
+    # --- what a processor asks for ----------------------------------------------------
+
+    def window(self, name: str, partition: Partition | None) -> WindowStore[Any]:
+        if name not in self._specs:
+            raise KeyError(f"no window {name!r}; the processor declares {sorted(self._specs)}")
+        if partition is None:
+            raise RuntimeError("Processor.window() gives the window of the record in process()")
+        self._windows_of(partition)
+        return self._windows[partition][name]
+
+    def timers(self, partition: Partition | None) -> TimerStore:
+        if not self._has_timers:
+            raise KeyError("no timers: override Processor.fire to have them")
+        if partition is None:
+            raise RuntimeError("Processor.timers are the record's partition's, in process()")
+        return self._timers_of(partition)
+
+    def refuse(self, store: str) -> None:
+        """A ``KeyError`` when ``store`` is a window's or the timers' (not a store)."""
+        if store in self._specs:
+            raise KeyError(f"{store!r} is a window: use Processor.window({store!r})")
+        if store == TIMERS and self._has_timers:
+            raise KeyError(f"{store!r} holds the timers: use Processor.timers")
+
+    def _windows_of(self, partition: Partition) -> list[WindowStore[Any]]:
+        if not self._specs:
+            return []
+        handles = self._windows.get(partition)
+        if handles is None:
+            handles = self._windows[partition] = {
+                name: WindowStore(name, spec, self._backing(name, partition))
+                for name, spec in sorted(self._specs.items())
+            }
+        return list(handles.values())
+
+    def _timers_of(self, partition: Partition) -> TimerStore:
+        timers = self._timers.get(partition)
+        if timers is None:
+            timers = self._timers[partition] = TimerStore(self._backing(TIMERS, partition))
+        return timers
+
+    # --- the transaction's life and the group's (``Stores``) ---------------------------
+
+    def forget(self, partition: Partition) -> None:
+        """The partition's local copy closed: its handles go."""
+        self._windows.pop(partition, None)
+        self._timers.pop(partition, None)
+
+    def begin(self, adopted: bool) -> None:
+        self._late.begin(adopted)
+
+    def seal(self) -> None:
+        self._late.seal()
+
+    def committed(self) -> None:
+        if self._on_late is not None:
+            for window, records in self._late.committed().items():
+                self._on_late(window, records)
+
+    def discard(self) -> None:
+        self._late.discard()
+
+
+class _Tally:
+    """Late records per window, by the unit of work they belong to (as ``Layers``: the
+    open work's, the sealed transaction's), reported once that transaction commits."""
+
+    def __init__(self) -> None:
+        self.open: dict[str, int] = {}
+        self.sealed: dict[str, int] = {}
+        self._is_sealed = False
+
+    def add(self, window: str) -> None:
+        self.open[window] = self.open.get(window, 0) + 1
+
+    def begin(self, adopted: bool) -> None:
+        if not adopted:
+            self.open = {}
+        self.sealed, self._is_sealed = {}, False
+
+    def seal(self) -> None:
+        if not self._is_sealed:
+            self.sealed, self.open, self._is_sealed = self.open, {}, True
+
+    def committed(self) -> dict[str, int]:
+        done, self.sealed = self.sealed, {}
+        return done
+
+    def discard(self) -> None:
+        self.open, self.sealed, self._is_sealed = {}, {}, False
