@@ -195,6 +195,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="count orders per customer in a state store, and check the final counts",
     )
+    demo.add_argument(
+        "--windows",
+        action="store_true",
+        help="count orders per customer per minute of event time, each minute's count "
+        "emitted once when it closes, and check the finals",
+    )
     demo.set_defaults(func=_cmd_demo)
     return p
 
@@ -448,8 +454,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    if args.spark and args.stateful:
-        print("eosflow: --spark and --stateful are separate demos; pick one", file=sys.stderr)
+    if args.spark + args.stateful + args.windows > 1:
+        print(
+            "eosflow: --spark, --stateful and --windows are separate demos; pick one",
+            file=sys.stderr,
+        )
         return 2
-    ok = asyncio.run(run_demo(args.records, args.instances, args.spark, args.stateful))
+    ok = asyncio.run(
+        run_demo(args.records, args.instances, args.spark, args.stateful, args.windows)
+    )
     return 0 if ok else 1

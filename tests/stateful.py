@@ -4,15 +4,19 @@ group's progress, and the count check (``eosflow.testing.check_counts``)."""
 from __future__ import annotations
 
 import asyncio
+import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import committed_total
+from slow_time import IDLE_MS, WINDOW
 
 import eosflow
-from eosflow.testing import StateReport, check_counts
+from eosflow._checks._checker import read_records
+from eosflow.testing import StateReport, check_counts, check_windows, read_topic
 
 
 def changelog(group: str, src: str, store: str = "counts") -> str:
@@ -114,3 +118,46 @@ async def counts_ok(bootstrap: str, src: str, group: str, output: str | None = N
     )
     assert report.ok, report.summary()
     return report
+
+
+def event_times(rng: random.Random, every_ms: int = 10) -> Callable[[int], int]:
+    """Record i's event time for ``seed_keys``: ``every_ms`` a record, one in 20 up to 4 s
+    early (out of order, some of them late for their window)."""
+    early: dict[int, int] = {}
+
+    def at(i: int) -> int:
+        if i not in early:
+            early[i] = rng.randrange(4000) if rng.random() < 0.05 else 0
+        return every_ms * i - early[i]
+
+    return at
+
+
+async def time_ok(bootstrap: str, src: str, dst: str) -> None:
+    """The checks of ``tests/procs/slow_time.py``'s run beyond its counts: every window's
+    final in ``<dst>-windows`` and every idle timer in ``<dst>-timers`` exactly once, as
+    the input alone gives them."""
+    windows = await check_windows(bootstrap, src, f"{dst}-windows", WINDOW)
+    assert windows.ok and windows.expected > 1000, windows.summary()
+    fired = Counter(
+        (k, int(v or b"")) for _p, _o, k, v in await read_topic(bootstrap, f"{dst}-timers")
+    )
+    want = await timers_due(bootstrap, src)
+    assert fired == want and len(want) > 1000, (len(fired), len(want), fired - want, want - fired)
+
+
+async def timers_due(bootstrap: str, src: str) -> Counter[tuple[bytes | None, int]]:
+    """The idle timers the input gives (``slow_time.py``): per partition in offset order,
+    each record moves its key's timer to its time + IDLE_MS; a timer fires once the
+    partition's stream time reaches it."""
+    records = sorted(await read_records(bootstrap, src), key=lambda r: (r.partition, r.offset))
+    fired: Counter[tuple[bytes | None, int]] = Counter()
+    stream: dict[int, int] = {}
+    pending: dict[int, dict[bytes | None, int]] = {}
+    for r in records:
+        now = stream[r.partition] = max(stream.get(r.partition, r.timestamp), r.timestamp)
+        timers = pending.setdefault(r.partition, {})
+        timers[r.key] = r.timestamp + IDLE_MS
+        for key in [k for k, due in timers.items() if due <= now]:
+            fired[(key, timers.pop(key))] += 1
+    return fired

@@ -9,6 +9,11 @@ it, shows progress, stops the rest with SIGTERM, and checks that every order app
 customer, ``CountOrders`` keeping a running count per customer in a store, and the check
 of the final counts against the ground truth (``eosflow.testing.check_counts``): every
 customer's count equals its orders, and its outputs are exactly 1, 2, ..., n.
+
+``--windows`` runs the windowed pipeline under it: orders keyed by customer, 10 ms of
+event time apart, ``OrdersPerMinute`` counting each customer's orders per minute of
+event time and emitting each minute's final count once, when the minute closes; checked
+against the finals the input alone gives (``eosflow.testing.check_windows``).
 """
 
 from __future__ import annotations
@@ -23,13 +28,13 @@ import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 from aiokafka import AIOKafkaProducer
 
 from .._processor import Processor
 from .._records import Output, Record
-from .._state import JSON
+from .._state import JSON, Tumbling, Window
 from ..testing import (
     ClusterSettings,
     FakeCluster,
@@ -37,11 +42,14 @@ from ..testing import (
     TxnSettings,
     check_counts,
     check_exactly_once,
+    check_windows,
     spawn_run,
 )
 
 IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
 COUNT_OUT, COUNT_GROUP, CUSTOMERS = "orders-per-customer", "demo-count", 97
+MINUTE_OUT, MINUTE_GROUP, EVENT_EVERY_MS = "orders-per-minute", "demo-windows", 10
+MINUTE = Tumbling(size_s=60, grace_s=5)
 
 
 @dataclass(frozen=True)
@@ -52,11 +60,15 @@ class _Pipeline:
     out: str
     target: str
     by_customer: bool
+    timed: bool = False  # orders carry event times, EVENT_EVERY_MS apart
 
 
 ENRICH = _Pipeline(GROUP, OUT, "eosflow._demo:Enrich", by_customer=False)
 SPARK = _Pipeline(GROUP, OUT, "eosflow._demo._spark:SparkEnrich", by_customer=False)
 COUNT = _Pipeline(COUNT_GROUP, COUNT_OUT, "eosflow._demo:CountOrders", by_customer=True)
+WINDOWS = _Pipeline(
+    MINUTE_GROUP, MINUTE_OUT, "eosflow._demo:OrdersPerMinute", by_customer=True, timed=True
+)
 
 
 class Enrich(Processor):
@@ -82,13 +94,35 @@ class CountOrders(Processor):
         return Output(COUNT_OUT, str(n).encode(), key=record.key)
 
 
+class OrdersPerMinute(Processor):
+    """Orders per customer per minute of event time, each minute's count emitted once,
+    when it closes (5 s of grace)."""
+
+    windows = {"minutes": MINUTE}
+
+    async def process(self, record: Record) -> None:
+        self.window("minutes").update(record.key or b"", _plus_one, 0)
+
+    async def closed(self, key: bytes, window: Window, value: Any) -> Output:
+        final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
+        return Output(MINUTE_OUT, json.dumps(final), key=key)
+
+
+def _plus_one(n: int) -> int:
+    return n + 1
+
+
 async def run_demo(
-    records: int, instances: int, spark: bool = False, stateful: bool = False
+    records: int,
+    instances: int,
+    spark: bool = False,
+    stateful: bool = False,
+    windows: bool = False,
 ) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = cluster_settings(spark)
-    pipeline = COUNT if stateful else SPARK if spark else ENRICH
+    pipeline = WINDOWS if windows else COUNT if stateful else SPARK if spark else ENRICH
     state_dir = tempfile.mkdtemp(prefix="eosflow-demo-state-")
     try:
         async with FakeCluster(settings) as cluster:
@@ -115,7 +149,7 @@ async def _run(
     # a quarter first; the rest is produced as instance 0 is killed, so the kill lands in
     # the middle of the work however fast the instances are
     quarter = max(1, records // 4)
-    await _seed(cluster.bootstrap_servers, quarter, pipeline.by_customer)
+    await _seed(cluster.bootstrap_servers, quarter, pipeline)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
     logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
 
@@ -141,9 +175,7 @@ async def _run(
                 )
             if not killed and done >= quarter:
                 rest = asyncio.create_task(
-                    _seed(
-                        cluster.bootstrap_servers, records - quarter, pipeline.by_customer, quarter
-                    )
+                    _seed(cluster.bootstrap_servers, records - quarter, pipeline, quarter)
                 )
                 print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
                 procs[0].send_signal(signal.SIGKILL)
@@ -178,6 +210,10 @@ async def _run(
         await asyncio.gather(*_relays)  # their last lines, up to the processes' ends
         print(f"the instances' logs, aiokafka's lines included: {logs}", flush=True)
     bootstrap = cluster.bootstrap_servers
+    if pipeline.timed:
+        finals = await check_windows(bootstrap, IN, pipeline.out, MINUTE)
+        print(finals.summary(), flush=True)
+        return finals.ok
     if pipeline.by_customer:
         changelog = f"{pipeline.group}--{IN}--orders--changelog"
         state = await check_counts(bootstrap, IN, pipeline.out, changelog, group_id=COUNT_GROUP)
@@ -188,9 +224,10 @@ async def _run(
     return report.ok
 
 
-async def _seed(bootstrap: str, n: int, by_customer: bool, first: int = 0) -> None:
+async def _seed(bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0) -> None:
     """Orders ``first`` to ``first + n - 1`` as JSON, keyed by order id, or by customer for
-    the counting demo."""
+    the counting and windowed demos (the windowed one's ``EVENT_EVERY_MS`` apart in event
+    time)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
@@ -198,8 +235,10 @@ async def _seed(bootstrap: str, n: int, by_customer: bool, first: int = 0) -> No
         for i in range(first, first + n):
             customer = f"c{i % CUSTOMERS}"
             order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
-            key = customer if by_customer else f"order-{i}"
-            futs.append(await producer.send(IN, json.dumps(order).encode(), key=key.encode()))
+            key = customer if pipeline.by_customer else f"order-{i}"
+            at = i * EVENT_EVERY_MS if pipeline.timed else None
+            value = json.dumps(order).encode()
+            futs.append(await producer.send(IN, value, key=key.encode(), timestamp_ms=at))
         await asyncio.gather(*futs)
     finally:
         await producer.stop()

@@ -24,10 +24,11 @@ run where it adds the most):
   connections mid-record, which must stay a retried network failure, and every
   reconnection logs in again;
 - with state, over PLAINTEXT, consumer protocol and transactions v2: the instances run
-  the running count (``tests/procs/slow_count.py``) over 500 keys, their changelogs
-  replicated three times; then the count of every key must equal its input records,
-  each key's outputs be exactly 1..n, and no aborted changelog write be visible
-  (``eosflow.testing.check_counts``).
+  the running count with its windows and timers (``tests/procs/slow_time.py``) over 500
+  keys, their changelogs replicated three times; then the count of every key must equal
+  its input records, each key's outputs be exactly 1..n, no aborted changelog write be
+  visible (``eosflow.testing.check_counts``), and every window's final and every timer
+  be emitted exactly once as the input alone gives them (``check_windows``).
 
 Then a read_committed check must find every input exactly once (0 duplicates, 0
 losses, no strays) and the group's committed offsets at the input's end offsets; no
@@ -57,7 +58,7 @@ from aiokafka import AIOKafkaConsumer
 from conftest import genuine, version
 from fleet import Fleet, chaos_env, seed, until_committed
 from kit import broker_has_kip848, broker_has_txn_v2, create_topic
-from stateful import counts_ok, seed_keys
+from stateful import counts_ok, event_times, seed_keys, time_ok
 from test_security import grant_fleet, scram_env
 
 from eosflow.testing import check_exactly_once
@@ -111,10 +112,11 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         src, dst = Broker.unique("bchaos-in"), Broker.unique("bchaos-out")
         group = Broker.unique("bchaos-g")
         await create_topic(bs, src, IN_PARTS, replication=BROKERS)
-        await create_topic(bs, dst, OUT_PARTS, replication=BROKERS)
         counting = work == "count"
+        for topic in (dst, f"{dst}-windows", f"{dst}-timers") if counting else (dst,):
+            await create_topic(bs, topic, OUT_PARTS, replication=BROKERS)
         if counting:
-            await seed_keys(bs, src, RECORDS, KEYS)
+            await seed_keys(bs, src, RECORDS, KEYS, timestamp_ms=event_times(rng))
         else:
             await seed(bs, src, RECORDS)
         env = chaos_env(SESSION_S) | {
@@ -126,7 +128,7 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         }
         servers = k.secured_servers() if secured else bs
         env |= scram_env(k) if secured else {}
-        target = "slow_count:SlowCount" if counting else "slow_copy:SlowCopy"
+        target = "slow_time:SlowTime" if counting else "slow_copy:SlowCopy"
         fleet = Fleet(servers, src, dst, group, Broker.unique("bchaos"), env, bs, target)
         if secured:
             await grant_fleet(k, fleet, INSTANCES)
@@ -190,6 +192,7 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         if counting:
             state = await counts_ok(bs, src, group, output=dst)
             assert state.found == KEYS, f"{state.summary()}\nevents: {events}"
+            await time_ok(bs, src, dst)
             print(f"events: {events}\n{state.summary()}")
             return
         report = await check_exactly_once(bs, src, dst, match="key", group_id=group)
