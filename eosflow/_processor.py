@@ -10,6 +10,7 @@ from ._records import Output, Record
 
 if TYPE_CHECKING:
     from ._config import EosConfig
+    from ._state._sessions import Session, SessionStore
     from ._state._store import Serde, Store
     from ._state._timers import Timer, TimerStore
     from ._state._windows import Window, WindowSpec, WindowStore
@@ -21,6 +22,8 @@ class _StoresOfTheRecord(Protocol):
     def store(self, name: str) -> Store[Any]: ...
 
     def window(self, name: str) -> WindowStore[Any]: ...
+
+    def session(self, name: str) -> SessionStore[Any]: ...
 
     def timers(self) -> TimerStore: ...
 
@@ -57,8 +60,9 @@ class Processor:
                 counts.put(record.key, n)
                 return eosflow.Output("counts", str(n), key=record.key)
 
-    **Time.** Declare windowed stores in ``windows`` (name -> ``eosflow.Tumbling`` or
-    ``eosflow.Hopping``) and use ``self.window(name)`` in ``process``. A record's event
+    **Time.** Declare windowed stores in ``windows`` (name -> ``eosflow.Tumbling``,
+    ``eosflow.Hopping`` or ``eosflow.Session``) and use ``self.window(name)`` (a session
+    window: ``self.session(name)``) in ``process``. A record's event
     time is what ``timestamp`` returns (its Kafka timestamp by default); a window closes
     once its partition's stream time (the largest event time processed there) passes its
     end plus its grace, and ``closed`` is then called once per key with the final value,
@@ -79,7 +83,7 @@ class Processor:
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
-    windows: ClassVar[Mapping[str, WindowSpec]] = {}
+    windows: ClassVar[Mapping[str, WindowSpec | Session]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
@@ -106,6 +110,18 @@ class Processor:
                 f"{type(self).__name__}.windows and call window() from process()"
             )
         return stores.window(name)
+
+    def session(self, name: str) -> SessionStore[Any]:
+        """The session-windowed store ``name`` (declared in ``windows`` with
+        ``eosflow.Session``) of the input partition of the record being processed. Only
+        valid inside ``process``."""
+        stores = self._eosflow_state
+        if stores is None:
+            raise RuntimeError(
+                f"Processor.session({name!r}): no window is open; declare it in "
+                f"{type(self).__name__}.windows and call session() from process()"
+            )
+        return stores.session(name)
 
     def timestamp(self, record: Record) -> int:
         """A record's event time in milliseconds since the epoch, for its windows: its

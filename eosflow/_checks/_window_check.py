@@ -24,17 +24,24 @@ from typing import Any
 
 from .._records import Record
 from .._security import KafkaSecurity
+from .._state._sessions import Session
 from .._state._windows import WindowSpec
 from ._checker import read_records
 
 Final = tuple[bytes, int]  # (key, window start in ms)
 Fold = Callable[[Any, Record], Any]
+Merge = Callable[[Any, Any], Any]
 Decode = Callable[[bytes | None, bytes | None], tuple[bytes, int, Any]]
 
 
 def count(value: Any, record: Record) -> Any:
     """The fold of a count: one more."""
     return value + 1
+
+
+def add(a: Any, b: Any) -> Any:
+    """The merge of two sessions' counts."""
+    return a + b
 
 
 def decode_json(key: bytes | None, value: bytes | None) -> tuple[bytes, int, Any]:
@@ -74,14 +81,18 @@ class WindowReport:
 
 def expected_windows(
     records: Iterable[Record],
-    spec: WindowSpec,
+    spec: WindowSpec | Session,
     fold: Fold = count,
     initial: Any = 0,
     timestamp: Callable[[Record], int] | None = None,
+    merge: Merge = add,
 ) -> tuple[dict[Final, Any], int]:
     """The finals (key, start) -> value that ``records`` (in offset order within each
-    partition) give under ``spec``, and how many of them were late."""
+    partition) give under ``spec``, and how many of them were late; ``merge`` joins two
+    sessions' values (a record bridging them)."""
     time_of = timestamp or (lambda r: r.timestamp)
+    if isinstance(spec, Session):
+        return _expected_sessions(records, spec, fold, initial, time_of, merge)
     stream: dict[tuple[str, int], int] = {}
     values: dict[tuple[str, int], dict[Final, Any]] = {}
     late = 0
@@ -106,14 +117,58 @@ def expected_windows(
     return finals, late
 
 
+def _expected_sessions(
+    records: Iterable[Record],
+    spec: Session,
+    fold: Fold,
+    initial: Any,
+    time_of: Callable[[Record], int],
+    merge: Merge,
+) -> tuple[dict[Final, Any], int]:
+    """As ``expected_windows``, for session windows: a record joins the open sessions of
+    its key within the gap of its time (merged in start order), or starts one."""
+    stream: dict[tuple[str, int], int] = {}
+    # per partition and key: its sessions as [start, end, value]
+    sessions: dict[tuple[str, int], dict[bytes, list[list[Any]]]] = {}
+    late, gap = 0, spec.gap_ms
+    for r in records:
+        partition, t, key = (r.topic, r.partition), time_of(r), r.key or b""
+        now = stream[partition] = max(stream.get(partition, t), t)
+        closed = now - gap - spec.grace_ms
+        held = sessions.setdefault(partition, {}).setdefault(key, [])
+        near = sorted(
+            (s for s in held if s[1] > closed and s[1] >= t - gap and s[0] <= t + gap),
+            key=lambda s: s[0],
+        )
+        start, end = min([t, *(s[0] for s in near)]), max([t, *(s[1] for s in near)])
+        if end <= closed:
+            late += 1
+            continue
+        value = initial if not near else near[0][2]
+        for s in near[1:]:
+            value = merge(value, s[2])
+        for s in near:
+            held.remove(s)
+        held.append([start, end, fold(value, r)])
+    finals: dict[Final, Any] = {}
+    for partition, keys in sessions.items():
+        closed = stream[partition] - gap - spec.grace_ms
+        for key, held in keys.items():
+            for start, end, value in held:
+                if end <= closed:
+                    finals[(key, start)] = value
+    return finals, late
+
+
 async def check_windows(
     bootstrap: str,
     input_topic: str,
     output_topic: str,
-    spec: WindowSpec,
+    spec: WindowSpec | Session,
     *,
     fold: Fold = count,
     initial: Any = 0,
+    merge: Merge = add,
     timestamp: Callable[[Record], int] | None = None,
     decode: Decode = decode_json,
     security: KafkaSecurity | None = None,
@@ -127,7 +182,7 @@ async def check_windows(
         for r in await read_records(bootstrap, input_topic, security=security)
     ]
     inputs.sort(key=lambda r: (r.partition, r.offset))
-    want, late = expected_windows(inputs, spec, fold, initial, timestamp)
+    want, late = expected_windows(inputs, spec, fold, initial, timestamp, merge)
     outputs = await read_records(bootstrap, output_topic, security=security)
     emitted: Counter[Final] = Counter()
     got: dict[Final, Any] = {}

@@ -44,11 +44,12 @@ from ._changelog import changelog_topic, check_names, encode_position
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
+from ._sessions import Session, SessionStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
-from ._time import EventTime
+from ._time import EventTime, declared_windows
 from ._timers import STORE as TIMERS
 from ._timers import Timer, TimerStore
-from ._windows import Hopping, Tumbling, Window, WindowStore, declared_windows
+from ._windows import Hopping, Tumbling, Window, WindowStore
 
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
@@ -61,6 +62,8 @@ __all__ = [
     "JSON",
     "Hopping",
     "Serde",
+    "Session",
+    "SessionStore",
     "Store",
     "Stores",
     "Timer",
@@ -342,6 +345,10 @@ class Stores:
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the partition of the record being processed."""
         return self._time.window(name, self.current)
+
+    def session(self, name: str) -> SessionStore[Any]:
+        """The session-windowed store ``name`` of the record's partition."""
+        return self._time.session(name, self.current)
 
     def timers(self) -> TimerStore:
         """The timers of the partition of the record being processed."""

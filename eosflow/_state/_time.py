@@ -20,16 +20,45 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from .._errors import ConfigError
+from ._sessions import Session, SessionStore
 from ._store import Store
 from ._timers import STORE as TIMERS
 from ._timers import TimerStore
-from ._windows import LateRecord, WindowSpec, WindowStore, declared_windows, event_time
+from ._windows import Hopping, LateRecord, Tumbling, WindowSpec, WindowStore, event_time
 
 if TYPE_CHECKING:
     from .._records import Record
 
 Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
+AnySpec = WindowSpec | Session
+Windowed = WindowStore[Any] | SessionStore[Any]
+
+
+def declared_windows(processor: object) -> dict[str, AnySpec]:
+    """The windowed stores ``processor`` declares (its ``windows`` mapping: name ->
+    ``Tumbling``, ``Hopping`` or ``Session``), checked: a one-line ``ConfigError``
+    otherwise, and for a name that is also a store's."""
+    raw = getattr(processor, "windows", None) or {}
+    kind = type(processor).__name__
+    if not isinstance(raw, dict):
+        raise ConfigError(
+            f"{kind}.windows must map names to window specs (e.g. "
+            f"{{'clicks': eosflow.Tumbling(size_s=300)}}), not {type(raw).__name__}"
+        )
+    stores = getattr(processor, "stores", None) or {}
+    out: dict[str, AnySpec] = {}
+    for name, spec in raw.items():
+        if not isinstance(name, str) or not isinstance(spec, (Tumbling, Hopping, Session)):
+            raise ConfigError(
+                f"{kind}.windows[{name!r}]: expected a name and eosflow.Tumbling, "
+                f"eosflow.Hopping or eosflow.Session, got {spec!r}"
+            )
+        if name in stores:
+            raise ConfigError(f"{kind}: {name!r} names both a store and a window; rename one")
+        out[name] = spec
+    return out
 
 
 class EventTime:
@@ -45,9 +74,9 @@ class EventTime:
         self._backing = backing
         self._dlt = dead_letter_topic
         self._on_late = on_late
-        self._specs: dict[str, WindowSpec] = {}
+        self._specs: dict[str, AnySpec] = {}
         self._has_timers = False
-        self._windows: dict[Partition, dict[str, WindowStore[Any]]] = {}
+        self._windows: dict[Partition, dict[str, Windowed]] = {}
         self._timers: dict[Partition, TimerStore] = {}
         self._late = _Tally()
 
@@ -96,10 +125,22 @@ class EventTime:
     # --- what a processor asks for ----------------------------------------------------
 
     def window(self, name: str, partition: Partition | None) -> WindowStore[Any]:
+        handle = self._handle(name, partition, "window")
+        if not isinstance(handle, WindowStore):
+            raise KeyError(f"{name!r} is a session window: use Processor.session({name!r})")
+        return handle
+
+    def session(self, name: str, partition: Partition | None) -> SessionStore[Any]:
+        handle = self._handle(name, partition, "session")
+        if not isinstance(handle, SessionStore):
+            raise KeyError(f"{name!r} is not a session window: use Processor.window({name!r})")
+        return handle
+
+    def _handle(self, name: str, partition: Partition | None, what: str) -> Windowed:
         if name not in self._specs:
             raise KeyError(f"no window {name!r}; the processor declares {sorted(self._specs)}")
         if partition is None:
-            raise RuntimeError("Processor.window() gives the window of the record in process()")
+            raise RuntimeError(f"Processor.{what}() gives the window of the record in process()")
         self._windows_of(partition)
         return self._windows[partition][name]
 
@@ -117,15 +158,19 @@ class EventTime:
         if store == TIMERS and self._has_timers:
             raise KeyError(f"{store!r} holds the timers: use Processor.timers")
 
-    def _windows_of(self, partition: Partition) -> list[WindowStore[Any]]:
+    def _windows_of(self, partition: Partition) -> list[Windowed]:
         if not self._specs:
             return []
         handles = self._windows.get(partition)
         if handles is None:
-            handles = self._windows[partition] = {
-                name: WindowStore(name, spec, self._backing(name, partition))
-                for name, spec in sorted(self._specs.items())
-            }
+            handles = self._windows[partition] = {}
+            for name, spec in sorted(self._specs.items()):
+                data = self._backing(name, partition)
+                handles[name] = (
+                    SessionStore(name, spec, data)
+                    if isinstance(spec, Session)
+                    else WindowStore(name, spec, data)
+                )
         return list(handles.values())
 
     def _timers_of(self, partition: Partition) -> TimerStore:

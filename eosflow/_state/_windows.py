@@ -259,31 +259,6 @@ class WindowStore(Generic[V]):
         return out
 
 
-def declared_windows(processor: object) -> dict[str, WindowSpec]:
-    """The windowed stores ``processor`` declares (its ``windows`` mapping: name ->
-    ``Tumbling`` or ``Hopping``), checked: a one-line ``ConfigError`` otherwise, and for a
-    name that is also a store's."""
-    raw = getattr(processor, "windows", None) or {}
-    kind = type(processor).__name__
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            f"{kind}.windows must map names to window specs (e.g. "
-            f"{{'clicks': eosflow.Tumbling(size_s=300)}}), not {type(raw).__name__}"
-        )
-    stores = getattr(processor, "stores", None) or {}
-    out: dict[str, WindowSpec] = {}
-    for name, spec in raw.items():
-        if not isinstance(name, str) or not isinstance(spec, (Tumbling, Hopping)):
-            raise ConfigError(
-                f"{kind}.windows[{name!r}]: expected a name and eosflow.Tumbling or "
-                f"eosflow.Hopping, got {spec!r}"
-            )
-        if name in stores:
-            raise ConfigError(f"{kind}: {name!r} names both a store and a window; rename one")
-        out[name] = spec
-    return out
-
-
 def event_time(processor: Any, record: Record) -> int:
     """The record's event time in milliseconds: ``processor.timestamp(record)``."""
     t = processor.timestamp(record)

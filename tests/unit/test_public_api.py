@@ -34,6 +34,8 @@ def test_all_is_pinned() -> None:
         "PrometheusMetrics",
         "Record",
         "Serde",
+        "Session",
+        "SessionStore",
         "SparkJobReport",
         "Stats",
         "Store",

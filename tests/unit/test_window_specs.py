@@ -116,3 +116,29 @@ def test_timers_keep_a_store_of_their_own_name() -> None:
     with pytest.raises(eosflow.ConfigError, match=r"has timers \(it overrides fire\), which keep"):
         declared(Timed())
     assert declared(Untimed()) == {"timers": eosflow.JSON}
+
+
+def test_a_session_spec_that_cannot_work_is_one_line() -> None:
+    with pytest.raises(eosflow.ConfigError, match=r"^Session: gap_s must be > 0, not 0$"):
+        eosflow.Session(gap_s=0)
+    with pytest.raises(eosflow.ConfigError, match=r"^Session: grace_s must be >= 0, not -1$"):
+        eosflow.Session(gap_s=5, grace_s=-1)
+    s = eosflow.Session(gap_s=5, grace_s=1)
+    assert (s.gap_ms, s.grace_ms) == (5_000, 1_000)
+    assert s.closed_through(20_000) == 14_000  # a session ending by 14 s is closed
+
+
+def test_expected_sessions_merge_bridged_sessions_and_count_late_records() -> None:
+    spec = eosflow.Session(gap_s=5, grace_s=1)
+    records = [
+        rec(0, 0, b"a", 0),
+        rec(0, 1, b"a", 2_000),  # [0, 2]
+        rec(0, 2, b"a", 7_500),  # a new one: [7.5, 7.5] ([0, 2] closes at 8 s)
+        rec(0, 3, b"a", 5_000),  # bridges both: [0, 7.5], 4 records
+        rec(0, 4, b"b", 30_000),  # stream time 30 s: [0, 7.5] of a closed (7.5 <= 24)
+        rec(0, 5, b"a", 12_000),  # its session would end at 12 <= 24: late
+        rec(0, 6, b"b", 31_000),  # [30, 31], open
+    ]
+    finals, late = expected_windows(records, spec)
+    assert finals == {(b"a", 0): 4}
+    assert late == 1
