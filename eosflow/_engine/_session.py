@@ -198,9 +198,8 @@ class TransactSession:
     # --- the transaction --------------------------------------------------------------
 
     async def poll(self, max_records: int, timeout_s: float) -> list[Record]:
-        """Records from partitions whose committed offsets are in place, in offset order.
-        Raises the ``FatalError`` the rebalance listener recorded, if any, and
-        ``AuthenticationError`` once a login refused mid-run is confirmed."""
+        """Records from partitions whose committed offsets are in place, in offset order;
+        the listener's ``FatalError``, or ``AuthenticationError`` for a refused login."""
         if self._failure is not None:
             raise self._failure
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
@@ -215,7 +214,8 @@ class TransactSession:
                 raise
             raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
         out: list[Record] = []
-        consumed = self._txn.consumed if self._txn is not None else {}
+        txn = self._txn  # sealed: what is polled is the next one's (re-polled after a rewind)
+        consumed = txn.consumed if txn is not None and not txn.sealed else {}
         polled, ready = self._pos.polled, self._pos.ready
         for tp, msgs in batch.items():
             if tp not in ready or not msgs:
@@ -236,13 +236,11 @@ class TransactSession:
         return self._pos.lag(self._consumer)
 
     def give_back(self, records: list[Record]) -> None:
-        """Return polled but unprocessed records: their partitions are sought back to the
-        first of them, so the next poll delivers them again."""
+        """Return polled, unprocessed records: the next poll delivers them again."""
         self._pos.give_back(self.consumer, records)
 
     async def reposition(self, records: list[Record], committed: bool) -> None:
-        """Undo polling ``records`` that will not be processed in a transaction (work done
-        ahead that could not be adopted); see ``Positions.reposition``."""
+        """Undo polling work ahead not adopted (``Positions.reposition``)."""
         await self._pos.reposition(self.consumer, records, committed)
 
     async def begin(self, epoch: int, adopted: bool = False) -> None:
@@ -313,8 +311,10 @@ class TransactSession:
 
     def seal(self) -> None:
         """The open transaction takes no more records: its store writes are frozen for
-        ``end``; writes from here on are work done ahead of the next transaction. Call
-        it right before starting ``end`` when work goes on meanwhile (``end`` seals too)."""
+        ``end``; what is polled and written from here on is work ahead of the next one.
+        Call it right before starting ``end`` when work goes on (``end`` seals too)."""
+        if self._txn is not None:
+            self._txn.sealed = True
         self.stores.seal()
 
     def doom(self, reason: AbortReason, detail: str) -> None:

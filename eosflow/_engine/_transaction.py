@@ -42,6 +42,7 @@ class Transaction:
     sends: list[asyncio.Future[object]] = field(default_factory=list)
     doomed: Abort | None = None
     refused: bool = False  # the producer refused a send: the rest were dropped
+    sealed: bool = False  # takes no more records (``seal``): what is polled is work ahead
     fatal: FatalError | None = None  # raised by ``end`` once the transaction is aborted
     # what observers are told when it ends (``TransactionReport``)
     started: float = field(default_factory=time.monotonic)
