@@ -92,36 +92,27 @@ class Processor:
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed
         (declared in ``stores``). Only valid inside ``process``."""
-        stores = self._eosflow_state
-        if stores is None:
-            raise RuntimeError(
-                f"Processor.state({name!r}): no store is open; declare it in "
-                f"{type(self).__name__}.stores and call state() from process()"
-            )
-        return stores.store(name)
+        return self._runtime("state", name, "store", "stores").store(name)
 
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the input partition of the record being
         processed (declared in ``windows``). Only valid inside ``process``."""
-        stores = self._eosflow_state
-        if stores is None:
-            raise RuntimeError(
-                f"Processor.window({name!r}): no window is open; declare it in "
-                f"{type(self).__name__}.windows and call window() from process()"
-            )
-        return stores.window(name)
+        return self._runtime("window", name, "window", "windows").window(name)
 
     def session(self, name: str) -> SessionStore[Any]:
         """The session-windowed store ``name`` (declared in ``windows`` with
         ``eosflow.Session``) of the input partition of the record being processed. Only
         valid inside ``process``."""
+        return self._runtime("session", name, "window", "windows").session(name)
+
+    def _runtime(self, call: str, name: str, what: str, declared: str) -> _StoresOfTheRecord:
         stores = self._eosflow_state
         if stores is None:
             raise RuntimeError(
-                f"Processor.session({name!r}): no window is open; declare it in "
-                f"{type(self).__name__}.windows and call session() from process()"
+                f"Processor.{call}({name!r}): no {what} is open; declare it in "
+                f"{type(self).__name__}.{declared} and call {call}() from process()"
             )
-        return stores.session(name)
+        return stores
 
     def timestamp(self, record: Record) -> int:
         """A record's event time in milliseconds since the epoch, for its windows: its

@@ -72,6 +72,25 @@ async def seed_keys(
         await p.stop()
 
 
+async def produce_at(
+    bootstrap: str, topic: str, events: list[tuple[int, bytes, int]], value: bytes | None = None
+) -> None:
+    """One record per (partition, key, timestamp ms) of ``events``, in order, with
+    ``value`` (or, when None, the event's key as its value)."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        futs = [
+            await p.send(
+                topic, key if value is None else value, key=key, partition=n, timestamp_ms=t
+            )
+            for n, key, t in events
+        ]
+        await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+
+
 async def until_committed(
     bootstrap: str,
     topic: str,

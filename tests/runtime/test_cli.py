@@ -172,13 +172,12 @@ async def test_embedded_example_runs_as_written() -> None:
     assert "EXACTLY ONCE: OK" in out.decode()
 
 
-async def test_the_stateful_demo_checks_its_counts() -> None:
-    """``eosflow demo --stateful``: the counting pipeline under a SIGKILL, its final
-    counts checked against the ground truth."""
+async def demo(*args: str) -> str:
+    """``eosflow demo ARGS`` run to its end (exit 0, a SIGKILL on the way): its output."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
-        *("-m", "eosflow", "demo", "--stateful", "--records", "5000"),
+        *("-m", "eosflow", "demo", *args),
         env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -186,25 +185,22 @@ async def test_the_stateful_demo_checks_its_counts() -> None:
     out, err = await asyncio.wait_for(proc.communicate(), 180)
     assert proc.returncode == 0, out.decode() + err.decode()
     assert "SIGKILL instance 0" in out.decode()
-    assert "STATE EXACTLY ONCE: OK -- 97 keys expected, 97 in the changelog" in out.decode()
+    return out.decode()
+
+
+async def test_the_stateful_demo_checks_its_counts() -> None:
+    """``eosflow demo --stateful``: the counting pipeline under a SIGKILL, its final
+    counts checked against the ground truth."""
+    out = await demo("--stateful", "--records", "5000")
+    assert "STATE EXACTLY ONCE: OK -- 97 keys expected, 97 in the changelog" in out
 
 
 async def test_the_windowed_demo_checks_its_finals() -> None:
     """``eosflow demo --windows``: orders per customer per minute of event time under a
     SIGKILL, each minute's final checked against what the input alone gives."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "eosflow", "demo", "--windows", "--records", "20000"),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 180)
-    assert proc.returncode == 0, out.decode() + err.decode()
-    assert "SIGKILL instance 0" in out.decode()
+    out = await demo("--windows", "--records", "20000")
     # 200 s of event time: minutes 0-2 closed (stream time past 185 s in each partition)
-    assert "WINDOWS EXACTLY ONCE: OK -- 291 finals expected, 291 emitted" in out.decode()
+    assert "WINDOWS EXACTLY ONCE: OK -- 291 finals expected, 291 emitted" in out
 
 
 async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: FakeCluster) -> None:

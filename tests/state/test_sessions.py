@@ -4,15 +4,13 @@ test names the mutation that made it fail when the mechanism was taken out."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import operator
 import random
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from stateful import state_config, until_committed
+from stateful import produce_at, state_config, until_committed
 
 import eosflow
 from eosflow.testing import FakeCluster, check_windows
@@ -36,19 +34,6 @@ class Visits(eosflow.Processor):
     async def closed(self, key: bytes, window: eosflow.Window, value: Any) -> eosflow.Output:
         final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
         return eosflow.Output(self.topic, json.dumps(final), key=key)
-
-
-async def produce(bootstrap: str, topic: str, events: list[tuple[int, bytes, int]]) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await p.start()
-    try:
-        futs = [
-            await p.send(topic, b"visit", key=key, partition=part, timestamp_ms=t)
-            for part, key, t in events
-        ]
-        await asyncio.gather(*futs)
-    finally:
-        await p.stop()
 
 
 # Visits of 20 users on two partitions, in bursts with pauses longer and shorter than
@@ -75,11 +60,11 @@ async def test_sessions_merge_close_and_restore_exactly_once(
             ts = t - (rng.randrange(9_000) if rng.random() < 0.1 else 0)  # out of order
             events.append((p, f"u{p}-{rng.randrange(10)}".encode(), ts))
     half = len(events) // 2
-    await produce(c.bootstrap_servers, src, events[:half])
+    await produce_at(c.bootstrap_servers, src, events[:half], b"visit")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
     async with eosflow.EosApp(Visits(), cfg) as app:
         await until_committed(c.bootstrap_servers, src, 2, "g", half, (app,))
-    await produce(c.bootstrap_servers, src, events[half:])
+    await produce_at(c.bootstrap_servers, src, events[half:], b"visit")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
     async with eosflow.EosApp(Visits(), cfg) as app:
         await until_committed(c.bootstrap_servers, src, 2, "g", len(events), (app,))

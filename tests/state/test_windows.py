@@ -5,14 +5,12 @@ above each test names the mutation that made it fail when the mechanism was take
 
 from __future__ import annotations
 
-import asyncio
 import json
 import struct
 from pathlib import Path
 from typing import Any
 
-from aiokafka import AIOKafkaProducer
-from stateful import changelog, state_config, until_committed
+from stateful import changelog, produce_at, state_config, until_committed
 
 import eosflow
 from eosflow._checks._checker import read_records
@@ -36,19 +34,6 @@ def clicks_at(partition: int, times_s: list[float], keys: int = 5) -> list[tuple
         (partition, f"u{partition}-{i % keys}".encode(), int(t * 1000))
         for i, t in enumerate(times_s)
     ]
-
-
-async def produce(bootstrap: str, topic: str, clicks: list[tuple[int, bytes, int]]) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-    await p.start()
-    try:
-        futs = [
-            await p.send(topic, b"click", key=key, partition=part, timestamp_ms=ts)
-            for part, key, ts in clicks
-        ]
-        await asyncio.gather(*futs)
-    finally:
-        await p.stop()
 
 
 def steady(start_s: float, end_s: float, step_s: float) -> list[float]:
@@ -84,13 +69,13 @@ async def test_finals_once_per_partition_stream_time_late_and_retention(
     # at 20.5 s: 19 s is in the grace of [10, 20) (it closes at 22 s); 7.5 s is late
     # ([0, 10) closed at 12 s)
     ahead[42:42] = [19.0, 7.5]
-    await produce(c.bootstrap_servers, src, clicks_at(0, ahead))
+    await produce_at(c.bootstrap_servers, src, clicks_at(0, ahead), b"click")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, max_records_per_txn=40)
     app = eosflow.EosApp(Clicks(), cfg)
     async with app:
         await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead), (app,))
         behind = steady(0, 40, 0.25)  # older than all of partition 0's; 39.75 s at the end
-        await produce(c.bootstrap_servers, src, clicks_at(1, behind))
+        await produce_at(c.bootstrap_servers, src, clicks_at(1, behind), b"click")
         await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
     report = await windows_ok(c.bootstrap_servers, src)
     assert report.late == 1 and app.stats.late == 1
@@ -137,7 +122,7 @@ async def test_an_aborted_close_is_redone(eosflow_cluster: FakeCluster, tmp_path
     src = "in"
     c.create_topic(src, 1)
     c.create_topic(f"{src}-per-window", 1)
-    await produce(c.bootstrap_servers, src, clicks_at(0, steady(0, 60, 0.5)))
+    await produce_at(c.bootstrap_servers, src, clicks_at(0, steady(0, 60, 0.5)), b"click")
     refused = c.intercept("Heartbeat", version=4, error=codes.UNKNOWN_MEMBER_ID, times=3)
     cfg = state_config(
         c.bootstrap_servers,
@@ -169,13 +154,13 @@ async def test_windows_and_stream_time_restore_from_the_changelog(
     c.create_topic(src, 2)
     c.create_topic(f"{src}-per-window", 1)
     first = clicks_at(0, steady(0, 30, 0.5)) + clicks_at(1, steady(0, 30, 0.5))
-    await produce(c.bootstrap_servers, src, first)
+    await produce_at(c.bootstrap_servers, src, first, b"click")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
     async with eosflow.EosApp(Clicks(), cfg) as app:
         await until_committed(c.bootstrap_servers, src, 2, "g", len(first), (app,))
     # the second: late records only for a stream time it restored (5 s < 30 - 12)
     then = clicks_at(0, [5.0, 31.0, 45.0]) + clicks_at(1, [5.0, 31.0, 45.0])
-    await produce(c.bootstrap_servers, src, then)
+    await produce_at(c.bootstrap_servers, src, then, b"click")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
     async with eosflow.EosApp(Clicks(), cfg) as app:
         await until_committed(c.bootstrap_servers, src, 2, "g", len(first) + len(then), (app,))
@@ -196,7 +181,7 @@ async def test_late_records_are_dead_lettered_when_a_topic_is_set(
         c.create_topic(topic, 1)
     times = steady(0, 30, 0.5)
     times[40:40] = [3.0, 4.0]  # at 19.5 s: [0, 10) closed at 12 s
-    await produce(c.bootstrap_servers, src, clicks_at(0, times))
+    await produce_at(c.bootstrap_servers, src, clicks_at(0, times), b"click")
     cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, dead_letter_topic="dlq")
     async with eosflow.EosApp(Clicks(), cfg) as app:
         await until_committed(c.bootstrap_servers, src, 1, "g", len(times), (app,))
