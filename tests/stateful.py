@@ -140,14 +140,17 @@ async def counts_ok(bootstrap: str, src: str, group: str, output: str | None = N
 
 
 def event_times(rng: random.Random, every_ms: int = 10) -> Callable[[int], int]:
-    """Record i's event time for ``seed_keys``: ``every_ms`` a record, one in 20 up to 4 s
-    early (out of order, some of them late for their window)."""
+    """Record i's event time for ``seed_keys``: ``every_ms`` a record from the start of
+    this minute, one in 20 up to 4 s early (out of order, some of them late for their
+    window). Today's times: a genuine broker deletes a log whose times are older than
+    its retention (7 days) at its next retention check, mid-test."""
     early: dict[int, int] = {}
+    start = int(time.time() // 60 * 60_000)
 
     def at(i: int) -> int:
         if i not in early:
             early[i] = rng.randrange(4000) if rng.random() < 0.05 else 0
-        return every_ms * i - early[i]
+        return start + every_ms * i - early[i]
 
     return at
 

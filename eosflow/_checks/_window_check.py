@@ -6,7 +6,8 @@ in offset order, stream time the largest event time so far; a record goes into e
 its windows still open at that stream time (late, and counted, when none is); a window is
 final once its partition's stream time reached its end plus the grace. Only windows
 closed by the input's end have a final. Every key's records must be in one partition, as
-keyed input is.
+keyed input is. Every input record counts: check a run whose processor dead-letters
+none (a dead-lettered record's writes are taken back, its move of stream time too).
 
 ``check_windows`` compares: every expected final emitted exactly once with its value,
 nothing else emitted. The output's records are read with ``decode`` (by default the

@@ -137,7 +137,7 @@ class Stores:
         self._handles: dict[Partition, dict[str, Store[Any]]] = {}
         self._now: dict[str, Store[Any]] = {}
         # windows and timers: stream time, closes, firing, late records (``_time``)
-        self._time = EventTime(self._backing, config.dead_letter_topic, on_late)
+        self._time = EventTime(self._open, config.dead_letter_topic, on_late)
         self._env: Env | None = None
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
@@ -312,7 +312,7 @@ class Stores:
         if not self.specs:
             return process
         processor._eosflow_state = self
-        process = self._time.bind(processor, process, check, TIMERS in self.specs)
+        process = self._time.bind(processor, process, check, has_timers(processor))
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
 
@@ -365,15 +365,17 @@ class Stores:
         partition = self.current
         if partition is None:
             raise RuntimeError("Processor.state() gives the store of the record in process()")
-        return self._backing(name, partition)
-
-    def _backing(self, name: str, partition: Partition) -> Store[Any]:
-        local = self._local.get(partition)
-        if local is None:
-            raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
-        handle: Store[Any] = Store(name, partition, self.specs[name], self._layers, local)
+        handle = self._open(name, partition)
         handles = self._handles.setdefault(partition, {})
         handles[name] = handle
         if partition == self.current:
             self._now = handles
         return handle
+
+    def _open(self, name: str, partition: Partition) -> Store[Any]:
+        """A handle on store ``name`` of ``partition`` (windows and timers keep their own:
+        ``state()`` never finds those)."""
+        local = self._local.get(partition)
+        if local is None:
+            raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
+        return Store(name, partition, self.specs[name], self._layers, local)

@@ -10,7 +10,7 @@ no record can extend it any more, and late ones had their grace. Then, as for th
 windows, ``closed(key, window, value)`` gets its final value once, in the transaction
 that deletes it. A record whose session would end up closed already is late.
 
-Kept in the window's store under two key families: ``b"s" + key length (2 bytes) + key +
+Kept in the window's store under two key families: ``b"s" + key length (4 bytes) + key +
 start`` -> end and the serialized value, to find a key's sessions; ``b"e" + end + key
 length + key + start`` -> nothing, the closing order.
 """
@@ -30,7 +30,7 @@ from ._windows import NO_TIME, TIME_KEY, Window, read_time
 V = TypeVar("V")
 _T = struct.Struct(">Q")  # a time, shifted by 2**63 so byte order = number order
 _SHIFT = 2**63
-_LEN = struct.Struct(">H")
+_LEN = struct.Struct(">I")
 _TIME = struct.Struct(">q")
 
 
@@ -117,9 +117,15 @@ class SessionStore(Generic[V]):
         session, its new value)], or [] when that session would already be closed (the
         record is late and nothing changes)."""
         k, t, gap, closed = store_key(key), self.time, self.spec.gap_ms, self._closed
-        # within gap of t (never a closed session: the record that closed it deleted it,
-        # as any later record's time is past its end + gap)
-        near = [(w, raw) for w, raw in self._of(k) if t - gap <= w.end_ms and w.start_ms <= t + gap]
+        # within gap of t, and open: the record whose time closed a session (at exactly
+        # end + gap, without grace) must not extend it before it is emitted
+        near = [
+            (w, raw)
+            for w, raw in self._of(k)
+            if t - gap <= w.end_ms
+            and w.start_ms <= t + gap
+            and (closed is None or w.end_ms > closed)
+        ]
         start = min([t, *(w.start_ms for w, _ in near)])
         end = max([t, *(w.end_ms for w, _ in near)])
         if closed is not None and end <= closed:

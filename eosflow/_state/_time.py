@@ -115,6 +115,8 @@ class EventTime:
                     out.extend(check(await closed(key, window, value)))
             if clock is not None:
                 for timer in clock.due():
+                    if not clock.take(timer):
+                        continue
                     if out is None:
                         out = check(result)
                     out.extend(check(await fire(timer)))

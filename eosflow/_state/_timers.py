@@ -103,8 +103,8 @@ class TimerStore:
         self._now = now
 
     def due(self) -> list[Timer]:
-        """The timers stream time has reached, in time then key order, deleted as they
-        are listed."""
+        """The timers stream time has reached, in time then key order (each to ``take``
+        before it fires: an earlier one's ``fire`` may have moved or cancelled it)."""
         if self._now == NO_TIME:
             return []
         hi = b"t" + _AT.pack(self._now + 1 + _SHIFT)
@@ -112,8 +112,14 @@ class TimerStore:
         out = []
         for dk, payload in found:
             (shifted,) = _AT.unpack_from(dk, 1)
-            key = dk[1 + _AT.size :]
-            out.append(Timer(key, shifted - _SHIFT, payload))
-            self._data.delete(dk)
-            self._data.delete(b"k" + key)
+            out.append(Timer(dk[1 + _AT.size :], shifted - _SHIFT, payload))
         return out
+
+    def take(self, timer: Timer) -> bool:
+        """Delete ``timer`` to fire it; False when it is no longer pending as it was."""
+        raw = self._data.get(b"k" + timer.key)
+        if raw is None or _TIME.unpack(raw)[0] != timer.time_ms:
+            return False
+        self._data.delete(b"k" + timer.key)
+        self._data.delete(_due_key(timer.time_ms, timer.key))
+        return True

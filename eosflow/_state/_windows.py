@@ -134,7 +134,7 @@ class Tumbling(_Spec):
 @dataclass(frozen=True)
 class Hopping(_Spec):
     """Windows of ``size_s`` seconds starting every ``advance_s`` seconds (at most
-    ``size_s``): a record is in ``size_s / advance_s`` of them. A window closes
+    ``size_s``): a record is in about ``size_s / advance_s`` of them. A window closes
     ``grace_s`` after its end in stream time."""
 
     size_s: float

@@ -71,3 +71,30 @@ async def test_sessions_merge_close_and_restore_exactly_once(
     report = await check_windows(c.bootstrap_servers, src, f"{src}-sessions", SPEC)
     assert report.ok, report.summary()
     assert report.expected > 100 and report.late > 0
+
+
+# Without grace a session closes at end + gap: the record whose time is exactly that
+# closes it and does not join it (it is emitted as it was). Caught: closed sessions
+# taken among a record's near ones (the record joined the session that its own time
+# had closed: one final of 2 where the input gives two of 1).
+async def test_a_session_closed_by_a_record_is_not_extended_by_it(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-sessions", 1)
+    spec = eosflow.Session(gap_s=10)
+
+    class NoGrace(Visits):
+        windows = {"visits": spec}
+
+    events = [(0, b"a", 0), (0, b"a", 10_000), (0, b"b", 30_000)]
+    await produce_at(c.bootstrap_servers, src, events, b"visit")
+    async with eosflow.EosApp(
+        NoGrace(), state_config(c.bootstrap_servers, "g", src, "t", tmp_path)
+    ) as app:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 3, (app,))
+    report = await check_windows(c.bootstrap_servers, src, f"{src}-sessions", spec)
+    assert report.ok, report.summary()
+    assert report.expected == 2  # [0, 0] and [10, 10] of a; b's is open

@@ -142,3 +142,45 @@ async def committed_keys(bootstrap: str, topic: str) -> set[bytes]:
             else:
                 state[k] = v
     return set(state)
+
+
+# Timers due together fire one by one: one's fire may cancel or move another, which then
+# does not fire as it was. And a store named "timers" in a processor without fire is a
+# store like any other. Caught: due timers deleted as they were listed (the cancelled
+# one fired); timers switched on by the store's name (its JSON values refused, the app
+# stopped).
+async def test_fire_may_cancel_a_timer_due_with_it_and_timers_is_a_plain_name(
+    eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORDERS_TIMEOUT_S", str(TIMEOUT_S))
+    c = eosflow_cluster
+    for topic in ("orders", "orders-outcomes", "notes"):
+        c.create_topic(topic, 1)
+
+    class CancelsTheOther(OrderTimeout):
+        async def fire(self, timer: eosflow.Timer) -> eosflow.Output:
+            self.timers.cancel(b"o-b")  # due with o-a, after it
+            return await super().fire(timer)
+
+    class Plain(eosflow.Processor):
+        stores = {"timers": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            notes = self.state("timers")
+            n = notes.get(b"total", 0) + 1
+            notes.put(b"total", n)
+            return eosflow.Output("notes", str(n))
+
+    events = [(0, b"o-a", "order", 1_000), (0, b"o-b", "order", 1_000), (0, b"x", "order", 99_000)]
+    await produce(c.bootstrap_servers, "orders", events)
+    async with eosflow.EosApp(CancelsTheOther(), config(c, "tx-1", tmp_path / "a")) as app:
+        await until_committed(c.bootstrap_servers, "orders", 1, "g", 3, (app,))
+    assert await outcomes(c.bootstrap_servers, "orders-outcomes") == {(b"o-a", "expired"): 1}
+    cfg = state_config(c.bootstrap_servers, "plain", "orders", "tx-2", tmp_path / "b")
+    async with eosflow.EosApp(Plain(), cfg) as app:
+        await until_committed(c.bootstrap_servers, "orders", 1, "plain", 3, (app,))
+    assert [v for _p, _o, _k, v in await read_topic(c.bootstrap_servers, "notes")] == [
+        b"1",
+        b"2",
+        b"3",
+    ]

@@ -192,3 +192,29 @@ async def test_late_records_are_dead_lettered_when_a_topic_is_set(
     errors = [dict(r.headers)["eosflow.error"] for r in dead]
     assert [dict(r.headers)["eosflow.source"] for r in dead] == [b"in/0/40", b"in/0/41"]
     assert all(e.startswith(b"LateRecord: record at ") for e in errors), errors
+
+
+# A window's store is the window's: state() refuses its name (and the timers' store's),
+# even once the window has been used. Caught: the window's handle cached where state()
+# finds it (state('clicks') gave the raw store, stream time and encoded keys included).
+async def test_state_refuses_a_windows_name(eosflow_cluster: FakeCluster, tmp_path: Path) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-per-window", 1)
+    refused: list[str] = []
+
+    class Peeks(Clicks):
+        async def process(self, record: eosflow.Record) -> None:
+            await super().process(record)
+            try:
+                self.state("clicks")
+            except KeyError as exc:
+                refused.append(str(exc))
+
+    await produce_at(c.bootstrap_servers, src, clicks_at(0, [1.0, 2.0]), b"click")
+    async with eosflow.EosApp(
+        Peeks(), state_config(c.bootstrap_servers, "g", src, "t", tmp_path)
+    ) as app:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 2, (app,))
+    assert refused == ["\"'clicks' is a window: use Processor.window('clicks')\""] * 2
