@@ -13,6 +13,11 @@ NAME:
   partition, the new count emitted per record), default settings;
 - ``quixstreams-count``: the same count in quixstreams 3 (exactly-once, its RocksDB state
   keyed by the message key, ``apply(stateful=True)``);
+- ``eosflow-window``: a count per key in 60 s tumbling windows of event time (the
+  records' timestamps), each window's final emitted once when it closes
+  (``examples/clicks.py``'s processor, ``WINDOW``), default settings;
+- ``quixstreams-window``: the same in quixstreams,
+  ``tumbling_window(60_000).count().final()``, exactly-once;
 - ``eosflow-restore``: a fresh eosflow count instance joining the group after the input is
   all consumed: it only restores every partition's store from the changelog; RECORDS is
   then the changelog records expected, and the time is from start to every store ready.
@@ -34,6 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._contenders import EXTRA, _peak_rss_mb
+
+EVENT_EVERY_MS = 1  # the input's event times: a record a millisecond, from the seed's minute
+
+
+def _window() -> Any:
+    import eosflow
+
+    return eosflow.Tumbling(size_s=60, grace_s=5)
+
+
+WINDOW = _window()
 
 
 def _config(
@@ -76,8 +92,10 @@ async def run_eosflow(
     state_dir: str,
     count: bool,
     ops: Any = None,
+    window: bool = False,
 ) -> float:
     import eosflow
+    from examples.clicks import Clicks
 
     first: list[float] = []
 
@@ -99,9 +117,19 @@ async def run_eosflow(
             counts.put(key, c)
             return eosflow.Output(dst, str(c).encode(), key=key)
 
-    app = eosflow.EosApp(
-        Count() if count else Copy(), _config(boot, src, group, state_dir, interval, ops)
-    )
+    class Windowed(Clicks):
+        windows = {"clicks": WINDOW}
+
+        def configure(self, config: eosflow.EosConfig) -> None:
+            self.topic = dst
+
+        async def process(self, record: eosflow.Record) -> None:
+            if not first:
+                first.append(time.monotonic())
+            await super().process(record)
+
+    processor = Windowed() if window else Count() if count else Copy()
+    app = eosflow.EosApp(processor, _config(boot, src, group, state_dir, interval, ops))
     stop = threading.Event()
     async with app:
         if app.ops.port is not None:
@@ -194,12 +222,55 @@ def run_quixstreams(
     return time.monotonic() - first[0]
 
 
+def run_quixstreams_window(
+    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
+) -> float:
+    from quixstreams import Application
+
+    app = Application(
+        broker_address=boot,
+        consumer_group=group,
+        processing_guarantee="exactly-once",
+        auto_offset_reset="earliest",
+        commit_interval=interval,
+        state_dir=state_dir,
+        loglevel="WARNING",
+    )
+    t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
+    t_out = app.topic(dst, value_serializer="json", key_serializer="bytes")
+    seen = [0]
+    first: list[float] = []
+
+    def counted(value: Any) -> Any:
+        if not first:
+            first.append(time.monotonic())
+        seen[0] += 1
+        if seen[0] == n // 10:
+            EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+        if seen[0] >= n:
+            app.stop()  # graceful: the final checkpoint commits the last transaction
+        return value
+
+    size_ms = WINDOW.size_ms
+    sdf = app.dataframe(t_in).update(counted)
+    sdf = sdf.tumbling_window(size_ms, grace_ms=WINDOW.grace_ms).count().final()
+    sdf.to_topic(t_out)
+    app.run()
+    return time.monotonic() - first[0]
+
+
 def main() -> None:
     name, boot, src, dst = sys.argv[1:5]
     n, interval, group, state_dir = int(sys.argv[5]), float(sys.argv[6]), sys.argv[7], sys.argv[8]
     Path(state_dir).mkdir(parents=True, exist_ok=True)
     if name == "quixstreams-count":
         seconds = run_quixstreams(boot, src, dst, n, interval, group, state_dir)
+    elif name == "quixstreams-window":
+        seconds = run_quixstreams_window(boot, src, dst, n, interval, group, state_dir)
+    elif name == "eosflow-window":
+        seconds = asyncio.run(
+            run_eosflow(boot, src, dst, n, interval, group, state_dir, False, window=True)
+        )
     elif name in ("eosflow-copy", "eosflow-count", "eosflow-copy-bare", "eosflow-copy-ops"):
         count = name == "eosflow-count"
         ops = {"eosflow-copy-bare": BARE, "eosflow-copy-ops": ALL_ON}.get(name)

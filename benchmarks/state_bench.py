@@ -17,8 +17,13 @@
    changelog (N data records plus the position records): the time from its start to
    every partition ready.
 
+With ``--contenders ... eosflow-window quixstreams-window``: a count per key in 60 s
+tumbling windows (5 s grace) of event time -- the records are a millisecond apart --
+each window's final once (checked with ``check_windows`` against the input).
+
 Targets (reported, never failed on): count >= 0.7x copy; eosflow-count >= 1.0x
-quixstreams-count; restore of 1,000,000 records under 10 s; peak RSS under 200 MiB over
+quixstreams-count; window >= 0.6x copy, eosflow-window >= 2x quixstreams-window;
+restore of 1,000,000 records under 10 s; peak RSS under 200 MiB over
 1,000,000 distinct keys. The broker: as ``python -m benchmarks run`` (``--broker fake`` or
 ``genuine[:version]``). Writes ``benchmarks/results/state.json``.
 """
@@ -41,9 +46,11 @@ from aiokafka import AIOKafkaProducer
 
 from benchmarks._bench_broker import broker
 from benchmarks._harness import RESULTS, create, run_contender
-from eosflow.testing import check_counts, read_topic
+from benchmarks._state_contenders import EVENT_EVERY_MS, WINDOW
+from eosflow.testing import check_counts, check_windows, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
+WINDOWS = ["eosflow-window", "quixstreams-window"]  # python -m benchmarks state --contenders
 OPS = ["eosflow-copy-bare", "eosflow-copy-ops"]  # python -m benchmarks metrics
 TIMEOUT_S = 1800.0
 
@@ -53,9 +60,15 @@ async def seed(boot: str, topic: str, n: int, keys: int) -> None:
     started = time.monotonic()
     producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5, max_batch_size=256 * 1024)
     await producer.start()
+    start = int(time.time() // 60 * 60_000)  # event times: EVENT_EVERY_MS apart from here
     try:
         payload = b"x" * 100
-        futs = [await producer.send(topic, payload, key=b"k%d" % (i % keys)) for i in range(n)]
+        futs = [
+            await producer.send(
+                topic, payload, key=b"k%d" % (i % keys), timestamp_ms=start + i * EVENT_EVERY_MS
+            )
+            for i in range(n)
+        ]
         await asyncio.gather(*futs)
     finally:
         await producer.stop()
@@ -76,6 +89,11 @@ async def run(
 
 async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
     """'ok', or what is wrong with the run's output."""
+    if name in WINDOWS:
+        decode = _quix_final if name == "quixstreams-window" else None
+        kw = {} if decode is None else {"decode": decode}
+        finals = await check_windows(boot, src, dst, WINDOW, **kw)  # type: ignore[arg-type]
+        return "ok" if finals.ok and finals.expected else finals.summary()
     if name == "eosflow-count":
         report = await check_counts(
             boot, src, dst, f"{group}--{src}--counts--changelog", group_id=group
@@ -95,6 +113,12 @@ async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
         seen[k].append(int(v or b"-1"))
     bad = [k for k in inputs if sorted(seen.get(k, [])) != list(range(1, inputs[k] + 1))]
     return "ok" if not bad else f"{len(bad)} keys whose outputs are not 1..n"
+
+
+def _quix_final(key: bytes | None, value: bytes | None) -> tuple[bytes, int, Any]:
+    """A final as quixstreams writes it: JSON ``{"start": ms, "end": ms, "value": n}``."""
+    body = json.loads(value or b"null")
+    return key or b"", int(body["start"]), body["value"]
 
 
 def _median(rows: list[dict[str, Any]], key: str) -> float:
@@ -186,6 +210,17 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
                 f"(target under 3%); per turn {per_turn}; "
                 f"{sum(r.get('scrapes', 0) for r in on)} scrapes"
             )
+        if by.get("eosflow-window") and by.get("eosflow-copy"):
+            ratio = _median(by["eosflow-window"], "rate") / _median(by["eosflow-copy"], "rate")
+            print(f"window / copy: {ratio:.2f}x (target >= 0.6x)")
+        if by.get("eosflow-window") and by.get("quixstreams-window"):
+            e, q = by["eosflow-window"], by["quixstreams-window"]
+            ratio = _median(e, "rate") / _median(q, "rate")
+            faster = sum(a["rate"] > b["rate"] for a, b in zip(e, q, strict=False))
+            print(
+                f"eosflow-window / quixstreams-window: {ratio:.2f}x, faster in {faster} of "
+                f"{len(e)} turns (target >= 2x)"
+            )
         if by.get("eosflow-count") and by.get("quixstreams-count"):
             e, q = by["eosflow-count"], by["quixstreams-count"]
             ratio = _median(e, "rate") / _median(q, "rate")
@@ -218,7 +253,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--interval", type=float, default=0.1, help="commit interval, seconds")
     ap.add_argument("--restore-keys", type=int, default=0, help="the memory and restore run")
-    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + OPS)
+    ap.add_argument(
+        "--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + OPS + WINDOWS
+    )
     args = ap.parse_args(argv)
     args.broker_latency_ms, args.pin = 0.0, False  # the broker's options, unused here
     return args
