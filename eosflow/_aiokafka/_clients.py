@@ -257,6 +257,11 @@ class Partitioner:
             await wait_on_metadata(self._producer.client, topic)
             self.known.add(topic)
 
+    def answered_since(self, when_ms: float) -> bool:
+        """Whether a metadata answer came back since ``when_ms`` (epoch milliseconds)."""
+        cluster = self._producer.client.cluster
+        return bool(cluster._last_successful_refresh_ms >= when_ms)
+
     def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
         return int(self._producer._partition(topic, None, key, value, key, value))
 

@@ -27,13 +27,14 @@ aborted by the broker anyway); past it, a ``TransientError`` dooms the transacti
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
 from .. import _aiokafka as ak
-from .._errors import FatalError
+from .._errors import FatalError, TransientError
 from .._records import Output
 from .._timeouts import within
 
@@ -115,12 +116,19 @@ async def _hand_over(
 
 
 async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> None:
-    """Metadata of ``topic``, or a ``FatalError`` naming it after ``timeout_s`` (aiokafka
-    alone would wait its request timeout, then the transaction would abort and retry
-    forever)."""
+    """Metadata of ``topic``, or a ``FatalError`` naming it when the cluster answered
+    without it for ``timeout_s`` (aiokafka alone would wait its request timeout, then the
+    transaction would abort and retry forever). No answer at all in that time -- brokers
+    just back from an outage -- is a ``TransientError``: the transaction aborts and is
+    retried (within ``retry_timeout_s``), as for any broker failure."""
+    asked_ms = time.time() * 1000
     try:
         await within(partitioner.ready(topic), timeout_s)
     except TimeoutError:
+        if not partitioner.answered_since(asked_ms):
+            raise TransientError(
+                f"metadata of output topic {topic!r}", f"no metadata answer in {timeout_s:g} s"
+            ) from None
         raise FatalError(
             f"output topic {topic!r} has no metadata after {timeout_s:g} s: it does not "
             "exist (and the broker does not create topics automatically)"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import eventually, log_seen, read_all
+from kit import eventually, log_seen, read_all, session_of
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
@@ -187,6 +187,32 @@ async def test_missing_output_topic_is_fatal_and_named() -> None:
         with pytest.raises(eosflow.FatalError, match="output topic 'nowhere'"):
             await asyncio.wait_for(app.run(), 20)
         assert c.committed("g") == {}
+
+
+# An output topic whose metadata does not come back in time because the cluster does
+# not answer at all (brokers back from an outage: CI's three-broker chaos lost an
+# instance this way) is no missing topic: the transaction aborts and is retried. Metadata
+# answers are held past the wait once the app runs; then they flow again. Caught: the
+# timeout taken for a missing topic (the app stopped with "has no metadata").
+async def test_unanswered_metadata_of_an_output_topic_is_retried() -> None:
+    async with FakeCluster(fake_settings()) as c:
+        c.auto_create_topics = False
+        c.create_topic("in", 1)
+
+        class ToElsewhere(Gate):
+            async def process(self, record: eosflow.Record) -> eosflow.Output:
+                return eosflow.Output("elsewhere", record.value)
+
+        app = eosflow.EosApp(ToElsewhere("out"), cfg(c, transaction_timeout_s=2.0))
+        async with app:
+            await until(app, lambda: session_of(app) is not None, "the session")
+            c.create_topic("elsewhere", 1)  # unknown to the producer's metadata so far
+            held = c.intercept("Metadata", delay_s=1.5, times=None)  # the wait is 0.5 s
+            await seed_input_only(c, 20)
+            await until(app, lambda: app.stats.aborted >= 1, "a transaction aborted")
+            c.remove_fault(held)
+            await until(app, lambda: sum(c.committed("g").values()) == 20, "all committed")
+        assert len(await read_all(c.bootstrap_servers, "elsewhere")) == 20
 
 
 async def seed_input_only(c: FakeCluster, n: int) -> None:
