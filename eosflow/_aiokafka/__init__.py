@@ -30,7 +30,7 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error),
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
-``producer._partition``,
+``producer._partition``, ``cluster._last_successful_refresh_ms`` (a metadata answer came),
 ``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
 directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
 assigned partition's position and pause, read for lag and by ``reassign``),
