@@ -35,6 +35,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -186,9 +187,13 @@ async def run_restore(boot: str, src: str, group: str, state_dir: str, interval:
     return took
 
 
-def run_quixstreams(
-    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
-) -> float:
+def _quixstreams(
+    boot: str, n: int, interval: float, group: str, state_dir: str
+) -> tuple[Any, Callable[[], None], list[float]]:
+    """A quixstreams application as both contenders run it (exactly-once, the same commit
+    interval), a tick to call per record (the first record's time, the RSS at a tenth,
+    a graceful stop at the last: its final checkpoint commits the last transaction), and
+    the first record's time once ticked."""
     from quixstreams import Application
 
     app = Application(
@@ -200,21 +205,32 @@ def run_quixstreams(
         state_dir=state_dir,
         loglevel="WARNING",
     )
-    t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
-    t_out = app.topic(dst, value_serializer="bytes", key_serializer="bytes")
     seen = [0]
     first: list[float] = []
 
-    def count(value: Any, state: Any) -> bytes:
+    def tick() -> None:
         if not first:
             first.append(time.monotonic())
-        c = state.get("count", 0) + 1
-        state.set("count", c)
         seen[0] += 1
         if seen[0] == n // 10:
             EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
         if seen[0] >= n:
-            app.stop()  # graceful: the final checkpoint commits the last transaction
+            app.stop()
+
+    return app, tick, first
+
+
+def run_quixstreams(
+    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
+) -> float:
+    app, tick, first = _quixstreams(boot, n, interval, group, state_dir)
+    t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
+    t_out = app.topic(dst, value_serializer="bytes", key_serializer="bytes")
+
+    def count(value: Any, state: Any) -> bytes:
+        c = state.get("count", 0) + 1
+        state.set("count", c)
+        tick()
         return str(c).encode()
 
     app.dataframe(t_in).apply(count, stateful=True).to_topic(t_out)
@@ -225,35 +241,16 @@ def run_quixstreams(
 def run_quixstreams_window(
     boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
 ) -> float:
-    from quixstreams import Application
-
-    app = Application(
-        broker_address=boot,
-        consumer_group=group,
-        processing_guarantee="exactly-once",
-        auto_offset_reset="earliest",
-        commit_interval=interval,
-        state_dir=state_dir,
-        loglevel="WARNING",
-    )
+    app, tick, first = _quixstreams(boot, n, interval, group, state_dir)
     t_in = app.topic(src, value_deserializer="bytes", key_deserializer="bytes")
     t_out = app.topic(dst, value_serializer="json", key_serializer="bytes")
-    seen = [0]
-    first: list[float] = []
 
     def counted(value: Any) -> Any:
-        if not first:
-            first.append(time.monotonic())
-        seen[0] += 1
-        if seen[0] == n // 10:
-            EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
-        if seen[0] >= n:
-            app.stop()  # graceful: the final checkpoint commits the last transaction
+        tick()
         return value
 
-    size_ms = WINDOW.size_ms
     sdf = app.dataframe(t_in).update(counted)
-    sdf = sdf.tumbling_window(size_ms, grace_ms=WINDOW.grace_ms).count().final()
+    sdf = sdf.tumbling_window(WINDOW.size_ms, grace_ms=WINDOW.grace_ms).count().final()
     sdf.to_topic(t_out)
     app.run()
     return time.monotonic() - first[0]
