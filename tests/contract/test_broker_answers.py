@@ -252,7 +252,10 @@ async def test_committed_offsets_reach_a_plain_offset_fetch_within_milliseconds(
     broker: Broker,
 ) -> None:
     """A non-stable OffsetFetch sees the offsets of a committed transaction a few ms after
-    EndTxn's answer (median 3-5 ms measured on 2.4.1, 4.0.0 and 4.4.0); a TxnOffsetCommit
+    EndTxn's answer (median 3-5 ms measured on 2.4.1, 4.0.0 and 4.4.0, 13 ms once with the
+    machine's two cores shared by two test lanes), well inside the 200 ms that eosflow
+    holds a rebalance back after a commit where fetches are not stable (the bound asserted
+    is half of it: what the hold relies on, not the machine's speed); a TxnOffsetCommit
     naming a topic that does not exist answers UNKNOWN_TOPIC_OR_PARTITION for it."""
     c, q = RawConn(broker.bootstrap_servers), RawConn(broker.bootstrap_servers)
     try:
@@ -274,7 +277,7 @@ async def test_committed_offsets_reach_a_plain_offset_fetch_within_milliseconds(
                 assert time.monotonic() - t0 < 5
                 await asyncio.sleep(0.0005)
             lags.append((time.monotonic() - t0) * 1000)
-        assert statistics.median(lags) < 12, lags
+        assert statistics.median(lags) < 100, lags
     finally:
         c.close()
         q.close()
