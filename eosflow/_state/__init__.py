@@ -259,8 +259,8 @@ class Stores:
         for partition, position in consumed.items():
             topic, p = partition
             for store, changelog in self.changelogs(topic).items():
-                writes = sealed.get((store, partition), {})
-                records = [*writes.items(), (RESERVED_KEY, encode_position(position))]
+                writes = sealed.get((store, partition))
+                records = [*(writes or {}).items(), (RESERVED_KEY, encode_position(position))]
                 last, count = await _produce.send_to_partition(
                     producer, changelog, p, records, sends, queue_timeout_s
                 )

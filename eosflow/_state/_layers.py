@@ -5,7 +5,8 @@
 - ``sealed``: writes of the transaction that is committing (frozen by ``seal``).
 
 Each maps a store partition (store name, (topic, partition)) to its writes: key ->
-serialized value, or None for a delete. A read looks in ``open``, then ``sealed``, then
+serialized value, or None for a delete (a ``Writes``: a dict that answers key ranges
+from a sorted index once one was read, ``_sorted``). A read looks in ``open``, then ``sealed``, then
 on disk. The transaction's life moves the layers:
 
     begin(adopted)   open <- the work done ahead if it was adopted, else nothing
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ._sorted import Writes
+
 Slot = tuple[str, tuple[str, int]]
-Writes = dict[bytes, bytes | None]
 Undo = list[tuple[Writes, bytes, Any]]  # (writes, key, the key's old entry or MISSING)
 MISSING = object()  # a key without a write in a layer (an undo entry's old value)
 

@@ -12,10 +12,11 @@ when put, so a value read back is a copy: change it and ``put`` it again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from ._layers import MISSING
+from ._sorted import Writes
 
 if TYPE_CHECKING:
     from ._layers import Layers
@@ -171,9 +172,11 @@ class Store(Generic[V]):
         layers = self._layers
         writes = layers.open.get(self._slot)
         if writes is None:
-            writes = layers.open[self._slot] = {}
+            writes = layers.open[self._slot] = Writes()
         if layers.undo is not None:  # while a record is processed: undone if it fails
             layers.undo.append((writes, key, writes.get(key, MISSING)))
+        if writes.index is not None and key not in writes:  # ranges were read: kept sorted
+            writes.index.add(key)
         writes[key] = data
 
     def range(
@@ -188,7 +191,7 @@ class Store(Generic[V]):
         for layer in (self._layers.sealed, self._layers.open):  # newer wins
             writes = layer.get(self._slot)
             if writes:
-                overlay.update(_within(writes, lo, hi))
+                overlay.update(writes.between(lo, hi))
         pending = sorted(overlay.items())
         loads = self._serde.loads
         i = 0
@@ -208,11 +211,3 @@ class Store(Generic[V]):
         for k, v in pending[i:]:
             if v is not None:
                 yield k, loads(v)
-
-
-def _within(
-    writes: Mapping[bytes, bytes | None], lo: bytes | None, hi: bytes | None
-) -> Iterator[tuple[bytes, bytes | None]]:
-    for k, v in writes.items():
-        if (lo is None or k >= lo) and (hi is None or k < hi):
-            yield k, v

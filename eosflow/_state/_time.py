@@ -77,7 +77,10 @@ class EventTime:
         self._specs: dict[str, AnySpec] = {}
         self._has_timers = False
         self._windows: dict[Partition, dict[str, Windowed]] = {}
+        self._lists: dict[Partition, list[Windowed]] = {}  # the same handles, in name order
         self._timers: dict[Partition, TimerStore] = {}
+        self._none: dict[str, Windowed] = {}
+        self._now = self._none  # the window handles of the record in process()
         self._late = _Tally()
 
     def bind(
@@ -90,6 +93,7 @@ class EventTime:
         if not self._specs and not timers:
             return process
         closed, fire, late, dlt = processor.closed, processor.fire, self._late, self._dlt
+        named, none = self._windows, self._none
 
         async def timed(record: Record) -> Any:
             t = event_time(processor, record)
@@ -99,7 +103,11 @@ class EventTime:
             clock = self._timers_of(partition) if timers else None
             if clock is not None:
                 clock.advance(t)
-            result = await process(record)
+            self._now = named.get(partition, none)
+            try:
+                result = await process(record)
+            finally:  # window() outside process() must not find the last record's
+                self._now = none
             out: list[Any] | None = None
             for h, b in zip(handles, before, strict=True):
                 if h.late:
@@ -127,6 +135,9 @@ class EventTime:
     # --- what a processor asks for ----------------------------------------------------
 
     def window(self, name: str, partition: Partition | None) -> WindowStore[Any]:
+        handle = self._now.get(name)
+        if type(handle) is WindowStore:
+            return handle
         handle = self._handle(name, partition, "window")
         if not isinstance(handle, WindowStore):
             raise KeyError(f"{name!r} is a session window: use Processor.session({name!r})")
@@ -163,8 +174,8 @@ class EventTime:
     def _windows_of(self, partition: Partition) -> list[Windowed]:
         if not self._specs:
             return []
-        handles = self._windows.get(partition)
-        if handles is None:
+        listed = self._lists.get(partition)
+        if listed is None:
             handles = self._windows[partition] = {}
             for name, spec in sorted(self._specs.items()):
                 data = self._backing(name, partition)
@@ -173,7 +184,8 @@ class EventTime:
                     if isinstance(spec, Session)
                     else WindowStore(name, spec, data)
                 )
-        return list(handles.values())
+            listed = self._lists[partition] = list(handles.values())
+        return listed
 
     def _timers_of(self, partition: Partition) -> TimerStore:
         timers = self._timers.get(partition)
@@ -186,6 +198,7 @@ class EventTime:
     def forget(self, partition: Partition) -> None:
         """The partition's local copy closed: its handles go."""
         self._windows.pop(partition, None)
+        self._lists.pop(partition, None)
         self._timers.pop(partition, None)
 
     def begin(self, adopted: bool) -> None:

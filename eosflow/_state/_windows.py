@@ -204,12 +204,15 @@ class WindowStore(Generic[V]):
         final results. None open: the record is late and nothing changes."""
         k, out = store_key(key), []
         loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
-        for w in self.windows():
-            dk = data_key(w.start_ms, k)
+        closed, size, name = self._closed, self.spec.size_ms, self.name
+        for start in self.spec.starts(self.time):
+            if closed is not None and start <= closed:
+                continue
+            dk = _DATA + _START.pack(start + _SHIFT) + k
             raw = data.get(dk)
             value = fn(initial if raw is None else loads(raw))
             data.put(dk, dumps(value))
-            out.append((w, value))
+            out.append((Window(name, start, start + size), value))
         if not out:
             self.late = True
         return out
@@ -234,13 +237,16 @@ class WindowStore(Generic[V]):
         window closed before (None if none)."""
         self.time, self.late = t, False
         data = self._data
-        now = read_time(data)
-        before = self.spec.closed_through(now)
+        raw = data.get(TIME_KEY)
+        now = NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
+        before = self._closed if now == self._now else self.spec.closed_through(now)
         if t > now:
             data.put(TIME_KEY, _TIME.pack(t))
             now = t
+            self._closed = self.spec.closed_through(now)
+        elif now != self._now:
+            self._closed = before
         self._now = now
-        self._closed = self.spec.closed_through(now)
         return before
 
     def closing(self, before: int | None) -> list[tuple[Window, bytes, Any]]:

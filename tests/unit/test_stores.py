@@ -78,6 +78,26 @@ def test_range_merges_the_layers_in_key_order(local: LocalPartition) -> None:
     assert [k for k, _ in store.range("f")] == [b"f", b"g", b"z"]
 
 
+def test_writes_after_a_range_read_are_in_the_next_range(local: LocalPartition) -> None:
+    """Once a range was read, the layer keeps its keys sorted (``_sorted.Writes``): keys
+    written after that, taken back and written again, are all found, once each."""
+    layers = Layers()
+    store: Store[bytes] = Store("s", P, eosflow.BYTES, layers, local)
+    layers.begin(adopted=False)
+    store.put(b"m", b"1")
+    assert [k for k, _ in store.range(b"a", b"z")] == [b"m"]  # the index is built here
+    store.put(b"c", b"2")
+    undo: list[object] = []
+    layers.undo = undo  # type: ignore[assignment]
+    store.put(b"x", b"3")
+    layers.revert(undo)  # type: ignore[arg-type]
+    layers.undo = None
+    assert [k for k, _ in store.range(b"a", b"z")] == [b"c", b"m"]
+    store.put(b"x", b"4")
+    store.delete(b"m")
+    assert list(store.range(b"a", b"z")) == [(b"c", b"2"), (b"x", b"4")]
+
+
 def test_a_failed_records_writes_are_taken_back(local: LocalPartition) -> None:
     layers = Layers()
     store: Store[object] = Store("s", P, eosflow.JSON, layers, local)
