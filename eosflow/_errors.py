@@ -63,9 +63,23 @@ class AuthorizationError(FatalError):
 
 
 class ProcessingError(FatalError):
-    def __init__(self, topic: str, partition: int, offset: int, cause: BaseException) -> None:
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        cause: BaseException,
+        timer: bytes | None = None,
+    ) -> None:
+        """``timer``: the key of the wall-clock timer whose ``fire`` failed (``offset``
+        then -1: no record)."""
+        on = (
+            f"on {topic}[{partition}]@{offset}"
+            if timer is None
+            else f"firing the wall-clock timer of key {timer!r} of {topic}[{partition}]"
+        )
         super().__init__(
-            f"processor failed on {topic}[{partition}]@{offset}: "
+            f"processor failed {on}: "
             f"{type(cause).__name__}: {cause}; transaction aborted, nothing past it committed"
         )
         self.topic = topic

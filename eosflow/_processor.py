@@ -122,8 +122,11 @@ class Processor:
 
     @property
     def timers(self) -> TimerStore:
-        """The timers of the input partition of the record being processed: ``at(time_ms,
-        key, payload)``, ``get(key)``, ``cancel(key)``. Override ``fire`` to have them."""
+        """The timers of the input partition of the record being processed (or of the
+        timer being fired): ``at(time_ms, key, payload)`` in event time,
+        ``after(seconds, key, payload)`` on the wall clock, ``get(key)``,
+        ``cancel(key)`` (``wall_clock=True`` for the latter kind). Override ``fire`` to
+        have them."""
         stores = self._eosflow_state
         if stores is None:
             raise RuntimeError(
@@ -133,10 +136,15 @@ class Processor:
         return stores.timers()
 
     async def fire(self, timer: Timer) -> ProcessResult:
-        """A timer is due: its partition's stream time reached ``timer.time_ms``. Called
-        once per timer, in the transaction of the record that moved stream time there
-        (which deletes it); what it returns is produced in that transaction. Override it
-        to have timers (``self.timers``)."""
+        """A timer is due: its partition's stream time reached ``timer.time_ms`` -- then
+        it is called in the transaction of the record that moved stream time there -- or,
+        for ``timer.wall_clock``, the wall clock did, and it is called in a transaction
+        at most about ``commit_interval_s`` later (one of its own when no records come,
+        committing the partition's offset again). Once per timer, in the transaction
+        that deletes it; what it returns is produced in that transaction. A raise stops
+        the app, or with a dead-letter topic dead-letters the record (an event-time
+        timer's) or the timer (key and payload, a wall-clock timer's). Override it to
+        have timers (``self.timers``)."""
         return None
 
     async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:

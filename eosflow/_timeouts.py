@@ -34,3 +34,9 @@ def outlived(fut: asyncio.Future[object]) -> None:
     retrieved."""
     if not fut.cancelled():
         fut.exception()
+
+
+def step_timeout_s(transaction_timeout_s: float) -> float:
+    """The time budget of one step of a commit (offsets, heartbeat): a quarter of the
+    transaction timeout, so the whole commit stays within it."""
+    return transaction_timeout_s / 4

@@ -46,7 +46,7 @@ from .._errors import ProcessingError, TransactionError, TransientError
 from .._observe import AbortReason, Observers, Outcome
 from .._processor import Processor, as_outputs, overrides_batch
 from .._records import Output, Record
-from .._state import declared
+from .._state import Timer, declared
 from ._failures import Failures
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
@@ -160,11 +160,13 @@ class Engine:
             first = sizing.chunk(sizing.room(limit, 0), cfg.commit_interval_s)
             records = await session.poll(first, cfg.commit_interval_s)
             epoch = session.epoch  # the assignment these records were polled under
-            if not records:
-                return
+            if not records and not session.stores.clock_due():
+                return  # idle (a wall-clock timer due opens a transaction of its own)
         await session.begin(epoch, adopted=ahead is not None)
         try:
-            await self._fill_transaction(session, records, session.deadline, limit, ahead)
+            if records or ahead is not None:
+                await self._fill_transaction(session, records, session.deadline, limit, ahead)
+            await self._fire_clock(session)
         except TransientError as exc:  # a poll met a broker failure: abort, try again
             session.doom(AbortReason.BROKER_ERROR, str(exc))
         except TransactionError as exc:  # retriable: abort, rewind, try again smaller
@@ -241,6 +243,33 @@ class Engine:
                 ahead.pending = records[done:]
                 break
         return ahead if ahead.records or ahead.pending else None
+
+    async def _fire_clock(self, session: TransactSession) -> None:
+        """The wall-clock timers due now (``eosflow/_state/_timers.py``), fired into the
+        open transaction at its end: per ready partition, its committed offset committed
+        again with them (``touch``: a position record, and a zombie's commit refused);
+        a partition whose assignment moved, or with no committed offset, waits."""
+        stores = session.stores
+        for partition in stores.clock_due():
+            if session.touch(partition):
+                outputs = await stores.fire_clock(partition, as_outputs, self._timer_failed)
+                await session.send_all(outputs)
+
+    def _timer_failed(
+        self, partition: tuple[str, int], timer: Timer, exc: Exception
+    ) -> list[Output]:
+        """A wall-clock timer's ``fire`` raised: without a dead-letter topic the app stops
+        (``ProcessingError``); with one the timer is dead-lettered (its key and payload,
+        offset -1) and dropped."""
+        topic, p = partition
+        if self.config.dead_letter_topic is None:
+            log.error(
+                "processor failed firing the timer of %r on %s[%d]: %r", timer.key, topic, p, exc
+            )
+            raise ProcessingError(topic, p, -1, exc, timer=timer.key) from exc
+        log.warning("dead-lettering the timer of %r on %s[%d]: %r", timer.key, topic, p, exc)
+        record = Record(topic, p, -1, timer.key, timer.payload, (), timer.time_ms)
+        return [dead_letter(record, exc, self.config.dead_letter_topic)]
 
     async def _send(self, session: TransactSession, work: _Work) -> None:
         """Put ``work`` into the open transaction: outputs produced, offsets marked."""

@@ -40,7 +40,7 @@ from .._errors import (
 from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
 from .._state import Serde, Stores
-from .._timeouts import outlived, within
+from .._timeouts import outlived, step_timeout_s, within
 from ._commit import commit_offsets
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
@@ -71,20 +71,17 @@ class TransactSession:
         self._consumer: AIOKafkaConsumer | None = None
         self._group: Membership | None = None  # classic or consumer protocol: _membership
         self._producer: AIOKafkaProducer | None = None
-        # a recovery did not finish (the broker was unreachable): the producer must be
-        # replaced and positions re-read before the next transaction
-        self._broken = False
+        self._broken = False  # a recovery did not finish: new producer, positions re-read
         self._recoveries = 0  # recoveries begun (a report tells one that resolved an end)
         self._partitioner: ak.Partitioner | None = None
         self.caps: ak.Capabilities | None = None
         self.protocols: Protocols | None = None  # group and transactions: _protocols
         self.last_abort_reason: str | None = None  # of the last ABORTED outcome
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
-        # an error the rebalance listener met (aiokafka swallows them); raised by poll()
-        self._failure: FatalError | None = None
+        self._failure: FatalError | None = None  # the rebalance listener's, for poll()
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
-        # the processor's state stores: restored on assignment, written with each commit
         on_late = self.observer.late_records
+        # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(config, stores or {}, self._restored, self._restore_failed, on_late)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -282,7 +279,7 @@ class TransactSession:
                 self._partitioner,
                 outputs,
                 txn.sends,
-                self._step_timeout_s,
+                step_timeout_s(self.config.transaction_timeout_s),
                 txn.time_left_s(self.config.transaction_timeout_s),
             )
         except (TransientError, ak.Fenced) as exc:
@@ -308,6 +305,13 @@ class TransactSession:
         txn.mark(offsets, self._pos.committed if current else {})  # type: ignore[arg-type]
         txn.records += records
         txn.dead_lettered += dead_lettered
+
+    def touch(self, partition: tuple[str, int]) -> bool:
+        """``Transaction.touch`` while the assignment holds (False when it moved)."""
+        txn = self._txn
+        if txn is None or txn.epoch != self._pos.epoch:
+            return False
+        return txn.touch(partition, self._pos.committed.get(TopicPartition(*partition)))
 
     def seal(self) -> None:
         """The open transaction takes no more records: its store writes are frozen for
@@ -396,9 +400,8 @@ class TransactSession:
                 self._lock.release()
 
     async def _send_changelog(self, txn: Transaction) -> None:
-        """The transaction's store writes and position records into its changelogs (a
-        refusal dooms it, as for outputs; what no retry fixes is raised by ``end`` once
-        the transaction is aborted, so nothing stays open on the broker)."""
+        """The store writes and position records into the changelogs (a refusal dooms
+        it; what no retry fixes ``end`` raises once it aborted, leaving nothing open)."""
         try:
             await self.stores.send(
                 self.producer,
@@ -412,12 +415,6 @@ class TransactSession:
         except FatalError as exc:  # e.g. a value too large, WRITE refused: abort, then stop
             txn.refused, txn.fatal = True, exc
             txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce failed: {exc}")
-
-    @property
-    def _step_timeout_s(self) -> float:
-        """The time budget of one step of ``end`` (offsets, heartbeat): a quarter of the
-        transaction timeout, so the whole commit stays within it."""
-        return self.config.transaction_timeout_s / 4
 
     async def _decide_and_end(
         self, txn: Transaction, why: Abort | None, offsets: dict[TopicPartition, int]
@@ -446,7 +443,11 @@ class TransactSession:
             txn.doom(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
             await self._recover(AbortReason.PRODUCE_FAILED)
             return Outcome.RECOVERED, txn.doomed
-        caps, step_s, group = self.caps, self._step_timeout_s, self._group
+        caps, step_s, group = (
+            self.caps,
+            step_timeout_s(self.config.transaction_timeout_s),
+            self._group,
+        )
         assert caps is not None and group is not None
         async with group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
             if why is None and offsets:

@@ -88,6 +88,17 @@ class Transaction:
                 )
         self.consumed.update(offsets)
 
+    def touch(self, partition: Partition, committed: int | None) -> bool:
+        """``partition``'s state changes in this transaction without a record of it (a
+        wall-clock timer fires): its committed offset is committed again with it, so its
+        changelog gets a position record and a zombie's commit is refused by the group
+        (KIP-447) as for records. False -- leave it alone -- without a committed offset."""
+        if partition not in self.consumed:
+            if committed is None:
+                return False
+            self.consumed[partition] = committed
+        return True
+
 
 def report_of(
     txn: Transaction, outcome: Outcome, why: Abort | None, ended: float

@@ -48,7 +48,7 @@ from ._sessions import Session, SessionStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
 from ._time import EventTime, declared_windows
 from ._timers import STORE as TIMERS
-from ._timers import Timer, TimerStore
+from ._timers import Timer, TimerStore, wall_ms
 from ._windows import Hopping, Tumbling, Window, WindowStore
 
 if TYPE_CHECKING:
@@ -143,9 +143,13 @@ class Stores:
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
         self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int]] = []
-        self._restorer = Restorer(
-            config, on_ready, on_failed, wait_s=max(config.retry_timeout_s, 1.0)
-        )
+        self._ready: set[Partition] = set()  # held, and restored: processed
+
+        def ready(partition: Partition) -> None:
+            self._ready.add(partition)
+            on_ready(partition)
+
+        self._restorer = Restorer(config, ready, on_failed, wait_s=max(config.retry_timeout_s, 1.0))
         if self.specs:
             check_names(config.group_id, config.input_topics, sorted(self.specs))
         self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
@@ -178,6 +182,7 @@ class Stores:
         await self._restorer.stop()
         self._layers.discard()
         self._held.clear()
+        self._ready.clear()
         self._settle()
 
     # --- the group --------------------------------------------------------------------
@@ -189,12 +194,14 @@ class Stores:
             return set()
         for partition, offset in committed.items():
             self._held.add(partition)
+            self._ready.discard(partition)
             self._restore(partition, offset)
         return set(committed)
 
     def revoked(self, partitions: Iterable[Partition]) -> None:
         gone = [p for p in partitions if p in self._held]
         self._held.difference_update(gone)
+        self._ready.difference_update(gone)
         self._restorer.remove(gone)
 
     def recovered(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
@@ -207,6 +214,7 @@ class Stores:
         if self._stopped:
             return set()
         again = {p: committed.get(p) for p in self._held}
+        self._ready.clear()
         for partition, offset in again.items():
             self._restore(partition, offset)
         return set(again)
@@ -341,6 +349,47 @@ class Stores:
                 self.current, self._now = None, empty
 
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
+
+    # --- wall-clock timers (asked by the engine, ``_timers``) ---------------------------
+
+    def clock_due(self) -> list[Partition]:
+        """The ready partitions with a wall-clock timer due now, in order (none without
+        timers)."""
+        if not self._time.has_timers:
+            return []
+        now = wall_ms()
+        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now)]
+
+    async def fire_clock(
+        self,
+        partition: Partition,
+        check: Callable[[Any], list[Any]],
+        failed: Callable[[Partition, Timer, Exception], list[Any]],
+    ) -> list[Any]:
+        """Fire ``partition``'s wall-clock timers due now, in the open transaction: each
+        deleted and ``fire(timer)`` called (``state()``, ``timers`` and ``window()`` are
+        that partition's); their outputs, checked with ``check``. A ``fire`` that raises
+        leaves no write but the timer's deletion, and ``failed`` gives its outputs (a
+        dead letter) or raises (the app stops; the transaction aborts)."""
+        empty: dict[str, Store[Any]] = {}
+        out: list[Any] = []
+        self.current, self._now = partition, self._handles.get(partition, empty)
+        try:
+            for timer in self._time.due_by_clock(partition, wall_ms()):
+                if not self._time.take(partition, timer):
+                    continue  # an earlier fire moved or cancelled it
+                undo: list[Any] = []
+                self._layers.undo = undo
+                try:
+                    out.extend(check(await self._time.fire(partition, timer)))
+                except Exception as exc:
+                    self._layers.revert(undo)
+                    out.extend(failed(partition, timer, exc))
+                finally:
+                    self._layers.undo = None
+        finally:
+            self.current, self._now = None, empty
+        return out
 
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the partition of the record being processed."""

@@ -24,7 +24,7 @@ from .._errors import ConfigError
 from ._sessions import Session, SessionStore
 from ._store import Store
 from ._timers import STORE as TIMERS
-from ._timers import TimerStore
+from ._timers import Timer, TimerStore
 from ._windows import Hopping, LateRecord, Tumbling, WindowSpec, WindowStore, event_time
 
 if TYPE_CHECKING:
@@ -82,6 +82,7 @@ class EventTime:
         self._none: dict[str, Windowed] = {}
         self._now = self._none  # the window handles of the record in process()
         self._late = _Tally()
+        self._fire: Callable[[Timer], Awaitable[Any]] | None = None
 
     def bind(
         self, processor: Any, process: Process, check: Callable[[Any], Any], timers: bool
@@ -92,6 +93,7 @@ class EventTime:
         self._has_timers = timers
         if not self._specs and not timers:
             return process
+        self._fire = processor.fire
         closed, fire, late, dlt = processor.closed, processor.fire, self._late, self._dlt
         named, none = self._windows, self._none
 
@@ -163,6 +165,26 @@ class EventTime:
         if partition is None:
             raise RuntimeError("Processor.timers are the record's partition's, in process()")
         return self._timers_of(partition)
+
+    @property
+    def has_timers(self) -> bool:
+        return self._has_timers
+
+    def due_by_clock(self, partition: Partition, now_ms: int) -> list[Timer]:
+        """``partition``'s wall-clock timers due at ``now_ms``."""
+        return self._timers_of(partition).due_by_clock(now_ms) if self._has_timers else []
+
+    def take(self, partition: Partition, timer: Timer) -> bool:
+        return self._timers_of(partition).take(timer)
+
+    async def fire(self, partition: Partition, timer: Timer) -> Any:
+        """``fire(timer)`` with ``partition``'s window handles found by ``window()``."""
+        assert self._fire is not None, "fire before bind"
+        self._now = self._windows.get(partition, self._none)
+        try:
+            return await self._fire(timer)
+        finally:
+            self._now = self._none
 
     def refuse(self, store: str) -> None:
         """A ``KeyError`` when ``store`` is a window's or the timers' (not a store)."""

@@ -1,27 +1,40 @@
-"""Event-time timers: ``Timer`` and ``TimerStore`` (what ``Processor.timers`` gives).
+"""Timers: ``Timer`` and ``TimerStore`` (what ``Processor.timers`` gives).
 
-A processor that overrides ``fire`` has timers: ``self.timers.at(time_ms, key,
-payload)`` sets ``key``'s timer (one per key; setting it again moves it), ``cancel(key)``
-removes it. A timer fires once its partition's stream time (``_windows``: the largest
-event time processed there) reaches its time: after the ``process`` of the record that
-moved stream time there (and after the windows it closed), ``fire(timer)`` is called
-for each due timer, in time then key order, and what it returns is produced in that
-record's transaction, which also deletes the timer. So a timer fires exactly once in
-the committed output, across crashes, rebalances and zombies: its deletion and its
-outputs commit or abort together, and a restore brings back the timers still pending.
-A timer set for a time stream time has already reached fires after the record that set
-it; one set from ``fire`` for such a time, after the next record.
+A processor that overrides ``fire`` has timers, of two kinds, one of each per key:
+
+- **event time**: ``self.timers.at(time_ms, key, payload)``. It fires once its
+  partition's stream time (``_windows``: the largest event time processed there) reaches
+  its time: after the ``process`` of the record that moved stream time there (and after
+  the windows it closed), ``fire(timer)`` is called for each due timer, in time then key
+  order, and what it returns is produced in that record's transaction, which also
+  deletes the timer. Deterministic: the same input fires the same timers at the same
+  records. A timer set for a time stream time has already reached fires after the
+  record that set it; one set from ``fire`` for such a time, after the next record.
+- **wall clock**: ``self.timers.after(seconds, key, payload)``. It fires once the wall
+  clock passes it, in a transaction of its own partition (``Stores.fire_clock``, asked
+  by the engine at the end of every transaction and, while no records come, every
+  ``commit_interval_s``): at most about ``commit_interval_s`` late while the instance
+  runs, and soon after the partition's stores are restored when it was due during an
+  outage. Not deterministic (it depends on when records were processed), but exactly
+  once like the rest.
+
+Either way a timer fires exactly once in the committed output, across crashes,
+rebalances and zombies: its deletion and its outputs commit or abort together, and a
+restore brings back the timers still pending. ``set``/``cancel`` are writes of the open
+transaction: an abort takes them back.
 
 Timers are kept in a store named ``timers`` (so no store or window may take that name),
-with the same local copy, changelog and restore as every store, under two key families:
-``b"t" + time (8 bytes, order-preserving) + key`` -> payload, the firing order, and
-``b"k" + key`` -> time, to move or cancel a key's timer; the stream time under
-``TIME_KEY``.
+with the same local copy, changelog and restore as every store, under key families:
+``b"t" + time (8 bytes, order-preserving) + key`` -> payload, the event-time firing
+order, and ``b"k" + key`` -> time, to move or cancel a key's timer; ``b"c"`` and ``b"K"``
+the same for wall-clock timers; the stream time under ``TIME_KEY``.
 """
 
 from __future__ import annotations
 
+import math
 import struct
+import time
 from typing import Any, NamedTuple
 
 from ._store import Store, store_key
@@ -31,19 +44,24 @@ STORE = "timers"
 _AT = struct.Struct(">Q")  # a timer's time, shifted by 2**63 so byte order = number order
 _SHIFT = 2**63
 _TIME = struct.Struct(">q")
+# (the firing order's family, the key index's family) per kind
+_EVENT = (b"t", b"k")
+_CLOCK = (b"c", b"K")
 
 
 class Timer(NamedTuple):
-    """One timer: ``key``'s, due at event time ``time_ms``, with the ``payload`` it was
-    set with."""
+    """One timer: ``key``'s, due at ``time_ms`` -- event time, or with ``wall_clock``
+    the wall clock's epoch milliseconds -- with the ``payload`` it was set with."""
 
     key: bytes
     time_ms: int
     payload: bytes
+    wall_clock: bool = False
 
 
-def _due_key(time_ms: int, key: bytes) -> bytes:
-    return b"t" + _AT.pack(time_ms + _SHIFT) + key
+def wall_ms() -> int:
+    """The wall clock, in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
 
 
 class TimerStore:
@@ -62,37 +80,53 @@ class TimerStore:
         return f"<eosflow.TimerStore of {topic}[{p}]>"
 
     def at(self, time_ms: int, key: bytes | str, payload: bytes | str = b"") -> None:
-        """Set ``key``'s timer to fire at event time ``time_ms`` (replacing any it had)."""
+        """Set ``key``'s event-time timer to fire at event time ``time_ms`` (replacing
+        any it had)."""
         if type(time_ms) is not int:
             raise TypeError(f"timers.at(): time_ms is milliseconds (an int), not {time_ms!r}")
-        k = store_key(key)
-        body = payload.encode() if isinstance(payload, str) else bytes(payload)
-        self.cancel(k)
-        self._data.put(b"k" + k, _TIME.pack(time_ms))
-        self._data.put(_due_key(time_ms, k), body)
+        self._set(_EVENT, time_ms, key, payload)
 
-    def get(self, key: bytes | str) -> Timer | None:
-        """``key``'s pending timer, if it has one."""
+    def after(self, seconds: float, key: bytes | str, payload: bytes | str = b"") -> None:
+        """Set ``key``'s wall-clock timer to fire ``seconds`` from now (replacing any
+        it had; its event-time timer, if any, stays)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise TypeError(f"timers.after(): seconds is a number, not {seconds!r}")
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"timers.after(): seconds must be >= 0, not {seconds}")
+        self._set(_CLOCK, wall_ms() + round(seconds * 1000), key, payload)
+
+    def get(self, key: bytes | str, *, wall_clock: bool = False) -> Timer | None:
+        """``key``'s pending timer of that kind, if it has one."""
+        kind = _CLOCK if wall_clock else _EVENT
         k = store_key(key)
-        raw = self._data.get(b"k" + k)
+        raw = self._data.get(kind[1] + k)
         if raw is None:
             return None
         (time_ms,) = _TIME.unpack(raw)
-        payload = self._data.get(_due_key(time_ms, k))
-        return Timer(k, time_ms, payload or b"")
+        payload = self._data.get(_due_key(kind, time_ms, k))
+        return Timer(k, time_ms, payload or b"", wall_clock)
 
-    def cancel(self, key: bytes | str) -> bool:
-        """Remove ``key``'s timer; False if it had none."""
+    def cancel(self, key: bytes | str, *, wall_clock: bool = False) -> bool:
+        """Remove ``key``'s timer of that kind; False if it had none."""
+        return self._cancel(_CLOCK if wall_clock else _EVENT, store_key(key))
+
+    def _set(self, kind: tuple[bytes, bytes], time_ms: int, key: bytes | str, payload: Any) -> None:
         k = store_key(key)
-        raw = self._data.get(b"k" + k)
+        body = payload.encode() if isinstance(payload, str) else bytes(payload)
+        self._cancel(kind, k)
+        self._data.put(kind[1] + k, _TIME.pack(time_ms))
+        self._data.put(_due_key(kind, time_ms, k), body)
+
+    def _cancel(self, kind: tuple[bytes, bytes], k: bytes) -> bool:
+        raw = self._data.get(kind[1] + k)
         if raw is None:
             return False
         (time_ms,) = _TIME.unpack(raw)
-        self._data.delete(b"k" + k)
-        self._data.delete(_due_key(time_ms, k))
+        self._data.delete(kind[1] + k)
+        self._data.delete(_due_key(kind, time_ms, k))
         return True
 
-    # --- the partition's stream time (``Stores``) ---------------------------------------
+    # --- the partition's stream time and the wall clock (``EventTime``) ---------------
 
     def advance(self, t: int) -> None:
         """Take a record's event time ``t``: stream time moves up to it."""
@@ -103,23 +137,36 @@ class TimerStore:
         self._now = now
 
     def due(self) -> list[Timer]:
-        """The timers stream time has reached, in time then key order (each to ``take``
-        before it fires: an earlier one's ``fire`` may have moved or cancelled it)."""
+        """The event-time timers stream time has reached, in time then key order (each to
+        ``take`` before it fires: an earlier one's ``fire`` may have moved or cancelled
+        it)."""
         if self._now == NO_TIME:
             return []
-        hi = b"t" + _AT.pack(self._now + 1 + _SHIFT)
-        found: list[tuple[bytes, Any]] = list(self._data.range(b"t", hi))
+        return self._due(_EVENT, self._now, False)
+
+    def due_by_clock(self, now_ms: int) -> list[Timer]:
+        """The wall-clock timers due at ``now_ms``, in time then key order (to ``take``)."""
+        return self._due(_CLOCK, now_ms, True)
+
+    def _due(self, kind: tuple[bytes, bytes], now_ms: int, wall_clock: bool) -> list[Timer]:
+        family = kind[0]
+        hi = family + _AT.pack(now_ms + 1 + _SHIFT)
         out = []
-        for dk, payload in found:
+        for dk, payload in self._data.range(family, hi):
             (shifted,) = _AT.unpack_from(dk, 1)
-            out.append(Timer(dk[1 + _AT.size :], shifted - _SHIFT, payload))
+            out.append(Timer(dk[1 + _AT.size :], shifted - _SHIFT, payload, wall_clock))
         return out
 
     def take(self, timer: Timer) -> bool:
         """Delete ``timer`` to fire it; False when it is no longer pending as it was."""
-        raw = self._data.get(b"k" + timer.key)
+        kind = _CLOCK if timer.wall_clock else _EVENT
+        raw = self._data.get(kind[1] + timer.key)
         if raw is None or _TIME.unpack(raw)[0] != timer.time_ms:
             return False
-        self._data.delete(b"k" + timer.key)
-        self._data.delete(_due_key(timer.time_ms, timer.key))
+        self._data.delete(kind[1] + timer.key)
+        self._data.delete(_due_key(kind, timer.time_ms, timer.key))
         return True
+
+
+def _due_key(kind: tuple[bytes, bytes], time_ms: int, key: bytes) -> bytes:
+    return kind[0] + _AT.pack(time_ms + _SHIFT) + key

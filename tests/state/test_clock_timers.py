@@ -1,0 +1,141 @@
+"""Wall-clock timers (``timers.after``) on the test cluster: fired once while no record
+comes, in a transaction of their own that commits the partition's offset again; their
+deletion restored with the stores; one due during an outage fired after the restore; a
+failing fire dead-lettered. The comment above each test names the mutation that made it
+fail when the mechanism was taken out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+from stateful import state_config, until_committed
+
+import eosflow
+from eosflow.testing import FakeCluster, read_topic
+
+DUE_S = 0.3
+
+
+class Reminder(eosflow.Processor):
+    """``set``: a reminder ``DUE_S`` from now (``slow``: 2 s, ``far``: an hour);
+    ``cancel``: cancelled;
+    ``look``: what timers the key's partition holds for keys a and far, as an output."""
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
+        key, what = record.key or b"", record.value or b""
+        if what == b"set":
+            self.timers.after(DUE_S, key, b"payload-" + key)
+        elif what == b"slow":
+            self.timers.after(2.0, key, b"payload-" + key)
+        elif what == b"far":
+            self.timers.after(3600, key)
+        elif what == b"cancel":
+            self.timers.cancel(key, wall_clock=True)
+        elif what == b"look":
+            seen = [k for k in (b"a", b"far") if self.timers.get(k, wall_clock=True)]
+            return eosflow.Output("looks", b",".join(seen) or b"-")
+        return None
+
+    async def fire(self, timer: eosflow.Timer) -> eosflow.Output:
+        assert timer.wall_clock
+        if timer.key == b"boom":
+            raise RuntimeError("fire failed")
+        return eosflow.Output("fired", timer.payload, key=timer.key)
+
+
+async def produce(bootstrap: str, records: list[tuple[bytes, bytes]]) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        for key, value in records:
+            await p.send_and_wait("in", value, key=key, partition=0)
+    finally:
+        await p.stop()
+
+
+async def until_read(bootstrap: str, topic: str, n: int, app: eosflow.EosApp) -> list[bytes]:
+    """The keys of ``topic``'s committed records once there are ``n``, polled (failing
+    after 30 s or when the app ended on an error)."""
+    deadline = time.monotonic() + 30
+    while len(got := await read_topic(bootstrap, topic)) < n:
+        assert app.failure is None, app.failure
+        assert time.monotonic() < deadline, f"{topic}: {len(got)} of {n} records"
+        await asyncio.sleep(0.2)
+    return [k or b"" for _p, _o, k, _v in got]
+
+
+def cfg(c: FakeCluster, txn: str, state_dir: Path, **kw: object) -> eosflow.EosConfig:
+    return state_config(c.bootstrap_servers, "g", "in", txn, state_dir, commit_interval_s=0.2, **kw)
+
+
+def topics(c: FakeCluster) -> None:
+    for topic in ("in", "fired", "looks", "dead"):
+        c.create_topic(topic, 1)
+
+
+# A timer fires while no record comes, once, in a transaction of its own that deletes
+# it; a cancelled one never fires; the next instance, restoring from the changelog
+# alone, finds the fired one gone and the far one pending. Caught: no transaction when
+# idle (the engine returning on an empty poll: nothing fired); the partition's offset
+# not committed again with the fire (no position record: its deletion never reached the
+# changelog, and the second instance saw the fired timer pending).
+async def test_a_timer_fires_once_while_idle_and_its_deletion_is_restored(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    topics(c)
+    await produce(
+        c.bootstrap_servers, [(b"a", b"set"), (b"b", b"set"), (b"b", b"cancel"), (b"far", b"far")]
+    )
+    async with eosflow.EosApp(Reminder(), cfg(c, "tx-1", tmp_path / "a")) as app:
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 4, (app,))
+        assert await until_read(c.bootstrap_servers, "fired", 1, app) == [b"a"]
+    fired = await read_topic(c.bootstrap_servers, "fired")
+    assert [(k, v) for _p, _o, k, v in fired] == [(b"a", b"payload-a")]
+    await produce(c.bootstrap_servers, [(b"x", b"look")])
+    async with eosflow.EosApp(Reminder(), cfg(c, "tx-2", tmp_path / "b")) as app:
+        await until_read(c.bootstrap_servers, "looks", 1, app)
+    looks = await read_topic(c.bootstrap_servers, "looks")
+    assert [v for _p, _o, _k, v in looks] == [b"far"]
+    assert len(await read_topic(c.bootstrap_servers, "fired")) == 1
+
+
+# A timer that fell due while no instance ran fires once its partition's stores are
+# restored by the next one. Caught: the timers not asked at the end of a transaction
+# with records nor when idle (only the record path's event-time timers: never fired).
+async def test_a_timer_due_during_an_outage_fires_after_the_restore(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    topics(c)
+    await produce(c.bootstrap_servers, [(b"far", b"far")])
+    async with eosflow.EosApp(Reminder(), cfg(c, "tx-1", tmp_path / "a")) as app:
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 1, (app,))
+        await produce(c.bootstrap_servers, [(b"a", b"slow")])
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 2, (app,))
+    # (stopped within the 2 s: the timer pending)
+    assert await read_topic(c.bootstrap_servers, "fired") == []
+    async with eosflow.EosApp(Reminder(), cfg(c, "tx-2", tmp_path / "b")) as app:
+        assert await until_read(c.bootstrap_servers, "fired", 1, app) == [b"a"]
+
+
+# A fire that raises, with a dead-letter topic: the timer is dead-lettered (its key and
+# payload) and dropped, the others fire. Caught: the failing fire's timer deletion taken
+# back with its writes (it failed again every transaction: dead-lettered many times).
+async def test_a_failing_fire_is_dead_lettered_once(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    topics(c)
+    await produce(c.bootstrap_servers, [(b"boom", b"set"), (b"a", b"set")])
+    config = cfg(c, "tx-1", tmp_path / "a", dead_letter_topic="dead")
+    async with eosflow.EosApp(Reminder(), config) as app:
+        assert await until_read(c.bootstrap_servers, "fired", 1, app) == [b"a"]
+        assert await until_read(c.bootstrap_servers, "dead", 1, app) == [b"boom"]
+        await produce(c.bootstrap_servers, [(b"x", b"look")])  # a transaction more
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 3, (app,))
+    dead = await read_topic(c.bootstrap_servers, "dead")
+    assert [(k, v) for _p, _o, k, v in dead] == [(b"boom", b"payload-boom")]
