@@ -178,27 +178,30 @@ def decode_request(data: bytes) -> Frame:
 # Kafka's generated readers throw for a non-nullable field serialized as null.
 NULLABLE_FROM = {
     (9, "topics"): 2,  # OffsetFetch: null asks for every partition with a committed offset
+    (9, "groups.topics"): 8,  # the same per group (the Java admin's listConsumerGroupOffsets)
     (3, "topics"): 1,  # Metadata: null asks for every topic
     (68, "topic_partitions"): 0,  # ConsumerGroupHeartbeat: null, owned partitions unchanged
 }
 
 
 def _to_object(
-    schema: Schema, data: Struct | tuple[Any, ...], nullable: set[str]
+    schema: Schema, data: Struct | tuple[Any, ...], nullable: set[str], path: str = ""
 ) -> dict[str, Any]:
     """A decoded struct as a dict, like aiokafka's ``to_object`` but keeping a null
-    array of structs as None where ``nullable`` names the (top-level) field."""
+    array of structs as None where ``nullable`` names the field by its dotted path from
+    the top (``topics``, ``groups.topics``)."""
     obj: dict[str, Any] = {}
     for idx, (name, type_) in enumerate(zip(schema.names, schema.fields, strict=True)):
         val = data.get_item(name) if isinstance(data, Struct) else data[idx]
+        full = path + name
         if isinstance(type_, Schema):
-            val = _to_object(type_, val, set())
+            val = _to_object(type_, val, nullable, full + ".")
         elif isinstance(type_, Array) and isinstance(type_.array_of, Schema):
             if val is None:
-                if name not in nullable:
-                    raise ValueError(f"non-nullable field {name} was serialized as null")
+                if full not in nullable:
+                    raise ValueError(f"non-nullable field {full} was serialized as null")
             else:
-                val = [_to_object(type_.array_of, x, set()) for x in val]
+                val = [_to_object(type_.array_of, x, nullable, full + ".") for x in val]
         obj[name] = val
     return obj
 

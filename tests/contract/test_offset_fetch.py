@@ -19,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.client import ConnectionGroup
 from aiokafka.protocol.api import Request
 from aiokafka.structs import OffsetAndMetadata
-from kit import create_topic, eventually
+from kit import RawConn, create_topic, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow._protocol import _codes as codes
@@ -127,3 +127,48 @@ async def test_all_offsets_under_require_stable_flag_pending_transactional_offse
         await eventually(applied, what="the second transaction's offsets")
     finally:
         await p.stop()
+
+
+async def test_offset_fetch_v8_with_a_groups_null_topics_lists_its_committed_offsets(
+    eosflow_broker: Broker,
+) -> None:
+    """OffsetFetch v8+ asks per group; a group's null topics asks for every partition it
+    has a committed offset for, as the Java admin's ``listConsumerGroupOffsets`` sends it
+    (the test cluster refused it as malformed until 2026-11-27: Kafka Streams' benchmark
+    contenders timed out reading their offsets)."""
+    b = eosflow_broker
+    c = RawConn(b.bootstrap_servers)
+    try:
+        versions = await c.send(18, 0, {})
+        assert versions is not None
+        (fetch,) = [v for v in versions["api_versions"] if v["api_key"] == 9]
+        if fetch["max_version"] < 8:
+            pytest.skip(f"broker lacks OffsetFetch v8 (max v{fetch['max_version']})")
+        topic, group, other = b.unique("of8"), b.unique("of8g"), b.unique("of8none")
+        await create_topic(b.bootstrap_servers, topic, 2)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+        )
+        await consumer.start()
+        try:
+            consumer.assign([TopicPartition(topic, 1)])
+            await consumer.commit({TopicPartition(topic, 1): OffsetAndMetadata(9, "")})
+        finally:
+            await consumer.stop()
+        body = {
+            "groups": [{"group_id": group, "topics": None}, {"group_id": other, "topics": None}],
+            "require_stable": False,
+        }
+        r = await c.send(9, 8, body)
+        assert r is not None, "the broker closed the connection: the request was refused"
+        answers = {g["group_id"]: g for g in r["groups"]}
+        assert answers[group]["error_code"] == 0
+        listed = [
+            (t["name"], p["partition_index"], p["committed_offset"])
+            for t in answers[group]["topics"]
+            for p in t["partitions"]
+        ]
+        assert listed == [(topic, 1, 9)]
+        assert answers[other]["error_code"] == 0 and answers[other]["topics"] == []
+    finally:
+        c.close()
