@@ -1,4 +1,5 @@
-"""The Java contenders: Kafka Streams (``java/PassThrough.java``) and Kafka's own
+"""The Java contenders: Kafka Streams (``java/PassThrough.java``; the state benchmark's
+windowed count ``java/WindowCount.java``, with PassThrough's settings) and Kafka's own
 ``TransactionalMessageCopier`` (``java/CopierRun.java``), each with ``java/Bench.java``.
 
 ``JavaContender.prepare()`` resolves the contender's jars with Maven, the way the test kit
@@ -10,8 +11,8 @@ version is used instead and ``version`` says which. ``command(...)`` is one run'
 ``java`` command line: a fixed heap of ``HEAP_MB`` (``-Xms`` = ``-Xmx``), Kafka's JVM flags,
 logs at WARN.
 
-Both copy a warm-up topic in the same JVM before the timed copy (``WARM_RECORDS``), so the
-JIT has compiled their paths when the clock starts, as in a service that has been up.
+Each processes a warm-up topic in the same JVM before the timed run (``WARM_RECORDS``), so
+the JIT has compiled their paths when the clock starts, as in a service that has been up.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from eosflow.testing._genuine_jars import (
 from eosflow.testing._genuine_procs import java_command
 
 JAVA = Path(__file__).parent / "java"
-HEAP_MB = 512  # fixed (-Xms too): a pass-through keeps no state
+HEAP_MB = 512  # fixed (-Xms too): a pass-through keeps no state; the window count's is in
+# RocksDB (off the heap) but for its 10 MiB record cache and a suppression buffer of a window
+# per key
 WARM_RECORDS = 200_000
 """Records a Java contender copies in its own JVM before the timed copy (a warm-up run of
 its own group): C2 compiles a method after ~10,000 calls, and a cold Kafka Streams spent
@@ -65,9 +68,11 @@ class JavaContender:
         main: str,
         version: str,
         fallback: str | None = None,
+        uses: tuple[str, ...] = (),
     ) -> None:
+        """``uses``: further sources of ``java/`` the main class needs."""
         self.name, self._cache, self._deps, self.main = name, cache, deps, main
-        self.sources = [JAVA / "Bench.java", JAVA / f"{main}.java"]
+        self.sources = [JAVA / "Bench.java", JAVA / f"{main}.java", *(JAVA / u for u in uses)]
         self.wanted, self.fallback = version, fallback
         self.version = version  # the version in use, after prepare()
         self._libs: Path | None = None
@@ -145,6 +150,19 @@ def kafka_streams(version: str, fallback: str | None = None) -> JavaContender:
     )
 
 
+def kafka_streams_window(version: str, fallback: str | None = None) -> JavaContender:
+    """The state benchmark's windowed count in Kafka Streams, with PassThrough's settings."""
+    return JavaContender(
+        "Kafka Streams",
+        "streams",
+        _streams_deps,
+        "WindowCount",
+        version,
+        fallback,
+        uses=("PassThrough.java",),
+    )
+
+
 def kafka_copier(version: str) -> JavaContender:
     """Kafka's TransactionalMessageCopier, from the jars of ``_ceiling``'s tools."""
     return JavaContender("Kafka's tools", "tools", tools_deps, "CopierRun", version)
@@ -181,3 +199,22 @@ def copier_args(
 ) -> list[str]:  # fmt: skip
     """``CopierRun``'s arguments: the copier takes the budget's record cap only."""
     return [boot, src, dst, str(records), group, str(budget.records), *map(str, warm)]
+
+
+def window_args(
+    boot: str,
+    topics: tuple[str, str],
+    records: int,
+    group: str,
+    state_dir: str,
+    window: tuple[int, int],
+    interval_s: float,
+    warm: tuple[str, str, int],
+) -> list[str]:
+    """``WindowCount``'s arguments: the run, the window's size and grace (ms), the commit
+    interval (ms), the warm-up topics and count."""
+    return [
+        *(boot, *topics, str(records), group, state_dir),
+        *(str(window[0]), str(window[1]), str(round(interval_s * 1000))),
+        *(warm[0], warm[1], str(warm[2])),
+    ]

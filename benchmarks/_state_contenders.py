@@ -17,7 +17,9 @@ NAME:
   records' timestamps), each window's final emitted once when it closes
   (``examples/clicks.py``'s processor, ``WINDOW``), default settings;
 - ``quixstreams-window``: the same in quixstreams,
-  ``tumbling_window(60_000).count().final()``, exactly-once;
+  ``tumbling_window(60_000).count().final()``, exactly-once (the same in Kafka Streams,
+  ``kafka-streams-window``, is a JVM of its own: ``java/WindowCount.java``, which
+  ``state_bench`` starts with ``WINDOW``'s size and grace);
 - ``eosflow-restore``: a fresh eosflow count instance joining the group after the input is
   all consumed: it only restores every partition's store from the changelog; RECORDS is
   then the changelog records expected, and the time is from start to every store ready.

@@ -17,9 +17,15 @@
    changelog (N data records plus the position records): the time from its start to
    every partition ready.
 
-With ``--contenders ... eosflow-window quixstreams-window``: a count per key in 60 s
-tumbling windows (5 s grace) of event time -- the records are a millisecond apart --
-each window's final once (checked with ``check_windows`` against the input).
+With ``--contenders ... eosflow-window quixstreams-window kafka-streams-window``: a count
+per key in 60 s tumbling windows (5 s grace) of event time -- the records are a millisecond
+apart -- each window's final once, when it closes (checked with ``check_windows`` against
+the input: the windows the input's end closes; the last, still open, has no final).
+``kafka-streams-window`` is Kafka Streams' windowed count with ``suppress`` (``java/
+WindowCount.java``, exactly_once_v2, PassThrough's settings, the commit interval), warm:
+its JVM first counts ``WARM_RECORDS`` of a topic seeded alike (its own event times, its
+windows closing) with an instance of its own; its version as ``python -m benchmarks run``
+picks it (the broker's, else ``STREAMS_FALLBACK``).
 
 Targets (reported, never failed on): count >= 0.7x copy; eosflow-count >= 1.0x
 quixstreams-count; window >= 0.6x copy, eosflow-window >= 2x quixstreams-window;
@@ -46,11 +52,14 @@ from aiokafka import AIOKafkaProducer
 
 from benchmarks._bench_broker import broker
 from benchmarks._harness import RESULTS, create, run_contender
+from benchmarks._jvm import WARM_RECORDS, JavaContender, kafka_streams_window, window_args
 from benchmarks._state_contenders import EVENT_EVERY_MS, WINDOW
+from benchmarks.compare import STREAMS_FALLBACK
 from eosflow.testing import check_counts, check_windows, read_topic
 
 CONTENDERS = ["eosflow-copy", "eosflow-count", "quixstreams-count"]
-WINDOWS = ["eosflow-window", "quixstreams-window"]  # python -m benchmarks state --contenders
+STREAMS_WINDOW = "kafka-streams-window"  # java/WindowCount.java
+WINDOWS = ["eosflow-window", "quixstreams-window", STREAMS_WINDOW]  # --contenders
 OPS = ["eosflow-copy-bare", "eosflow-copy-ops"]  # python -m benchmarks metrics
 TIMEOUT_S = 1800.0
 
@@ -79,8 +88,15 @@ async def run(
     name: str, boot: str, src: str, dst: str, n: int, args: Any, group: str
 ) -> dict[str, Any]:
     state_dir = tempfile.mkdtemp(prefix="eosflow-bench-state-")
-    cmd = [sys.executable, "-m", "benchmarks._state_contenders", name, boot, src, dst, str(n)]
-    cmd += [str(args.interval), group, state_dir]
+    if name == STREAMS_WINDOW:
+        streams: JavaContender = args.streams
+        window = (WINDOW.size_ms, WINDOW.grace_ms)
+        cmd = streams.command(
+            *window_args(boot, (src, dst), n, group, state_dir, window, args.interval, args.warm)
+        )
+    else:
+        cmd = [sys.executable, "-m", "benchmarks._state_contenders", name, boot, src, dst]
+        cmd += [str(n), str(args.interval), group, state_dir]
     try:
         return await run_contender(name, cmd, n, TIMEOUT_S)
     finally:
@@ -90,7 +106,7 @@ async def run(
 async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
     """'ok', or what is wrong with the run's output."""
     if name in WINDOWS:
-        decode = _quix_final if name == "quixstreams-window" else None
+        decode = _json_final if name in ("quixstreams-window", STREAMS_WINDOW) else None
         kw = {} if decode is None else {"decode": decode}
         finals = await check_windows(boot, src, dst, WINDOW, **kw)  # type: ignore[arg-type]
         return "ok" if finals.ok and finals.expected else finals.summary()
@@ -115,24 +131,60 @@ async def check(name: str, boot: str, src: str, dst: str, group: str) -> str:
     return "ok" if not bad else f"{len(bad)} keys whose outputs are not 1..n"
 
 
-def _quix_final(key: bytes | None, value: bytes | None) -> tuple[bytes, int, Any]:
-    """A final as quixstreams writes it: JSON ``{"start": ms, "end": ms, "value": n}``."""
+def _json_final(key: bytes | None, value: bytes | None) -> tuple[bytes, int, Any]:
+    """A final as quixstreams and ``WindowCount`` write it: JSON ``{"start": ms, "end": ms,
+    "value": n}``."""
     body = json.loads(value or b"null")
     return key or b"", int(body["start"]), body["value"]
 
 
+async def prepare_jvm(boot: str, args: argparse.Namespace, version: str) -> None:
+    """When ``kafka-streams-window`` runs: resolve and compile it (the broker's Kafka
+    version, else ``compare``'s fallback), and seed the topic its JVM counts before each
+    timed run (``WARM_RECORDS``) as the input is seeded: event times a millisecond apart,
+    200 s of them at 200,000 records, so that the warm-up's windows close and emit (its
+    instance has a stream time of its own)."""
+    args.streams, args.warm = None, ("", "", 0)
+    if STREAMS_WINDOW not in args.contenders:
+        return
+    args.streams = kafka_streams_window(version, STREAMS_FALLBACK)
+    print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
+    await asyncio.to_thread(args.streams.prepare)
+    warm = f"state-warm-in-{uuid.uuid4().hex[:6]}", f"state-warm-out-{uuid.uuid4().hex[:6]}"
+    await create(boot, (warm[0], args.partitions), (warm[1], args.partitions))
+    await seed(boot, warm[0], WARM_RECORDS, args.keys)
+    args.warm = (*warm, WARM_RECORDS)
+
+
 def _median(rows: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in rows)
+    return float(statistics.median(r[key] for r in rows))
+
+
+def _versus(by: dict[str, list[dict[str, Any]]], a: str, b: str, target: str = "") -> None:
+    """The ratio of ``a``'s median rate to ``b``'s and the turns ``a`` was faster in."""
+    if not (by.get(a) and by.get(b)):
+        return
+    ratio = _median(by[a], "rate") / _median(by[b], "rate")
+    faster = sum(x["rate"] > y["rate"] for x, y in zip(by[a], by[b], strict=False))
+    goal = f" (target >= {target})" if target else ""
+    print(f"{a} / {b}: {ratio:.2f}x, faster in {faster} of {len(by[a])} turns{goal}")
 
 
 async def main(args: argparse.Namespace) -> int:
     RESULTS.mkdir(exist_ok=True)
     tag = uuid.uuid4().hex[:6]
-    out: dict[str, Any] = {"args": vars(args), "throughput": [], "memory": None, "restore": None}
+    out: dict[str, Any] = {
+        "args": dict(vars(args)),
+        "throughput": [],
+        "memory": None,
+        "restore": None,
+    }
     ok = True
-    async with broker(args) as (boot, described, _version):
+    async with broker(args) as (boot, described, version):
         out["broker"] = described
         print(f"broker: {described}", flush=True)
+        await prepare_jvm(boot, args, version)
+        out["kafka_streams_version"] = args.streams.version if args.streams else None
         if args.records:
             src = f"state-in-{tag}"
             await create(boot, (src, args.partitions))
@@ -180,11 +232,13 @@ async def main(args: argparse.Namespace) -> int:
 
 def report(out: dict[str, Any], args: argparse.Namespace) -> None:
     rows = out["throughput"]
+    version = out.get("kafka_streams_version")
+    streams = f"; Kafka Streams {version}" if version else ""
     if rows:
         print(
             f"\n{args.records:,} records x 100 B over {args.keys:,} keys, {args.partitions} "
             f"partitions, commit interval {args.interval:g} s, medians of {args.reps} turns "
-            f"(min-max); {out['broker']}\n"
+            f"(min-max); {out['broker']}{streams}\n"
         )
         print("| contender | rec/s | peak RSS MiB | checks |")
         print("|---|---:|---:|---|")
@@ -213,22 +267,9 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         if by.get("eosflow-window") and by.get("eosflow-copy"):
             ratio = _median(by["eosflow-window"], "rate") / _median(by["eosflow-copy"], "rate")
             print(f"window / copy: {ratio:.2f}x (target >= 0.6x)")
-        if by.get("eosflow-window") and by.get("quixstreams-window"):
-            e, q = by["eosflow-window"], by["quixstreams-window"]
-            ratio = _median(e, "rate") / _median(q, "rate")
-            faster = sum(a["rate"] > b["rate"] for a, b in zip(e, q, strict=False))
-            print(
-                f"eosflow-window / quixstreams-window: {ratio:.2f}x, faster in {faster} of "
-                f"{len(e)} turns (target >= 2x)"
-            )
-        if by.get("eosflow-count") and by.get("quixstreams-count"):
-            e, q = by["eosflow-count"], by["quixstreams-count"]
-            ratio = _median(e, "rate") / _median(q, "rate")
-            faster = sum(a["rate"] > b["rate"] for a, b in zip(e, q, strict=False))
-            print(
-                f"eosflow-count / quixstreams-count: {ratio:.2f}x, faster in {faster} of "
-                f"{len(e)} turns (target >= 1.0x)"
-            )
+        _versus(by, "eosflow-window", "quixstreams-window", "2x")
+        _versus(by, "eosflow-window", STREAMS_WINDOW)
+        _versus(by, "eosflow-count", "quixstreams-count", "1.0x")
     if out["memory"]:
         m = out["memory"]
         print(
