@@ -19,7 +19,9 @@
   (``rolling_restart.py``);
 - ``offset-visibility``: how long a transaction's offsets stay invisible to a plain
   offset fetch after EndTxn, the window ``post_commit_delay_s`` covers
-  (``offset_visibility.py``).
+  (``offset_visibility.py``);
+- ``timers``: a million event-time timers set and fired, and the restore of a million
+  pending (``timers_bench.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -41,6 +43,7 @@ COMMANDS = {
     "txn-end": "benchmarks.txn_end",
     "rolling": "benchmarks.rolling_restart",
     "offset-visibility": "benchmarks.offset_visibility",
+    "timers": "benchmarks.timers_bench",
 }
 
 if __name__ == "__main__":

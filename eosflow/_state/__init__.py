@@ -358,7 +358,7 @@ class Stores:
         if not self._time.has_timers:
             return []
         now = wall_ms()
-        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now)]
+        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now, peek=True)]
 
     async def fire_clock(
         self,

@@ -176,7 +176,10 @@ class SessionStore(Generic[V]):
         if through is None or (before is not None and through <= before):
             return []
         hi = b"e" + _T.pack(through + 1 + _SHIFT)
-        found = [dk for dk, _ in self._data.range(b"e", hi)]
+        # from past the sessions closed before: theirs are deletes, which a RocksDB scan
+        # from the family's start would step over, all of them, at every close
+        lo = b"e" if before is None else b"e" + _T.pack(before + 1 + _SHIFT)
+        found = [dk for dk, _ in self._data.range(lo, hi)]
         out = []
         for ck in found:
             (n,) = _LEN.unpack_from(ck, 1 + _T.size)

@@ -84,7 +84,9 @@ def config(c: FakeCluster, txn: str, state_dir: Path, **kw: object) -> eosflow.E
 # the changelog. Caught: a fired timer not deleted (it fired again at every later
 # record: 'expired' many times); a cancel that leaves the timer (paid orders expired too);
 # the stream time not kept (each record's own time taken for it: the out-of-order
-# order's timer waited, and its payment found it pending: 'paid').
+# order's timer waited, and its payment found it pending: 'paid'); a timer set below
+# the low bound the last firing left not lowering it (the out-of-order order's timer
+# never found: not expired).
 async def test_each_timer_fires_once_on_its_partitions_stream_time(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
