@@ -7,11 +7,12 @@ session store finding the key's sessions, the timers finding what is due -- cost
 O(records^2) per transaction (measured: 822 us a record for a timer per record in
 20,000-record transactions, 107 us in 1,000-record ones).
 
-So the first range read over a ``Writes`` builds a sorted index of its keys
+So the second range read over a ``Writes`` builds a sorted index of its keys
 (``SortedKeys``: sorted chunks of at most ``2 * _HALF`` keys, as sortedcontainers
 does), and every new key written after that is inserted into it: O(log n + chunk) a
-write, O(log n + keys in range) a read. Writes that never see a range read (a plain
-store's, the common case) never build one and pay one attribute test a write.
+write, O(log n + keys in range) a read. Writes that see at most one range read (a plain
+store's, the common case; a window store's, closing a window) never build one and pay
+one attribute test a write; the one read scans them.
 
 The index may hold a key the dict no longer has (``Layers.revert`` pops the writes of a
 record that failed): reads take only keys still in the dict, and inserting a key twice
@@ -73,16 +74,26 @@ class SortedKeys:
 
 
 class Writes(dict[bytes, bytes | None]):
-    """key -> serialized value, or None for a delete; ``index`` once a range was read."""
+    """key -> serialized value, or None for a delete; ``index`` from the second range
+    read on (a single one -- a window store's close, once a window -- scans instead of
+    making every later write pay for the index)."""
 
-    __slots__ = ("index",)
+    __slots__ = ("_reads", "index")
 
     def __init__(self) -> None:
         super().__init__()
         self.index: SortedKeys | None = None
+        self._reads = 0
 
     def between(self, lo: bytes | None, hi: bytes | None) -> list[tuple[bytes, bytes | None]]:
         """(key, write) for the keys in ``[lo, hi)``, in key order."""
         if self.index is None:
+            self._reads += 1
+            if self._reads < 2:
+                return sorted(
+                    (k, v)
+                    for k, v in self.items()
+                    if (lo is None or k >= lo) and (hi is None or k < hi)
+                )
             self.index = SortedKeys(self)
         return [(k, self[k]) for k in self.index.between(lo, hi) if k in self]

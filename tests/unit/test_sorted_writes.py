@@ -58,9 +58,11 @@ def test_a_key_added_twice_is_kept_once_and_chunks_stay_ordered(
     assert index.between(b"c", b"c") == []
 
 
-def test_writes_never_read_by_range_build_no_index() -> None:
+def test_the_index_is_built_at_the_second_range_read() -> None:
     w = Writes()
+    w[b"b"] = b"2"
     w[b"a"] = b"1"
+    assert w.between(b"a", b"c") == [(b"a", b"1"), (b"b", b"2")]  # scanned, in order
     assert w.index is None
-    assert w.between(b"a", b"b") == [(b"a", b"1")]
+    assert w.between(b"b", None) == [(b"b", b"2")]
     assert w.index is not None
