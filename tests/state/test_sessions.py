@@ -1,39 +1,26 @@
-"""Session windows on the test cluster, checked from the outside with ``check_windows``
-(the sessions the input alone gives, each final exactly once). The comment above each
-test names the mutation that made it fail when the mechanism was taken out."""
+"""Session windows (``examples/sessions.py``) on the test cluster, checked from the
+outside with ``check_windows`` (the sessions the input alone gives, each final exactly
+once). The comment above each test names the mutation that made it fail when the
+mechanism was taken out."""
 
 from __future__ import annotations
 
-import json
-import operator
 import random
 from pathlib import Path
-from typing import Any
 
 from stateful import produce_at, state_config, until_committed
 
 import eosflow
 from eosflow.testing import FakeCluster, check_windows
+from examples import sessions
 
 SPEC = eosflow.Session(gap_s=5, grace_s=1)
 
 
-class Visits(eosflow.Processor):
-    """Records per key and session (5 s of inactivity end one); each session's final
-    count to ``<input>-sessions``, as ``examples/clicks.py`` writes finals."""
+class Visits(sessions.Sessions):
+    """``examples/sessions.py`` with a 5 s gap and a 1 s grace."""
 
     windows = {"visits": SPEC}
-
-    def configure(self, config: eosflow.EosConfig) -> None:
-        self.topic = f"{config.input_topics[0]}-sessions"
-
-    async def process(self, record: eosflow.Record) -> None:
-        visits = self.session("visits")
-        visits.update(record.key or b"", lambda n: n + 1, 0, merge=operator.add)
-
-    async def closed(self, key: bytes, window: eosflow.Window, value: Any) -> eosflow.Output:
-        final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
-        return eosflow.Output(self.topic, json.dumps(final), key=key)
 
 
 # Visits of 20 users on two partitions, in bursts with pauses longer and shorter than
