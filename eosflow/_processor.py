@@ -11,6 +11,7 @@ from ._records import Output, Record
 if TYPE_CHECKING:
     from ._config import EosConfig
     from ._state._sessions import Session, SessionStore
+    from ._state._sliding import Sliding, SlidingStore
     from ._state._store import Serde, Store
     from ._state._timers import Timer, TimerStore
     from ._state._windows import Window, WindowSpec, WindowStore
@@ -24,6 +25,8 @@ class _StoresOfTheRecord(Protocol):
     def window(self, name: str) -> WindowStore[Any]: ...
 
     def session(self, name: str) -> SessionStore[Any]: ...
+
+    def sliding(self, name: str) -> SlidingStore[Any]: ...
 
     def timers(self) -> TimerStore: ...
 
@@ -61,8 +64,9 @@ class Processor:
                 return eosflow.Output("counts", str(n), key=record.key)
 
     **Time.** Declare windowed stores in ``windows`` (name -> ``eosflow.Tumbling``,
-    ``eosflow.Hopping`` or ``eosflow.Session``) and use ``self.window(name)`` (a session
-    window: ``self.session(name)``) in ``process``. A record's event
+    ``eosflow.Hopping``, ``eosflow.Session`` or ``eosflow.Sliding``) and use
+    ``self.window(name)`` (a session window: ``self.session(name)``, a sliding one:
+    ``self.sliding(name)``) in ``process``. A record's event
     time is what ``timestamp`` returns (its Kafka timestamp by default); a window closes
     once its partition's stream time (the largest event time processed there) passes its
     end plus its grace, and ``closed`` is then called once per key with the final value,
@@ -83,7 +87,7 @@ class Processor:
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
-    windows: ClassVar[Mapping[str, WindowSpec | Session]] = {}
+    windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
@@ -104,6 +108,12 @@ class Processor:
         ``eosflow.Session``) of the input partition of the record being processed. Only
         valid inside ``process``."""
         return self._runtime("session", name, "window", "windows").session(name)
+
+    def sliding(self, name: str) -> SlidingStore[Any]:
+        """The sliding-windowed store ``name`` (declared in ``windows`` with
+        ``eosflow.Sliding``) of the input partition of the record being processed:
+        ``add(key, value)``. Only valid inside ``process``."""
+        return self._runtime("sliding", name, "window", "windows").sliding(name)
 
     def _runtime(self, call: str, name: str, what: str, declared: str) -> _StoresOfTheRecord:
         stores = self._eosflow_state

@@ -26,6 +26,7 @@ from typing import Any
 from .._records import Record
 from .._security import KafkaSecurity
 from .._state._sessions import Session
+from .._state._sliding import Sliding
 from .._state._windows import WindowSpec
 from ._checker import read_records
 
@@ -82,7 +83,7 @@ class WindowReport:
 
 def expected_windows(
     records: Iterable[Record],
-    spec: WindowSpec | Session,
+    spec: WindowSpec | Session | Sliding,
     fold: Fold = count,
     initial: Any = 0,
     timestamp: Callable[[Record], int] | None = None,
@@ -94,6 +95,8 @@ def expected_windows(
     time_of = timestamp or (lambda r: r.timestamp)
     if isinstance(spec, Session):
         return _expected_sessions(records, spec, fold, initial, time_of, merge)
+    if isinstance(spec, Sliding):
+        return _expected_sliding(records, spec, fold, initial, time_of)
     stream: dict[tuple[str, int], int] = {}
     values: dict[tuple[str, int], dict[Final, Any]] = {}
     late = 0
@@ -161,11 +164,53 @@ def _expected_sessions(
     return finals, late
 
 
+def _expected_sliding(
+    records: Iterable[Record],
+    spec: Sliding,
+    fold: Fold,
+    initial: Any,
+    time_of: Callable[[Record], int],
+) -> tuple[dict[Final, Any], int]:
+    """Sliding windows as ``_sliding`` defines them, from the input alone: per key, a
+    window ``[x - size, x]`` ending at each record time ``x`` and ``[y + 1, y + 1 +
+    size]`` after each record ``y`` that a later record of the key follows within it; a
+    record is late when its own window had closed; a window's value folds its records
+    in event-time, then offset order."""
+    size, late = spec.size_ms, 0
+    stream: dict[tuple[str, int], int] = {}
+    kept: dict[tuple[str, int], dict[bytes, list[tuple[int, int, Record]]]] = {}
+    for r in records:
+        partition, t = (r.topic, r.partition), time_of(r)
+        now = max(stream.get(partition, t), t)
+        stream[partition] = now
+        closed = spec.closed_through(now)
+        if closed is not None and t <= closed:
+            late += 1
+            continue
+        kept.setdefault(partition, {}).setdefault(r.key or b"", []).append((t, r.offset, r))
+    finals: dict[Final, Any] = {}
+    for partition, keys in kept.items():
+        closed = spec.closed_through(stream[partition])
+        for key, items in keys.items():
+            times = sorted({t for t, _o, _r in items})
+            ends = set(times)
+            ends.update(y + 1 + size for y in times if any(y < x <= y + 1 + size for x in times))
+            for end in ends:
+                if closed is None or end > closed:
+                    continue
+                value = initial
+                for t, _o, r in sorted(items, key=lambda i: (i[0], i[1])):
+                    if end - size <= t <= end:
+                        value = fold(value, r)
+                finals[(key, end - size)] = value
+    return finals, late
+
+
 async def check_windows(
     bootstrap: str,
     input_topic: str,
     output_topic: str,
-    spec: WindowSpec | Session,
+    spec: WindowSpec | Session | Sliding,
     *,
     fold: Fold = count,
     initial: Any = 0,

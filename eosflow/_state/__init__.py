@@ -45,6 +45,7 @@ from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
 from ._sessions import Session, SessionStore
+from ._sliding import Sliding, SlidingStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
 from ._time import EventTime, declared_windows
 from ._timers import STORE as TIMERS
@@ -64,6 +65,8 @@ __all__ = [
     "Serde",
     "Session",
     "SessionStore",
+    "Sliding",
+    "SlidingStore",
     "Store",
     "Stores",
     "Timer",
@@ -398,6 +401,10 @@ class Stores:
     def session(self, name: str) -> SessionStore[Any]:
         """The session-windowed store ``name`` of the record's partition."""
         return self._time.session(name, self.current)
+
+    def sliding(self, name: str) -> SlidingStore[Any]:
+        """The sliding-windowed store ``name`` of the record's partition."""
+        return self._time.sliding(name, self.current)
 
     def timers(self) -> TimerStore:
         """The timers of the partition of the record being processed."""

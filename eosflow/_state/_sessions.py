@@ -67,7 +67,7 @@ class Session:
         return stream_time - self.gap_ms - self.grace_ms
 
 
-def _key_part(key: bytes) -> bytes:
+def key_part(key: bytes) -> bytes:
     return _LEN.pack(len(key)) + key
 
 
@@ -95,7 +95,7 @@ class SessionStore(Generic[V]):
         return [(w, self._serde.loads(raw)) for w, raw in self._of(store_key(key))]
 
     def _of(self, key: bytes) -> list[tuple[Window, bytes]]:
-        prefix = b"s" + _key_part(key)
+        prefix = b"s" + key_part(key)
         hi = prefix + b"\xff" * (_T.size + 1)
         out = []
         for dk, raw in self._data.range(prefix, hi):
@@ -156,9 +156,9 @@ class SessionStore(Generic[V]):
 
     # --- the partition's stream time (``EventTime``) ------------------------------------
 
-    def advance(self, t: int) -> int | None:
+    def advance(self, t: int, offset: int = 0) -> int | None:
         """Take the record's event time ``t``: stream time moves up to it. Returns the
-        last session end closed before (None if none)."""
+        last session end closed before (None if none). (``offset``: unused here.)"""
         self.time, self.late = t, False
         now = read_time(self._data)
         before = self.spec.closed_through(now)
@@ -197,8 +197,8 @@ class SessionStore(Generic[V]):
 
 
 def _session_key(key: bytes, start: int) -> bytes:
-    return b"s" + _key_part(key) + _T.pack(start + _SHIFT)
+    return b"s" + key_part(key) + _T.pack(start + _SHIFT)
 
 
 def _close_key(end: int, key: bytes, start: int) -> bytes:
-    return b"e" + _T.pack(end + _SHIFT) + _key_part(key) + _T.pack(start + _SHIFT)
+    return b"e" + _T.pack(end + _SHIFT) + key_part(key) + _T.pack(start + _SHIFT)

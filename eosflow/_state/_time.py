@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from ._sessions import Session, SessionStore
+from ._sliding import Sliding, SlidingStore
 from ._store import Store
 from ._timers import STORE as TIMERS
 from ._timers import Timer, TimerStore
@@ -32,13 +33,13 @@ if TYPE_CHECKING:
 
 Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
-AnySpec = WindowSpec | Session
-Windowed = WindowStore[Any] | SessionStore[Any]
+AnySpec = WindowSpec | Session | Sliding
+Windowed = WindowStore[Any] | SessionStore[Any] | SlidingStore[Any]
 
 
 def declared_windows(processor: object) -> dict[str, AnySpec]:
     """The windowed stores ``processor`` declares (its ``windows`` mapping: name ->
-    ``Tumbling``, ``Hopping`` or ``Session``), checked: a one-line ``ConfigError``
+    ``Tumbling``, ``Hopping``, ``Session`` or ``Sliding``), checked: a one-line ``ConfigError``
     otherwise, and for a name that is also a store's."""
     raw = getattr(processor, "windows", None) or {}
     kind = type(processor).__name__
@@ -50,10 +51,10 @@ def declared_windows(processor: object) -> dict[str, AnySpec]:
     stores = getattr(processor, "stores", None) or {}
     out: dict[str, AnySpec] = {}
     for name, spec in raw.items():
-        if not isinstance(name, str) or not isinstance(spec, (Tumbling, Hopping, Session)):
+        if not isinstance(name, str) or not isinstance(spec, (Tumbling, Hopping, Session, Sliding)):
             raise ConfigError(
                 f"{kind}.windows[{name!r}]: expected a name and eosflow.Tumbling, "
-                f"eosflow.Hopping or eosflow.Session, got {spec!r}"
+                f"eosflow.Hopping, eosflow.Session or eosflow.Sliding, got {spec!r}"
             )
         if name in stores:
             raise ConfigError(f"{kind}: {name!r} names both a store and a window; rename one")
@@ -101,7 +102,7 @@ class EventTime:
             t = event_time(processor, record)
             partition = (record.topic, record.partition)
             handles = self._windows_of(partition)
-            before = [h.advance(t) for h in handles]
+            before = [h.advance(t, record.offset) for h in handles]
             clock = self._timers_of(partition) if timers else None
             if clock is not None:
                 clock.advance(t)
@@ -142,13 +143,19 @@ class EventTime:
             return handle
         handle = self._handle(name, partition, "window")
         if not isinstance(handle, WindowStore):
-            raise KeyError(f"{name!r} is a session window: use Processor.session({name!r})")
+            raise KeyError(f"{name!r} is not a tumbling or hopping window: {_use(handle)}")
         return handle
 
     def session(self, name: str, partition: Partition | None) -> SessionStore[Any]:
         handle = self._handle(name, partition, "session")
         if not isinstance(handle, SessionStore):
-            raise KeyError(f"{name!r} is not a session window: use Processor.window({name!r})")
+            raise KeyError(f"{name!r} is not a session window: {_use(handle)}")
+        return handle
+
+    def sliding(self, name: str, partition: Partition | None) -> SlidingStore[Any]:
+        handle = self._handle(name, partition, "sliding")
+        if not isinstance(handle, SlidingStore):
+            raise KeyError(f"{name!r} is not a sliding window: {_use(handle)}")
         return handle
 
     def _handle(self, name: str, partition: Partition | None, what: str) -> Windowed:
@@ -206,6 +213,8 @@ class EventTime:
                 handles[name] = (
                     SessionStore(name, spec, data)
                     if isinstance(spec, Session)
+                    else SlidingStore(name, spec, data)
+                    if isinstance(spec, Sliding)
                     else WindowStore(name, spec, data)
                 )
             listed = self._lists[partition] = list(handles.values())
@@ -238,6 +247,18 @@ class EventTime:
 
     def discard(self) -> None:
         self._late.discard()
+
+
+def _use(handle: Windowed) -> str:
+    """How to get ``handle``'s kind of window."""
+    call = (
+        "session"
+        if isinstance(handle, SessionStore)
+        else "sliding"
+        if isinstance(handle, SlidingStore)
+        else "window"
+    )
+    return f"use Processor.{call}({handle.name!r})"
 
 
 class _Tally:

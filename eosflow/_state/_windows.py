@@ -232,9 +232,9 @@ class WindowStore(Generic[V]):
 
     # --- the partition's stream time (``Windows``) --------------------------------------
 
-    def advance(self, t: int) -> int | None:
+    def advance(self, t: int, offset: int = 0) -> int | None:
         """Take the record's event time ``t``: stream time moves up to it. Returns the last
-        window closed before (None if none)."""
+        window closed before (None if none). (``offset``: the record's, unused here.)"""
         self.time, self.late = t, False
         data = self._data
         raw = data.get(TIME_KEY)

@@ -36,6 +36,8 @@ def test_all_is_pinned() -> None:
         "Serde",
         "Session",
         "SessionStore",
+        "Sliding",
+        "SlidingStore",
         "SparkJobReport",
         "Stats",
         "Store",
