@@ -17,15 +17,13 @@ length + key + start`` -> nothing, the closing order.
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .._errors import ConfigError
 from ._store import JSON, Serde, Store, store_key
-from ._windows import NO_TIME, TIME_KEY, Window, read_time
+from ._windows import NO_TIME, TIME_KEY, Window, durations_ms, read_time
 
 V = TypeVar("V")
 _T = struct.Struct(">Q")  # a time, shifted by 2**63 so byte order = number order
@@ -47,18 +45,9 @@ class Session:
     grace_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
-        for what, v in (("gap_s", self.gap_s), ("grace_s", self.grace_s)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise ConfigError(f"Session: {what} must be a number of seconds, not {v!r}")
-        if self.gap_s <= 0:
-            raise ConfigError(f"Session: gap_s must be > 0, not {self.gap_s}")
-        if self.grace_s < 0:
-            raise ConfigError(f"Session: grace_s must be >= 0, not {self.grace_s}")
-        gap = round(self.gap_s * 1000)
-        if gap < 1:
-            raise ConfigError(f"Session: sessions are in whole milliseconds: {self.gap_s}")
+        gap, grace = durations_ms("Session", ("gap_s", self.gap_s), self.grace_s)
         object.__setattr__(self, "gap_ms", gap)
-        object.__setattr__(self, "grace_ms", round(self.grace_s * 1000))
+        object.__setattr__(self, "grace_ms", grace)
 
     def closed_through(self, stream_time: int) -> int | None:
         """The last session end closed at ``stream_time`` (None before the first record)."""

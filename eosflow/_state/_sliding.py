@@ -30,16 +30,14 @@ other windows).
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .._errors import ConfigError
 from ._sessions import key_part
 from ._store import JSON, Serde, Store, store_key
-from ._windows import NO_TIME, TIME_KEY, Window, read_time
+from ._windows import NO_TIME, TIME_KEY, Window, durations_ms, read_time
 
 V = TypeVar("V")
 _T = struct.Struct(">Q")  # a time or an offset, shifted by 2**63: byte order = number order
@@ -63,18 +61,9 @@ class Sliding:
     grace_ms: int = field(init=False)
 
     def __post_init__(self) -> None:
-        for what, v in (("size_s", self.size_s), ("grace_s", self.grace_s)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-                raise ConfigError(f"Sliding: {what} must be a number of seconds, not {v!r}")
-        if self.size_s <= 0:
-            raise ConfigError(f"Sliding: size_s must be > 0, not {self.size_s}")
-        if self.grace_s < 0:
-            raise ConfigError(f"Sliding: grace_s must be >= 0, not {self.grace_s}")
-        size = round(self.size_s * 1000)
-        if size < 1:
-            raise ConfigError(f"Sliding: windows are in whole milliseconds: {self.size_s}")
+        size, grace = durations_ms("Sliding", ("size_s", self.size_s), self.grace_s)
         object.__setattr__(self, "size_ms", size)
-        object.__setattr__(self, "grace_ms", round(self.grace_s * 1000))
+        object.__setattr__(self, "grace_ms", grace)
 
     def closed_through(self, stream_time: int) -> int | None:
         """The last window end (inclusive) closed at ``stream_time`` (None before the

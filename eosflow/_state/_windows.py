@@ -71,6 +71,23 @@ class Window(NamedTuple):
     end_ms: int
 
 
+def durations_ms(kind: str, span: tuple[str, float], grace_s: float) -> tuple[int, int]:
+    """A window spec's span (``(name, seconds)``: a size or a gap, > 0) and grace (>= 0)
+    in whole milliseconds, checked: a one-line ``ConfigError`` naming ``kind`` otherwise."""
+    name, span_s = span
+    for what, v in ((name, span_s), ("grace_s", grace_s)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            raise ConfigError(f"{kind}: {what} must be a number of seconds, not {v!r}")
+    if span_s <= 0:
+        raise ConfigError(f"{kind}: {name} must be > 0, not {span_s}")
+    if grace_s < 0:
+        raise ConfigError(f"{kind}: grace_s must be >= 0, not {grace_s}")
+    ms = round(span_s * 1000)
+    if ms < 1:
+        raise ConfigError(f"{kind}: windows are in whole milliseconds: {span_s}")
+    return ms, round(grace_s * 1000)
+
+
 @dataclass(frozen=True)
 class _Spec:
     """What a windowed store needs of its spec: sizes in milliseconds and the serde."""

@@ -142,3 +142,15 @@ def test_expected_sessions_merge_bridged_sessions_and_count_late_records() -> No
     finals, late = expected_windows(records, spec)
     assert finals == {(b"a", 0): 4}
     assert late == 1
+
+
+def test_a_sliding_spec_that_cannot_work_is_one_line() -> None:
+    with pytest.raises(eosflow.ConfigError, match=r"^Sliding: size_s must be > 0, not 0$"):
+        eosflow.Sliding(size_s=0)
+    with pytest.raises(eosflow.ConfigError, match=r"^Sliding: grace_s must be >= 0, not -1$"):
+        eosflow.Sliding(size_s=5, grace_s=-1)
+    with pytest.raises(eosflow.ConfigError, match=r"^Sliding: size_s must be a number"):
+        eosflow.Sliding(size_s="5")  # type: ignore[arg-type]
+    s = eosflow.Sliding(size_s=5, grace_s=1)
+    assert (s.size_ms, s.grace_ms) == (5_000, 1_000)
+    assert s.closed_through(20_000) == 18_999  # closed once stream time passes end + grace
