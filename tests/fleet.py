@@ -145,16 +145,20 @@ async def run_chaos(
     partitions: int,
     records: int,
     check: Callable[[Fleet], Awaitable[None]] | None = None,
+    settle: Callable[[Fleet], Awaitable[None]] | None = None,
 ) -> None:
     """Start ``instances`` instances, run ``chaos_schedule``, wait until the group
-    committed every input, stop them (each must exit 0), and check the output exactly
-    once (read where ``fleet.watch_servers`` says), or run ``check`` instead."""
+    committed every input (and ``settle``, while they run), stop them (each must exit
+    0), and check the output exactly once (read where ``fleet.watch_servers`` says), or
+    run ``check`` instead."""
     for i in range(instances):
         await fleet.start(i)
     events: list[str] = []
     try:
         await chaos_schedule(fleet, rng, instances, session_s, events)
         await until_committed(fleet, partitions, records, 180, events)
+        if settle is not None:
+            await settle(fleet)
     finally:
         codes = await fleet.stop_all()
     assert all(c == 0 or fleet.exit_allowed(c) for c in codes), f"exit codes {codes}; {events}"

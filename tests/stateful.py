@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import committed_total
-from slow_time import IDLE_MS, WINDOW
+from slow_time import IDLE_MS, SLIDING, WINDOW
 
 import eosflow
 from eosflow._checks._checker import read_records
@@ -91,6 +91,28 @@ async def produce_at(
         await p.stop()
 
 
+async def in_two_halves(
+    bootstrap: str,
+    src: str,
+    partitions: int,
+    events: list[tuple[int, bytes, int]],
+    processor: Callable[[], eosflow.Processor],
+    state_dir: Path,
+    value: bytes = b"v",
+) -> None:
+    """The first half of ``events`` (``produce_at``) processed by one instance of group
+    ``g`` to its commit, then the rest by a second one with its own local copy (which
+    restores the first one's state from the changelogs)."""
+    half = len(events) // 2
+    for n, (txn, part, upto) in enumerate(
+        (("tx-1", events[:half], half), ("tx-2", events[half:], len(events)))
+    ):
+        await produce_at(bootstrap, src, part, value)
+        cfg = state_config(bootstrap, "g", src, txn, state_dir / str(n))
+        async with eosflow.EosApp(processor(), cfg) as app:
+            await until_committed(bootstrap, src, partitions, "g", upto, (app,))
+
+
 async def until_committed(
     bootstrap: str,
     topic: str,
@@ -157,15 +179,43 @@ def event_times(rng: random.Random, every_ms: int = 10) -> Callable[[int], int]:
 
 async def time_ok(bootstrap: str, src: str, dst: str) -> None:
     """The checks of ``tests/procs/slow_time.py``'s run beyond its counts: every window's
-    final in ``<dst>-windows`` and every idle timer in ``<dst>-timers`` exactly once, as
-    the input alone gives them."""
+    final in ``<dst>-windows`` and ``<dst>-recent`` (sliding) and every idle timer in
+    ``<dst>-timers`` exactly once, as the input alone gives them; the wall-clock
+    reminders (``reminders_ok``: run it once more while the instances run, to wait for
+    the last ones)."""
     windows = await check_windows(bootstrap, src, f"{dst}-windows", WINDOW)
     assert windows.ok and windows.expected > 1000, windows.summary()
+    recent = await check_windows(bootstrap, src, f"{dst}-recent", SLIDING)
+    assert recent.ok and recent.expected > 1000, recent.summary()
+    await reminders_ok(bootstrap, src, dst)
     fired = Counter(
         (k, int(v or b"")) for _p, _o, k, v in await read_topic(bootstrap, f"{dst}-timers")
     )
     want = await timers_due(bootstrap, src)
     assert fired == want and len(want) > 1000, (len(fired), len(want), fired - want, want - fired)
+
+
+async def reminders_ok(bootstrap: str, src: str, dst: str, timeout_s: float = 60.0) -> None:
+    """The wall-clock reminders (set at each record, replacing the key's last): none fired
+    twice, each one a record of its key set, and -- once the input is idle -- every key's
+    last one fired. Which earlier ones fired depends on timing, so those are not
+    counted."""
+    records = await read_records(bootstrap, src)  # a key's records are in one partition
+    last: dict[bytes | None, int] = {}
+    for r in sorted(records, key=lambda r: (r.partition, r.offset)):
+        last[r.key] = r.offset
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fired = Counter(
+            (k, int(v or b"")) for _p, _o, k, v in await read_topic(bootstrap, f"{dst}-reminders")
+        )
+        assert max(fired.values(), default=1) == 1, [f for f, n in fired.items() if n > 1]
+        if all((k, off) in fired for k, off in last.items()):
+            break
+        assert time.monotonic() < deadline, "the last reminders did not all fire"
+        await asyncio.sleep(0.5)
+    mine = {(r.key, r.offset) for r in records}
+    assert set(fired) <= mine, sorted(set(fired) - mine)[:5]
 
 
 async def timers_due(bootstrap: str, src: str) -> Counter[tuple[bytes | None, int]]:

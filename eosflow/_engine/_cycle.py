@@ -248,11 +248,15 @@ class Engine:
         """The wall-clock timers due now (``eosflow/_state/_timers.py``), fired into the
         open transaction at its end: per ready partition, its committed offset committed
         again with them (``touch``: a position record, and a zombie's commit refused);
-        a partition whose assignment moved, or with no committed offset, waits."""
-        stores = session.stores
+        a partition whose assignment moved, or with no committed offset, waits. At most
+        the transaction's record limit fire; the rest in the next transaction."""
+        stores, room = session.stores, self._sizing.limit
         for partition in stores.clock_due():
-            if session.touch(partition):
-                outputs = await stores.fire_clock(partition, as_outputs, self._timer_failed)
+            if room > 0 and session.touch(partition):
+                outputs, fired = await stores.fire_clock(
+                    partition, as_outputs, self._timer_failed, room
+                )
+                room -= fired
                 await session.send_all(outputs)
 
     def _timer_failed(

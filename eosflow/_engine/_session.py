@@ -308,10 +308,8 @@ class TransactSession:
 
     def touch(self, partition: tuple[str, int]) -> bool:
         """``Transaction.touch`` while the assignment holds (False when it moved)."""
-        txn = self._txn
-        if txn is None or txn.epoch != self._pos.epoch:
-            return False
-        return txn.touch(partition, self._pos.committed.get(TopicPartition(*partition)))
+        txn, committed = self._txn, self._pos.committed.get(TopicPartition(*partition))
+        return txn is not None and txn.epoch == self._pos.epoch and txn.touch(partition, committed)
 
     def seal(self) -> None:
         """The open transaction takes no more records: its store writes are frozen for
@@ -408,6 +406,7 @@ class TransactSession:
                 txn.consumed,
                 txn.sends,
                 txn.time_left_s(self.config.transaction_timeout_s),
+                txn.touched,
             )
         except (TransientError, ak.Fenced) as exc:
             txn.refused = True
@@ -594,6 +593,7 @@ class TransactSession:
         if not new:
             return
         log.info("assigned %s", sorted(f"{tp.topic}[{tp.partition}]" for tp in new))
-        self.observer.partitions_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+        partitions = frozenset((tp.topic, tp.partition) for tp in new)
+        self.observer.partitions_assigned(partitions)
         if self._on_assigned is not None:
-            await self._on_assigned(frozenset((tp.topic, tp.partition) for tp in new))
+            await self._on_assigned(partitions)

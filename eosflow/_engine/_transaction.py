@@ -39,6 +39,7 @@ class Transaction:
     identity: GroupIdentity | None
     deadline: float  # time.monotonic() past which it takes no more records
     consumed: dict[Partition, int] = field(default_factory=dict)
+    touched: set[Partition] = field(default_factory=set)  # consumed, but no record of them
     sends: list[asyncio.Future[object]] = field(default_factory=list)
     doomed: Abort | None = None
     refused: bool = False  # the producer refused a send: the rest were dropped
@@ -87,16 +88,19 @@ class Transaction:
                     f"({floor}): records would be committed twice"
                 )
         self.consumed.update(offsets)
+        self.touched.difference_update(offsets)
 
     def touch(self, partition: Partition, committed: int | None) -> bool:
         """``partition``'s state changes in this transaction without a record of it (a
-        wall-clock timer fires): its committed offset is committed again with it, so its
-        changelog gets a position record and a zombie's commit is refused by the group
-        (KIP-447) as for records. False -- leave it alone -- without a committed offset."""
+        wall-clock timer fires): its committed offset is committed again with it, so a
+        zombie's commit is refused by the group (KIP-447) as for records; it is
+        ``touched`` (its changelog gets the writes, no position record: they only grow).
+        False -- leave it alone -- without a committed offset."""
         if partition not in self.consumed:
             if committed is None:
                 return False
             self.consumed[partition] = committed
+            self.touched.add(partition)
         return True
 
 

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
 from .._aiokafka import _produce
-from .._errors import ConfigError
+from .._errors import ConfigError, TransactionError
 from ._changelog import changelog_topic, check_names, encode_position
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
@@ -145,7 +145,7 @@ class Stores:
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
-        self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int]] = []
+        self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int | None]] = []
         self._ready: set[Partition] = set()  # held, and restored: processed
 
         def ready(partition: Partition) -> None:
@@ -260,22 +260,31 @@ class Stores:
         consumed: Mapping[Partition, int],
         sends: list[asyncio.Future[object]],
         queue_timeout_s: float,
+        unmoved: Collection[Partition] = (),
     ) -> None:
         """Produce the sealed transaction's changelog records: per consumed partition and
         store, the changed keys and then the position record (``consumed``'s offset); a
-        batch waits at most ``queue_timeout_s`` to be queued (``_produce``)."""
+        batch waits at most ``queue_timeout_s`` to be queued (``_produce``). A partition
+        in ``unmoved`` (its offset committed again, no record of it consumed: a
+        wall-clock timer fired) gets its changed keys only: position records only grow."""
         if not self.specs:
             return
         sealed = self._layers.seal()
         for partition, position in consumed.items():
             topic, p = partition
+            moved = partition not in unmoved
             for store, changelog in self.changelogs(topic).items():
                 writes = sealed.get((store, partition))
-                records = [*(writes or {}).items(), (RESERVED_KEY, encode_position(position))]
+                records: list[tuple[bytes, bytes | None]] = [*(writes or {}).items()]
+                if moved:
+                    records.append((RESERVED_KEY, encode_position(position)))
+                elif not records:
+                    continue
                 last, count = await _produce.send_to_partition(
                     producer, changelog, p, records, sends, queue_timeout_s
                 )
-                self._positions.append((partition, store, last, count, position))
+                at = position if moved else None  # no checkpoint: the writes go to disk
+                self._positions.append((partition, store, last, count, at))
 
     def committed(self) -> None:
         """The sealed transaction committed: its writes and checkpoints go to disk."""
@@ -286,13 +295,14 @@ class Stores:
         checkpoints: dict[Partition, dict[str, Checkpoint]] = {}
         for partition, store, last, count, position in self._positions:
             base = last.result().offset  # type: ignore[attr-defined]
-            if base is not None and base >= 0:
+            if position is not None and base is not None and base >= 0:
                 offset = base + count - 1
                 checkpoints.setdefault(partition, {})[store] = Checkpoint(
                     offset + 1, offset, position
                 )
-            # else aiokafka took a retried batch for a duplicate and knows no offset: the
-            # writes go to disk under the previous checkpoint (a restore replays them)
+            # else no position record (an unmoved partition), or aiokafka took a retried
+            # batch for a duplicate and knows no offset: the writes go to disk under the
+            # previous checkpoint (a restore replays them)
             writes = sealed.get((store, partition))
             if writes:
                 changes.setdefault(partition, {})[store] = writes
@@ -368,23 +378,36 @@ class Stores:
         partition: Partition,
         check: Callable[[Any], list[Any]],
         failed: Callable[[Partition, Timer, Exception], list[Any]],
-    ) -> list[Any]:
+        limit: int,
+    ) -> tuple[list[Any], int]:
         """Fire ``partition``'s wall-clock timers due now, in the open transaction: each
-        deleted and ``fire(timer)`` called (``state()``, ``timers`` and ``window()`` are
-        that partition's); their outputs, checked with ``check``. A ``fire`` that raises
-        leaves no write but the timer's deletion, and ``failed`` gives its outputs (a
-        dead letter) or raises (the app stops; the transaction aborts)."""
+        deleted and ``fire(timer)`` called (``state()`` and ``timers`` are that
+        partition's; windows refuse: there is no record); their outputs, checked with
+        ``check``. A ``fire`` that raises leaves no write but the timer's deletion, and
+        ``failed`` gives its outputs (a dead letter) or raises (the app stops; the
+        transaction aborts). A ``TransactionError`` (retry) aborts the transaction, as
+        from ``process``. At most ``limit`` fire (the rest in the next transaction, so
+        a backlog after an outage never outgrows one); returns the outputs and how many
+        fired."""
         empty: dict[str, Store[Any]] = {}
         out: list[Any] = []
+        fired = 0
         self.current, self._now = partition, self._handles.get(partition, empty)
+        now = wall_ms()
+        due = self._time.due_by_clock(partition, now, peek=True)
+        if len(due) <= limit:  # all of them are taken: the scans' low bound moves past
+            due = self._time.due_by_clock(partition, now)
         try:
-            for timer in self._time.due_by_clock(partition, wall_ms()):
+            for timer in due[:limit]:
+                fired += 1
                 if not self._time.take(partition, timer):
                     continue  # an earlier fire moved or cancelled it
                 undo: list[Any] = []
                 self._layers.undo = undo
                 try:
-                    out.extend(check(await self._time.fire(partition, timer)))
+                    out.extend(check(await self._time.fire(timer)))
+                except TransactionError:
+                    raise  # retriable: the transaction aborts, and all is redone
                 except Exception as exc:
                     self._layers.revert(undo)
                     out.extend(failed(partition, timer, exc))
@@ -392,7 +415,7 @@ class Stores:
                     self._layers.undo = None
         finally:
             self.current, self._now = None, empty
-        return out
+        return out, fired
 
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the partition of the record being processed."""

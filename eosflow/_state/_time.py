@@ -84,6 +84,7 @@ class EventTime:
         self._now = self._none  # the window handles of the record in process()
         self._late = _Tally()
         self._fire: Callable[[Timer], Awaitable[Any]] | None = None
+        self._clock_fire = False  # a wall-clock timer's fire runs: no record, no window
 
     def bind(
         self, processor: Any, process: Process, check: Callable[[Any], Any], timers: bool
@@ -161,7 +162,7 @@ class EventTime:
     def _handle(self, name: str, partition: Partition | None, what: str) -> Windowed:
         if name not in self._specs:
             raise KeyError(f"no window {name!r}; the processor declares {sorted(self._specs)}")
-        if partition is None:
+        if partition is None or self._clock_fire:
             raise RuntimeError(f"Processor.{what}() gives the window of the record in process()")
         self._windows_of(partition)
         return self._windows[partition][name]
@@ -186,14 +187,16 @@ class EventTime:
     def take(self, partition: Partition, timer: Timer) -> bool:
         return self._timers_of(partition).take(timer)
 
-    async def fire(self, partition: Partition, timer: Timer) -> Any:
-        """``fire(timer)`` with ``partition``'s window handles found by ``window()``."""
+    async def fire(self, timer: Timer) -> Any:
+        """``fire(timer)`` for a wall-clock timer: no record, so no event time and no
+        window (``window()`` and its kin refuse: a window's stream time and closing are
+        a record's)."""
         assert self._fire is not None, "fire before bind"
-        self._now = self._windows.get(partition, self._none)
+        self._clock_fire = True
         try:
             return await self._fire(timer)
         finally:
-            self._now = self._none
+            self._clock_fire = False
 
     def refuse(self, store: str) -> None:
         """A ``KeyError`` when ``store`` is a window's or the timers' (not a store)."""

@@ -58,7 +58,7 @@ from aiokafka import AIOKafkaConsumer
 from conftest import genuine, version
 from fleet import Fleet, chaos_env, seed, until_committed
 from kit import broker_has_kip848, broker_has_txn_v2, create_topic
-from stateful import counts_ok, event_times, seed_keys, time_ok
+from stateful import counts_ok, event_times, reminders_ok, seed_keys, time_ok
 from test_security import grant_fleet, scram_env
 
 from eosflow.testing import check_exactly_once
@@ -113,7 +113,11 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         group = Broker.unique("bchaos-g")
         await create_topic(bs, src, IN_PARTS, replication=BROKERS)
         counting = work == "count"
-        for topic in (dst, f"{dst}-windows", f"{dst}-timers") if counting else (dst,):
+        for topic in (
+            (dst, *(f"{dst}-{t}" for t in ("windows", "recent", "timers", "reminders")))
+            if counting
+            else (dst,)
+        ):
             await create_topic(bs, topic, OUT_PARTS, replication=BROKERS)
         if counting:
             await seed_keys(bs, src, RECORDS, KEYS, timestamp_ms=event_times(rng))
@@ -183,6 +187,8 @@ async def test_exactly_once_under_broker_and_instance_chaos(
 
             await until_committed(fleet, IN_PARTS, RECORDS, 240, events)
             events.append(f"{time.monotonic() - began:.1f}s all committed")
+            if counting:  # the last wall-clock reminders fire while the instances run
+                await reminders_ok(bs, src, dst)
         except BaseException:
             print(f"events: {events}\n{k.log_tail(40)}")
             raise

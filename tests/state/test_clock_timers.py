@@ -10,6 +10,7 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
 from aiokafka import AIOKafkaProducer
 from stateful import state_config, until_committed
 
@@ -139,3 +140,27 @@ async def test_a_failing_fire_is_dead_lettered_once(
         await until_committed(c.bootstrap_servers, "in", 1, "g", 3, (app,))
     dead = await read_topic(c.bootstrap_servers, "dead")
     assert [(k, v) for _p, _o, k, v in dead] == [(b"boom", b"payload-boom")]
+
+
+# A wall-clock timer's fire has no record, so no event time: a window refuses it (one
+# line, the app stops), rather than taking the last record's time or none. Caught: the
+# fire handed the partition's window handles (the update went to a stale window).
+async def test_a_wall_clock_fire_may_not_use_a_window(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    topics(c)
+
+    class Windowed(Reminder):
+        windows = {"w": eosflow.Tumbling(size_s=10)}
+
+        async def fire(self, timer: eosflow.Timer) -> eosflow.Output:
+            self.window("w").update(timer.key, lambda n: n + 1, 0)
+            return await super().fire(timer)
+
+    await produce(c.bootstrap_servers, [(b"a", b"set")])
+    app = eosflow.EosApp(Windowed(), cfg(c, "tx-1", tmp_path))
+    with pytest.raises(eosflow.ProcessingError, match=r"wall-clock timer of key b'a'.*in process"):
+        async with app:
+            await until_read(c.bootstrap_servers, "fired", 1, app)
+    assert await read_topic(c.bootstrap_servers, "fired") == []

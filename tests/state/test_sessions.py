@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from stateful import produce_at, state_config, until_committed
+from stateful import in_two_halves, produce_at, state_config, until_committed
 
 import eosflow
 from eosflow.testing import FakeCluster, check_windows
@@ -46,15 +46,7 @@ async def test_sessions_merge_close_and_restore_exactly_once(
             t += rng.choice((200, 700, 1_500, 4_000, 7_000))  # some pauses past the gap
             ts = t - (rng.randrange(9_000) if rng.random() < 0.1 else 0)  # out of order
             events.append((p, f"u{p}-{rng.randrange(10)}".encode(), ts))
-    half = len(events) // 2
-    await produce_at(c.bootstrap_servers, src, events[:half], b"visit")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
-    async with eosflow.EosApp(Visits(), cfg) as app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", half, (app,))
-    await produce_at(c.bootstrap_servers, src, events[half:], b"visit")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
-    async with eosflow.EosApp(Visits(), cfg) as app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(events), (app,))
+    await in_two_halves(c.bootstrap_servers, src, 2, events, Visits, tmp_path, b"visit")
     report = await check_windows(c.bootstrap_servers, src, f"{src}-sessions", SPEC)
     assert report.ok, report.summary()
     assert report.expected > 100 and report.late > 0

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from stateful import changelog, produce_at, state_config, until_committed
+from stateful import changelog, in_two_halves, produce_at, state_config, until_committed
 
 import eosflow
 from eosflow._records import Record
@@ -86,15 +86,7 @@ async def test_sliding_windows_close_once_with_their_counts_across_a_restore(
             t += rng.choice((100, 800, 3_000, 9_000, 15_000))
             ts = t - (rng.randrange(4_000) if rng.random() < 0.15 else 0)  # out of order
             events.append((p, f"u{p}-{rng.randrange(10)}".encode(), ts))
-    half = len(events) // 2
-    await produce_at(c.bootstrap_servers, src, events[:half], b"v")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
-    async with eosflow.EosApp(Recent(), cfg) as app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", half, (app,))
-    await produce_at(c.bootstrap_servers, src, events[half:], b"v")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
-    async with eosflow.EosApp(Recent(), cfg) as app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(events), (app,))
+    await in_two_halves(c.bootstrap_servers, src, 2, events, Recent, tmp_path, b"v")
     report = await check_windows(c.bootstrap_servers, src, f"{src}-recent", SPEC)
     assert report.ok, report.summary()
     assert report.expected > 500 and report.late > 0

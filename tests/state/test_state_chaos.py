@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fleet import Fleet, chaos_env, run_chaos
 from kit import broker_has_kip360, broker_has_kip447, create_topic
-from stateful import counts_ok, event_times, seed_keys, time_ok
+from stateful import counts_ok, event_times, reminders_ok, seed_keys, time_ok
 
 from eosflow.testing._ladder import Broker
 
@@ -32,7 +32,7 @@ async def test_counts_exactly_once_under_kills_restarts_and_a_zombie(
     rng = random.Random(20261125)
     src, dst, group = b.unique("schaos-in"), b.unique("schaos-out"), b.unique("schaos-g")
     await create_topic(b.bootstrap_servers, src, IN_PARTS)
-    for topic in (dst, f"{dst}-windows", f"{dst}-timers"):
+    for topic in (dst, *(f"{dst}-{t}" for t in ("windows", "recent", "timers", "reminders"))):
         await create_topic(b.bootstrap_servers, topic, OUT_PARTS)
     await seed_keys(b.bootstrap_servers, src, RECORDS, KEYS, timestamp_ms=event_times(rng))
     # On a broker without KIP-447 (2.4.1) the run keeps to the count. With the windows and
@@ -64,4 +64,8 @@ async def test_counts_exactly_once_under_kills_restarts_and_a_zombie(
         if timed:
             await time_ok(b.bootstrap_servers, src, dst)
 
-    await run_chaos(fleet, rng, INSTANCES, session_s, IN_PARTS, RECORDS, check)
+    async def settle(fleet: Fleet) -> None:  # the last reminders fire while they run
+        if timed:
+            await reminders_ok(b.bootstrap_servers, src, dst)
+
+    await run_chaos(fleet, rng, INSTANCES, session_s, IN_PARTS, RECORDS, check, settle)
