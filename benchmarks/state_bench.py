@@ -69,16 +69,20 @@ async def seed(boot: str, topic: str, n: int, keys: int) -> None:
     started = time.monotonic()
     producer = AIOKafkaProducer(bootstrap_servers=boot, linger_ms=5, max_batch_size=256 * 1024)
     await producer.start()
-    start = int(time.time() // 60 * 60_000)  # event times: EVENT_EVERY_MS apart from here
+    # event times EVENT_EVERY_MS apart, ending at this minute: never in the future (a
+    # broker refuses times more than log.message.timestamp.after.max.ms ahead; 10,000,000
+    # records a millisecond apart span 2.8 hours)
+    start = int(time.time() // 60 * 60_000) - n * EVENT_EVERY_MS
     try:
         payload = b"x" * 100
-        futs = [
-            await producer.send(
-                topic, payload, key=b"k%d" % (i % keys), timestamp_ms=start + i * EVENT_EVERY_MS
-            )
-            for i in range(n)
-        ]
-        await asyncio.gather(*futs)
+        for lo in range(0, n, 100_000):  # acknowledged a slice at a time: bounded memory
+            futs = [
+                await producer.send(
+                    topic, payload, key=b"k%d" % (i % keys), timestamp_ms=start + i * EVENT_EVERY_MS
+                )
+                for i in range(lo, min(n, lo + 100_000))
+            ]
+            await asyncio.gather(*futs)
     finally:
         await producer.stop()
     print(f"  seeded in {time.monotonic() - started:.1f} s", flush=True)
