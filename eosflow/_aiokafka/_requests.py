@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,6 +157,7 @@ async def commit_offsets_in_txn(
     caps: Capabilities,
     ident: GroupIdentity,
     timeout_s: float = 10.0,
+    metadata: Mapping[TopicPartition, str] | None = None,
 ) -> int:
     """AddOffsetsToTxn then TxnOffsetCommit (v3 with ``ident`` -- generation, member id,
     instance id -- when the broker has it); a producer on transactions v2 sends only
@@ -182,7 +183,7 @@ async def commit_offsets_in_txn(
                 "partition_index": tp.partition,
                 "committed_offset": off,
                 "committed_leader_epoch": -1,
-                "committed_metadata": "",
+                "committed_metadata": (metadata or {}).get(tp, ""),
             }
         )
     body = {
@@ -252,8 +253,10 @@ async def fetch_committed(
     require_stable: bool,
     timeout_s: float,
     member: Callable[[], tuple[str, int] | None] | None = None,
+    metadata: dict[TopicPartition, str] | None = None,
 ) -> dict[TopicPartition, int | None]:
-    """Committed offsets of ``partitions`` (None where nothing is committed). With
+    """Committed offsets of ``partitions`` (None where nothing is committed; their
+    metadata into ``metadata`` when given). With
     ``require_stable`` (OffsetFetch v7) a partition held by an open transaction is retried
     until that transaction completes or ``timeout_s`` passes (then TimeoutError).
 
@@ -305,6 +308,7 @@ async def fetch_committed(
             if answer is None:
                 raise TransientError(step, f"the answer left out group {group_id}")
             out: dict[TopicPartition, int | None] = {}
+            meta: dict[TopicPartition, str] = {}
             codes = {answer.get("error_code", 0)}
             for t in answer["topics"]:
                 for p in t["partitions"]:
@@ -312,8 +316,11 @@ async def fetch_committed(
                     off = p["committed_offset"]
                     tp = TopicPartition(t["name"], p["partition_index"])
                     out[tp] = off if off >= 0 else None
+                    meta[tp] = p.get("metadata") or ""
             codes.discard(0)
             if not codes:
+                if metadata is not None:
+                    metadata.update(meta)
                 return out
             retried = RETRY_CODES | {UNSTABLE_OFFSET_COMMIT, UNKNOWN_SERVER_ERROR}
             if member is not None:

@@ -47,6 +47,7 @@ class Positions:
         self.ready: set[TopicPartition] = set()
         self.held: set[TopicPartition] = set()  # assigned, set up, stores restoring
         self.committed: dict[TopicPartition, int | None] = {}
+        self.metadata: dict[TopicPartition, str] = {}  # the committed offsets' metadata
         self.polled: dict[TopicPartition, int] = {}  # past the last record polled (lag)
         # bumped whenever partitions come or go (or positions are re-read after recovery)
         self.epoch = 0
@@ -170,6 +171,7 @@ class Positions:
             require_stable=self.stable,
             timeout_s=self.config.transaction_timeout_s * 2,
             member=self.member,
+            metadata=self.metadata,
         )
 
     async def rewind(self, consumer: AIOKafkaConsumer) -> None:

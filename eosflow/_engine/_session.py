@@ -41,7 +41,7 @@ from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
 from .._state import Serde, Stores
 from .._timeouts import outlived, step_timeout_s, within
-from ._commit import commit_offsets
+from ._commit import commit_offsets, send_changelog
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
 from ._protocols import Protocols, detect, recheck
@@ -83,6 +83,7 @@ class TransactSession:
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(config, stores or {}, self._restored, self._restore_failed, on_late)
+        self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -397,24 +398,6 @@ class TransactSession:
             else:
                 self._lock.release()
 
-    async def _send_changelog(self, txn: Transaction) -> None:
-        """The store writes and position records into the changelogs (a refusal dooms
-        it; what no retry fixes ``end`` raises once it aborted, leaving nothing open)."""
-        try:
-            await self.stores.send(
-                self.producer,
-                txn.consumed,
-                txn.sends,
-                txn.time_left_s(self.config.transaction_timeout_s),
-                txn.touched,
-            )
-        except (TransientError, ak.Fenced) as exc:
-            txn.refused = True
-            txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce refused: {exc}")
-        except FatalError as exc:  # e.g. a value too large, WRITE refused: abort, then stop
-            txn.refused, txn.fatal = True, exc
-            txn.doom(AbortReason.PRODUCE_FAILED, f"changelog produce failed: {exc}")
-
     async def _decide_and_end(
         self, txn: Transaction, why: Abort | None, offsets: dict[TopicPartition, int]
     ) -> tuple[Outcome, Abort | None]:
@@ -431,7 +414,8 @@ class TransactSession:
         try:
             with txn.phase("flush"):  # the store writes first, then every send answered
                 if why is None:
-                    await self._send_changelog(txn)
+                    timeout_s = txn.time_left_s(self.config.transaction_timeout_s)
+                    await send_changelog(self.stores, self.producer, txn, timeout_s)
                     why = txn.doomed
                 await _produce.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
         except TransientError as exc:
@@ -452,7 +436,14 @@ class TransactSession:
             if why is None and offsets:
                 with txn.phase("offsets"):
                     why = await commit_offsets(
-                        self.producer, self.consumer, self.config, caps, offsets, ident, step_s
+                        self.producer,
+                        self.consumer,
+                        self.config,
+                        caps,
+                        offsets,
+                        ident,
+                        step_s,
+                        self.stores.written(),
                     )
             if why is None and offsets:
                 with txn.phase("heartbeat"):

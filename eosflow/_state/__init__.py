@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Any
 from .. import _aiokafka as ak
 from .._aiokafka import _produce
 from .._errors import ConfigError, TransactionError
-from ._changelog import changelog_topic, check_names, encode_position
+from ._changelog import (
+    changelog_topic,
+    check_names,
+    decode_written,
+    encode_position,
+    encode_written,
+)
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._restore import Job, Restorer
@@ -147,6 +153,9 @@ class Stores:
         # record count, position), read once it committed
         self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int | None]] = []
         self._ready: set[Partition] = set()  # held, and restored: processed
+        # each partition's committed offset's metadata (the session's, kept current by
+        # its offset fetches): what the restore must read past (``_changelog``)
+        self.metadata: Mapping[Any, str] = {}
 
         def ready(partition: Partition) -> None:
             self._ready.add(partition)
@@ -230,7 +239,7 @@ class Stores:
             local = self._local[partition] = LocalPartition(
                 self._root, partition, sorted(self.specs), self._env
             )
-        job = Job(partition, local, committed)
+        job = Job(partition, local, committed, decode_written(self.metadata.get(partition)))
         self._restorer.add(job, self.changelogs(partition[0]))
 
     def _settle(self) -> None:
@@ -285,6 +294,20 @@ class Stores:
                 )
                 at = position if moved else None  # no checkpoint: the writes go to disk
                 self._positions.append((partition, store, last, count, at))
+
+    def written(self) -> dict[Partition, str]:
+        """Once the sealed transaction's changelog records are acknowledged: per
+        partition, the changelog offset of the last record it wrote to each store
+        (``encode_written``), the metadata its committed offset carries, so that the
+        next owner's restore reads past them (``Restorer``)."""
+        offsets: dict[Partition, dict[str, int]] = {}
+        for partition, store, last, count, _position in self._positions:
+            if not last.done() or last.exception() is not None:
+                continue
+            base = last.result().offset  # type: ignore[attr-defined]
+            if base is not None and base >= 0:
+                offsets.setdefault(partition, {})[store] = base + count - 1
+        return {p: encode_written(o) for p, o in offsets.items()}
 
     def committed(self) -> None:
         """The sealed transaction committed: its writes and checkpoints go to disk."""

@@ -15,6 +15,7 @@ that with the group's committed offset to know it has seen every committed trans
 
 from __future__ import annotations
 
+import json
 import re
 import struct
 
@@ -65,3 +66,30 @@ def decode_position(data: bytes | None) -> int | None:
         raise ValueError(f"not a position record value: {data!r}")
     (value,) = _POSITION.unpack(data)
     return None if value == _NONE else int(value)
+
+
+# The committed offsets' metadata of a partition with stores: the changelog offset of
+# the last record its transaction wrote, per store. A restore is complete only once it
+# has read past them: a transaction that committed the partition's offset again without
+# moving it (a wall-clock timer fired) leaves the position alone, and only this tells the
+# next owner that its writes are still to come (their commit markers not yet landed).
+_METADATA = "eosflow-changelog:"
+
+
+def encode_written(offsets: dict[str, int]) -> str:
+    """``store -> changelog offset of the transaction's last record`` as metadata."""
+    return _METADATA + json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+
+
+def decode_written(metadata: str | None) -> dict[str, int]:
+    """``encode_written``'s offsets; {} for any other metadata (none, another client's,
+    an older eosflow's)."""
+    if not metadata or not metadata.startswith(_METADATA):
+        return {}
+    try:
+        found = json.loads(metadata[len(_METADATA) :])
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and type(v) is int}

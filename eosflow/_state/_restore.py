@@ -18,7 +18,11 @@ Per store partition (a **target**):
 2. **Read committed records up to the last stable offset**, applying each fetched batch
    and the checkpoint atomically, so a kill mid-restore resumes from a consistent point.
 3. **Done when the store's position equals the group's committed offset** for the input
-   partition: then every committed transaction's writes are in. A transaction still
+   partition, and the restore has read past the changelog offset that offset's metadata
+   names (``Job.written``: the last record the committing transaction wrote there): then
+   every committed transaction's writes are in -- also one that did not move the
+   position (it fired wall-clock timers), whose commit markers may land after the
+   offsets were fetched. A transaction still
    open on the changelog (a zombie's, which KIP-447 fencing will abort) holds the last
    stable offset and is never read. If the position is behind the committed offset
    while a transaction is pending there, the commit markers of the previous owner's last
@@ -75,6 +79,9 @@ class Job:
     partition: Partition
     local: LocalPartition
     committed: int | None  # the group's committed offset of the input partition
+    # store -> changelog offset of the last record the committed transaction wrote
+    # (its offset's metadata): read past it before the store is done
+    written: dict[str, int] = field(default_factory=dict)
     targets: list[_Target] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
@@ -338,6 +345,13 @@ class Restorer:
                     continue
                 t.verifying = False
                 await self._distrust(consumer, job, t, "no committed record there")
+                continue
+            want = job.written.get(t.store)
+            if want is not None and position <= want:
+                # the last committed transaction wrote there, and it is not readable yet:
+                # its commit markers have not landed (it may not have moved the position:
+                # a transaction that only fired wall-clock timers)
+                pending = True
                 continue
             if t.position == job.committed:
                 t.done = True

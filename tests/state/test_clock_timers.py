@@ -11,10 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaProducer
-from stateful import state_config, until_committed
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+from stateful import changelog, state_config, until_committed
 
 import eosflow
+from eosflow._state._changelog import decode_written
 from eosflow.testing import FakeCluster, read_topic
 
 DUE_S = 0.3
@@ -68,6 +70,17 @@ async def until_read(bootstrap: str, topic: str, n: int, app: eosflow.EosApp) ->
     return [k or b"" for _p, _o, k, _v in got]
 
 
+async def written_metadata(bootstrap: str) -> dict[str, int]:
+    """What group g's committed offset of in[0] says its transaction wrote last."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        offsets = await admin.list_consumer_group_offsets("g")
+    finally:
+        await admin.close()
+    return decode_written(offsets[TopicPartition("in", 0)].metadata)
+
+
 def cfg(c: FakeCluster, txn: str, state_dir: Path, **kw: object) -> eosflow.EosConfig:
     return state_config(c.bootstrap_servers, "g", "in", txn, state_dir, commit_interval_s=0.2, **kw)
 
@@ -96,6 +109,9 @@ async def test_a_timer_fires_once_while_idle_and_its_deletion_is_restored(
         assert await until_read(c.bootstrap_servers, "fired", 1, app) == [b"a"]
     fired = await read_topic(c.bootstrap_servers, "fired")
     assert [(k, v) for _p, _o, k, v in fired] == [(b"a", b"payload-a")]
+    # the fire's commit named what it wrote last in its offset's metadata: the deletion
+    timers_log = await read_topic(c.bootstrap_servers, changelog("g", "in", "timers"))
+    assert await written_metadata(c.bootstrap_servers) == {"timers": timers_log[-1][1]}
     await produce(c.bootstrap_servers, [(b"x", b"look")])
     async with eosflow.EosApp(Reminder(), cfg(c, "tx-2", tmp_path / "b")) as app:
         await until_read(c.bootstrap_servers, "looks", 1, app)

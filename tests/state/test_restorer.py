@@ -68,3 +68,55 @@ async def test_a_job_replaced_mid_fetch_does_not_take_the_old_fetch(
     finally:
         await restorer.stop()
         local.close()
+
+
+# A committed offset's metadata names the changelog offset of the last record its
+# transaction wrote: the restore is done only once it has read past it, even when the
+# store's position already equals the committed offset -- a transaction that fired a
+# wall-clock timer commits the offset again without moving it, and its commit markers may
+# land after the next owner's offset fetch. Caught: the restore done on the position
+# alone (the job ready while the transaction was still open: the timer's deletion lost).
+async def test_the_restore_reads_past_what_the_committed_transaction_wrote(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("cl", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="w")
+    await p.start()
+    try:
+        async with p.transaction():  # a record's transaction: a timer, the position 10
+            await p.send("cl", b"due", key=b"timer", partition=0)
+            await p.send("cl", encode_position(10), key=RESERVED_KEY, partition=0)
+        await p.begin_transaction()  # the fire's: the timer deleted, the position as it was
+        sent = await (await p.send("cl", None, key=b"timer", partition=0))
+        cfg = eosflow.EosConfig(
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="g",
+            input_topics=("in",),
+            transactional_id="t",
+            state_dir=str(tmp_path),
+        )
+        ready: list[tuple[str, int]] = []
+        failed: list[Exception] = []
+        restorer = Restorer(cfg, ready.append, failed.append, wait_s=30.0)
+        local = LocalPartition(tmp_path, ("in", 0), ["s"], Env())
+        try:
+            job = Job(("in", 0), local, 10, {"s": sent.offset})  # its offset's metadata
+            restorer.add(job, {"s": "cl"})
+            deadline = asyncio.get_running_loop().time() + 30
+            while job.pending_since is None:  # read to the stable end: waiting for it
+                assert not ready and not failed, (ready, failed)
+                assert asyncio.get_running_loop().time() < deadline, "never waited"
+                await asyncio.sleep(0.02)
+            assert local.get("s", b"timer") == b"due"
+            await p.commit_transaction()  # the markers land
+            while not ready and not failed:
+                assert asyncio.get_running_loop().time() < deadline, "not restored"
+                await asyncio.sleep(0.02)
+            assert not failed, failed
+            assert local.get("s", b"timer") is None  # the deletion is in
+        finally:
+            await restorer.stop()
+            local.close()
+    finally:
+        await p.stop()
