@@ -247,8 +247,9 @@ class Engine:
     async def _fire_clock(self, session: TransactSession) -> None:
         """The wall-clock timers due now (``eosflow/_state/_timers.py``), fired into the
         open transaction at its end: per ready partition, its committed offset committed
-        again with them (``touch``: a position record, and a zombie's commit refused);
-        a partition whose assignment moved, or with no committed offset, waits. At most
+        again with them (``touch``: a zombie's commit refused; the changelog gets their
+        writes, the offset's metadata names them); a partition whose assignment moved,
+        or with no committed offset, waits. At most
         the transaction's record limit fire; the rest in the next transaction."""
         stores, room = session.stores, self._sizing.limit
         for partition in stores.clock_due():
