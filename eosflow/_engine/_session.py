@@ -435,15 +435,20 @@ class TransactSession:
         async with group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
             if why is None and offsets:
                 with txn.phase("offsets"):
-                    why = await commit_offsets(
-                        self.producer,
-                        self.consumer,
-                        self.config,
-                        caps,
-                        offsets,
-                        ident,
-                        step_s,
-                        self.stores.written(),
+                    written = self.stores.written()
+                    why = (
+                        Abort(AbortReason.PRODUCE_FAILED, "a changelog offset is unknown")
+                        if written is None
+                        else await commit_offsets(
+                            self.producer,
+                            self.consumer,
+                            self.config,
+                            caps,
+                            offsets,
+                            ident,
+                            step_s,
+                            written,
+                        )
                     )
             if why is None and offsets:
                 with txn.phase("heartbeat"):

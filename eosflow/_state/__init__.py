@@ -84,6 +84,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("eosflow.state")
+_METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
 Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
@@ -164,6 +165,14 @@ class Stores:
         self._restorer = Restorer(config, ready, on_failed, wait_s=max(config.retry_timeout_s, 1.0))
         if self.specs:
             check_names(config.group_id, config.input_topics, sorted(self.specs))
+        if TIMERS in self.specs:  # a fire's commit names what it wrote per store (written)
+            size = len(encode_written({s: 2**63 - 1 for s in self.specs}).encode())
+            if size > _METADATA_MAX:
+                raise ConfigError(
+                    f"with timers, a commit's offset metadata names every store: {size} "
+                    f"bytes for these, over Kafka's {_METADATA_MAX} "
+                    "(offset.metadata.max.bytes); use fewer or shorter store names"
+                )
         self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
 
     def changelogs(self, topic: str) -> dict[str, str]:
@@ -295,18 +304,22 @@ class Stores:
                 at = position if moved else None  # no checkpoint: the writes go to disk
                 self._positions.append((partition, store, last, count, at))
 
-    def written(self) -> dict[Partition, str]:
-        """Once the sealed transaction's changelog records are acknowledged: per
-        partition, the changelog offset of the last record it wrote to each store
-        (``encode_written``), the metadata its committed offset carries, so that the
-        next owner's restore reads past them (``Restorer``)."""
+    def written(self) -> dict[Partition, str] | None:
+        """Once the sealed transaction's changelog records are acknowledged: per partition
+        it wrote without moving its position (wall-clock timers fired, no record of it
+        consumed), the changelog offset of its last record per store (``encode_written``),
+        the metadata its committed offset carries, so that the next owner's restore reads
+        past them (``Restorer``); a moved partition's position record says as much.
+        None when such an offset is unknown (aiokafka took a retried batch for a
+        duplicate): the transaction must not commit."""
         offsets: dict[Partition, dict[str, int]] = {}
-        for partition, store, last, count, _position in self._positions:
-            if not last.done() or last.exception() is not None:
+        for partition, store, last, count, position in self._positions:
+            if position is not None:
                 continue
             base = last.result().offset  # type: ignore[attr-defined]
-            if base is not None and base >= 0:
-                offsets.setdefault(partition, {})[store] = base + count - 1
+            if base is None or base < 0:
+                return None
+            offsets.setdefault(partition, {})[store] = base + count - 1
         return {p: encode_written(o) for p, o in offsets.items()}
 
     def committed(self) -> None:

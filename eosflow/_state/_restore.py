@@ -347,10 +347,11 @@ class Restorer:
                 await self._distrust(consumer, job, t, "no committed record there")
                 continue
             want = job.written.get(t.store)
-            if want is not None and position <= want:
-                # the last committed transaction wrote there, and it is not readable yet:
-                # its commit markers have not landed (it may not have moved the position:
-                # a transaction that only fired wall-clock timers)
+            if want is not None and position <= want and hw is not None and want < hw:
+                # the last committed transaction wrote there and it is not readable yet:
+                # its commit markers have not landed (it did not move the position: it
+                # only fired wall-clock timers). Past the changelog's end (recreated or
+                # truncated), the position alone decides, as before.
                 pending = True
                 continue
             if t.position == job.committed:

@@ -42,6 +42,14 @@ def tp_offsets(topics: list[Body]) -> dict[Partition, tuple[int, str | None]]:
     return out
 
 
+METADATA_MAX = 4096  # Kafka's offset.metadata.max.bytes (default), in characters
+
+
+def too_large(offsets: dict[Partition, tuple[int, str | None]]) -> set[Partition]:
+    """The partitions whose offset metadata Kafka refuses: OFFSET_METADATA_TOO_LARGE."""
+    return {tp for tp, (_off, meta) in offsets.items() if meta and len(meta) > METADATA_MAX}
+
+
 def by_topic(results: dict[Partition, int], tkey: str, pkey: str, ikey: str) -> list[Body]:
     topics: dict[str, list[Body]] = {}
     for (topic, part), code in results.items():

@@ -5,7 +5,7 @@ protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, List
 from __future__ import annotations
 
 from .._protocol import _codes as codes
-from ._api import Body, by_topic, handles, tp_offsets
+from ._api import Body, by_topic, handles, too_large, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
 from ._groups import MEMBER_STABLE, GroupError, Partition
@@ -139,19 +139,28 @@ async def offset_commit(c: Broker, f: Frame, host: str) -> Body:
     """Generation -1 and no member id on an Empty or new group: stored without checks (a
     consumer outside group management). Otherwise UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION (also
     for a group that does not exist), REBALANCE_IN_PROGRESS during a rebalance; the answer
-    applies to every partition, UNKNOWN_TOPIC_OR_PARTITION to those that do not exist. Null
+    applies to every partition, UNKNOWN_TOPIC_OR_PARTITION to those that do not exist,
+    OFFSET_METADATA_TOO_LARGE to metadata over 4096 characters (neither committed). Null
     metadata is stored as "". Versions: v0-3; profile "4.0" v2-3 (KIP-896 floor)."""
     b = f.body
     offsets = tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}
+    large = too_large(offsets) - unknown  # OFFSET_METADATA_TOO_LARGE, not committed
     code = c.groups.commit(
         b["consumer_group"],
         b.get("consumer_group_generation_id", -1),
         b.get("consumer_id", ""),
         b.get("group_instance_id"),
-        {tp: v for tp, v in offsets.items() if tp not in unknown},
+        {tp: v for tp, v in offsets.items() if tp not in unknown and tp not in large},
     )
-    results = {tp: (codes.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    results = {
+        tp: codes.UNKNOWN_TOPIC_OR_PARTITION
+        if tp in unknown
+        else codes.OFFSET_METADATA_TOO_LARGE
+        if tp in large
+        else code
+        for tp in offsets
+    }
     return {"topics": by_topic(results, "topic", "partitions", "partition")}
 
 

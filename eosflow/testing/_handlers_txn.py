@@ -4,7 +4,7 @@ AddOffsetsToTxn, TxnOffsetCommit, EndTxn."""
 from __future__ import annotations
 
 from .._protocol import _codes as codes
-from ._api import Body, by_topic, handles, tp_offsets
+from ._api import Body, by_topic, handles, too_large, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
 
@@ -70,12 +70,14 @@ async def txn_offset_commit(c: Broker, f: Frame, host: str) -> Body:
     after a committing EndTxn, dropped on abort. INVALID_PRODUCER_ID_MAPPING; another epoch:
     PRODUCER_FENCED (v3+; older INVALID_PRODUCER_EPOCH); INVALID_TXN_STATE unless the open
     transaction holds the group; v3 (KIP-447) with a generation, member or instance id also
-    runs the group's member checks. UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist.
+    runs the group's member checks. UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist,
+    OFFSET_METADATA_TOO_LARGE for metadata over 4096 characters (neither is staged).
     v5 under transactions v2 adds the group to the transaction itself (``_txn``).
     Versions: v0-5; profile "2.4" v0-2 (before KIP-447), "2.5" v0-3."""
     b = f.body
     offsets = tp_offsets(b["topics"])
     unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
+    large = too_large(offsets) - unknown  # OFFSET_METADATA_TOO_LARGE, not committed
     code = c.txns.txn_offset_commit(
         b["transactional_id"],
         b["group_id"],
@@ -84,10 +86,17 @@ async def txn_offset_commit(c: Broker, f: Frame, host: str) -> Body:
         b.get("generation_id", -1),
         b.get("member_id") or "",
         b.get("group_instance_id"),
-        {tp: v for tp, v in offsets.items() if tp not in unknown},
+        {tp: v for tp, v in offsets.items() if tp not in unknown and tp not in large},
         f.version,
     )
-    results = {tp: (codes.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else code) for tp in offsets}
+    results = {
+        tp: codes.UNKNOWN_TOPIC_OR_PARTITION
+        if tp in unknown
+        else codes.OFFSET_METADATA_TOO_LARGE
+        if tp in large
+        else code
+        for tp in offsets
+    }
     return {"topics": by_topic(results, "name", "partitions", "partition_index")}
 
 

@@ -172,3 +172,26 @@ async def test_offset_fetch_v8_with_a_groups_null_topics_lists_its_committed_off
         assert answers[other]["error_code"] == 0 and answers[other]["topics"] == []
     finally:
         c.close()
+
+
+async def test_offset_metadata_over_4096_characters_is_refused(eosflow_broker: Broker) -> None:
+    """Kafka refuses an offset whose metadata is longer than offset.metadata.max.bytes
+    (4096 by default) with OFFSET_METADATA_TOO_LARGE and commits nothing for it; 4096
+    characters pass (eosflow's commits carry changelog offsets there)."""
+    b = eosflow_broker
+    topic, group = b.unique("ofm"), b.unique("ofmg")
+    await create_topic(b.bootstrap_servers, topic, 1)
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.commit({tp: OffsetAndMetadata(3, "m" * 4096)})
+        with pytest.raises(Exception) as refused:
+            await consumer.commit({tp: OffsetAndMetadata(5, "m" * 4097)})
+        assert type(refused.value).__name__ == "OffsetMetadataTooLargeError", refused.value
+        assert await consumer.committed(tp) == 3
+    finally:
+        await consumer.stop()

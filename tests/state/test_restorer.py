@@ -120,3 +120,44 @@ async def test_the_restore_reads_past_what_the_committed_transaction_wrote(
             local.close()
     finally:
         await p.stop()
+
+
+# A committed offset's metadata naming a changelog offset past the changelog's end (the
+# changelog deleted and recreated, or truncated, while the group's offsets stayed): the
+# position alone decides, as before, rather than a wait that fails and fails again at
+# every restart. Caught: waiting for the named offset whatever the changelog's end.
+async def test_metadata_past_the_changelogs_end_falls_back_to_the_position(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("cl", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="w")
+    await p.start()
+    try:
+        async with p.transaction():
+            await p.send("cl", b"1", key=b"k", partition=0)
+            await p.send("cl", encode_position(10), key=RESERVED_KEY, partition=0)
+    finally:
+        await p.stop()
+    cfg = eosflow.EosConfig(
+        bootstrap_servers=c.bootstrap_servers,
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    ready: list[tuple[str, int]] = []
+    failed: list[Exception] = []
+    restorer = Restorer(cfg, ready.append, failed.append, wait_s=60.0)
+    local = LocalPartition(tmp_path, ("in", 0), ["s"], Env())
+    try:
+        restorer.add(Job(("in", 0), local, 10, {"s": 12_345}), {"s": "cl"})
+        deadline = asyncio.get_running_loop().time() + 20
+        while not ready and not failed:
+            assert asyncio.get_running_loop().time() < deadline, "waited for the metadata"
+            await asyncio.sleep(0.02)
+        assert not failed, failed
+        assert local.get("s", b"k") == b"1"
+    finally:
+        await restorer.stop()
+        local.close()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import eosflow
-from eosflow._state import declared
+from eosflow._state import Stores, declared
 from eosflow.testing import expected_windows
 
 
@@ -154,3 +154,19 @@ def test_a_sliding_spec_that_cannot_work_is_one_line() -> None:
     s = eosflow.Sliding(size_s=5, grace_s=1)
     assert (s.size_ms, s.grace_ms) == (5_000, 1_000)
     assert s.closed_through(20_000) == 18_999  # closed once stream time passes end + grace
+
+
+def test_timers_with_stores_too_many_for_a_commits_metadata_are_one_line() -> None:
+    class Many(eosflow.Processor):
+        stores = {f"store-{i:03d}-{'x' * 40}": eosflow.JSON for i in range(80)}
+
+        async def fire(self, timer: eosflow.Timer) -> None:
+            return None
+
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:9", group_id="g", input_topics=("in",), transactional_id="t"
+    )
+    with pytest.raises(eosflow.ConfigError, match=r"^with timers, a commit's offset metadata"):
+        Stores(cfg, declared(Many()), lambda p: None, lambda e: None)
+    few = {"counts": eosflow.JSON, "timers": eosflow.BYTES}
+    Stores(cfg, few, lambda p: None, lambda e: None)  # well under
