@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .._protocol import _codes as codes
 from ._broker import Broker
 from ._codec import API_KEYS, Frame
 from ._groups import Partition
@@ -45,9 +46,21 @@ def tp_offsets(topics: list[Body]) -> dict[Partition, tuple[int, str | None]]:
 METADATA_MAX = 4096  # Kafka's offset.metadata.max.bytes (default), in characters
 
 
-def too_large(offsets: dict[Partition, tuple[int, str | None]]) -> set[Partition]:
-    """The partitions whose offset metadata Kafka refuses: OFFSET_METADATA_TOO_LARGE."""
-    return {tp for tp, (_off, meta) in offsets.items() if meta and len(meta) > METADATA_MAX}
+def sorted_out(
+    offsets: dict[Partition, tuple[int, str | None]], exists: Callable[[Partition], bool]
+) -> tuple[dict[Partition, tuple[int, str | None]], dict[Partition, int]]:
+    """An offset commit's partitions Kafka takes, and the answers of those it refuses:
+    UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist, then
+    OFFSET_METADATA_TOO_LARGE for metadata over ``METADATA_MAX`` characters."""
+    taken, refused = {}, {}
+    for tp, (off, meta) in offsets.items():
+        if not exists(tp):
+            refused[tp] = codes.UNKNOWN_TOPIC_OR_PARTITION
+        elif meta and len(meta) > METADATA_MAX:
+            refused[tp] = codes.OFFSET_METADATA_TOO_LARGE
+        else:
+            taken[tp] = (off, meta)
+    return taken, refused
 
 
 def by_topic(results: dict[Partition, int], tkey: str, pkey: str, ikey: str) -> list[Body]:

@@ -5,7 +5,7 @@ protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, List
 from __future__ import annotations
 
 from .._protocol import _codes as codes
-from ._api import Body, by_topic, handles, too_large, tp_offsets
+from ._api import Body, by_topic, handles, sorted_out, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
 from ._groups import MEMBER_STABLE, GroupError, Partition
@@ -144,23 +144,15 @@ async def offset_commit(c: Broker, f: Frame, host: str) -> Body:
     metadata is stored as "". Versions: v0-3; profile "4.0" v2-3 (KIP-896 floor)."""
     b = f.body
     offsets = tp_offsets(b["topics"])
-    unknown = {tp for tp in offsets if c.log(tp) is None}
-    large = too_large(offsets) - unknown  # OFFSET_METADATA_TOO_LARGE, not committed
+    taken, refused = sorted_out(offsets, lambda tp: c.log(tp) is not None)
     code = c.groups.commit(
         b["consumer_group"],
         b.get("consumer_group_generation_id", -1),
         b.get("consumer_id", ""),
         b.get("group_instance_id"),
-        {tp: v for tp, v in offsets.items() if tp not in unknown and tp not in large},
+        taken,
     )
-    results = {
-        tp: codes.UNKNOWN_TOPIC_OR_PARTITION
-        if tp in unknown
-        else codes.OFFSET_METADATA_TOO_LARGE
-        if tp in large
-        else code
-        for tp in offsets
-    }
+    results = {tp: refused.get(tp, code) for tp in offsets}
     return {"topics": by_topic(results, "topic", "partitions", "partition")}
 
 

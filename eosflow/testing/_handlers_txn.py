@@ -4,7 +4,7 @@ AddOffsetsToTxn, TxnOffsetCommit, EndTxn."""
 from __future__ import annotations
 
 from .._protocol import _codes as codes
-from ._api import Body, by_topic, handles, too_large, tp_offsets
+from ._api import Body, by_topic, handles, sorted_out, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
 
@@ -76,8 +76,7 @@ async def txn_offset_commit(c: Broker, f: Frame, host: str) -> Body:
     Versions: v0-5; profile "2.4" v0-2 (before KIP-447), "2.5" v0-3."""
     b = f.body
     offsets = tp_offsets(b["topics"])
-    unknown = {tp for tp in offsets if c.log(tp) is None}  # UNKNOWN_TOPIC_OR_PARTITION
-    large = too_large(offsets) - unknown  # OFFSET_METADATA_TOO_LARGE, not committed
+    taken, refused = sorted_out(offsets, lambda tp: c.log(tp) is not None)
     code = c.txns.txn_offset_commit(
         b["transactional_id"],
         b["group_id"],
@@ -86,17 +85,10 @@ async def txn_offset_commit(c: Broker, f: Frame, host: str) -> Body:
         b.get("generation_id", -1),
         b.get("member_id") or "",
         b.get("group_instance_id"),
-        {tp: v for tp, v in offsets.items() if tp not in unknown and tp not in large},
+        taken,
         f.version,
     )
-    results = {
-        tp: codes.UNKNOWN_TOPIC_OR_PARTITION
-        if tp in unknown
-        else codes.OFFSET_METADATA_TOO_LARGE
-        if tp in large
-        else code
-        for tp in offsets
-    }
+    results = {tp: refused.get(tp, code) for tp in offsets}
     return {"topics": by_topic(results, "name", "partitions", "partition_index")}
 
 

@@ -19,6 +19,35 @@ from eosflow.testing import FakeCluster
 KEYS = 3000
 
 
+class Restoring:
+    """A restorer of store ``store`` of in[0] over a real local copy, with what it
+    reported: ``ready`` partitions and ``failed`` errors."""
+
+    def __init__(self, c: FakeCluster, tmp_path: Path, store: str, wait_s: float) -> None:
+        cfg = eosflow.EosConfig(
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="g",
+            input_topics=("in",),
+            transactional_id="t",
+            state_dir=str(tmp_path),
+        )
+        self.ready: list[tuple[str, int]] = []
+        self.failed: list[Exception] = []
+        self.restorer = Restorer(cfg, self.ready.append, self.failed.append, wait_s=wait_s)
+        self.local = LocalPartition(tmp_path, ("in", 0), [store], Env())
+
+    async def until_ready(self, timeout_s: float, what: str = "not restored") -> None:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not self.ready and not self.failed:
+            assert asyncio.get_running_loop().time() < deadline, what
+            await asyncio.sleep(0.02)
+        assert not self.failed, self.failed
+
+    async def close(self) -> None:
+        await self.restorer.stop()
+        self.local.close()
+
+
 # A job replaced while a fetch is under way (a recovery restarts every restore) must not
 # take the records that fetch brings: they come from the old job's position, and the new
 # job may have wiped the store (a checkpoint with data and no position record yet, as a
@@ -40,34 +69,19 @@ async def test_a_job_replaced_mid_fetch_does_not_take_the_old_fetch(
         await p.stop()
     c.intercept("Fetch", client_id="eosflow-restore", delay_s=0.0)  # the first passes
     held = c.intercept("Fetch", client_id="eosflow-restore", hold=True)
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-    ready: list[tuple[str, int]] = []
-    failed: list[Exception] = []
-    restorer = Restorer(cfg, ready.append, failed.append, wait_s=30.0)
-    local = LocalPartition(tmp_path, ("in", 0), ["counts"], Env())
+    r = Restoring(c, tmp_path, "counts", wait_s=30.0)
     try:
-        restorer.add(Job(("in", 0), local, KEYS), {"counts": "cl"})
+        r.restorer.add(Job(("in", 0), r.local, KEYS), {"counts": "cl"})
         await held.matched(timeout_s=30)  # the first batch is applied, the second held
-        partial = local.checkpoint("counts")
+        partial = r.local.checkpoint("counts")
         assert 0 < partial.offset < KEYS and partial.marker == -1, partial
-        restorer.add(Job(("in", 0), local, KEYS), {"counts": "cl"})  # wipes: unverifiable
+        r.restorer.add(Job(("in", 0), r.local, KEYS), {"counts": "cl"})  # wipes: unverifiable
         held.release()
-        deadline = asyncio.get_running_loop().time() + 30
-        while not ready and not failed:
-            assert asyncio.get_running_loop().time() < deadline, "not restored"
-            await asyncio.sleep(0.05)
-        assert not failed, failed
-        missing = [i for i in range(KEYS) if local.get("counts", b"k%d" % i) is None]
+        await r.until_ready(30)
+        missing = [i for i in range(KEYS) if r.local.get("counts", b"k%d" % i) is None]
         assert missing == [], f"{len(missing)} keys lost, from k{missing[0]}"
     finally:
-        await restorer.stop()
-        local.close()
+        await r.close()
 
 
 # A committed offset's metadata names the changelog offset of the last record its
@@ -89,35 +103,21 @@ async def test_the_restore_reads_past_what_the_committed_transaction_wrote(
             await p.send("cl", encode_position(10), key=RESERVED_KEY, partition=0)
         await p.begin_transaction()  # the fire's: the timer deleted, the position as it was
         sent = await (await p.send("cl", None, key=b"timer", partition=0))
-        cfg = eosflow.EosConfig(
-            bootstrap_servers=c.bootstrap_servers,
-            group_id="g",
-            input_topics=("in",),
-            transactional_id="t",
-            state_dir=str(tmp_path),
-        )
-        ready: list[tuple[str, int]] = []
-        failed: list[Exception] = []
-        restorer = Restorer(cfg, ready.append, failed.append, wait_s=30.0)
-        local = LocalPartition(tmp_path, ("in", 0), ["s"], Env())
+        r = Restoring(c, tmp_path, "s", wait_s=30.0)
         try:
-            job = Job(("in", 0), local, 10, {"s": sent.offset})  # its offset's metadata
-            restorer.add(job, {"s": "cl"})
+            job = Job(("in", 0), r.local, 10, {"s": sent.offset})  # its offset's metadata
+            r.restorer.add(job, {"s": "cl"})
             deadline = asyncio.get_running_loop().time() + 30
             while job.pending_since is None:  # read to the stable end: waiting for it
-                assert not ready and not failed, (ready, failed)
+                assert not r.ready and not r.failed, (r.ready, r.failed)
                 assert asyncio.get_running_loop().time() < deadline, "never waited"
                 await asyncio.sleep(0.02)
-            assert local.get("s", b"timer") == b"due"
+            assert r.local.get("s", b"timer") == b"due"
             await p.commit_transaction()  # the markers land
-            while not ready and not failed:
-                assert asyncio.get_running_loop().time() < deadline, "not restored"
-                await asyncio.sleep(0.02)
-            assert not failed, failed
-            assert local.get("s", b"timer") is None  # the deletion is in
+            await r.until_ready(30)
+            assert r.local.get("s", b"timer") is None  # the deletion is in
         finally:
-            await restorer.stop()
-            local.close()
+            await r.close()
     finally:
         await p.stop()
 
@@ -139,25 +139,10 @@ async def test_metadata_past_the_changelogs_end_falls_back_to_the_position(
             await p.send("cl", encode_position(10), key=RESERVED_KEY, partition=0)
     finally:
         await p.stop()
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-    ready: list[tuple[str, int]] = []
-    failed: list[Exception] = []
-    restorer = Restorer(cfg, ready.append, failed.append, wait_s=60.0)
-    local = LocalPartition(tmp_path, ("in", 0), ["s"], Env())
+    r = Restoring(c, tmp_path, "s", wait_s=60.0)
     try:
-        restorer.add(Job(("in", 0), local, 10, {"s": 12_345}), {"s": "cl"})
-        deadline = asyncio.get_running_loop().time() + 20
-        while not ready and not failed:
-            assert asyncio.get_running_loop().time() < deadline, "waited for the metadata"
-            await asyncio.sleep(0.02)
-        assert not failed, failed
-        assert local.get("s", b"k") == b"1"
+        r.restorer.add(Job(("in", 0), r.local, 10, {"s": 12_345}), {"s": "cl"})
+        await r.until_ready(20, "waited for the metadata")
+        assert r.local.get("s", b"k") == b"1"
     finally:
-        await restorer.stop()
-        local.close()
+        await r.close()
