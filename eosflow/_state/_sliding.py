@@ -98,7 +98,8 @@ class SlidingStore(Generic[V]):
 
     def add(self, key: bytes | str, value: V) -> bool:
         """Put the record's contribution ``value`` into ``key``'s windows; False (and
-        nothing changes) when the record is late: its own window had closed."""
+        nothing changes) when the record is late: its own window had closed. One
+        contribution per key and record: adding again for it replaces the first."""
         t = self.time
         if self._closed is not None and t <= self._closed:
             self.late = True
