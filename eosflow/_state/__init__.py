@@ -407,7 +407,7 @@ class Stores:
         if not self._time.has_timers:
             return []
         now = wall_ms()
-        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now, peek=True)]
+        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now)]
 
     async def fire_clock(
         self,
@@ -429,12 +429,8 @@ class Stores:
         out: list[Any] = []
         fired = 0
         self.current, self._now = partition, self._handles.get(partition, empty)
-        now = wall_ms()
-        due = self._time.due_by_clock(partition, now, peek=True)
-        if len(due) <= limit:  # all of them are taken: the scans' low bound moves past
-            due = self._time.due_by_clock(partition, now)
         try:
-            for timer in due[:limit]:
+            for timer in self._time.due_by_clock(partition, wall_ms(), take=limit):
                 fired += 1
                 if not self._time.take(partition, timer):
                     continue  # an earlier fire moved or cancelled it

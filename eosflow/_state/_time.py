@@ -178,11 +178,13 @@ class EventTime:
     def has_timers(self) -> bool:
         return self._has_timers
 
-    def due_by_clock(self, partition: Partition, now_ms: int, peek: bool = False) -> list[Timer]:
+    def due_by_clock(
+        self, partition: Partition, now_ms: int, take: int | None = None
+    ) -> list[Timer]:
         """``partition``'s wall-clock timers due at ``now_ms`` (``TimerStore.due_by_clock``)."""
         if not self._has_timers:
             return []
-        return self._timers_of(partition).due_by_clock(now_ms, peek)
+        return self._timers_of(partition).due_by_clock(now_ms, take)
 
     def take(self, partition: Partition, timer: Timer) -> bool:
         return self._timers_of(partition).take(timer)

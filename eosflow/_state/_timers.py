@@ -153,17 +153,17 @@ class TimerStore:
             return []
         return self._due(_EVENT, self._now, False)
 
-    def due_by_clock(self, now_ms: int, peek: bool = False) -> list[Timer]:
-        """The wall-clock timers due at ``now_ms``, in time then key order (to ``take``,
-        unless ``peek``: only looking)."""
-        return self._due(_CLOCK, now_ms, True, peek)
+    def due_by_clock(self, now_ms: int, take: int | None = None) -> list[Timer]:
+        """The wall-clock timers due at ``now_ms``, in time then key order: all of them,
+        only looking, or the first ``take`` of them, each to ``take``."""
+        return self._due(_CLOCK, now_ms, True, take)
 
     def _due(
-        self, kind: tuple[bytes, bytes], now_ms: int, wall_clock: bool, peek: bool = False
+        self, kind: tuple[bytes, bytes], now_ms: int, wall_clock: bool, take: int | None = -1
     ) -> list[Timer]:
-        """Every pending timer at or before ``now_ms``. Unless ``peek``, each is to be
-        taken (or found moved), so none is left below ``now_ms + 1``: the new low bound
-        (``_LOW``)."""
+        """The pending timers at or before ``now_ms`` (the first ``take`` of them; -1:
+        all), each to be taken (or found moved); None: all, only looking. When all are
+        to be taken none is left below ``now_ms + 1``: the new low bound (``_LOW``)."""
         family, low = kind[0], _LOW + kind[0]
         raw = self._data.get(low)
         lo = family if raw is None else family + _AT.pack(_TIME.unpack(raw)[0] + _SHIFT)
@@ -172,7 +172,9 @@ class TimerStore:
         for dk, payload in self._data.range(lo, hi):
             (shifted,) = _AT.unpack_from(dk, 1)
             out.append(Timer(dk[1 + _AT.size :], shifted - _SHIFT, payload, wall_clock))
-        if not peek and (raw is None or _TIME.unpack(raw)[0] <= now_ms):
+        if take is None or (take >= 0 and len(out) > take):
+            return out if take is None else out[:take]  # some stay due: the bound stays
+        if raw is None or _TIME.unpack(raw)[0] <= now_ms:
             self._data.put(low, _TIME.pack(now_ms + 1))
         return out
 

@@ -180,3 +180,17 @@ async def test_a_wall_clock_fire_may_not_use_a_window(
         async with app:
             await until_read(c.bootstrap_servers, "fired", 1, app)
     assert await read_topic(c.bootstrap_servers, "fired") == []
+
+
+# More timers due than a transaction may fire: the rest fire in the next transactions.
+# Caught: the scans' low bound moved past the timers left due (only the first fired).
+async def test_a_backlog_of_due_timers_fires_over_several_transactions(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    topics(c)
+    await produce(c.bootstrap_servers, [(k, b"set") for k in (b"a", b"b", b"c")])
+    config = cfg(c, "tx-1", tmp_path, max_records_per_txn=1)
+    async with eosflow.EosApp(Reminder(), config) as app:
+        fired = await until_read(c.bootstrap_servers, "fired", 3, app)
+    assert sorted(fired) == [b"a", b"b", b"c"]
