@@ -24,6 +24,7 @@ from ._security import KafkaSecurity
 from ._state import (
     BYTES,
     JSON,
+    BatchState,
     Hopping,
     Serde,
     Session,
@@ -45,6 +46,7 @@ __all__ = [
     "AbortReason",
     "AuthenticationError",
     "AuthorizationError",
+    "BatchState",
     "ConfigError",
     "EosApp",
     "EosConfig",

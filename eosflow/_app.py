@@ -28,7 +28,7 @@ from ._observe import Observer, Observers, Outcome, Stats
 from ._ops._logs import summarised_aiokafka_logs
 from ._ops._runner import Operations
 from ._processor import Processor, overrides_batch
-from ._state import declared
+from ._state import batch_ready
 
 
 class EosApp:
@@ -55,11 +55,7 @@ class EosApp:
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
                 "Processor.observer): name your attribute otherwise"
             )
-        if overrides_batch(processor) and declared(processor):
-            raise ConfigError(
-                f"{type(processor).__name__} declares stores or windows but overrides "
-                "process_batch: they are per input partition, for process()"
-            )
+        batch_ready(processor, overrides_batch(processor))
         processor.observer = self.observers
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()

@@ -10,6 +10,7 @@ from ._records import Output, Record
 
 if TYPE_CHECKING:
     from ._config import EosConfig
+    from ._state._batch import BatchState
     from ._state._sessions import Session, SessionStore
     from ._state._sliding import Sliding, SlidingStore
     from ._state._store import Serde, Store
@@ -46,7 +47,9 @@ class Processor:
     side effects outside Kafka that cannot be repeated.
 
     Override ``process_batch`` to transform a whole transaction's records at once (the
-    Spark offload does); the default calls ``process`` for each record.
+    Spark offload does); the default calls ``process`` for each record. A batch keeps
+    stores and tumbling or hopping windows through ``self.batch`` (``BatchState``): it
+    merges per-key partial aggregates, and windows close after the batch.
 
     **State.** Declare named stores in ``stores`` (name -> ``Serde``: ``eosflow.JSON``,
     ``eosflow.BYTES``, or any object with ``dumps``/``loads``) and use
@@ -89,6 +92,7 @@ class Processor:
     stores: ClassVar[Mapping[str, Serde | None]] = {}
     windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
+    _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
     observer: Observer = Observer()
@@ -114,6 +118,20 @@ class Processor:
         ``eosflow.Sliding``) of the input partition of the record being processed:
         ``add(key, value)``. Only valid inside ``process``."""
         return self._runtime("sliding", name, "window", "windows").sliding(name)
+
+    @property
+    def batch(self) -> BatchState:
+        """The state of the ``process_batch`` call in progress, with stores or tumbling
+        and hopping windows declared: ``windows(name)`` gives each record's open
+        windows, ``merge(...)`` folds a key's partial aggregate into a window or a
+        store. Windows the batch closed go to ``closed`` after ``process_batch``."""
+        batch = self._eosflow_batch
+        if batch is None:
+            raise RuntimeError(
+                f"Processor.batch: no batch is open; declare stores or windows in "
+                f"{type(self).__name__} and use it from process_batch()"
+            )
+        return batch
 
     def _runtime(self, call: str, name: str, what: str, declared: str) -> _StoresOfTheRecord:
         stores = self._eosflow_state

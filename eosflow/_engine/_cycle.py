@@ -369,13 +369,11 @@ class Engine:
         # a batch engine pays per call: its transactions fill to the interval
         await self._fill(session, records, deadline, limit, (0, 0), take, _all_room, deadline)
         work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
-        try:
-            work.outputs = as_outputs(await self.processor.process_batch(batch))
-        except TransactionError:
-            raise
-        except Exception as exc:
-            work.outputs = self._failed(batch, exc)
-            work.dead_lettered = len(batch)
+        # with its stores and windows, if declared (the finals the batch closed follow);
+        # a failing batch goes to the error policy (_failed)
+        work.outputs, work.dead_lettered = await session.stores.run_batch(
+            self.processor, batch, as_outputs, self._failed
+        )
         await self._send(session, work)
 
     def _retry_smaller(self, exc: TransactionError, held: int) -> None:

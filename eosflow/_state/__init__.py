@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
 from .._aiokafka import _produce
 from .._errors import ConfigError, TransactionError
+from ._batch import BatchState, check_batch, run_batch
 from ._changelog import (
     changelog_topic,
     check_names,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BYTES",
     "JSON",
+    "BatchState",
     "Hopping",
     "Serde",
     "Session",
@@ -80,6 +82,7 @@ __all__ = [
     "Tumbling",
     "Window",
     "WindowStore",
+    "batch_ready",
     "declared",
 ]
 
@@ -125,6 +128,13 @@ def has_timers(processor: object) -> bool:
     """Whether ``processor`` overrides ``Processor.fire`` (then it has timers)."""
     fire = getattr(type(processor), "fire", None)
     return fire is not None and fire.__module__ != "eosflow._processor"
+
+
+def batch_ready(processor: object, batch: bool) -> None:
+    """A one-line ``ConfigError`` when ``processor`` overrides ``process_batch``
+    (``batch``) and declares state a batch cannot keep (``_batch.check_batch``)."""
+    if batch:
+        check_batch(type(processor).__name__, declared_windows(processor), has_timers(processor))
 
 
 class Stores:
@@ -398,6 +408,35 @@ class Stores:
                 self.current, self._now = None, empty
 
         return process_with_state if self.config.dead_letter_topic is None else process_undoing
+
+    async def run_batch(
+        self,
+        processor: Any,
+        records: Sequence[Record],
+        check: Callable[[Any], list[Any]],
+        failed: Callable[[Sequence[Record], Exception], list[Any]],
+    ) -> tuple[list[Any], int]:
+        """``processor.process_batch(records)`` with its stores and windows (``_batch``):
+        returns the outputs (the finals of the windows the batch closed after its own)
+        and how many records were dead-lettered. ``check``: a result as outputs;
+        ``failed``: the app's error policy (dead letters, or a raise)."""
+        if not self.specs:
+            try:
+                return check(await processor.process_batch(records)), 0
+            except TransactionError:
+                raise
+            except Exception as exc:
+                return failed(records, exc), len(records)
+        windows = self._time.batch_windows()
+        stores = [name for name in self.specs if name not in windows]
+        state = BatchState(self._open, windows, stores)
+        time = self._time
+
+        def step(state: BatchState, failing: Any) -> list[Any]:
+            return state.take(processor, records, time.window_stores, time.count_late, failing)
+
+        dlt = self.config.dead_letter_topic is not None
+        return await run_batch(processor, records, state, step, self._layers, check, failed, dlt)
 
     # --- wall-clock timers (asked by the engine, ``_timers``) ---------------------------
 

@@ -174,6 +174,19 @@ class EventTime:
             raise RuntimeError("Processor.timers are the record's partition's, in process()")
         return self._timers_of(partition)
 
+    def batch_windows(self) -> dict[str, WindowSpec]:
+        """The tumbling and hopping windows (those a batch keeps), by name."""
+        return {n: s for n, s in self._specs.items() if isinstance(s, (Tumbling, Hopping))}
+
+    def window_stores(self, partition: Partition) -> list[WindowStore[Any]]:
+        """``partition``'s tumbling and hopping windows, in name order (a batch's: it
+        keeps no other kind, ``_batch.check_batch``)."""
+        return [h for h in self._windows_of(partition) if type(h) is WindowStore]
+
+    def count_late(self, window: str) -> None:
+        """One late record for ``window``, reported once its transaction commits."""
+        self._late.add(window)
+
     @property
     def has_timers(self) -> bool:
         return self._has_timers

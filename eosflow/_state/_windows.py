@@ -199,9 +199,21 @@ class WindowStore(Generic[V]):
 
     def windows(self) -> list[Window]:
         """The open windows holding the record's event time, in start order."""
-        closed = self._closed
-        starts = self.spec.starts(self.time)
-        return [self.window(s) for s in starts if closed is None or s > closed]
+        return [self.window(s) for s in self.open_starts()]
+
+    def open_starts(self) -> range:
+        """The starts of the open windows holding the record's event time, ascending
+        (empty: the record is late)."""
+        starts, closed = self.spec.starts(self.time), self._closed
+        if closed is None or starts.start > closed:
+            return starts
+        # window starts, and the last closed one, are multiples of the advance
+        return range(closed + self.spec.advance_ms, starts.stop, starts.step)
+
+    @property
+    def stream_time(self) -> int:
+        """The partition's stream time, as the last ``advance`` left it."""
+        return self._now
 
     def get(self, key: bytes | str, start_ms: int, default: V | None = None) -> V | None:
         """The value of ``key`` in the window starting at ``start_ms``."""

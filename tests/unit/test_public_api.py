@@ -16,6 +16,7 @@ def test_all_is_pinned() -> None:
         "AuthenticationError",
         "AuthorizationError",
         "BYTES",
+        "BatchState",
         "ConfigError",
         "EosApp",
         "EosConfig",

@@ -149,7 +149,7 @@ def test_declarations_and_names_are_checked() -> None:
         check_names("g" * 200, ("in",), ["counts" * 10])
 
 
-def test_state_outside_process_and_batch_processors_with_stores() -> None:
+def test_state_outside_process_and_batch_state_outside_a_batch() -> None:
     class Counting(eosflow.Processor):
         stores = {"counts": eosflow.JSON}
 
@@ -163,8 +163,9 @@ def test_state_outside_process_and_batch_processors_with_stores() -> None:
     cfg = eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:1", group_id="g", input_topics=("in",), transactional_id="t"
     )
-    with pytest.raises(eosflow.ConfigError, match="declares stores or windows but overrides"):
-        eosflow.EosApp(Batch(), cfg)
+    eosflow.EosApp(Batch(), cfg)  # a batch keeps stores: through Processor.batch
+    with pytest.raises(RuntimeError, match="no batch is open"):
+        Batch().batch
     stores = Stores(cfg, {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
     with pytest.raises(KeyError, match="no store 'nope'"):
         stores.store("nope")

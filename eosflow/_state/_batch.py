@@ -1,0 +1,271 @@
+"""``BatchState``: stores and windows for ``process_batch`` (a batch engine such as Spark).
+
+A batch processor does not see one record at a time: it aggregates a transaction's
+records at once (Spark's ``groupBy``) and merges each key's partial aggregate into the
+state. What the per-record path does around each ``process`` is done here around the
+batch, so that the state and the final results are the per-record path's whenever the
+merge is associative and commutative (a count, a sum, a max, a set union):
+
+- **before** ``process_batch``: each record's event time is taken in offset order, per
+  input partition, and stream time moves up to it as it would record by record. A
+  record's windows are those still open at that stream time (``BatchState.windows``).
+  A record none of whose windows of one name is open is **late**: counted (reported
+  when the transaction commits), or, with a dead-letter topic, dead-lettered and left
+  out of the batch -- as on the per-record path;
+- **in** ``process_batch``: partials are merged (``BatchState.merge``) into the windows
+  the batch's records are in -- also one that a later record of the batch closed: its
+  final is still to come -- or into a store;
+- **after** it: the windows the batch's stream time closed are handed to ``closed`` and
+  deleted, per input partition, windows in start order, keys in byte order.
+
+Failure modes: a ``timestamp()`` that raises dead-letters its record (or stops the
+app). With a dead-letter topic, a raise in ``process_batch`` or ``closed`` takes back
+every write of the batch, stream time included, and dead-letters its records; without
+one the app stops and the transaction aborts. A ``TransactionError`` (retry) aborts
+the transaction, which drops the batch's writes.
+
+Only stores and tumbling or hopping windows: session windows join across records,
+a sliding window is per record, and timers fire in a record's transaction, so a batch
+processor declaring any of them is refused at start (``check_batch``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .._errors import ConfigError, TransactionError
+from ._store import Store, store_key
+from ._windows import LateRecord, WindowSpec, WindowStore, data_key, event_time
+
+if TYPE_CHECKING:
+    from .._records import Record
+    from ._layers import Layers
+    from ._time import AnySpec
+
+V = TypeVar("V")
+P = TypeVar("P")
+Partition = tuple[str, int]
+Outputs = list[Any]
+Failed = Callable[[Sequence["Record"], Exception], Outputs]
+
+
+def check_batch(kind: str, windows: Mapping[str, AnySpec], timers: bool) -> None:
+    """A one-line ``ConfigError`` for a processor (class ``kind``) that overrides
+    ``process_batch`` but declares what a batch cannot keep: timers, or session or
+    sliding windows."""
+    if timers:
+        raise ConfigError(
+            f"{kind} overrides process_batch and fire: timers fire in a record's "
+            "transaction; use process() for them"
+        )
+    for name, spec in windows.items():
+        if not isinstance(spec, WindowSpec):
+            raise ConfigError(
+                f"{kind} overrides process_batch: its window {name!r} is a "
+                f"{type(spec).__name__}, which is per record; a batch keeps stores and "
+                "Tumbling or Hopping windows"
+            )
+
+
+class BatchState:
+    """The state of one ``process_batch`` call (``Processor.batch``): which windows each
+    record is in, and the merge of partial aggregates into windows and stores.
+
+    ``records`` are the records ``process_batch`` got (late ones left out when they are
+    dead-lettered); indices in ``windows`` are into it."""
+
+    __slots__ = (
+        "_backing",
+        "_floors",
+        "_handles",
+        "_opened",
+        "_specs",
+        "_stores",
+        "_taken",
+        "records",
+    )
+
+    def __init__(
+        self,
+        store: Callable[[str, Partition], Store[Any]],
+        specs: Mapping[str, WindowSpec],
+        stores: Sequence[str],
+    ) -> None:
+        self.records: list[Record] = []
+        self._backing = store
+        self._taken: dict[tuple[str, Partition], Store[Any]] = {}
+        self._specs = specs
+        self._stores = stores
+        self._opened: dict[str, list[tuple[int, int]]] = {name: [] for name in specs}
+        self._handles: dict[Partition, list[WindowStore[Any]]] = {}
+        # (partition, window name) -> the last window closed before the batch (None:
+        # none): merges go above it, and closing after the batch starts past it
+        self._floors: dict[tuple[Partition, str], int | None] = {}
+
+    def windows(self, name: str) -> list[tuple[int, int]]:
+        """(record index, window start in ms) for every window ``name`` each record is
+        in and that was open at its partition's stream time then, in record order (a
+        hopping window's record appears once per window)."""
+        found = self._opened.get(name)
+        if found is None:
+            raise KeyError(f"no window {name!r}; the processor declares {sorted(self._specs)}")
+        return found
+
+    def store(self, name: str, partition: Partition) -> Store[Any]:
+        """The store ``name`` of input ``partition`` (one of the batch's)."""
+        if name not in self._stores:
+            raise KeyError(f"no store {name!r}; the processor declares {sorted(self._stores)}")
+        self._partition(partition)
+        return self._store(name, partition)
+
+    def _store(self, name: str, partition: Partition) -> Store[Any]:
+        handle = self._taken.get((name, partition))
+        if handle is None:
+            handle = self._taken[(name, partition)] = self._backing(name, partition)
+        return handle
+
+    def merge(
+        self,
+        name: str,
+        partition: Partition,
+        key: bytes | str,
+        partial: P,
+        fn: Callable[[V | None, P], V],
+        start_ms: int | None = None,
+    ) -> V:
+        """Merge ``partial`` into ``key``'s value: ``fn(old, partial)``, ``old`` None
+        when the key has none, in the store ``name`` of ``partition`` or, for a window,
+        in the window of ``name`` starting at ``start_ms`` (one ``windows(name)`` gave
+        for that partition). Returns the new value. Writes join the transaction."""
+        spec = self._specs.get(name)
+        if spec is None:
+            store = self.store(name, partition)
+            value = fn(store.get(key), partial)
+            store.put(key, value)
+            return value
+        if start_ms is None:
+            raise TypeError(f"merge into window {name!r} needs start_ms (a window's start)")
+        self._partition(partition)
+        floor = self._floors[(partition, name)]
+        top = next(h.stream_time for h in self._handles[partition] if h.name == name)
+        if (
+            start_ms % spec.advance_ms
+            or (floor is not None and start_ms <= floor)
+            or (start_ms > spec.starts(top)[-1])
+        ):
+            topic, p = partition
+            raise ValueError(
+                f"window {name!r} of {topic}[{p}] starting at {start_ms} ms: none of the "
+                "batch's records is in it (merge into windows that windows() gave)"
+            )
+        data, dk = self._store(name, partition), data_key(start_ms, store_key(key))
+        raw = data.get(dk)
+        value = fn(None if raw is None else spec.serde.loads(raw), partial)
+        data.put(dk, spec.serde.dumps(value))
+        return value
+
+    def _partition(self, partition: Partition) -> None:
+        if partition not in self._handles:
+            topic, p = partition
+            raise ValueError(f"no record of {topic}[{p}] is in this batch")
+
+    # --- the runtime's side ---------------------------------------------------------
+
+    def take(
+        self,
+        processor: Any,
+        records: Sequence[Record],
+        handles: Callable[[Partition], list[WindowStore[Any]]],
+        late: Callable[[str], None],
+        failed: Failed | None,
+    ) -> Outputs:
+        """Step through ``records`` as the per-record path would before each
+        ``process``: keep each one's open windows, count the late (``late(window)``) or
+        dead-letter them (``failed``, when there is a dead-letter topic; a bad
+        ``timestamp()`` goes to it too, or raises). Returns the dead letters."""
+        kept, opened, floors = self.records, self._opened, self._floors
+        out: Outputs = []
+        timed = bool(self._specs)
+        for r in records:
+            partition = (r.topic, r.partition)
+            held = self._handles.get(partition)
+            if held is None:
+                held = self._handles[partition] = handles(partition) if timed else []
+            if not timed:
+                kept.append(r)
+                continue
+            try:
+                t = event_time(processor, r)
+            except Exception as exc:
+                if failed is None:
+                    raise
+                out.extend(failed([r], exc))
+                continue
+            opens: list[range] = []
+            for h in held:
+                before = h.advance(t, r.offset)
+                floors.setdefault((partition, h.name), before)
+                opens.append(h.open_starts())
+            if any(not starts for starts in opens):
+                if failed is not None:
+                    name = next(h.name for h, s in zip(held, opens, strict=True) if not s)
+                    out.extend(failed([r], LateRecord(f"record at {t} ms is late for {name!r}")))
+                    continue
+                for h, starts in zip(held, opens, strict=True):
+                    if not starts:
+                        late(h.name)
+            i = len(kept)
+            kept.append(r)
+            for h, starts in zip(held, opens, strict=True):
+                opened[h.name].extend((i, s) for s in starts)
+        return out
+
+    async def close(
+        self, closed: Callable[[bytes, Any, Any], Awaitable[Any]], check: Callable[[Any], Any]
+    ) -> Outputs:
+        """Hand the windows the batch's stream time closed to ``closed`` and delete them:
+        per partition, windows in name then start order, keys in byte order."""
+        out: Outputs = []
+        for partition in sorted(self._handles):
+            for h in self._handles[partition]:
+                for window, key, value in h.closing(self._floors.get((partition, h.name))):
+                    out.extend(check(await closed(key, window, value)))
+        return out
+
+
+async def run_batch(
+    processor: Any,
+    records: Sequence[Record],
+    state: BatchState,
+    step: Callable[[BatchState, Failed | None], Outputs],
+    layers: Layers,
+    check: Callable[[Any], Outputs],
+    failed: Failed,
+    dead_letters: bool,
+) -> tuple[Outputs, int]:
+    """One ``process_batch`` call with ``state`` (``step`` fills it, ``take``), then the
+    closing; returns the outputs and how many records were dead-lettered. With
+    ``dead_letters`` the batch's writes are taken back when it fails."""
+    undo: list[Any] | None = [] if dead_letters else None
+    layers.undo = undo
+    try:
+        out = step(state, failed if dead_letters else None)
+        dead = len(out)
+        processor._eosflow_batch = state
+        try:
+            out.extend(check(await processor.process_batch(state.records)))
+            out.extend(await state.close(processor.closed, check))
+        except TransactionError:
+            raise
+        except Exception as exc:
+            if undo is not None:
+                layers.revert(undo)
+            if not state.records:
+                raise
+            return out[:dead] + failed(state.records, exc), dead + len(state.records)
+        finally:
+            processor._eosflow_batch = None
+        return out, dead
+    finally:
+        layers.undo = None
