@@ -41,8 +41,13 @@ class Clicks(eosflow.Processor):
         self.window("clicks").update(record.key or b"", _plus_one, 0)
 
     async def closed(self, key: bytes, window: eosflow.Window, value: Any) -> eosflow.Output:
-        final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
-        return eosflow.Output(self.topic, json.dumps(final), key=key)
+        return final(self.topic, key, window, value)
+
+
+def final(topic: str, key: bytes, window: eosflow.Window, value: Any) -> eosflow.Output:
+    """A window's final count, as ``check_windows`` reads it by default."""
+    body = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
+    return eosflow.Output(topic, json.dumps(body), key=key)
 
 
 def _plus_one(n: int) -> int:

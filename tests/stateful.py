@@ -233,3 +233,16 @@ async def timers_due(bootstrap: str, src: str) -> Counter[tuple[bytes | None, in
         for key in [k for k, due in timers.items() if due <= now]:
             fired[(key, timers.pop(key))] += 1
     return fired
+
+
+def clicks_at(partition: int, times_s: list[float], keys: int = 5) -> list[tuple[int, bytes, int]]:
+    """(partition, key, timestamp ms) for a click at each of ``times_s``; keys cycle."""
+    return [
+        (partition, f"u{partition}-{i % keys}".encode(), int(t * 1000))
+        for i, t in enumerate(times_s)
+    ]
+
+
+def steady(start_s: float, end_s: float, step_s: float) -> list[float]:
+    n = int((end_s - start_s) / step_s)
+    return [start_s + i * step_s for i in range(n)]

@@ -21,10 +21,26 @@ from ._session import SparkSettings  # pydantic alone: the settings reference ne
 
 if TYPE_CHECKING:
     from ._processor import SparkJobError, SparkJobTimeout, SparkProcessor, spark_message
+    from ._state import STATE_KEYS, WINDOW_KEYS
 
-__all__ = ["SparkJobError", "SparkJobTimeout", "SparkProcessor", "SparkSettings", "spark_message"]
+__all__ = [
+    "STATE_KEYS",
+    "WINDOW_KEYS",
+    "SparkJobError",
+    "SparkJobTimeout",
+    "SparkProcessor",
+    "SparkSettings",
+    "spark_message",
+]
 
-_NEED_SPARK = {"SparkJobError", "SparkJobTimeout", "SparkProcessor", "spark_message"}
+_NEED_SPARK = {
+    "STATE_KEYS",
+    "WINDOW_KEYS",
+    "SparkJobError",
+    "SparkJobTimeout",
+    "SparkProcessor",
+    "spark_message",
+}
 
 
 def __getattr__(name: str) -> object:
@@ -40,6 +56,6 @@ def __getattr__(name: str) -> object:
             "eosflow.spark needs PySpark and pyarrow: pip install 'eosflow[spark]' "
             f"(missing: {exc.name})"
         ) from None
-    from . import _processor
+    from . import _processor, _state
 
-    return getattr(_processor, name)
+    return getattr(_state if name.endswith("_KEYS") else _processor, name)

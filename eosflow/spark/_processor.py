@@ -18,6 +18,12 @@ Failure modes:
 - a failing job (bad transform, executor loss) raises ``SparkJobError`` carrying Spark's
   own message rather than a JVM stack; the app's error policy applies (stop, or
   dead-letter the batch's records).
+
+**State.** A processor declaring ``stores`` or tumbling and hopping ``windows``
+overrides ``aggregate(name, df)``: the per-key partial aggregates of the batch for the
+store or window ``name`` (``_state``), computed in the same job as ``transform`` (which
+is then optional) and merged into the state with ``merge(name, old, partial)`` in the
+transaction; windows the batch closed go to ``closed`` as on the per-record path.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from ._executors import lacking
 from ._jobs import Tags, is_connect, tags_for
 from ._session import SparkSettings
 from ._ship import ship
+from ._state import frames, merge_partials
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -73,9 +80,29 @@ class SparkProcessor(Processor):
         self.cancelled_jobs = 0  # jobs cancelled past their budget that then stopped
         self._cancel_grace_s = CANCEL_GRACE_S
         self._owner: str | None = None  # the app's transactional id: names a Connect session
+        windows = dict(self.windows or {})  # the declared state, fed by aggregate()
+        self._windowed = frozenset(windows)
+        self._state_names = sorted({*(self.stores or {}), *windows})
 
     def transform(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError("override SparkProcessor.transform(df) -> df")
+
+    def aggregate(self, name: str, df: DataFrame) -> DataFrame:
+        """The batch's partial aggregates for the store or window ``name``: ``df`` holds
+        the batch's records (a window's: one row per record and open window, with its
+        ``window_start``); return one row per ``eosflow.spark.STATE_KEYS`` (a window:
+        ``WINDOW_KEYS``) with the aggregate as ``value``, e.g.
+        ``df.groupBy(*WINDOW_KEYS).agg(F.count("*").alias("value"))``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} declares {name!r}: override aggregate(name, df) to "
+            "give its per-key partial aggregates"
+        )
+
+    def merge(self, name: str, old: Any, partial: Any) -> Any:
+        """A key's stored value in ``name`` with the batch's ``partial`` merged in
+        (``old`` None the first time): their sum by default, for counts and sums.
+        Called on the event loop, once per row ``aggregate`` returned."""
+        return partial if old is None else old + partial
 
     @property
     def spark(self) -> Any:
@@ -158,11 +185,15 @@ class SparkProcessor(Processor):
         if not records:
             return []
         table = records_to_arrow(records)
+        state = self._eosflow_batch
+        inputs = frames(table, state, self._state_names) if state is not None else {}
         tag = f"eosflow-{uuid.uuid4().hex[:12]}"
         started = time.monotonic()
         cancelled = False
         tags = self.tags
-        job = asyncio.ensure_future(asyncio.to_thread(tags.run, tag, lambda: self._job(table)))
+        job = asyncio.ensure_future(
+            asyncio.to_thread(tags.run, tag, lambda: self._job(table, inputs))
+        )
         try:
             result = await within(asyncio.shield(job), self._job_timeout_s)
         except TimeoutError:
@@ -181,16 +212,30 @@ class SparkProcessor(Processor):
             ended = time.monotonic()
             self.last_job_s = ended - started
             self.observer.spark_job(SparkJobReport(started, ended, len(records), cancelled))
-        return arrow_to_outputs(result, self.output_topic)
+        out, partials = result
+        if state is not None:
+            for name, rows in partials.items():
+                merge_partials(state, name, rows, name in self._windowed, self.merge)
+        return [] if out is None else arrow_to_outputs(out, self.output_topic)
 
-    def _job(self, table: Any) -> Any:
+    def _job(self, table: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The outputs (``transform``'s; None when state alone is kept) and each store's
+        or window's partials, in one worker thread under one tag (one cancel stops all)."""
         spark = self.spark
         try:
-            return self.transform(spark.createDataFrame(table)).toArrow()
+            out = None
+            if not inputs or type(self).transform is not SparkProcessor.transform:
+                out = self.transform(spark.createDataFrame(table)).toArrow()
+            partials = {
+                name: self.aggregate(name, spark.createDataFrame(frame)).toArrow()
+                for name, frame in inputs.items()
+                if frame.num_rows
+            }
         except Exception as exc:
             if _is_spark_error(exc):
                 raise SparkJobError(spark_message(exc)) from None
             raise
+        return out, partials
 
     async def _cancel(self, tag: str, job: asyncio.Future[Any]) -> bool:
         """Cancel the job that ran past its budget and wait for it to stop, at most

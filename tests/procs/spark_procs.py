@@ -10,7 +10,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+import eosflow
 from eosflow.spark import SparkProcessor
+from examples.spark_clicks import SparkClicks
 
 
 def _slow_udf(delay_s: float, mark: str | None, rows: str | None) -> Callable[[str], str]:
@@ -55,3 +57,17 @@ class Broken(SparkProcessor):
         return df.select(
             "key", F.udf(_boom, StringType())(F.col("value").cast("string")).alias("value")
         )
+
+
+class TenSecondClicks(SparkClicks):
+    """``examples/spark_clicks.py`` with 10 s windows and a 2 s grace (``SLOW_MARK``: a
+    file touched when an aggregate job is planned, so a test can kill it mid-job)."""
+
+    windows = {"clicks": eosflow.Tumbling(size_s=10, grace_s=2)}
+
+    def aggregate(self, name: str, df: DataFrame) -> DataFrame:
+        mark = os.environ.get("SLOW_MARK")
+        if mark:
+            open(mark, "a").close()
+            time.sleep(float(os.environ.get("SLOW_AGGREGATE_S", "0")))
+        return super().aggregate(name, df)

@@ -1,14 +1,19 @@
-"""The Spark examples the docs show (examples/spark_wordcount.py, spark_enrich.py) give
-the rows they promise, on the Spark of this run's mode (local, standalone or Connect:
-on a cluster their module is shipped, as a user's would be)."""
+"""The Spark examples the docs show (examples/spark_wordcount.py, spark_enrich.py,
+spark_clicks.py) give the rows they promise, on the Spark of this run's mode (local,
+standalone or Connect: on a cluster their module is shipped, as a user's would be)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
+
+from spark_procs import TenSecondClicks
+from stateful import clicks_at, produce_at, state_config, steady, until_committed
 
 import eosflow
 from eosflow.spark import SparkProcessor
+from eosflow.testing import FakeCluster, check_windows
 from examples.spark_enrich import EnrichOrders
 from examples.spark_wordcount import WordCount
 
@@ -53,3 +58,38 @@ async def test_the_enrichment_example_joins_and_marks_unknown_customers() -> Non
     assert got["o2"]["tier"] == "bronze" and got["o2"]["name"] == "Linus"
     assert got["o3"]["tier"] == "unknown" and "name" not in got["o3"]
     assert {o.topic for o in outputs} == {"orders-enriched"}
+
+
+# Windows kept by Spark (examples/spark_clicks.py, 10 s windows): each transaction's
+# clicks counted in one job, merged into the windows, finals emitted as windows close.
+# Partition 1 runs far behind partition 0; a click in its window's grace and a late one.
+# The finals equal those the input alone gives, the late click counted once.
+async def test_the_spark_clicks_example_gives_the_inputs_finals(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 2)
+    c.create_topic(f"{src}-per-window", 1)
+    ahead = steady(0, 95, 0.5)
+    ahead[42:42] = [19.0, 7.5]
+    behind = steady(0, 40, 0.25)
+    await produce_at(c.bootstrap_servers, src, clicks_at(0, ahead) + clicks_at(1, behind), b"c")
+    cfg = state_config(
+        c.bootstrap_servers,
+        "g",
+        src,
+        "tx-1",
+        tmp_path,
+        session_s=20.0,
+        max_records_per_txn=60,
+        commit_interval_s=0.5,
+    )
+    app = eosflow.EosApp(TenSecondClicks(), cfg)
+    async with app:
+        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
+    spec = TenSecondClicks.windows["clicks"]
+    report = await check_windows(c.bootstrap_servers, src, f"{src}-per-window", spec)
+    assert report.ok, report.summary()
+    assert report.expected > 0 and report.late == 1 and app.stats.late == 1
+    assert app.stats.committed >= (len(ahead) + len(behind)) // 60

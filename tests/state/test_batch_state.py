@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stateful import produce_at, state_config, until_committed
-from test_windows import SPEC, clicks_at, committed_state, steady
+from stateful import clicks_at, produce_at, state_config, steady, until_committed
+from test_windows import SPEC, committed_state
 
 import eosflow
 from eosflow.testing import FakeCluster, check_windows, read_topic

@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from stateful import changelog, produce_at, state_config, until_committed
+from stateful import changelog, clicks_at, produce_at, state_config, steady, until_committed
 
 import eosflow
 from eosflow._checks._checker import read_records
@@ -26,19 +26,6 @@ class Clicks(clicks.Clicks):
     """``examples/clicks.py`` with 10 s windows and a 2 s grace."""
 
     windows = {"clicks": SPEC}
-
-
-def clicks_at(partition: int, times_s: list[float], keys: int = 5) -> list[tuple[int, bytes, int]]:
-    """(partition, key, timestamp ms) for a click at each of ``times_s``; keys cycle."""
-    return [
-        (partition, f"u{partition}-{i % keys}".encode(), int(t * 1000))
-        for i, t in enumerate(times_s)
-    ]
-
-
-def steady(start_s: float, end_s: float, step_s: float) -> list[float]:
-    n = int((end_s - start_s) / step_s)
-    return [start_s + i * step_s for i in range(n)]
 
 
 async def windows_ok(bootstrap: str, src: str) -> Any:

@@ -191,9 +191,11 @@ def test_spark_all_is_pinned() -> None:
     import eosflow.spark
 
     assert sorted(eosflow.spark.__all__) == [
+        "STATE_KEYS",
         "SparkJobError",
         "SparkJobTimeout",
         "SparkProcessor",
         "SparkSettings",
+        "WINDOW_KEYS",
         "spark_message",
     ]

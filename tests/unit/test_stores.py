@@ -165,7 +165,7 @@ def test_state_outside_process_and_batch_state_outside_a_batch() -> None:
     )
     eosflow.EosApp(Batch(), cfg)  # a batch keeps stores: through Processor.batch
     with pytest.raises(RuntimeError, match="no batch is open"):
-        Batch().batch
+        _ = Batch().batch
     stores = Stores(cfg, {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
     with pytest.raises(KeyError, match="no store 'nope'"):
         stores.store("nope")
