@@ -15,13 +15,14 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from fleet import committed_total
 from kit import app_config, create_topic, eventually
-from spark_procs import Broken, Slow
+from spark_procs import Broken, Slow, TenSecondClicks
+from stateful import clicks_at, produce_at, steady
 
 import eosflow
 from eosflow._demo import OUT, Enrich
 from eosflow._demo._spark import SparkEnrich
 from eosflow.spark import SparkJobTimeout
-from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
+from eosflow.testing import FakeCluster, check_exactly_once, check_windows, read_topic, spawn_run
 from eosflow.testing._ladder import Broker
 
 ROOT = Path(__file__).parents[2]
@@ -301,6 +302,91 @@ async def test_sigkill_during_a_spark_job_then_restart_is_exactly_once(
             raise
     report = await check_exactly_once(b.bootstrap_servers, src, out, group_id=group)
     assert report.ok, report.summary()
+
+
+# Windows kept by Spark under SIGKILL (spark_procs.TenSecondClicks: examples/
+# spark_clicks.py with 10 s windows): the instance is killed while a job runs after
+# transactions committed, and restarts with its local state wiped, so the windows come
+# back from their changelogs alone. The finals read back read_committed equal those the
+# input gives: every window's count once, none lost to the kill, none counted twice.
+async def test_spark_windows_survive_a_sigkill_and_wiped_state(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, out, group = b.unique("clicks"), b.unique("finals"), b.unique("g")
+    await create_topic(b.bootstrap_servers, src, 2)
+    await create_topic(b.bootstrap_servers, out, 1)
+    base = (int(time.time()) // 10 - 30) * 10.0  # recent: within the topics' retention
+    times = steady(base, base + 150, 0.5)
+    events = clicks_at(0, times) + clicks_at(1, [t - 40 for t in times])
+    await produce_at(b.bootstrap_servers, src, events, b"c")
+    mark = tmp_path / "job-running"
+    env = {
+        "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'procs'}",
+        "SLOW_MARK": str(mark),
+        "SLOW_AGGREGATE_S": "0.5",
+        "CLICKS_OUTPUT": out,
+        "EOSFLOW_SESSION_TIMEOUT_S": "6",
+        "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.5",
+        "EOSFLOW_TRANSACTION_TIMEOUT_S": "20",
+        "EOSFLOW_ALLOW_TRANSACTION_TIMEOUT_OVER_SESSION": "true",
+        "EOSFLOW_COMMIT_INTERVAL_S": "0.5",
+        "EOSFLOW_MAX_RECORDS_PER_TXN": "60",
+        **{k: v for k, v in os.environ.items() if k.startswith("EOSFLOW_SPARK_")},
+    }
+    txn_id = b.unique("sc")
+
+    async def start(state: str) -> asyncio.subprocess.Process:
+        return await spawn_run(
+            "spark_procs:TenSecondClicks",
+            bootstrap_servers=b.bootstrap_servers,
+            group_id=group,
+            input_topics=(src,),
+            transactional_id=txn_id,
+            env=env | {"EOSFLOW_STATE_DIR": str(tmp_path / state)},
+        )
+
+    async def committed() -> int:
+        return await committed_total(b.bootstrap_servers, src, 2, group)
+
+    proc = await start("first")
+    try:
+
+        async def some_committed() -> bool:
+            return await committed() >= 180
+
+        await eventually(some_committed, timeout_s=180, what="transactions committed")
+        mark.unlink(missing_ok=True)
+
+        async def in_job() -> bool:
+            return mark.exists()
+
+        await eventually(in_job, timeout_s=60, what="a Spark job running")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+    assert await committed() < len(events), "killed before the input's end"
+    proc = await start("wiped")  # an empty local copy: restored from the changelogs
+
+    async def done() -> bool:
+        assert proc.returncode is None, f"the restarted instance exited ({proc.returncode})"
+        return await committed() == len(events)
+
+    try:
+        await eventually(done, timeout_s=180, what="restarted instance finished")
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), 60)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            raise
+    spec = TenSecondClicks.windows["clicks"]
+    report = await check_windows(b.bootstrap_servers, src, out, spec)
+    assert report.ok, report.summary()
+    assert report.expected > 0
 
 
 def test_import_without_pyspark_gives_an_install_hint() -> None:
