@@ -432,11 +432,12 @@ class Stores:
         state = BatchState(self._open, windows, stores)
         time = self._time
 
-        def step(state: BatchState, failing: Any) -> list[Any]:
-            return state.take(processor, records, time.window_stores, time.count_late, failing)
+        def step(state: BatchState, failed: Any) -> list[Any]:
+            windows, late = time.window_stores, time.count_late
+            return state.take(processor, records, windows, late, failed, self._layers)
 
         dlt = self.config.dead_letter_topic is not None
-        return await run_batch(processor, records, state, step, self._layers, check, failed, dlt)
+        return await run_batch(processor, state, step, self._layers, check, failed, dlt)
 
     # --- wall-clock timers (asked by the engine, ``_timers``) ---------------------------
 

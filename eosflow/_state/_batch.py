@@ -80,6 +80,7 @@ class BatchState:
         "_floors",
         "_handles",
         "_opened",
+        "_seen",
         "_specs",
         "_stores",
         "_taken",
@@ -98,7 +99,10 @@ class BatchState:
         self._specs = specs
         self._stores = stores
         self._opened: dict[str, list[tuple[int, int]]] = {name: [] for name in specs}
+        # the partitions of the records kept, with their windows
         self._handles: dict[Partition, list[WindowStore[Any]]] = {}
+        # (partition, window name, start) of every window a kept record is in while open
+        self._seen: set[tuple[Partition, str, int]] = set()
         # (partition, window name) -> the last window closed before the batch (None:
         # none): merges go above it, and closing after the batch starts past it
         self._floors: dict[tuple[Partition, str], int | None] = {}
@@ -146,18 +150,11 @@ class BatchState:
             return value
         if start_ms is None:
             raise TypeError(f"merge into window {name!r} needs start_ms (a window's start)")
-        self._partition(partition)
-        floor = self._floors[(partition, name)]
-        top = next(h.stream_time for h in self._handles[partition] if h.name == name)
-        if (
-            start_ms % spec.advance_ms
-            or (floor is not None and start_ms <= floor)
-            or (start_ms > spec.starts(top)[-1])
-        ):
+        if (partition, name, start_ms) not in self._seen:
             topic, p = partition
             raise ValueError(
                 f"window {name!r} of {topic}[{p}] starting at {start_ms} ms: none of the "
-                "batch's records is in it (merge into windows that windows() gave)"
+                "batch's records is in it while open (merge into windows that windows() gave)"
             )
         data, dk = self._store(name, partition), data_key(start_ms, store_key(key))
         raw = data.get(dk)
@@ -178,47 +175,50 @@ class BatchState:
         records: Sequence[Record],
         handles: Callable[[Partition], list[WindowStore[Any]]],
         late: Callable[[str], None],
-        failed: Failed | None,
+        failed: Failed,
+        layers: Layers,
     ) -> Outputs:
         """Step through ``records`` as the per-record path would before each
-        ``process``: keep each one's open windows, count the late (``late(window)``) or
-        dead-letter them (``failed``, when there is a dead-letter topic; a bad
-        ``timestamp()`` goes to it too, or raises). Returns the dead letters."""
-        kept, opened, floors = self.records, self._opened, self._floors
+        ``process``: keep each one's open windows and the windows closed before its
+        partition's first kept record. A late record is counted (``late(window)``) or,
+        when the batch is undoable (``layers.undo``: a dead-letter topic is set),
+        dead-lettered with its stream-time writes taken back; a ``timestamp()`` that
+        raises goes to ``failed`` (a dead letter, or a raise). Returns the dead letters."""
+        kept, opened, seen, floors = self.records, self._opened, self._seen, self._floors
+        undo = layers.undo
         out: Outputs = []
-        timed = bool(self._specs)
         for r in records:
             partition = (r.topic, r.partition)
-            held = self._handles.get(partition)
-            if held is None:
-                held = self._handles[partition] = handles(partition) if timed else []
-            if not timed:
+            if not self._specs:
+                self._handles.setdefault(partition, [])
                 kept.append(r)
                 continue
             try:
                 t = event_time(processor, r)
             except Exception as exc:
-                if failed is None:
-                    raise
                 out.extend(failed([r], exc))
                 continue
-            opens: list[range] = []
-            for h in held:
-                before = h.advance(t, r.offset)
-                floors.setdefault((partition, h.name), before)
-                opens.append(h.open_starts())
-            if any(not starts for starts in opens):
-                if failed is not None:
-                    name = next(h.name for h, s in zip(held, opens, strict=True) if not s)
+            held = self._handles.get(partition) or handles(partition)
+            mark = 0 if undo is None else len(undo)
+            befores = [h.advance(t, r.offset) for h in held]
+            opens = [h.open_starts() for h in held]
+            if not all(opens):
+                name = next(h.name for h, s in zip(held, opens, strict=True) if not s)
+                if undo is not None:  # as the per-record path: no write of it stays
+                    layers.revert(undo[mark:])
+                    del undo[mark:]
                     out.extend(failed([r], LateRecord(f"record at {t} ms is late for {name!r}")))
                     continue
                 for h, starts in zip(held, opens, strict=True):
                     if not starts:
                         late(h.name)
+            self._handles[partition] = held
             i = len(kept)
             kept.append(r)
-            for h, starts in zip(held, opens, strict=True):
+            for h, before, starts in zip(held, befores, opens, strict=True):
+                floors.setdefault((partition, h.name), before)
                 opened[h.name].extend((i, s) for s in starts)
+                seen.update((partition, h.name, s) for s in starts)
         return out
 
     async def close(
@@ -228,30 +228,32 @@ class BatchState:
         per partition, windows in name then start order, keys in byte order."""
         out: Outputs = []
         for partition in sorted(self._handles):
-            for h in self._handles[partition]:
-                for window, key, value in h.closing(self._floors.get((partition, h.name))):
+            for h in self._handles[partition]:  # each advanced by a kept record
+                for window, key, value in h.closing(self._floors[(partition, h.name)]):
                     out.extend(check(await closed(key, window, value)))
         return out
 
 
 async def run_batch(
     processor: Any,
-    records: Sequence[Record],
     state: BatchState,
-    step: Callable[[BatchState, Failed | None], Outputs],
+    step: Callable[[BatchState, Failed], Outputs],
     layers: Layers,
     check: Callable[[Any], Outputs],
     failed: Failed,
     dead_letters: bool,
 ) -> tuple[Outputs, int]:
-    """One ``process_batch`` call with ``state`` (``step`` fills it, ``take``), then the
+    """One ``process_batch`` call with ``state`` (``step`` fills it: ``take``), then the
     closing; returns the outputs and how many records were dead-lettered. With
-    ``dead_letters`` the batch's writes are taken back when it fails."""
+    ``dead_letters`` the batch's writes are taken back when it fails; a batch whose
+    every record was dead-lettered does not call ``process_batch``."""
     undo: list[Any] | None = [] if dead_letters else None
     layers.undo = undo
     try:
-        out = step(state, failed if dead_letters else None)
+        out = step(state, failed)
         dead = len(out)
+        if not state.records:
+            return out, dead
         processor._eosflow_batch = state
         try:
             out.extend(check(await processor.process_batch(state.records)))
@@ -261,8 +263,6 @@ async def run_batch(
         except Exception as exc:
             if undo is not None:
                 layers.revert(undo)
-            if not state.records:
-                raise
             return out[:dead] + failed(state.records, exc), dead + len(state.records)
         finally:
             processor._eosflow_batch = None

@@ -210,11 +210,6 @@ class WindowStore(Generic[V]):
         # window starts, and the last closed one, are multiples of the advance
         return range(closed + self.spec.advance_ms, starts.stop, starts.step)
 
-    @property
-    def stream_time(self) -> int:
-        """The partition's stream time, as the last ``advance`` left it."""
-        return self._now
-
     def get(self, key: bytes | str, start_ms: int, default: V | None = None) -> V | None:
         """The value of ``key`` in the window starting at ``start_ms``."""
         raw = self._data.get(data_key(start_ms, store_key(key)))

@@ -8,7 +8,8 @@ none. The frames are built on the driver from the batch's Arrow table (a ``take`
 column: no per-row Python).
 
 ``aggregate`` returns one row per input partition, key (and window): ``topic``,
-``partition``, ``key`` (binary or string, not null), ``window_start`` for a window, and
+``partition``, ``key`` (binary or string), ``window_start`` for a window (none of them
+null), and
 ``value`` (any type Arrow turns into Python: a number, a string, a struct as a dict),
 grouped by ``STATE_KEYS`` or ``WINDOW_KEYS``. Each row is merged on the event loop:
 ``merge(name, old, value)``, ``old`` None for a new key. Stores are per input partition,
@@ -65,6 +66,22 @@ def merge_partials(
             f"(group by eosflow.spark.{'WINDOW_KEYS' if window else 'STATE_KEYS'} and "
             "alias the aggregate as 'value')"
         )
+    for c in want[:-1]:  # the grouping columns: none may be null
+        if partials.column(c).null_count:
+            raise ValueError(
+                f"aggregate({name!r}) returned a row with a null {c!r}"
+                + (
+                    " (records without a key): give them one, e.g. "
+                    "F.coalesce('key', F.lit(bytearray()))"
+                    if c == "key"
+                    else ""
+                )
+            )
+    if window and not pa.types.is_integer(partials.column("window_start").type):
+        raise ValueError(
+            f"aggregate({name!r}) returned window_start as "
+            f"{partials.column('window_start').type}; keep the input's (epoch milliseconds)"
+        )
     cols = [partials.column(c).to_pylist() for c in want]
     starts = cols[3] if window else [None] * partials.num_rows
     values = cols[-1]
@@ -73,10 +90,5 @@ def merge_partials(
         return merge(name, old, partial)
 
     for topic, p, key, start, value in zip(cols[0], cols[1], cols[2], starts, values, strict=True):
-        if key is None:
-            raise ValueError(
-                f"aggregate({name!r}) returned a row with a null key (records without a "
-                "key): give them one, e.g. F.coalesce('key', F.lit(b''))"
-            )
         state.merge(name, (topic, int(p)), key, value, fold, start_ms=start)
     return int(partials.num_rows)

@@ -54,10 +54,10 @@ class BatchClicks(eosflow.Processor):
 # at most 40: partition 1 far behind partition 0, a click in its window's grace and a
 # late one inside one batch. The finals equal the input's; the late click is counted
 # once; closed windows leave the changelog. Caught: a record's windows taken at its own
-# time only, not those open at its partition's stream time (the late click merged into
-# a closed window: refused); the windows closed before the batch taken at its last
-# record rather than its first (merges into windows the batch itself closed refused,
-# their finals lost); no closing after the batch (no finals at all).
+# time only, not those open at its partition's stream time (the late click not counted
+# late, and merged into a window already emitted); the windows closed before the batch
+# taken at its last record rather than its first (no final emitted); no closing after
+# the batch (no finals at all).
 async def test_batch_finals_equal_the_inputs_with_late_records_and_retention(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
