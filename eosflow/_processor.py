@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ._observe import Observer
@@ -93,6 +94,8 @@ class Processor:
     windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
+    # the record's tumbling and hopping windows by name, set by the runtime around process()
+    _eosflow_windows: Mapping[str, WindowStore[Any]] = MappingProxyType({})
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
     observer: Observer = Observer()
@@ -105,6 +108,9 @@ class Processor:
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the input partition of the record being
         processed (declared in ``windows``). Only valid inside ``process``."""
+        handle = self._eosflow_windows.get(name)
+        if handle is not None:
+            return handle
         return self._runtime("window", name, "window", "windows").window(name)
 
     def session(self, name: str) -> SessionStore[Any]:

@@ -379,9 +379,17 @@ class Stores:
         if not self.specs:
             return process
         processor._eosflow_state = self
-        process = self._time.bind(processor, process, check, has_timers(processor))
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
+
+        def enter(partition: Partition | None) -> None:
+            self.current = partition
+            self._now = empty if partition is None else handles.get(partition, empty)
+
+        timed = self._time.bind(processor, process, check, has_timers(processor), enter)
+        if timed is not process and self.config.dead_letter_topic is None:
+            return timed  # it says which partition is in process itself (enter)
+        process = timed
 
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)

@@ -135,7 +135,9 @@ class Store(Generic[V]):
         topic, p = self.partition
         return f"<eosflow.Store {self.name!r} of {topic}[{p}]>"
 
-    def _raw(self, key: bytes) -> bytes | None:
+    def raw(self, key: bytes) -> bytes | None:
+        """The serialized value of ``key`` (bytes, not checked), for eosflow's own
+        structures over a store of bytes (windows, timers): one call on their hot path."""
         layers, slot = self._layers, self._slot
         writes = layers.open.get(slot)
         if writes is not None and key in writes:
@@ -145,6 +147,10 @@ class Store(Generic[V]):
             return writes[key]
         return self._local.get(self.name, key)
 
+    def put_raw(self, key: bytes, data: bytes) -> None:
+        """Set ``key`` to serialized ``data`` (``raw``'s counterpart: not checked)."""
+        self._set(key, data)
+
     @overload
     def get(self, key: bytes | str) -> V | None: ...
 
@@ -153,11 +159,11 @@ class Store(Generic[V]):
 
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The value of ``key``, or ``default`` when it has none."""
-        raw = self._raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
+        raw = self.raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
         return default if raw is None else self._serde.loads(raw)  # type: ignore[no-any-return]
 
     def __contains__(self, key: bytes | str) -> bool:
-        return self._raw(store_key(key)) is not None
+        return self.raw(store_key(key)) is not None
 
     def put(self, key: bytes | str, value: V) -> None:
         """Set ``key`` to ``value`` in the open transaction."""

@@ -79,6 +79,7 @@ class EventTime:
         self._has_timers = False
         self._windows: dict[Partition, dict[str, Windowed]] = {}
         self._lists: dict[Partition, list[Windowed]] = {}  # the same handles, in name order
+        self._plain: dict[Partition, dict[str, Windowed]] = {}  # tumbling and hopping only
         self._timers: dict[Partition, TimerStore] = {}
         self._none: dict[str, Windowed] = {}
         self._now = self._none  # the window handles of the record in process()
@@ -87,52 +88,72 @@ class EventTime:
         self._clock_fire = False  # a wall-clock timer's fire runs: no record, no window
 
     def bind(
-        self, processor: Any, process: Process, check: Callable[[Any], Any], timers: bool
+        self,
+        processor: Any,
+        process: Process,
+        check: Callable[[Any], Any],
+        timers: bool,
+        enter: Callable[[Partition | None], None],
     ) -> Process:
         """``process`` with the two steps around it, or as it is when the processor has
-        neither windows nor ``timers``; ``check``: a result as a list of outputs."""
+        neither windows nor ``timers``; ``check``: a result as a list of outputs;
+        ``enter(partition)``: the record's partition is the one in process (None: none
+        is), called around the whole of it, ``closed`` and ``fire`` included.
+
+        The per-record path of every windowed app, kept lean: the event time read
+        without a call when ``timestamp`` is not overridden, and the record's tumbling
+        and hopping windows handed to the processor as a dict (``Processor.window``'s
+        one lookup)."""
         self._specs = declared_windows(processor)
         self._has_timers = timers
         if not self._specs and not timers:
             return process
         self._fire = processor.fire
         closed, fire, late, dlt = processor.closed, processor.fire, self._late, self._dlt
-        named, none = self._windows, self._none
+        named, none, lists, plain = self._windows, self._none, self._lists, self._plain
+        own_time = getattr(type(processor).timestamp, "__module__", "") != "eosflow._processor"
 
         async def timed(record: Record) -> Any:
-            t = event_time(processor, record)
+            t = event_time(processor, record) if own_time else record.timestamp
             partition = (record.topic, record.partition)
-            handles = self._windows_of(partition)
+            handles = lists.get(partition)
+            if handles is None:
+                handles = self._windows_of(partition)
             before = [h.advance(t, record.offset) for h in handles]
             clock = self._timers_of(partition) if timers else None
             if clock is not None:
                 clock.advance(t)
-            self._now = named.get(partition, none)
+            enter(partition)
             try:
-                result = await process(record)
-            finally:  # window() outside process() must not find the last record's
-                self._now = none
-            out: list[Any] | None = None
-            for h, b in zip(handles, before, strict=True):
-                if h.late:
-                    if dlt is not None:
-                        raise LateRecord(
-                            f"record at {t} ms is late for window {h.name!r}: its windows "
-                            f"closed (grace {h.spec.grace_ms} ms)"
-                        )
-                    late.add(h.name)
-                for window, key, value in h.closing(b):
-                    if out is None:
-                        out = check(result)
-                    out.extend(check(await closed(key, window, value)))
-            if clock is not None:
-                for timer in clock.due():
-                    if not clock.take(timer):
-                        continue
-                    if out is None:
-                        out = check(result)
-                    out.extend(check(await fire(timer)))
-            return result if out is None else out
+                self._now = named.get(partition, none)
+                processor._eosflow_windows = plain.get(partition, none)
+                try:
+                    result = await process(record)
+                finally:  # window() outside process() must not find the last record's
+                    self._now = processor._eosflow_windows = none
+                out: list[Any] | None = None
+                for h, b in zip(handles, before, strict=True):
+                    if h.late:
+                        if dlt is not None:
+                            raise LateRecord(
+                                f"record at {t} ms is late for window {h.name!r}: its "
+                                f"windows closed (grace {h.spec.grace_ms} ms)"
+                            )
+                        late.add(h.name)
+                    for window, key, value in h.closing(b):
+                        if out is None:
+                            out = check(result)
+                        out.extend(check(await closed(key, window, value)))
+                if clock is not None:
+                    for timer in clock.due():
+                        if not clock.take(timer):
+                            continue
+                        if out is None:
+                            out = check(result)
+                        out.extend(check(await fire(timer)))
+                return result if out is None else out
+            finally:
+                enter(None)
 
         return timed
 
@@ -236,6 +257,7 @@ class EventTime:
                     else WindowStore(name, spec, data)
                 )
             listed = self._lists[partition] = list(handles.values())
+            self._plain[partition] = {n: h for n, h in handles.items() if type(h) is WindowStore}
         return listed
 
     def _timers_of(self, partition: Partition) -> TimerStore:
@@ -250,6 +272,7 @@ class EventTime:
         """The partition's local copy closed: its handles go."""
         self._windows.pop(partition, None)
         self._lists.pop(partition, None)
+        self._plain.pop(partition, None)
         self._timers.pop(partition, None)
 
     def begin(self, adopted: bool) -> None:

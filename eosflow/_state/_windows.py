@@ -117,7 +117,10 @@ class _Spec:
 
     def starts(self, t: int) -> range:
         """The starts of the windows holding event time ``t``, ascending."""
-        last = t - t % self.advance_ms
+        step = self.advance_ms
+        last = t - t % step
+        if step == self.size_ms:  # tumbling: the one window
+            return range(last, last + step, step)
         first = last - (self.size_ms - 1) // self.advance_ms * self.advance_ms
         # a window [s, s + size) holds t when s > t - size
         while first + self.size_ms <= t:
@@ -226,16 +229,16 @@ class WindowStore(Generic[V]):
         window holding the record's event time; returns (window, new value) for each.
         Emit those from ``process`` for results on every update; override ``closed`` for
         final results. None open: the record is late and nothing changes."""
-        k, out = store_key(key), []
+        k, out = key if type(key) is bytes else store_key(key), []
         loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
         closed, size, name = self._closed, self.spec.size_ms, self.name
         for start in self.spec.starts(self.time):
             if closed is not None and start <= closed:
                 continue
             dk = _DATA + _START.pack(start + _SHIFT) + k
-            raw = data.get(dk)
+            raw = data.raw(dk)
             value = fn(initial if raw is None else loads(raw))
-            data.put(dk, dumps(value))
+            data.put_raw(dk, dumps(value))
             out.append((Window(name, start, start + size), value))
         if not out:
             self.late = True
@@ -261,11 +264,11 @@ class WindowStore(Generic[V]):
         window closed before (None if none). (``offset``: the record's, unused here.)"""
         self.time, self.late = t, False
         data = self._data
-        raw = data.get(TIME_KEY)
+        raw = data.raw(TIME_KEY)
         now = NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
         before = self._closed if now == self._now else self.spec.closed_through(now)
         if t > now:
-            data.put(TIME_KEY, _TIME.pack(t))
+            data.put_raw(TIME_KEY, _TIME.pack(t))
             now = t
             self._closed = self.spec.closed_through(now)
         elif now != self._now:

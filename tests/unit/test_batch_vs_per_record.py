@@ -72,7 +72,9 @@ class Run:
         self.layers, self.proc = Layers(), processor
         self.local = LocalPartition(tmp, P, ["clicks"], Env())
         self.time = EventTime(self.backing, "dlq" if dead_letters else None, None)
-        self.process = self.time.bind(processor, processor.process, as_outputs, False)
+        self.process = self.time.bind(
+            processor, processor.process, as_outputs, False, lambda partition: None
+        )
         self.dead_letters = dead_letters
         self.current = P
         processor._eosflow_state = self  # type: ignore[assignment]  # Stores' window()
