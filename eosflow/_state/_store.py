@@ -147,10 +147,6 @@ class Store(Generic[V]):
             return writes[key]
         return self._local.get(self.name, key)
 
-    def put_raw(self, key: bytes, data: bytes) -> None:
-        """Set ``key`` to serialized ``data`` (``raw``'s counterpart: not checked)."""
-        self._set(key, data)
-
     @overload
     def get(self, key: bytes | str) -> V | None: ...
 
@@ -175,6 +171,7 @@ class Store(Generic[V]):
         self._set(store_key(key), None)
 
     def _set(self, key: bytes, data: bytes | None) -> None:
+        """Set ``key`` to serialized ``data`` (None: delete) in the open layer."""
         layers = self._layers
         writes = layers.open.get(self._slot)
         if writes is None:
@@ -184,6 +181,9 @@ class Store(Generic[V]):
         if writes.index is not None and key not in writes:  # ranges were read: kept sorted
             writes.index.add(key)
         writes[key] = data
+
+    put_raw = _set
+    """Set ``key`` to serialized ``data`` (``raw``'s counterpart: not checked)."""
 
     def range(
         self, start: bytes | str | None = None, end: bytes | str | None = None

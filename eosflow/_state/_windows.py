@@ -183,7 +183,7 @@ class WindowStore(Generic[V]):
     in ``process``. Its values commit, abort and restore like a store's; the windows it
     offers are the open ones (a closed window's values are gone)."""
 
-    __slots__ = ("_closed", "_data", "_now", "_serde", "late", "name", "spec", "time")
+    __slots__ = ("_closed", "_data", "_edge", "_now", "_serde", "late", "name", "spec", "time")
 
     def __init__(self, name: str, spec: WindowSpec, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
@@ -191,6 +191,7 @@ class WindowStore(Generic[V]):
         self.time = NO_TIME  # the record's event time, set before process()
         self._now = NO_TIME  # the partition's stream time (the record's included)
         self._closed: int | None = None  # last window closed at the partition's stream time
+        self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
 
     def __repr__(self) -> str:
@@ -265,16 +266,26 @@ class WindowStore(Generic[V]):
         self.time, self.late = t, False
         data = self._data
         raw = data.raw(TIME_KEY)
-        now = NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
-        before = self._closed if now == self._now else self.spec.closed_through(now)
+        now = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        if now != self._now:  # not where this handle left it: an abort, a restore
+            self._close_through(now)
+        before = self._closed
         if t > now:
             data.put_raw(TIME_KEY, _TIME.pack(t))
             now = t
-            self._closed = self.spec.closed_through(now)
-        elif now != self._now:
-            self._closed = before
+            if t >= self._edge:  # a window closes
+                self._close_through(t)
         self._now = now
         return before
+
+    def _close_through(self, stream_time: int) -> None:
+        """The last window closed at ``stream_time``, and the stream time at which the
+        next one closes (``_edge``): closing is then computed per window, not per record."""
+        closed = self._closed = self.spec.closed_through(stream_time)
+        spec = self.spec
+        self._edge = (
+            NO_TIME if closed is None else closed + spec.advance_ms + spec.size_ms + spec.grace_ms
+        )
 
     def closing(self, before: int | None) -> list[tuple[Window, bytes, Any]]:
         """The windows that closed since ``before`` (``advance``'s answer): (window, key,
