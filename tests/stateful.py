@@ -16,7 +16,7 @@ from slow_time import IDLE_MS, SLIDING, WINDOW
 
 import eosflow
 from eosflow._checks._checker import read_records
-from eosflow.testing import StateReport, check_counts, check_windows, read_topic
+from eosflow.testing import FakeCluster, StateReport, check_counts, check_windows, read_topic
 
 
 def changelog(group: str, src: str, store: str = "counts") -> str:
@@ -246,3 +246,26 @@ def clicks_at(partition: int, times_s: list[float], keys: int = 5) -> list[tuple
 def steady(start_s: float, end_s: float, step_s: float) -> list[float]:
     n = int((end_s - start_s) / step_s)
     return [start_s + i * step_s for i in range(n)]
+
+
+async def race_clicks(
+    c: FakeCluster, processor: eosflow.Processor, state_dir: Path, **cfg: object
+) -> tuple[eosflow.EosApp, int]:
+    """The windows tests' clicks, for 10 s windows with a 2 s grace, through ``processor``
+    (topic ``in`` of ``c``, 2 partitions; finals to ``in-per-window``; group ``g``):
+    partition 0's to 94.5 s with, at 20.5 s, a click in the grace of [10, 20) (it closes at
+    22 s) and a late one (7.5 s: [0, 10) closed at 12 s), processed to their commit; then
+    partition 1's far behind, to 39.75 s. Returns the app (stopped) and the clicks."""
+    src, boot = "in", c.bootstrap_servers
+    c.create_topic(src, 2)
+    c.create_topic(f"{src}-per-window", 1)
+    ahead = steady(0, 95, 0.5)
+    ahead[42:42] = [19.0, 7.5]
+    behind = steady(0, 40, 0.25)
+    await produce_at(boot, src, clicks_at(0, ahead), b"click")
+    app = eosflow.EosApp(processor, state_config(boot, "g", src, "tx-1", state_dir, **cfg))
+    async with app:
+        await until_committed(boot, src, 2, "g", len(ahead), (app,))
+        await produce_at(boot, src, clicks_at(1, behind), b"click")
+        await until_committed(boot, src, 2, "g", len(ahead) + len(behind), (app,))
+    return app, len(ahead) + len(behind)

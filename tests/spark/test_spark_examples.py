@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from spark_procs import TenSecondClicks
-from stateful import clicks_at, produce_at, state_config, steady, until_committed
+from stateful import race_clicks
 
 import eosflow
 from eosflow.spark import SparkProcessor
@@ -67,29 +67,17 @@ async def test_the_enrichment_example_joins_and_marks_unknown_customers() -> Non
 async def test_the_spark_clicks_example_gives_the_inputs_finals(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 2)
-    c.create_topic(f"{src}-per-window", 1)
-    ahead = steady(0, 95, 0.5)
-    ahead[42:42] = [19.0, 7.5]
-    behind = steady(0, 40, 0.25)
-    await produce_at(c.bootstrap_servers, src, clicks_at(0, ahead) + clicks_at(1, behind), b"c")
-    cfg = state_config(
-        c.bootstrap_servers,
-        "g",
-        src,
-        "tx-1",
+    c, src = eosflow_cluster, "in"
+    app, clicks = await race_clicks(
+        c,
+        TenSecondClicks(),
         tmp_path,
         session_s=20.0,
         max_records_per_txn=60,
         commit_interval_s=0.5,
     )
-    app = eosflow.EosApp(TenSecondClicks(), cfg)
-    async with app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
     spec = TenSecondClicks.windows["clicks"]
     report = await check_windows(c.bootstrap_servers, src, f"{src}-per-window", spec)
     assert report.ok, report.summary()
     assert report.expected > 0 and report.late == 1 and app.stats.late == 1
-    assert app.stats.committed >= (len(ahead) + len(behind)) // 60
+    assert app.stats.committed >= clicks // 60

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stateful import clicks_at, produce_at, state_config, steady, until_committed
+from stateful import clicks_at, produce_at, race_clicks, state_config, steady, until_committed
 from test_windows import SPEC, committed_state
 
 import eosflow
@@ -61,24 +61,12 @@ class BatchClicks(eosflow.Processor):
 async def test_batch_finals_equal_the_inputs_with_late_records_and_retention(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 2)
-    c.create_topic(f"{src}-per-window", 1)
-    ahead = steady(0, 95, 0.5)
-    ahead[42:42] = [19.0, 7.5]  # in [10, 20)'s grace; late: [0, 10) closed at 12 s
-    await produce_at(c.bootstrap_servers, src, clicks_at(0, ahead), b"click")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, max_records_per_txn=40)
-    app = eosflow.EosApp(BatchClicks(), cfg)
-    async with app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead), (app,))
-        behind = steady(0, 40, 0.25)
-        await produce_at(c.bootstrap_servers, src, clicks_at(1, behind), b"click")
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
+    c, src = eosflow_cluster, "in"
+    app, clicks = await race_clicks(c, BatchClicks(), tmp_path, max_records_per_txn=40)
     report = await check_windows(c.bootstrap_servers, src, f"{src}-per-window", SPEC)
     assert report.ok, report.summary()
     assert report.expected > 0 and report.late == 1 and app.stats.late == 1
-    assert BatchClicks.batches >= (len(ahead) + len(behind)) // 40
+    assert BatchClicks.batches >= clicks // 40
     state = await committed_state(c.bootstrap_servers, f"g--{src}--clicks--changelog")
     starts = {(p, int.from_bytes(k[1:9]) - 2**63) for p, k in state if k.startswith(b"w")}
     assert starts == {(0, 90_000), (1, 30_000)}

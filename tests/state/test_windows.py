@@ -10,7 +10,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from stateful import changelog, clicks_at, produce_at, state_config, steady, until_committed
+from stateful import (
+    changelog,
+    clicks_at,
+    produce_at,
+    race_clicks,
+    state_config,
+    steady,
+    until_committed,
+)
 
 import eosflow
 from eosflow._checks._checker import read_records
@@ -48,22 +56,8 @@ async def windows_ok(bootstrap: str, src: str) -> Any:
 async def test_finals_once_per_partition_stream_time_late_and_retention(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 2)
-    c.create_topic(f"{src}-per-window", 1)
-    ahead = steady(0, 95, 0.5)  # stream time 94.5 s at the end
-    # at 20.5 s: 19 s is in the grace of [10, 20) (it closes at 22 s); 7.5 s is late
-    # ([0, 10) closed at 12 s)
-    ahead[42:42] = [19.0, 7.5]
-    await produce_at(c.bootstrap_servers, src, clicks_at(0, ahead), b"click")
-    cfg = state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path, max_records_per_txn=40)
-    app = eosflow.EosApp(Clicks(), cfg)
-    async with app:
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead), (app,))
-        behind = steady(0, 40, 0.25)  # older than all of partition 0's; 39.75 s at the end
-        await produce_at(c.bootstrap_servers, src, clicks_at(1, behind), b"click")
-        await until_committed(c.bootstrap_servers, src, 2, "g", len(ahead) + len(behind), (app,))
+    c, src = eosflow_cluster, "in"
+    app, _clicks = await race_clicks(c, Clicks(), tmp_path, max_records_per_txn=40)
     report = await windows_ok(c.bootstrap_servers, src)
     assert report.late == 1 and app.stats.late == 1
     finals = [
