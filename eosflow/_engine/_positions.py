@@ -29,8 +29,9 @@ go stale.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -156,6 +157,23 @@ class Positions:
         recovery, whose outcome only the broker knows)."""
         self.committed.update(await self.fetch(consumer, list(consumer.assignment())))
         await self.rewind(consumer)
+
+    def refetcher(
+        self, consumer: AIOKafkaConsumer
+    ) -> Callable[[tuple[str, int]], Awaitable[int | None]] | None:
+        """``refetch`` on ``consumer`` where fetches are not stable (None where they are:
+        a stable fetch already waited for pending offsets)."""
+        return None if self.stable else functools.partial(self.refetch, consumer)
+
+    async def refetch(self, consumer: AIOKafkaConsumer, partition: tuple[str, int]) -> int | None:
+        """``partition``'s committed offset fetched again, and the partition (held back,
+        paused) positioned there: a restore found its store ahead of the offset fetched
+        on assignment, where fetches are not stable (the offsets' commit marker may land
+        after the changelog's)."""
+        tp = TopicPartition(*partition)
+        self.committed.update(await self.fetch(consumer, [tp]))
+        await self.seek(consumer, tp)
+        return self.committed.get(tp)
 
     async def fetch(
         self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]

@@ -122,6 +122,7 @@ class TransactSession:
         group = chosen.group
         self._group = membership_for(cfg, group, self._revoked, self._assigned, self._failed)
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
+        self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
         await self._group.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:

@@ -185,6 +185,20 @@ class Stores:
                 )
         self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
 
+    def refetch_offsets(self, fetch: Callable[[Partition], Awaitable[int | None]] | None) -> None:
+        """Where offset fetches are not stable: ``fetch(partition)`` gets its committed
+        offset again and moves it there, for a restore that found a store ahead of it
+        (``_restore``); the offset's metadata comes through ``metadata``."""
+        if fetch is None:
+            self._restorer.refetch = None
+            return
+
+        async def refetch(partition: Partition) -> tuple[int | None, dict[str, int]]:
+            committed = await fetch(partition)
+            return committed, decode_written(self.metadata.get(partition))
+
+        self._restorer.refetch = refetch
+
     def changelogs(self, topic: str) -> dict[str, str]:
         """store -> its changelog topic, for input ``topic``."""
         return {s: changelog_topic(self.config.group_id, topic, s) for s in self.specs}

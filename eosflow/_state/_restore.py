@@ -27,9 +27,16 @@ Per store partition (a **target**):
    stable offset and is never read. If the position is behind the committed offset
    while a transaction is pending there, the commit markers of the previous owner's last
    transaction have not landed yet (the group coordinator saw its offsets first): wait
-   for them, up to ``wait_s``, then fail. With nothing pending, a differing position
-   means the input was processed without this store for a while (a store added to a
-   running pipeline): logged, and the restore is done.
+   for them, up to ``wait_s``, then fail. With nothing pending, a position behind the
+   committed offset means the input was processed without this store for a while (a
+   store added to a running pipeline): logged, and the restore is done. A position
+   **ahead** of it stops the app (the group's offsets were reset behind the state) --
+   unless offset fetches are not stable (a broker without KIP-447, or
+   ``require_stable_fetch_offsets`` off): then the previous owner's offsets may still
+   be pending while its changelog's markers landed (a stalled group coordinator), so
+   the committed offset is fetched again (``refetch``, which also moves the partition
+   there) for up to ``transaction_timeout_s`` before the app stops. Processing from
+   the older offset would count those records twice.
 
 Progress is logged every ``_REPORT_EVERY_S`` on long restores.
 """
@@ -40,7 +47,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -85,6 +92,7 @@ class Job:
     targets: list[_Target] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
+    ahead_since: float | None = None  # a store ahead of the committed offset, refetching
     reported: float = field(default_factory=time.monotonic)
 
 
@@ -104,6 +112,10 @@ class Restorer:
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
         self._closed = False
+        # set where offset fetches are not stable: a partition's committed offset and
+        # metadata fetched again (the partition moved there), when a store is ahead
+        self.refetch: Callable[[Partition], Awaitable[tuple[int | None, dict[str, int]]]] | None
+        self.refetch = None
 
     @property
     def restoring(self) -> frozenset[Partition]:
@@ -325,7 +337,7 @@ class Restorer:
             return  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
         waited = job.pending_since is not None and now - job.pending_since > self._wait_s
-        pending = False
+        pending = ahead = False
         for t in job.targets:
             if t.done:
                 continue
@@ -358,9 +370,19 @@ class Restorer:
                 t.done = True
                 continue
             if hw is not None and t.lso >= hw:  # nothing pending: all there is
+                if self._refetching(job, t, now):
+                    ahead = True
+                    continue
                 _settled(job, t)
                 continue
             pending = True  # the previous owner's commit markers have not landed yet
+        if ahead and self.refetch is not None:
+            committed, written = await self.refetch(job.partition)
+            if self._jobs.get(job.partition) is not job:
+                return
+            job.committed, job.written = committed, written
+            return  # checked again once the next fetch from the changelog is in
+        job.ahead_since = None
         if not pending:
             job.pending_since = None
         elif waited:
@@ -381,6 +403,18 @@ class Restorer:
         elif now - job.reported >= _REPORT_EVERY_S:
             job.reported = now
             self._report(job, now, final=False)
+
+    def _refetching(self, job: Job, t: _Target, now: float) -> bool:
+        """Whether ``t``'s store, ahead of the committed offset with nothing pending on
+        its changelog, waits for the offset to be fetched again (fetches not stable, and
+        for at most ``transaction_timeout_s``) rather than stopping the app."""
+        behind = job.committed is not None and (t.position is None or t.position < job.committed)
+        if self.refetch is None or behind:
+            return False
+        job.ahead_since = job.ahead_since or now
+        if now - job.ahead_since <= self.config.transaction_timeout_s:
+            return True
+        return False
 
     def _report(self, job: Job, now: float, final: bool) -> None:
         topic, p = job.partition

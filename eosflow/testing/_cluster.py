@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import struct
 import time
@@ -149,6 +150,14 @@ class FakeCluster(Broker):
             self.txns.marker_lag[topic] = seconds
         else:
             self.txns.marker_lag.pop(topic, None)
+
+    def delay_offsets(self, seconds: float) -> None:
+        """A committed transaction's offsets reach a non-stable OffsetFetch ``seconds``
+        after its EndTxn, while its data partitions' markers land as usual -- as behind
+        a stalled group coordinator (a stable fetch still answers UNSTABLE_OFFSET_COMMIT
+        meanwhile). 0 restores the settings' lag."""
+        lag = self.settings.txns.offset_lag_s if seconds <= 0 else seconds
+        self.txns.settings = dataclasses.replace(self.txns.settings, offset_lag_s=lag)
 
     def force_rebalance(self, group_id: str) -> None:
         """A rebalance now: a classic group prepares one; a consumer-protocol group has

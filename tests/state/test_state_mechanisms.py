@@ -173,6 +173,48 @@ async def test_a_restore_waits_for_commit_markers_still_in_flight(
     await counts_ok(c.bootstrap_servers, src, "g")
 
 
+# Where offset fetches are not stable (a broker without KIP-447, or stable fetches off),
+# the previous owner's last offsets can still be pending when its changelog's markers
+# have landed (a stalled group coordinator): the store restores ahead of the offset the
+# assignment fetched. The restore fetches the offset again until it catches up, and the
+# partition goes on from there. Caught: stopping at once ("reflects input up to offset
+# 350, but the group's committed offset is 300"); the refetched offset not positioned
+# (the 50 records counted twice).
+async def test_a_store_ahead_of_pending_offsets_waits_for_them(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-counts", 1)
+    await seed_keys(c.bootstrap_servers, src, 300, 10)
+    unstable = {"require_stable_fetch_offsets": False}
+    first = eosflow.EosApp(
+        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", **unstable)
+    )
+    async with first:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
+        c.delay_offsets(3.0)
+        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
+        await eventually(lambda: _counted(first, 350), timeout_s=30, what="350 processed")
+    c.delay_offsets(0)
+    with log_seen("eosflow.session", "stores of in[0] ready") as ready:
+        second = eosflow.EosApp(
+            Count(),
+            state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b", **unstable),
+        )
+        async with second:
+            await seed_keys(c.bootstrap_servers, src, 50, 10, start=350)
+            await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
+    assert ready.is_set()
+    await counts_ok(c.bootstrap_servers, src, "g")
+
+
+async def _counted(app: eosflow.EosApp, records: int) -> bool:
+    assert app.failure is None, app.failure
+    return app.stats.records >= records and not app.in_transaction
+
+
 # A store moves with its partition: the second instance restores the partitions it takes
 # over from the changelog and counts on from there. Caught: holding nothing back and
 # restoring nothing on assignment (the new owner counted from zero).
