@@ -83,7 +83,7 @@ class EosApp:
         self._engine = engine
         session = engine.session
         try:
-            self.ops.start(session.lag)
+            self.ops.start(session.lag, session.stores.read_committed)
             self.processor.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,

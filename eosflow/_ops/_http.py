@@ -1,4 +1,5 @@
-"""The operations port: ``/metrics`` (Prometheus text format), ``/livez``, ``/readyz``.
+"""The operations port: ``/metrics`` (Prometheus text format), ``/livez``, ``/readyz``,
+and ``/state/<store>/<key>`` (a store's committed value, ``_query``).
 
 A ``ThreadingHTTPServer`` in a daemon thread, not a server on the event loop: the probes
 must answer while the loop is blocked (that is what ``/livez`` reports), and a scrape
@@ -16,6 +17,7 @@ from typing import Any
 
 from .._errors import ConfigError
 from ._health import Health
+from ._query import PREFIX, StateQueries
 
 log = logging.getLogger("eosflow.ops")
 
@@ -23,7 +25,9 @@ Probe = Callable[[], tuple[bool, str]]
 
 
 class MetricsServer:
-    def __init__(self, host: str, port: int, health: Health, registry: Any) -> None:
+    def __init__(
+        self, host: str, port: int, health: Health, registry: Any, queries: StateQueries
+    ) -> None:
         routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
             "/livez": lambda: _probe(health.live),
             "/readyz": lambda: _probe(health.ready),
@@ -35,11 +39,14 @@ class MetricsServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                route = routes.get(self.path.split("?", 1)[0])
-                if route is None:
-                    status, kind, body = 404, "text/plain", b"not found\n"
-                else:
+                path = self.path.split("?", 1)[0]
+                route = routes.get(path)
+                if route is not None:
                     status, kind, body = route()
+                elif path.startswith(PREFIX):
+                    status, kind, body = queries.answer(path)
+                else:
+                    status, kind, body = 404, "text/plain", b"not found\n"
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))

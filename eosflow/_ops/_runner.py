@@ -29,6 +29,7 @@ from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
 from ._progress import Progress
+from ._query import Read, StateQueries
 from ._tracing import Tracing
 
 log = logging.getLogger("eosflow.ops")
@@ -57,6 +58,7 @@ class Operations:
                 observers.add(member)
         self._server: MetricsServer | None = None
         self._ticker: asyncio.Task[None] | None = None
+        self.queries = StateQueries()  # GET /state/<store>/<key>, once started
 
     @property
     def port(self) -> int | None:
@@ -69,12 +71,17 @@ class Operations:
         cfg = self.settings
         if cfg.metrics_port is not None and self._server is None:
             registry = self.metrics.registry if self.metrics is not None else None
-            self._server = MetricsServer(cfg.metrics_host, cfg.metrics_port, self.health, registry)
+            self._server = MetricsServer(
+                cfg.metrics_host, cfg.metrics_port, self.health, registry, self.queries
+            )
             self._server.start()
 
-    def start(self, lag: LagSource) -> None:
-        """``open``, then start the ticker on the running loop."""
+    def start(self, lag: LagSource, read: Read | None = None) -> None:
+        """``open``, then start the ticker on the running loop; ``read`` answers state
+        queries (``Stores.read_committed``) from then on."""
         self.open()
+        if read is not None:
+            self.queries.serve(read, asyncio.get_running_loop())
         self.health.beat()
         self._ticker = asyncio.create_task(self._tick(lag), name="eosflow-ops")
 
@@ -82,6 +89,7 @@ class Operations:
         self.health.failed(why)
 
     async def stop(self) -> None:
+        self.queries.stop()
         if self._ticker is not None:
             ticker, self._ticker = self._ticker, None
             ticker.cancel()

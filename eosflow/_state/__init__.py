@@ -511,6 +511,27 @@ class Stores:
             self.current, self._now = None, empty
         return out, fired
 
+    def read_committed(
+        self, name: str, key: bytes
+    ) -> tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]:
+        """``key``'s committed value in store ``name`` (decoded) in each restored partition
+        held here that has one -- from the local copies, which only committed
+        transactions write, never from the open one's layers -- then the partitions
+        still restoring, and those read. A ``KeyError`` (one line) for no store."""
+        try:
+            self._time.refuse(name)
+        except KeyError:
+            raise KeyError(f"{name!r} is not a store (a window, or the timers)") from None
+        if name not in self.specs:
+            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
+        found = []
+        for partition in sorted(self._ready):
+            local = self._local.get(partition)
+            raw = None if local is None else local.get(name, key)
+            if raw is not None:
+                found.append((partition, self.specs[name].loads(raw)))
+        return found, sorted(self._held - self._ready), sorted(self._ready)
+
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the partition of the record being processed."""
         return self._time.window(name, self.current)

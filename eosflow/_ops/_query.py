@@ -1,0 +1,99 @@
+"""What ``GET /state/<store>/<key>`` answers: a store's committed value of a key, as JSON.
+
+The key is the path's last part, percent-decoded to bytes (``/state/counts/user%201``
+asks for ``b"user 1"``). The answer comes from the committed local copies of the
+partitions this instance holds (``Stores.read_committed``): never a value of the open
+transaction, which may still abort. Read on the app's event loop (the server's thread
+hands the read over and waits at most ``WAIT_S``), so a local copy is never read while a
+rebalance closes it.
+
+- 200: ``{"store", "key", "values": [{"topic", "partition", "value"}]}`` -- one entry
+  per held partition whose store has the key (a keyed input has one); a value the
+  store's serde gives as bytes is ``"value_base64"`` instead;
+- 404: ``{"error": "..."}`` in one line -- no such store, or the key is in none of the
+  partitions held here (they are named: another instance holds the rest);
+- 503: a partition held here is still restoring, the app has not started (or has
+  stopped), or its loop did not answer within ``WAIT_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import json
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+Partition = tuple[str, int]
+Found = tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]
+Read = Callable[[str, bytes], Found]
+Answer = tuple[int, str, bytes]
+
+PREFIX = "/state/"
+WAIT_S = 2.0
+_JSON = "application/json"
+
+
+class StateQueries:
+    """``answer(path)`` from the server's thread; ``serve(read, loop)`` once the app runs
+    (``read``: ``Stores.read_committed``), ``stop()`` when it ends."""
+
+    def __init__(self) -> None:
+        self._read: Read | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def serve(self, read: Read, loop: asyncio.AbstractEventLoop) -> None:
+        self._read, self._loop = read, loop
+
+    def stop(self) -> None:
+        self._read = self._loop = None
+
+    def answer(self, path: str) -> Answer:
+        name, _, raw_key = path[len(PREFIX) :].partition("/")
+        if not name or not raw_key:
+            return _error(404, "ask for /state/<store>/<key>")
+        read, loop = self._read, self._loop
+        if read is None or loop is None:
+            return _error(503, "the app is not running")
+        key = unquote_to_bytes(raw_key)
+        done: concurrent.futures.Future[Found] = concurrent.futures.Future()
+
+        def on_loop() -> None:
+            try:
+                done.set_result(read(name, key))
+            except BaseException as exc:
+                done.set_exception(exc)
+
+        try:
+            loop.call_soon_threadsafe(on_loop)
+            found, restoring, held = done.result(WAIT_S)
+        except KeyError as exc:
+            return _error(404, str(exc.args[0]))
+        except concurrent.futures.TimeoutError:
+            return _error(503, f"the app's event loop did not answer within {WAIT_S:g} s")
+        except RuntimeError:  # the loop closed meanwhile
+            return _error(503, "the app is not running")
+        shown = key.decode("utf-8", "backslashreplace")
+        if found:
+            values = [{"topic": t, "partition": p, **_value(v)} for (t, p), v in found]
+            body = {"store": name, "key": shown, "values": values}
+            return 200, _JSON, json.dumps(body, default=str).encode() + b"\n"
+        if restoring:
+            where = ", ".join(f"{t}[{p}]" for t, p in restoring)
+            return _error(503, f"{where} still restoring; ask again")
+        where = ", ".join(f"{t}[{p}]" for t, p in held) or "none"
+        return _error(
+            404, f"key {shown!r} is not in store {name!r} of the partitions held here ({where})"
+        )
+
+
+def _value(value: Any) -> dict[str, Any]:
+    if isinstance(value, (bytes, bytearray)):
+        return {"value_base64": base64.b64encode(value).decode()}
+    return {"value": value}
+
+
+def _error(status: int, why: str) -> Answer:
+    return status, _JSON, json.dumps({"error": why}).encode() + b"\n"
