@@ -171,16 +171,23 @@ class Positions:
         on assignment, where fetches are not stable (the offsets' commit marker may land
         after the changelog's)."""
         tp = TopicPartition(*partition)
-        self.committed.update(await self.fetch(consumer, [tp]))
-        await self.seek(consumer, tp)
+        fetched = (await self.fetch(consumer, [tp], settle=False)).get(tp)
+        before = self.committed.get(tp)
+        # only while still held back (not revoked, not released), and only forwards: a
+        # fetch of a recovery or a new assignment may have answered first
+        if tp in self.held and fetched is not None and (before is None or fetched > before):
+            self.committed[tp] = fetched
+            await self.seek(consumer, tp)
         return self.committed.get(tp)
 
     async def fetch(
-        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition]
+        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], settle: bool = True
     ) -> dict[TopicPartition, int | None]:
+        """``partitions``' committed offsets (their metadata into ``metadata``); without
+        stable fetches, after ``post_commit_delay_s`` unless not ``settle``."""
         if not partitions:
             return {}
-        if not self.stable and self.config.post_commit_delay_s > 0:
+        if settle and not self.stable and self.config.post_commit_delay_s > 0:
             await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
         return await ak.fetch_committed(
             consumer,

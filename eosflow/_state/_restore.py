@@ -63,6 +63,7 @@ log = logging.getLogger("eosflow.state")
 
 Partition = tuple[str, int]
 _REPORT_EVERY_S = 5.0
+_REFETCH_EVERY_S = 0.25  # a store ahead: how often the committed offset is asked again
 _POLL_MS = 100
 _MAX_RECORDS = 20_000
 
@@ -93,6 +94,7 @@ class Job:
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
     ahead_since: float | None = None  # a store ahead of the committed offset, refetching
+    refetch_at: float = 0.0  # the committed offset is fetched again from then on
     reported: float = field(default_factory=time.monotonic)
 
 
@@ -377,9 +379,17 @@ class Restorer:
                 continue
             pending = True  # the previous owner's commit markers have not landed yet
         if ahead and self.refetch is not None:
+            if now < job.refetch_at:
+                return  # asked again at most every _REFETCH_EVERY_S
             committed, written = await self.refetch(job.partition)
             if self._jobs.get(job.partition) is not job:
                 return
+            job.refetch_at = time.monotonic() + _REFETCH_EVERY_S
+            if committed != job.committed:
+                # a store found done at the old offset is not done at the new one: it
+                # reads on (its changelog's markers may be the ones still in flight)
+                for target in job.targets:
+                    target.done = target.done and target.position == committed
             job.committed, job.written = committed, written
             return  # checked again once the next fetch from the changelog is in
         job.ahead_since = None

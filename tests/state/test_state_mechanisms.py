@@ -177,11 +177,14 @@ async def test_a_restore_waits_for_commit_markers_still_in_flight(
 # the previous owner's last offsets can still be pending when its changelog's markers
 # have landed (a stalled group coordinator): the store restores ahead of the offset the
 # assignment fetched. The restore fetches the offset again until it catches up, and the
-# partition goes on from there. Caught: stopping at once ("reflects input up to offset
-# 350, but the group's committed offset is 300"); the refetched offset not positioned
-# (the 50 records counted twice).
+# partition goes on from there; with a second store whose changelog's markers are later
+# still, that store waits for them too. Caught: stopping at once ("reflects input up to
+# offset 350, but the group's committed offset is 300"); the refetched offset not
+# positioned (the 50 records counted twice); a store found done at the old offset kept
+# done at the new one (the second store missed the last transaction: 30 a key, not 40).
+@pytest.mark.parametrize("slow_store", [False, True])
 async def test_a_store_ahead_of_pending_offsets_waits_for_them(
-    eosflow_cluster: FakeCluster, tmp_path: Path
+    eosflow_cluster: FakeCluster, tmp_path: Path, slow_store: bool
 ) -> None:
     c = eosflow_cluster
     src = "in"
@@ -190,17 +193,21 @@ async def test_a_store_ahead_of_pending_offsets_waits_for_them(
     await seed_keys(c.bootstrap_servers, src, 300, 10)
     unstable = {"require_stable_fetch_offsets": False}
     first = eosflow.EosApp(
-        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", **unstable)
+        CountTwice(),
+        state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a", **unstable),
     )
     async with first:
         await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
-        c.delay_offsets(3.0)
+        c.delay_offsets(2.0)
+        if slow_store:
+            c.delay_markers(changelog("g", src, "mirror"), 4.0)
         await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
         await eventually(lambda: _counted(first, 350), timeout_s=30, what="350 processed")
     c.delay_offsets(0)
+    c.delay_markers(changelog("g", src, "mirror"), 0)
     with log_seen("eosflow.session", "stores of in[0] ready") as ready:
         second = eosflow.EosApp(
-            Count(),
+            CountTwice(),
             state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b", **unstable),
         )
         async with second:
@@ -208,6 +215,22 @@ async def test_a_store_ahead_of_pending_offsets_waits_for_them(
             await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
     assert ready.is_set()
     await counts_ok(c.bootstrap_servers, src, "g")
+    mirror: dict[bytes, int] = {}
+    for _p, _o, k, v in await read_topic(c.bootstrap_servers, changelog("g", src, "mirror")):
+        if k is not None and k != RESERVED_KEY:
+            mirror[k] = json.loads(v or b"0")
+    assert mirror == {f"k{i}".encode(): 40 for i in range(10)}
+
+
+class CountTwice(Count):
+    """``examples/counting.py`` with a second store, ``mirror``, counting the same."""
+
+    stores = {"counts": eosflow.JSON, "mirror": eosflow.JSON}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        mirror = self.state("mirror")
+        mirror.put(record.key or b"", mirror.get(record.key or b"", 0) + 1)
+        return await super().process(record)
 
 
 async def _counted(app: eosflow.EosApp, records: int) -> bool:
