@@ -78,7 +78,11 @@ async def test_a_query_answers_the_committed_value_only(
         assert status == 200 and [v["value"] for v in body["values"]] == [1]
         assert (await ask(app, "/state/counts/k1"))[1]["values"][0]["value"] == 11
         status, body = await ask(app, "/state/nope/k1")
-        assert status == 404 and body["error"].startswith("no store 'nope'")
+        assert (
+            status == 404 and body["error"] == "no store 'nope'; the processor declares ['counts']"
+        )
+        status, body = await ask(app, "/state/counts/")  # the empty key: none here
+        assert status == 404 and "key '' is not in store 'counts'" in body["error"]
         status, body = await ask(app, "/state/counts/nobody%20here")
         assert status == 404 and "'nobody here'" in body["error"]
         assert "in[0], in[1]" in body["error"]
