@@ -56,8 +56,8 @@ def merge_partials(
     merge: Callable[[str, Any, Any], Any],
 ) -> int:
     """Merge the rows ``aggregate(name, ...)`` returned into ``name``; returns how many.
-    A ``ValueError`` naming what is wrong for columns other than the expected ones or
-    a null key."""
+    A ``ValueError`` naming what is wrong for columns other than the expected ones, a
+    null in a grouping column, or a ``window_start`` that is not an integer."""
     want = [*(WINDOW_KEYS if window else STATE_KEYS), "value"]
     got = partials.column_names
     if sorted(got) != sorted(want):
