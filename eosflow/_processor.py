@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ._state._sessions import Session, SessionStore
     from ._state._sliding import Sliding, SlidingStore
     from ._state._store import Serde, Store
+    from ._state._tables import Table, TableStore
     from ._state._timers import Timer, TimerStore
     from ._state._windows import Window, WindowSpec, WindowStore
 
@@ -31,6 +32,8 @@ class _StoresOfTheRecord(Protocol):
     def sliding(self, name: str) -> SlidingStore[Any]: ...
 
     def timers(self) -> TimerStore: ...
+
+    def table(self, name: str) -> TableStore[Any]: ...
 
 
 ProcessResult = Output | Iterable[Output] | None
@@ -85,6 +88,18 @@ class Processor:
             async def closed(self, key, window, value):
                 return eosflow.Output("clicks-5m", str(value), key=key)
 
+    **Tables.** Declare tables in ``tables`` (name -> ``eosflow.Table(topic)``) and read
+    ``self.table(name).get(key)`` in ``process``: the latest row of ``key`` in the table
+    topic (co-partitioned with the input) as of the record's timestamp. Rows and records
+    are taken in timestamp order, so a join's outputs depend on the input alone::
+
+        class Enrich(eosflow.Processor):
+            tables = {"customers": eosflow.Table("customers")}
+
+            async def process(self, record):
+                customer = self.table("customers").get(record.key)
+                return eosflow.Output("enriched", json.dumps([record.value.decode(), customer]))
+
     Override ``fire`` to have **timers**: ``self.timers.at(time_ms, key, payload)`` in
     ``process`` sets one, and ``fire(timer)`` is called once it is due (its partition's
     stream time reached it), its outputs committed with the timer's deletion.
@@ -92,6 +107,7 @@ class Processor:
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
     windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
+    tables: ClassVar[Mapping[str, Table]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
     # the record's tumbling and hopping windows by name, set by the runtime around process()
@@ -124,6 +140,13 @@ class Processor:
         ``eosflow.Sliding``) of the input partition of the record being processed:
         ``add(key, value)``. Only valid inside ``process``."""
         return self._runtime("sliding", name, "window", "windows").sliding(name)
+
+    def table(self, name: str) -> TableStore[Any]:
+        """The table ``name`` (declared in ``tables``) as of the record being processed:
+        the partition of its topic with the record's partition number, holding every
+        row with a timestamp up to the record's (``get(key)``). Only valid inside
+        ``process``."""
+        return self._runtime("table", name, "table", "tables").table(name)
 
     @property
     def batch(self) -> BatchState:

@@ -17,6 +17,8 @@ from aiokafka import (
     ConsumerRebalanceListener,
     TopicPartition,
 )
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from aiokafka.errors import IllegalStateError, KafkaError
 
 from .._config import EosConfig
@@ -58,14 +60,19 @@ def consumer_for(
     revoked: Partitions,
     assigned: Partitions,
     failed: Callable[[Exception], None],
+    ranged: bool = False,
 ) -> AIOKafkaConsumer:
     """The group consumer of ``config`` (read_committed, no auto-commit), subscribed to
     its input topics; not started. ``revoked`` is awaited before a rebalance goes on,
     ``assigned`` after one; what ``assigned`` raises goes to ``failed``. Every consumer
-    eosflow runs is built here, so connection settings are set in one place."""
+    eosflow runs is built here, so connection settings are set in one place.
+    ``ranged``: the range assignor (partition p of every topic to one member, when
+    their partition counts match); aiokafka's round robin otherwise."""
     listener = _Listener(revoked, assigned, failed)
     cfg = config
+    assignors = (RangePartitionAssignor,) if ranged else (RoundRobinPartitionAssignor,)
     consumer = AIOKafkaConsumer(
+        partition_assignment_strategy=assignors,
         group_id=cfg.group_id,
         group_instance_id=cfg.group_instance_id,
         session_timeout_ms=int(cfg.session_timeout_s * 1000),

@@ -75,11 +75,14 @@ def membership_for(
     revoked: PartitionsCall,
     assigned: PartitionsCall,
     failed: Callable[[Exception], None],
+    ranged: bool = False,
 ) -> Membership:
-    """The membership of ``protocol`` (``_protocols.choose``: "classic" or "consumer")."""
+    """The membership of ``protocol`` (``_protocols.choose``: "classic" or "consumer").
+    ``ranged``: partition p of every topic goes to one member (tables need it): the
+    classic protocol's range assignor, or the broker's ``range`` assignor (KIP-848)."""
     if protocol == "consumer":
-        return ConsumerGroup(config, revoked, assigned, failed)
-    return ClassicGroup(config, revoked, assigned, failed)
+        return ConsumerGroup(config, revoked, assigned, failed, ranged)
+    return ClassicGroup(config, revoked, assigned, failed, ranged)
 
 
 class ClassicGroup:
@@ -93,9 +96,10 @@ class ClassicGroup:
         revoked: PartitionsCall,
         assigned: PartitionsCall,
         failed: Callable[[Exception], None],
+        ranged: bool = False,
     ) -> None:
         self.config = config
-        self.consumer = ak.consumer_for(config, revoked, assigned, failed)
+        self.consumer = ak.consumer_for(config, revoked, assigned, failed, ranged)
 
     async def start(self) -> None:
         await ak.start(self.consumer, self.config, "joining the group", "READ")
@@ -128,9 +132,11 @@ class ConsumerGroup:
         revoked: PartitionsCall,
         assigned: PartitionsCall,
         failed: Callable[[Exception], None],
+        ranged: bool = False,
     ) -> None:
         self.config = config
         self.consumer = ak.manual_consumer(config)
+        self._assignor = "range" if ranged else None  # None: the broker's default
         self.member_id = str(uuid.uuid4())  # ConsumerGroupHeartbeat v1: the member's own
         self.epoch = 0
         self.owned: set[TopicPartition] = set()
@@ -274,7 +280,7 @@ class ConsumerGroup:
             "rack_id": None,
             "rebalance_timeout_ms": int(cfg.rebalance_timeout_s * 1000),
             "subscribed_topic_names": list(cfg.input_topics),
-            "server_assignor": None,
+            "server_assignor": self._assignor,
             "topic_partitions": [{"topic_id": t, "partitions": ps} for t, ps in owned.items()],
         }
         answer = await ak.group_heartbeat(

@@ -56,6 +56,9 @@ class Positions:
         self.stable = False  # RequireStable fetches; set once the broker's caps are known
         # the member a fetch names (OffsetFetch v9, the consumer protocol); None: none
         self.member: Callable[[], tuple[str, int] | None] | None = None
+        # told of each partition positioned again or given up: records polled of it
+        # and not processed will come again (``Stores.forget``)
+        self.moved: Callable[[tuple[str, int]], None] = lambda partition: None
 
     def stale(self, epoch: int, consumed: Iterable[tuple[str, int]]) -> str | None:
         """Why a transaction begun under ``epoch`` that consumed from ``consumed`` may not
@@ -94,6 +97,7 @@ class Positions:
         for tp in gone:
             self.committed.pop(tp, None)
             self.polled.pop(tp, None)
+            self.moved((tp.topic, tp.partition))
         return gone, moved
 
     def _touched(self, tp: TopicPartition, consumed: Mapping[tuple[str, int], int]) -> bool:
@@ -211,6 +215,7 @@ class Positions:
         a concurrent rebalance took away is skipped: its next owner starts from the
         committed offset anyway."""
         offset = self.committed.get(tp)
+        self.moved((tp.topic, tp.partition))
         with ak.mapped(f"positioning {tp.topic}[{tp.partition}]"):
             if offset is not None:
                 moved = ak.seek(consumer, tp, offset)
@@ -218,6 +223,15 @@ class Positions:
                 moved = await ak.seek_to_reset(consumer, tp, self.config.auto_offset_reset)
         if not moved:
             log.debug("%s no longer assigned; not repositioned", tp)
+
+    def caught_up(self, consumer: AIOKafkaConsumer, partition: tuple[str, int]) -> bool:
+        """Whether ``partition`` is ready (held, restored) and its consumer has read up
+        to its last stable offset (as the last fetch answer gave it)."""
+        tp = TopicPartition(*partition)
+        if tp not in self.ready:
+            return False
+        ends = ak.log_position(consumer, tp)
+        return ends is not None and ends[1] is not None and ends[1] >= ends[0]
 
     def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed: its last stable offset minus
@@ -249,6 +263,7 @@ class Positions:
         """Seek each partition of ``records`` still held back to the first of them."""
         for tp, offset in first_offsets(records).items():
             if tp in self.ready:
+                self.moved((tp.topic, tp.partition))
                 ak.seek(consumer, tp, offset)  # False if it moved away meanwhile
 
     async def reposition(
@@ -263,6 +278,7 @@ class Positions:
             if tp not in self.ready:
                 continue  # moved away: its next owner starts from the committed offset
             if committed and self.committed.get(tp) is None:
+                self.moved((tp.topic, tp.partition))
                 ak.seek(consumer, tp, offset)
             else:
                 await self.seek(consumer, tp)

@@ -19,6 +19,7 @@ commit holds the lock ``post_commit_delay_s`` more. aiokafka only through ``_aio
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -39,12 +40,13 @@ from .._errors import (
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
-from .._state import Serde, Stores
+from .._state import Serde, Stores, Table, subscribed
 from .._timeouts import outlived, step_timeout_s, within
 from ._commit import commit_offsets, send_changelog
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
 from ._protocols import Protocols, detect, recheck
+from ._reinit import reinit
 from ._transaction import Transaction, report_of
 
 log = logging.getLogger("eosflow.session")
@@ -60,8 +62,10 @@ class TransactSession:
         on_revoked: PartitionsHook | None = None,
         stores: Mapping[str, Serde] | None = None,
         observer: Observer | None = None,
+        tables: Mapping[str, Table] | None = None,
     ) -> None:
-        self.config = config
+        # tables: their topics consumed by the group too, assigned co-partitioned
+        self.config = config = subscribed(config, tables or {})
         self.observer = observer or Observer()  # told of each transaction, rebalance, recovery
         self._on_assigned = on_assigned
         self._on_revoked = on_revoked
@@ -82,8 +86,11 @@ class TransactSession:
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
-        self.stores = Stores(config, stores or {}, self._restored, self._restore_failed, on_late)
+        self.stores = Stores(
+            config, stores or {}, self._restored, self._restore_failed, on_late, tables
+        )
         self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
+        self._pos.moved = self.stores.forget  # a partition positioned again
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -120,7 +127,10 @@ class TransactSession:
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         group = chosen.group
-        self._group = membership_for(cfg, group, self._revoked, self._assigned, self._failed)
+        ranged = bool(self.stores.tables)  # co-partitioned: partition p of every topic together
+        self._group = membership_for(
+            cfg, group, self._revoked, self._assigned, self._failed, ranged
+        )
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
         await self._group.start()
@@ -226,7 +236,8 @@ class TransactSession:
                 out += records
             else:
                 out += [r for r in records if r.offset >= floor]
-        return out
+        # with tables: in timestamp order per task, some held back (``_state._sync``)
+        return self.stores.sync(out, functools.partial(self._pos.caught_up, self.consumer))
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""
@@ -510,7 +521,7 @@ class TransactSession:
         old, self._producer, self._partitioner = self._producer, None, None
         if old is not None:
             try:
-                await self._reinit(old, fenced)
+                await reinit(old, self.config, self.caps, fenced)
             finally:  # whether we go on or not, the old producer is done
                 await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()
@@ -521,31 +532,6 @@ class TransactSession:
         self._pos.hold_back(self.consumer, self.stores.recovered(committed))
         self._broken = False
         self.observer.producer_reinitialised(cause)
-
-    async def _reinit(self, producer: AIOKafkaProducer, fenced: str | None) -> None:
-        txn_id = self.config.transactional_id
-        assert self.caps is not None
-        if fenced is not None and not self.caps.kip360:
-            raise ProducerFencedError(txn_id, fenced)
-        if not self.caps.kip360:
-            return  # the replacement producer's InitProducerId aborts and bumps instead
-        try:
-            with ak.mapped("InitProducerId (KIP-360)"):
-                cfg = self.config
-                # after a fencing answer only the broker's answer tells a timed-out epoch
-                # from a newer instance: wait for it as long as for any broker failure
-                budget = cfg.retry_timeout_s if fenced else cfg.transaction_timeout_s
-                await ak.reinit_producer_id(
-                    producer, cfg.transactional_id, cfg.transaction_timeout_s, timeout_s=budget
-                )
-        except ak.Fenced as exc:
-            raise ProducerFencedError(txn_id, fenced or str(exc)) from None
-        except AuthorizationError:
-            raise
-        except EosflowError as exc:
-            if fenced is not None:
-                raise ProducerFencedError(txn_id, fenced) from None
-            log.warning("KIP-360 re-initialisation failed (%s); replacing the producer", exc)
 
     # --- rebalances (called by the listener) ----------------------------------------
 

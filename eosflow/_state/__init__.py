@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _aiokafka as ak
 from .._aiokafka import _produce
 from .._errors import ConfigError, TransactionError
-from ._batch import BatchState, check_batch, run_batch
+from ._batch import BatchState, run_batch
 from ._changelog import (
     changelog_topic,
     check_names,
@@ -48,13 +48,18 @@ from ._changelog import (
     encode_position,
     encode_written,
 )
+from ._declare import batch_ready, declared, has_timers
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
+from ._reads import Reads
 from ._restore import Job, Restorer
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
-from ._time import EventTime, declared_windows
+from ._sync import Sync
+from ._table_restore import TableJob, TableRestorer, at
+from ._tables import Table, TableStore, apply, check_partitions, declared_tables, subscribed
+from ._time import EventTime
 from ._timers import STORE as TIMERS
 from ._timers import Timer, TimerStore, wall_ms
 from ._windows import Hopping, Tumbling, Window, WindowStore
@@ -77,6 +82,8 @@ __all__ = [
     "SlidingStore",
     "Store",
     "Stores",
+    "Table",
+    "TableStore",
     "Timer",
     "TimerStore",
     "Tumbling",
@@ -84,6 +91,8 @@ __all__ = [
     "WindowStore",
     "batch_ready",
     "declared",
+    "declared_tables",
+    "subscribed",
 ]
 
 log = logging.getLogger("eosflow.state")
@@ -93,51 +102,7 @@ Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
 
 
-def declared(processor: object) -> dict[str, Serde]:
-    """The stores ``processor`` (a ``Processor``) declares (its ``stores`` mapping: name
-    -> Serde, None meaning bytes), checked: a one-line ``ConfigError`` for a value that is
-    no Serde. Its windowed stores (``windows``) are stores of bytes here."""
-    raw = getattr(processor, "stores", None) or {}
-    if not isinstance(raw, Mapping):
-        raise ConfigError(
-            f"{type(processor).__name__}.stores must map store names to serializers "
-            f"(e.g. {{'counts': eosflow.JSON}}), not {type(raw).__name__}"
-        )
-    out: dict[str, Serde] = {}
-    for name, serde in raw.items():
-        serde = BYTES if serde is None else serde
-        if not isinstance(name, str) or not isinstance(serde, Serde):
-            raise ConfigError(
-                f"{type(processor).__name__}.stores[{name!r}]: expected a store name and a "
-                f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
-            )
-        out[name] = serde
-    for name in declared_windows(processor):
-        out[name] = BYTES
-    if has_timers(processor):
-        if TIMERS in out:
-            raise ConfigError(
-                f"{type(processor).__name__} has timers (it overrides fire), which keep "
-                f"the store {TIMERS!r}: name its store or window otherwise"
-            )
-        out[TIMERS] = BYTES
-    return out
-
-
-def has_timers(processor: object) -> bool:
-    """Whether ``processor`` overrides ``Processor.fire`` (then it has timers)."""
-    fire = getattr(type(processor), "fire", None)
-    return fire is not None and fire.__module__ != "eosflow._processor"
-
-
-def batch_ready(processor: object, batch: bool) -> None:
-    """A one-line ``ConfigError`` when ``processor`` overrides ``process_batch``
-    (``batch``) and declares state a batch cannot keep (``_batch.check_batch``)."""
-    if batch:
-        check_batch(type(processor).__name__, declared_windows(processor), has_timers(processor))
-
-
-class Stores:
+class Stores(Reads):
     def __init__(
         self,
         config: EosConfig,
@@ -145,10 +110,21 @@ class Stores:
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],
         on_late: Callable[[str, int], None] | None = None,
+        tables: Mapping[str, Table] | None = None,
     ) -> None:
-        """``on_late(window, records)``: late records a committed transaction counted."""
+        """``on_late(window, records)``: late records a committed transaction counted.
+        ``tables``: the processor's (``_tables``), whose topics ``config`` subscribes
+        to beside the input topics."""
         self.config = config
         self.specs = dict(specs)
+        self.tables = dict(tables or {})
+        self._table_of = {t.topic: name for name, t in self.tables.items()}
+        self._streams = tuple(t for t in config.input_topics if t not in self._table_of)
+        self.stateful = bool(self.specs or self.tables)
+        # tables: records in timestamp order per task (``_sync``), each table
+        # partition's position in the sealed transaction (its checkpoint on commit)
+        self._sync = Sync(self._streams, self._table_of) if self.tables else None
+        self._table_positions: dict[Partition, int] = {}
         self.current: Partition | None = None  # the partition of the record in process()
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -172,9 +148,11 @@ class Stores:
             self._ready.add(partition)
             on_ready(partition)
 
-        self._restorer = Restorer(config, ready, on_failed, wait_s=max(config.retry_timeout_s, 1.0))
+        wait_s = max(config.retry_timeout_s, 1.0)
+        self._restorer = Restorer(config, ready, on_failed, wait_s=wait_s)
+        self._table_restorer = TableRestorer(config, ready, on_failed, wait_s=wait_s)
         if self.specs:
-            check_names(config.group_id, config.input_topics, sorted(self.specs))
+            check_names(config.group_id, self._streams, sorted(self.specs))
         if TIMERS in self.specs:  # a fire's commit names what it wrote per store (written)
             size = len(encode_written({s: 2**63 - 1 for s in self.specs}).encode())
             if size > _METADATA_MAX:
@@ -200,23 +178,29 @@ class Stores:
         self._restorer.refetch = refetch
 
     def changelogs(self, topic: str) -> dict[str, str]:
-        """store -> its changelog topic, for input ``topic``."""
+        """store -> its changelog topic, for input ``topic`` (none for a table's)."""
+        if topic in self._table_of:
+            return {}
         return {s: changelog_topic(self.config.group_id, topic, s) for s in self.specs}
 
     # --- start and stop ------------------------------------------------------------------
 
     async def start(self, producer: AIOKafkaProducer) -> None:
-        """Create or check every changelog topic (after the producer started)."""
-        if not self.specs:
+        """Create or check every changelog topic, and check that every table is
+        co-partitioned with the input (after the producer started)."""
+        if not self.stateful:
             return
         cfg = self.config
         timeout = cfg.transaction_timeout_s
         counts = await ak.partition_counts(producer, list(cfg.input_topics), timeout)
+        check_partitions(self.tables, self._streams, counts)
         wanted = {
             changelog: (topic, counts[topic])
-            for topic in cfg.input_topics
+            for topic in self._streams
             for changelog in self.changelogs(topic).values()
         }
+        if not wanted:
+            return
         await ak.ensure_compacted(producer, wanted, cfg.changelog_replication_factor, timeout)
         # their metadata now, tracked: the first commit's changelog produce need not wait
         # for a new topic's leaders under the session lock
@@ -225,6 +209,7 @@ class Stores:
     async def stop(self) -> None:
         self._stopped = True
         await self._restorer.stop()
+        await self._table_restorer.stop()
         self._layers.discard()
         self._held.clear()
         self._ready.clear()
@@ -234,28 +219,29 @@ class Stores:
 
     def assigned(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
         """Open and start restoring the stores of newly assigned partitions (their
-        committed offsets given); returns those to hold back until ready."""
-        if not self.specs or self._stopped:
+        committed offsets given) and the copies of tables; returns those to hold back
+        until ready."""
+        if not self.stateful or self._stopped:
             return set()
-        for partition, offset in committed.items():
+        held = {p for p in committed if self.specs or p[0] in self._table_of}
+        for partition in held:
             self._held.add(partition)
             self._ready.discard(partition)
-            self._restore(partition, offset)
-        return set(committed)
+            self._restore(partition, committed[partition])
+        return held
 
     def revoked(self, partitions: Iterable[Partition]) -> None:
         gone = [p for p in partitions if p in self._held]
         self._held.difference_update(gone)
         self._ready.difference_update(gone)
         self._restorer.remove(gone)
+        self._table_restorer.remove(gone)
 
     def recovered(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
         """After a recovery: drop the writes in flight and restore every held partition
         again from its checkpoint (the changelog knows whether the last transaction
         committed). Returns those to hold back until ready."""
-        self._layers.discard()
-        self._time.discard()
-        self._positions.clear()
+        self.discard()
         if self._stopped:
             return set()
         again = {p: committed.get(p) for p in self._held}
@@ -269,9 +255,15 @@ class Stores:
         if local is None:
             if self._env is None:
                 self._env = Env()
+            table = self._table_of.get(partition[0])
+            stores = sorted(self.specs) if table is None else [table]
             local = self._local[partition] = LocalPartition(
-                self._root, partition, sorted(self.specs), self._env
+                self._root, partition, stores, self._env
             )
+        table = self._table_of.get(partition[0])
+        if table is not None:
+            self._table_restorer.add(TableJob(partition, local, table, committed))
+            return
         job = Job(partition, local, committed, decode_written(self.metadata.get(partition)))
         self._restorer.add(job, self.changelogs(partition[0]))
 
@@ -285,12 +277,13 @@ class Stores:
     # --- the transaction ------------------------------------------------------------
 
     def begin(self, adopted: bool) -> None:
-        if not self.specs:
+        if not self.stateful:
             return
         self._settle()
         self._layers.begin(adopted)
         self._time.begin(adopted)
         self._positions.clear()
+        self._table_positions.clear()
 
     def seal(self) -> None:
         self._layers.seal()
@@ -309,11 +302,14 @@ class Stores:
         batch waits at most ``queue_timeout_s`` to be queued (``_produce``). A partition
         in ``unmoved`` (its offset committed again, no record of it consumed: a
         wall-clock timer fired) gets its changed keys only: position records only grow."""
-        if not self.specs:
+        if not self.stateful:
             return
         sealed = self._layers.seal()
         for partition, position in consumed.items():
             topic, p = partition
+            if topic in self._table_of:  # no changelog: the position is the offset
+                self._table_positions[partition] = position
+                continue
             moved = partition not in unmoved
             for store, changelog in self.changelogs(topic).items():
                 writes = sealed.get((store, partition))
@@ -348,7 +344,7 @@ class Stores:
 
     def committed(self) -> None:
         """The sealed transaction committed: its writes and checkpoints go to disk."""
-        if not self.specs:
+        if not self.stateful:
             return
         sealed = self._layers.sealed
         changes: dict[Partition, dict[str, dict[bytes, bytes | None]]] = {}
@@ -370,6 +366,12 @@ class Stores:
             local = self._local.get(partition)
             if local is not None:
                 local.apply(changes.get(partition, {}), checkpoints.get(partition, {}))
+        for partition, position in self._table_positions.items():
+            local, table = self._local.get(partition), self._table_of[partition[0]]
+            if local is not None:
+                rows: Mapping[bytes, bytes | None] = sealed.get((table, partition)) or {}
+                local.apply({table: rows}, {table: at(position)})
+        self._table_positions.clear()
         self._positions.clear()
         self._layers.committed()
         self._time.committed()
@@ -379,6 +381,7 @@ class Stores:
         self._layers.discard()
         self._time.discard()
         self._positions.clear()
+        self._table_positions.clear()
 
     # --- processing ----------------------------------------------------------------
 
@@ -388,9 +391,29 @@ class Stores:
         one)
         and, when failing records are dead-lettered, to take back the writes of one that
         raises (without a dead-letter topic a raise stops the app: its transaction aborts,
-        and its writes with it)."""
+        and its writes with it). A table's record updates the table's copy instead."""
+        process: Process = self._bind(processor, check)
+        table_of = self._table_of
+        if not table_of:
+            return process
+        handles: dict[Partition, dict[str, Store[Any]]] = self._handles
+        empty: dict[str, Store[Any]] = {}
+
+        async def process_or_apply(record: Record) -> Any:
+            """A table's record updates its copy (no ``process``); others go on."""
+            table = table_of.get(record.topic)
+            if table is None:
+                return await process(record)
+            partition = (record.topic, record.partition)
+            handle = handles.get(partition, empty).get(table)
+            apply(handle or self._handle(table, partition), record)
+            return None
+
+        return process_or_apply
+
+    def _bind(self, processor: Any, check: Callable[[Any], Any]) -> Process:
         process: Process = processor.process
-        if not self.specs:
+        if not self.stateful:
             return process
         processor._eosflow_state = self
         layers, handles = self._layers, self._handles
@@ -469,7 +492,22 @@ class Stores:
         if not self._time.has_timers:
             return []
         now = wall_ms()
-        return [p for p in sorted(self._ready) if self._time.due_by_clock(p, now)]
+        ready = sorted(p for p in self._ready if p[0] not in self._table_of)
+        return [p for p in ready if self._time.due_by_clock(p, now)]
+
+    # --- tables: their order (``_sync``) and what process() reads --------------------
+
+    def sync(self, records: list[Record], caught_up: Callable[[Partition], bool]) -> list[Record]:
+        """With tables, ``records`` buffered and those that may be processed now returned
+        in timestamp order per task (``_sync``); without, ``records`` themselves."""
+        if self._sync is None:
+            return records
+        return self._sync.admit(records, caught_up)
+
+    def forget(self, partition: Partition) -> None:
+        """``partition`` was positioned again: what the sync buffered of it goes."""
+        if self._sync is not None:
+            self._sync.forget(partition)
 
     async def fire_clock(
         self,
@@ -510,66 +548,3 @@ class Stores:
         finally:
             self.current, self._now = None, empty
         return out, fired
-
-    def read_committed(
-        self, name: str, key: bytes
-    ) -> tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]:
-        """``key``'s committed value in store ``name`` (decoded) in each restored partition
-        held here that has one -- from the local copies, which only committed
-        transactions write, never from the open one's layers -- then the partitions
-        still restoring, and those read. A ``KeyError`` (one line) for no store."""
-        try:
-            self._time.refuse(name)
-        except KeyError:
-            raise KeyError(f"{name!r} is not a store (a window, or the timers)") from None
-        if name not in self.specs:
-            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
-        found = []
-        for partition in sorted(self._ready):
-            local = self._local.get(partition)
-            raw = None if local is None else local.get(name, key)
-            if raw is not None:
-                found.append((partition, self.specs[name].loads(raw)))
-        return found, sorted(self._held - self._ready), sorted(self._ready)
-
-    def window(self, name: str) -> WindowStore[Any]:
-        """The windowed store ``name`` of the partition of the record being processed."""
-        return self._time.window(name, self.current)
-
-    def session(self, name: str) -> SessionStore[Any]:
-        """The session-windowed store ``name`` of the record's partition."""
-        return self._time.session(name, self.current)
-
-    def sliding(self, name: str) -> SlidingStore[Any]:
-        """The sliding-windowed store ``name`` of the record's partition."""
-        return self._time.sliding(name, self.current)
-
-    def timers(self) -> TimerStore:
-        """The timers of the partition of the record being processed."""
-        return self._time.timers(self.current)
-
-    def store(self, name: str) -> Store[Any]:
-        """The store ``name`` of the partition of the record being processed."""
-        handle = self._now.get(name)
-        if handle is not None:
-            return handle
-        self._time.refuse(name)
-        if name not in self.specs:
-            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
-        partition = self.current
-        if partition is None:
-            raise RuntimeError("Processor.state() gives the store of the record in process()")
-        handle = self._open(name, partition)
-        handles = self._handles.setdefault(partition, {})
-        handles[name] = handle
-        if partition == self.current:
-            self._now = handles
-        return handle
-
-    def _open(self, name: str, partition: Partition) -> Store[Any]:
-        """A handle on store ``name`` of ``partition`` (windows and timers keep their own:
-        ``state()`` never finds those)."""
-        local = self._local.get(partition)
-        if local is None:
-            raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
-        return Store(name, partition, self.specs[name], self._layers, local)

@@ -841,8 +841,8 @@ async def test_stale_records_below_a_moved_committed_offset_abort(
 
 # Invariant 9 without KIP-360 (a 2.4 broker: InitProducerId below v3): a fencing answer
 # cannot be told apart from a timed-out epoch, so it is fatal -- assuming a timeout and
-# carrying on could run beside a newer instance. Remove the raise in `_reinit`'s
-# non-KIP-360 path and the app recovers and carries on instead.
+# carrying on could run beside a newer instance. Remove the raise in `reinit`'s
+# non-KIP-360 path (`_engine/_reinit.py`) and the app recovers and carries on instead.
 async def test_fencing_without_kip360_is_fatal() -> None:
     settings = fake_settings()
     async with FakeCluster(

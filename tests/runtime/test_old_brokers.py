@@ -130,7 +130,8 @@ async def test_post_commit_delay_holds_a_rebalance_only_without_kip447(
 # re-initialises with its last epoch and redoes the work: exactly once. Without it, the
 # answer cannot be told apart from a fencing by a newer instance, so the app stops with
 # ProducerFencedError and nothing of the timed-out transaction is committed. Remove the
-# raise in `_reinit`'s non-KIP-360 path and the old broker's case recovers instead.
+# raise in `reinit`'s non-KIP-360 path (`_engine/_reinit.py`) and the old broker's case
+# recovers instead.
 async def test_a_transaction_the_broker_timed_out(aged: tuple[Broker, bool]) -> None:
     b, old = aged
     src, dst, group = b.unique("in"), b.unique("out"), b.unique("g")

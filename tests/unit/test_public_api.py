@@ -42,6 +42,8 @@ def test_all_is_pinned() -> None:
         "SparkJobReport",
         "Stats",
         "Store",
+        "Table",
+        "TableStore",
         "Timer",
         "TimerStore",
         "TransactionError",

@@ -1,0 +1,64 @@
+"""What a processor declares of state: its stores (``stores``), with its windows and
+timers as stores of bytes, and what a ``process_batch`` cannot keep. Checked once, at
+start, each mistake a one-line ``ConfigError``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._errors import ConfigError
+from ._batch import check_batch
+from ._store import BYTES, Serde
+from ._time import declared_windows
+from ._timers import STORE as TIMERS
+
+
+def declared(processor: object) -> dict[str, Serde]:
+    """The stores ``processor`` (a ``Processor``) declares (its ``stores`` mapping: name
+    -> Serde, None meaning bytes), checked: a one-line ``ConfigError`` for a value that is
+    no Serde. Its windowed stores (``windows``) are stores of bytes here."""
+    raw = getattr(processor, "stores", None) or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{type(processor).__name__}.stores must map store names to serializers "
+            f"(e.g. {{'counts': eosflow.JSON}}), not {type(raw).__name__}"
+        )
+    out: dict[str, Serde] = {}
+    for name, serde in raw.items():
+        serde = BYTES if serde is None else serde
+        if not isinstance(name, str) or not isinstance(serde, Serde):
+            raise ConfigError(
+                f"{type(processor).__name__}.stores[{name!r}]: expected a store name and a "
+                f"Serde (an object with dumps and loads, e.g. eosflow.JSON), got {serde!r}"
+            )
+        out[name] = serde
+    for name in declared_windows(processor):
+        out[name] = BYTES
+    if has_timers(processor):
+        if TIMERS in out:
+            raise ConfigError(
+                f"{type(processor).__name__} has timers (it overrides fire), which keep "
+                f"the store {TIMERS!r}: name its store or window otherwise"
+            )
+        out[TIMERS] = BYTES
+    return out
+
+
+def has_timers(processor: object) -> bool:
+    """Whether ``processor`` overrides ``Processor.fire`` (then it has timers)."""
+    fire = getattr(type(processor), "fire", None)
+    return fire is not None and fire.__module__ != "eosflow._processor"
+
+
+def batch_ready(processor: object, batch: bool) -> None:
+    """A one-line ``ConfigError`` when ``processor`` overrides ``process_batch``
+    (``batch``) and declares state a batch cannot keep (``_batch.check_batch``)."""
+    if not batch:
+        return
+    check_batch(type(processor).__name__, declared_windows(processor), has_timers(processor))
+    if getattr(processor, "tables", None):
+        raise ConfigError(
+            f"{type(processor).__name__} declares tables and overrides process_batch: "
+            "tables are read per record (their rows must be applied in timestamp order "
+            "between the records); use process()"
+        )

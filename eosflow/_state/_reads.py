@@ -1,0 +1,130 @@
+"""``Reads``: what a processor reads of its state while a record is processed -- the
+record's stores, windows, timers and tables -- and what a query reads of the committed
+copies (``read_committed``). ``Stores`` is one; its lifecycle and the transaction's
+steps are in ``__init__``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._store import Serde, Store
+from ._tables import Table, TableStore
+
+if TYPE_CHECKING:
+    from ._layers import Layers
+    from ._local import LocalPartition
+    from ._sessions import SessionStore
+    from ._sliding import SlidingStore
+    from ._time import EventTime
+    from ._timers import TimerStore
+    from ._windows import WindowStore
+
+Partition = tuple[str, int]
+
+
+class Reads:
+    """The reading side of ``Stores`` (which sets every attribute below)."""
+
+    specs: dict[str, Serde]
+    tables: dict[str, Table]
+    current: Partition | None  # the partition of the record in process()
+    _now: dict[str, Store[Any]]  # the stores of ``current``
+    _handles: dict[Partition, dict[str, Store[Any]]]
+    _local: dict[Partition, LocalPartition]
+    _layers: Layers
+    _time: EventTime
+    _held: set[Partition]
+    _ready: set[Partition]
+    _table_of: dict[str, str]  # table topic -> table name
+
+    def table(self, name: str) -> TableStore[Any]:
+        """The table ``name``'s partition of the record being processed (its number)."""
+        spec = self.tables.get(name)
+        if spec is None:
+            raise KeyError(f"no table {name!r}; the processor declares {sorted(self.tables)}")
+        if self.current is None:
+            raise RuntimeError("Processor.table() gives the table of the record in process()")
+        return TableStore(self._handle(name, (spec.topic, self.current[1])))
+
+    def read_committed(
+        self, name: str, key: bytes
+    ) -> tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]:
+        """``key``'s committed value in store ``name`` (decoded) in each restored partition
+        held here that has one -- from the local copies, which only committed
+        transactions write, never from the open one's layers -- then the partitions
+        still restoring, and those read. A ``KeyError`` (one line) for no store."""
+        try:
+            self._time.refuse(name)
+        except KeyError:
+            raise KeyError(f"{name!r} is not a store (a window, or the timers)") from None
+        table = self.tables.get(name)
+        serde = self.specs.get(name) or (table.serde if table is not None else None)
+        if serde is None:
+            declared = sorted([*self.specs, *self.tables])
+            raise KeyError(f"no store or table {name!r}; the processor declares {declared}")
+        mine = [p for p in self._held if (table is None) == (p[0] not in self._table_of)]
+        found = []
+        for partition in sorted(p for p in mine if p in self._ready):
+            local = self._local.get(partition)
+            raw = None if local is None else local.get(name, key)
+            if raw is not None:
+                found.append((partition, serde.loads(raw)))
+        ready = [p for p in mine if p in self._ready]
+        return found, sorted(p for p in mine if p not in self._ready), sorted(ready)
+
+    def window(self, name: str) -> WindowStore[Any]:
+        """The windowed store ``name`` of the partition of the record being processed."""
+        return self._time.window(name, self.current)
+
+    def session(self, name: str) -> SessionStore[Any]:
+        """The session-windowed store ``name`` of the record's partition."""
+        return self._time.session(name, self.current)
+
+    def sliding(self, name: str) -> SlidingStore[Any]:
+        """The sliding-windowed store ``name`` of the record's partition."""
+        return self._time.sliding(name, self.current)
+
+    def timers(self) -> TimerStore:
+        """The timers of the partition of the record being processed."""
+        return self._time.timers(self.current)
+
+    def store(self, name: str) -> Store[Any]:
+        """The store ``name`` of the partition of the record being processed."""
+        handle = self._now.get(name)
+        if handle is not None:
+            return handle
+        self._time.refuse(name)
+        if name not in self.specs:
+            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
+        partition = self.current
+        if partition is None:
+            raise RuntimeError("Processor.state() gives the store of the record in process()")
+        handle = self._open(name, partition)
+        handles = self._handles.setdefault(partition, {})
+        handles[name] = handle
+        if partition == self.current:
+            self._now = handles
+        return handle
+
+    def _handle(self, table: str, partition: Partition) -> Store[Any]:
+        """The store of ``table``'s ``partition`` (kept per partition)."""
+        handles = self._handles.setdefault(partition, {})
+        handle = handles.get(table)
+        if handle is None:
+            local = self._local.get(partition)
+            if local is None:
+                raise RuntimeError(
+                    f"table {table!r}: {partition[0]}[{partition[1]}] is not held here"
+                )
+            handle = handles[table] = Store(
+                table, partition, self.tables[table].serde, self._layers, local
+            )
+        return handle
+
+    def _open(self, name: str, partition: Partition) -> Store[Any]:
+        """A handle on store ``name`` of ``partition`` (windows and timers keep their own:
+        ``state()`` never finds those)."""
+        local = self._local.get(partition)
+        if local is None:
+            raise RuntimeError(f"the stores of {partition[0]}[{partition[1]}] are not open")
+        return Store(name, partition, self.specs[name], self._layers, local)

@@ -1,0 +1,178 @@
+"""Tables: a topic materialised per partition beside the stream that reads it.
+
+A processor declares ``tables = {"customers": eosflow.Table("customers")}`` and reads
+``self.table("customers").get(key)`` in ``process``: the latest value of ``key`` in the
+table topic's partition with the record's partition number.
+
+How it stays exactly once:
+
+- **The table topic is consumed by the group**, beside the input topics, so its read
+  position is a committed offset like theirs: each table record is applied to the
+  table's local copy in the transaction that commits its offset (a ``None`` value
+  deletes the key; a record without a key is skipped, as in Kafka Streams). There is no
+  changelog: the topic is its own. After a crash the table is rebuilt from the topic up
+  to the group's committed offset (``_table_restore``), so it holds exactly the rows the
+  committed outputs saw.
+- **Co-partitioning.** A stream record of partition p reads table partition p, which
+  the same instance must hold: the group assigns with a range assignor (classic:
+  aiokafka's ``RangePartitionAssignor``; the consumer protocol: the broker's ``range``,
+  which gives partition p of every topic to one member when their partition counts
+  match). A table topic whose partition count differs from the input's is a one-line
+  ``ConfigError`` at start (``check_partitions``).
+- **Event-time synchronisation** (``_sync``): which row a stream record sees depends on
+  the records' timestamps, never on which partition was fetched first.
+
+Trade-off: the table topic's records are processed in transactions like the input's,
+so a large table being caught up takes transaction capacity; a table only looked up by
+another key needs the whole topic on every instance (a global table), which this is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+from .._errors import ConfigError
+from ._store import JSON, RESERVED_KEY, Serde, Store, store_key
+
+if TYPE_CHECKING:
+    from .._config import EosConfig
+    from .._records import Record
+
+V = TypeVar("V")
+Partition = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """A table topic, read as the latest value per key (``Processor.tables``).
+
+    ``topic``: the table's topic, co-partitioned with the input (the same partition
+    count, keys partitioned the same way: Kafka's default partitioner on both sides).
+    ``serde``: how its values are read (JSON by default; ``eosflow.BYTES`` keeps them raw).
+    """
+
+    topic: str
+    serde: Serde = JSON
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.topic, str) or not self.topic:
+            raise ConfigError(f"eosflow.Table: topic must be a topic name, not {self.topic!r}")
+        if not isinstance(self.serde, Serde):
+            raise ConfigError(
+                f"eosflow.Table({self.topic!r}): serde must have dumps and loads "
+                f"(e.g. eosflow.JSON), not {self.serde!r}"
+            )
+
+
+def declared_tables(processor: object, inputs: tuple[str, ...] = ()) -> dict[str, Table]:
+    """The tables ``processor`` declares (its ``tables`` mapping: name -> ``Table``),
+    checked: a one-line ``ConfigError`` for anything else, for a name a store or window
+    has too, for two tables of one topic, and for a table topic among ``inputs``."""
+    raw = getattr(processor, "tables", None) or {}
+    kind = type(processor).__name__
+    if not isinstance(raw, Mapping):
+        raise ConfigError(
+            f"{kind}.tables must map names to tables (e.g. "
+            f"{{'customers': eosflow.Table('customers')}}), not {type(raw).__name__}"
+        )
+    taken = {
+        **(getattr(processor, "stores", None) or {}),
+        **(getattr(processor, "windows", None) or {}),
+    }
+    out: dict[str, Table] = {}
+    topics: dict[str, str] = {}
+    for name, spec in raw.items():
+        if not isinstance(name, str) or not isinstance(spec, Table):
+            raise ConfigError(
+                f"{kind}.tables[{name!r}]: expected a name and eosflow.Table, got {spec!r}"
+            )
+        if name in taken:
+            raise ConfigError(
+                f"{kind}: {name!r} names both a table and a store or window; rename one"
+            )
+        if spec.topic in topics:
+            raise ConfigError(
+                f"{kind}: tables {topics[spec.topic]!r} and {name!r} both read topic {spec.topic!r}"
+            )
+        if spec.topic in inputs:
+            raise ConfigError(
+                f"{kind}.tables[{name!r}]: topic {spec.topic!r} is an input topic too; "
+                "a topic is either processed or read as a table"
+            )
+        topics[spec.topic] = name
+        out[name] = spec
+    return out
+
+
+def check_partitions(
+    tables: Mapping[str, Table], inputs: tuple[str, ...], counts: Mapping[str, int]
+) -> None:
+    """Every table topic has the input topics' partition count (``counts``: topic ->
+    partitions): a one-line ``ConfigError`` naming both otherwise."""
+    for name, table in sorted(tables.items()):
+        for topic in inputs:
+            if counts[table.topic] != counts[topic]:
+                raise ConfigError(
+                    f"table {name!r}: topic {table.topic!r} has {counts[table.topic]} "
+                    f"partitions and input topic {topic!r} {counts[topic]}; a table must be "
+                    "co-partitioned with the input (the same partition count and key "
+                    "partitioning)"
+                )
+
+
+def subscribed(config: EosConfig, tables: Mapping[str, Table]) -> EosConfig:
+    """``config`` whose ``input_topics`` (what the group subscribes to) include the
+    ``tables``' topics, after the input's (the processor's config is left as it is)."""
+    extra = sorted({t.topic for t in tables.values()} - set(config.input_topics))
+    if not extra:
+        return config
+    return config.model_copy(update={"input_topics": (*config.input_topics, *extra)})
+
+
+class TableStore(Generic[V]):
+    """One table's partition as ``Processor.table(name)`` gives it: read only. A key's
+    value is the latest the table topic held at the record's event time (``_sync``)."""
+
+    __slots__ = ("_store",)
+
+    def __init__(self, store: Store[V]) -> None:
+        self._store = store
+
+    def __repr__(self) -> str:
+        topic, p = self._store.partition
+        return f"<eosflow.TableStore {self._store.name!r} of {topic}[{p}]>"
+
+    @property
+    def partition(self) -> Partition:
+        return self._store.partition
+
+    @overload
+    def get(self, key: bytes | str) -> V | None: ...
+
+    @overload
+    def get(self, key: bytes | str, default: V) -> V: ...
+
+    def get(self, key: bytes | str, default: V | None = None) -> V | None:
+        """The table's value of ``key``, or ``default`` when it has none."""
+        return self._store.get(key, default)  # type: ignore[arg-type]
+
+    def __contains__(self, key: bytes | str) -> bool:
+        return key in self._store
+
+    def range(
+        self, start: bytes | str | None = None, end: bytes | str | None = None
+    ) -> Iterator[tuple[bytes, V]]:
+        """(key, value) for every key of the partition in ``[start, end)``, byte order."""
+        return self._store.range(start, end)
+
+
+def apply(store: Store[Any], record: Record) -> bool:
+    """A table record into its partition's store (in the open transaction): the value
+    as it is (None deletes). False for a record without a key (skipped)."""
+    key = record.key
+    if key is None or key == RESERVED_KEY:
+        return False
+    store.put_raw(key if type(key) is bytes else store_key(key), record.value)
+    return True

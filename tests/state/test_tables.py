@@ -1,0 +1,282 @@
+"""Tables (``eosflow.Table``): a topic materialised per partition, read by the stream of
+the same partition number in timestamp order. The committed outputs of a join must equal
+the join computed from both topics' records and timestamps alone, however the consumer
+interleaves its fetches, and after a restart whatever the local copy held. The comment
+above each test names the mutation that made it fail when the mechanism was taken out."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from kit import create_topic, eventually, session_of
+from stateful import state_config, until_committed
+
+import eosflow
+from eosflow._checks._checker import read_records
+from eosflow.testing._ladder import Broker
+from examples import customers
+
+
+@dataclass(frozen=True)
+class Names:
+    """A join's topics and group, unique per test (genuine brokers keep state)."""
+
+    orders: str
+    customers: str
+    out: str
+    group: str
+
+    @classmethod
+    def of(cls, b: Broker) -> Names:
+        orders = b.unique("orders")
+        return cls(orders, b.unique("customers"), f"{orders}-enriched", b.unique("g"))
+
+
+def enrich(n: Names) -> eosflow.Processor:
+    """``examples/customers.py`` on this test's table topic."""
+
+    class Enrich(customers.EnrichOrders):
+        tables: ClassVar[Mapping[str, eosflow.Table]] = {"customers": eosflow.Table(n.customers)}
+
+    return Enrich()
+
+
+def history(
+    partitions: int, keys: int, versions: int, start_ms: int = 0
+) -> tuple[list[Any], list[Any]]:
+    """Customer rows and orders racing each other: key k's row version v at
+    ``start + v*10 + k`` ms and an order of k 5 ms after each version, so an order
+    joined with any row but the one just before it shows. (partition, key, ts, value)."""
+    rows, orders = [], []
+    for p in range(partitions):
+        for v in range(versions):
+            for k in range(keys):
+                key = f"c{p}-{k}".encode()
+                t = start_ms + v * 10 + k
+                rows.append((p, key, t, json.dumps({"v": v}).encode()))
+                orders.append((p, key, t + 5, json.dumps({"id": f"o-{p}-{k}-{v}"}).encode()))
+    return rows, orders
+
+
+async def produce(
+    bootstrap: str, topic: str, events: Sequence[tuple[int, bytes, int, bytes]]
+) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await p.start()
+    try:
+        for n, key, t, value in events:
+            await p.send(topic, value, key=key, partition=n, timestamp_ms=t)
+        await p.flush()
+    finally:
+        await p.stop()
+
+
+def expected_join(orders: list[Any], rows: list[Any]) -> dict[str, Any]:
+    """Per order id, the row its key had at the order's time: the two topics merged per
+    partition by timestamp (a row first on a tie), as ``_sync`` orders them."""
+    out: dict[str, Any] = {}
+    for p in {r.partition for r in orders}:
+        stream = sorted((r for r in orders if r.partition == p), key=lambda r: r.offset)
+        table = sorted((r for r in rows if r.partition == p), key=lambda r: r.offset)
+        latest: dict[bytes, Any] = {}
+        i = j = 0
+        while i < len(stream):
+            if j < len(table) and table[j].timestamp <= stream[i].timestamp:
+                row = table[j]
+                latest[row.key] = None if row.value is None else json.loads(row.value)
+                j += 1
+                continue
+            order = stream[i]
+            out[json.loads(order.value)["id"]] = latest.get(order.key)
+            i += 1
+    return out
+
+
+async def joined(b: Broker, n: Names) -> dict[str, Any]:
+    """Each order id's joined row in the committed output; an order twice fails."""
+    out: dict[str, Any] = {}
+    for r in await read_records(b.bootstrap_servers, n.out):
+        value = json.loads(r.value)
+        assert value["id"] not in out, f"order {value['id']} joined twice"
+        out[value["id"]] = value["customer"]
+    return out
+
+
+async def check_join(b: Broker, n: Names, count: int) -> dict[str, Any]:
+    """The committed output: every order once, joined as the input alone says."""
+    want = expected_join(
+        await read_records(b.bootstrap_servers, n.orders),
+        await read_records(b.bootstrap_servers, n.customers),
+    )
+    got = await joined(b, n)
+    assert len(got) == len(want) == count
+    wrong = {o: (got.get(o), want[o]) for o in want if got.get(o) != want[o]}
+    assert not wrong, f"{len(wrong)} orders joined another row, e.g. {sorted(wrong.items())[:3]}"
+    return got
+
+
+def config(b: Broker, n: Names, state_dir: Path, txn: str = "tx-1", **kw: Any) -> eosflow.EosConfig:
+    return state_config(b.bootstrap_servers, n.group, n.orders, b.unique(txn), state_dir, **kw)
+
+
+async def topics(b: Broker, n: Names, partitions: int = 2) -> None:
+    for t in (n.orders, n.customers, n.out):
+        await create_topic(b.bootstrap_servers, t, partitions)
+
+
+async def run_until(b: Broker, n: Names, app: eosflow.EosApp, partitions: int, count: int) -> None:
+    async with app:
+        await until_committed(b.bootstrap_servers, n.orders, partitions, n.group, count, (app,))
+
+
+# Orders and their customers' rows, all in the topics before the app starts: the
+# consumer hands over a partition's records in runs, so an order's row may be fetched
+# after it. Every order must join the row of its time. Caught: the sync taken out
+# (``Stores.sync`` returning the records as polled): orders joined rows of other times.
+async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=3, versions=150)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    await run_until(b, n, eosflow.EosApp(enrich(n), config(b, n, tmp_path)), 2, len(orders))
+    await check_join(b, n, len(orders))
+
+
+# A restart between two halves of the orders: before the second instance starts, the
+# table topic gets a row per key from after every order, so a table restored past the
+# group's committed offset shows it to the pending orders (each should join the last
+# row before the restart). With the local copy kept (at the committed offset) and wiped
+# (rebuilt from the topic). Caught: the restore applying records at or past the
+# committed offset (the pending orders joined the later rows).
+@pytest.mark.parametrize("wipe", [False, True], ids=["kept", "wiped"])
+async def test_a_restart_restores_the_table_at_the_committed_offset(
+    eosflow_broker: Broker, tmp_path: Path, wipe: bool
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=3, versions=60)
+    first = [o for o in orders if o[2] < 300]
+    await produce(b.bootstrap_servers, n.customers, [r for r in rows if r[2] < 300])
+    await produce(b.bootstrap_servers, n.orders, first)
+    cfg = config(b, n, tmp_path)
+    await run_until(b, n, eosflow.EosApp(enrich(n), cfg), 2, len(first))
+    later = [(p, key, 10_000, b'{"v": "later"}') for p, key, _t, _v in rows[:6]]
+    await produce(b.bootstrap_servers, n.customers, later)
+    await produce(b.bootstrap_servers, n.orders, [o for o in orders if o[2] >= 300])
+    if wipe:
+        shutil.rmtree(tmp_path / n.group)
+    await run_until(b, n, eosflow.EosApp(enrich(n), cfg), 2, len(orders))
+    got = await check_join(b, n, len(orders))
+    assert {json.dumps(got[o]) for o in got if o.endswith("-59")} == {'{"v": 29}'}
+
+
+# A table topic with another partition count than the input cannot be co-partitioned:
+# one line at start, naming both. Caught: check_partitions not called (the app ran).
+async def test_a_table_with_another_partition_count_is_one_line(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await create_topic(b.bootstrap_servers, n.orders, 2)
+    await create_topic(b.bootstrap_servers, n.customers, 3)
+    app = eosflow.EosApp(enrich(n), config(b, n, tmp_path))
+    with pytest.raises(eosflow.ConfigError) as err:
+        await asyncio.wait_for(app.run(), 60)
+    assert n.customers in str(err.value) and "3 partitions" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+class TwoTables(eosflow.Processor):
+    tables: ClassVar[Mapping[str, eosflow.Table]] = {
+        "a": eosflow.Table("t"),
+        "b": eosflow.Table("t"),
+    }
+
+
+class TableIsInput(eosflow.Processor):
+    tables: ClassVar[Mapping[str, eosflow.Table]] = {"orders": eosflow.Table("in")}
+
+
+class TableAndStore(eosflow.Processor):
+    stores: ClassVar[Mapping[str, eosflow.Serde | None]] = {"customers": eosflow.JSON}
+    tables: ClassVar[Mapping[str, eosflow.Table]] = {"customers": eosflow.Table("customers")}
+
+
+class BatchWithTable(eosflow.Processor):
+    tables: ClassVar[Mapping[str, eosflow.Table]] = {"customers": eosflow.Table("customers")}
+
+    async def process_batch(self, records: Sequence[eosflow.Record]) -> list[eosflow.Output]:
+        return []
+
+
+@pytest.mark.parametrize(
+    ("processor", "words"),
+    [
+        (TwoTables(), "both read topic 't'"),
+        (TableIsInput(), "is an input topic too"),
+        (TableAndStore(), "names both a table and a store"),
+        (BatchWithTable(), "overrides process_batch"),
+    ],
+    ids=["two-tables-one-topic", "table-is-input", "table-and-store", "batch"],
+)
+async def test_tables_that_cannot_work_are_one_line(
+    tmp_path: Path, processor: eosflow.Processor, words: str
+) -> None:
+    cfg = state_config("127.0.0.1:1", "g", "in", "tx-1", tmp_path)
+    with pytest.raises(eosflow.ConfigError) as err:
+        await asyncio.wait_for(eosflow.EosApp(processor, cfg).run(), 60)
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def held(app: eosflow.EosApp, n: Names) -> dict[str, set[int]]:
+    s = session_of(app)
+    ready = set() if s is None else s._pos.ready
+    return {t: {tp.partition for tp in ready if tp.topic == t} for t in (n.orders, n.customers)}
+
+
+# Two instances share 3 partitions: each must hold partition p of the orders and of the
+# table together, under either group protocol ("auto": the consumer protocol where the
+# broker has it), and the join is the input's. Caught: the classic protocol's round
+# robin kept (an instance held orders without their table partitions), the consumer
+# protocol's default (uniform) assignor kept (an instance never held both).
+@pytest.mark.parametrize("protocol", ["classic", "auto"])
+async def test_two_instances_hold_the_table_partitions_of_their_orders(
+    eosflow_broker: Broker, tmp_path: Path, protocol: str
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n, partitions=3)  # round robin would split partition numbers
+    rows, orders = history(partitions=3, keys=2, versions=40)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    apps = [
+        eosflow.EosApp(
+            enrich(n), config(b, n, tmp_path / f"i{i}", f"tx-{i}", group_protocol=protocol)
+        )
+        for i in range(2)
+    ]
+    async with apps[0], apps[1]:
+
+        async def split() -> bool:
+            both = [held(a, n) for a in apps]
+            for app in apps:
+                assert app.failure is None, app.failure
+            return all(h[n.orders] and h[n.customers] for h in both) and not (
+                both[0][n.orders] & both[1][n.orders]
+            )
+
+        await eventually(split, timeout_s=60, what="both instances holding partitions")
+        for app in apps:
+            h = held(app, n)
+            assert h[n.orders] == h[n.customers], h
+        await until_committed(b.bootstrap_servers, n.orders, 3, n.group, len(orders), tuple(apps))
+    await check_join(b, n, len(orders))
