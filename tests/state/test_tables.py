@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,8 +141,9 @@ async def run_until(b: Broker, n: Names, app: eosflow.EosApp, partitions: int, c
 
 # Orders and their customers' rows, all in the topics before the app starts: the
 # consumer hands over a partition's records in runs, so an order's row may be fetched
-# after it. Every order must join the row of its time. Caught: the sync taken out
-# (``Stores.sync`` returning the records as polled): orders joined rows of other times.
+# after it. Every order must join the row of its time, and a query of the table answers
+# a key's last row. Caught: the sync taken out (``Stores.sync`` returning the records as
+# polled): orders joined rows of other times.
 async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
@@ -149,8 +152,24 @@ async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
     rows, orders = history(partitions=2, keys=3, versions=150)
     await produce(b.bootstrap_servers, n.customers, rows)
     await produce(b.bootstrap_servers, n.orders, orders)
-    await run_until(b, n, eosflow.EosApp(enrich(n), config(b, n, tmp_path)), 2, len(orders))
+    ops = {"metrics_port": 0, "progress_interval_s": 0}
+    app = eosflow.EosApp(enrich(n), config(b, n, tmp_path, ops=ops))
+    async with app:
+        await until_committed(b.bootstrap_servers, n.orders, 2, n.group, len(orders), (app,))
+        # the table's committed row, asked of the operations port
+        status, body = await asyncio.to_thread(query, app, "/state/customers/c1-2")
+        assert status == 200 and body["values"][0]["value"] == {"v": 149}, body
+        assert body["values"][0]["topic"] == n.customers
     await check_join(b, n, len(orders))
+
+
+def query(app: eosflow.EosApp, path: str) -> tuple[int, Any]:
+    assert app.ops.port is not None
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{app.ops.port}{path}", timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
 
 
 # A restart between two halves of the orders: before the second instance starts, the
