@@ -233,6 +233,15 @@ class Positions:
         ends = ak.log_position(consumer, tp)
         return ends is not None and ends[1] is not None and ends[1] >= ends[0]
 
+    def throttle(
+        self, consumer: AIOKafkaConsumer, partition: tuple[str, int], paused: bool
+    ) -> None:
+        """Pause ``partition`` (``paused``) or resume it -- only while it is ready: one
+        held back is paused until its release, one given up is no longer ours."""
+        tp = TopicPartition(*partition)
+        if tp in self.ready:
+            (ak.pause if paused else ak.resume)(consumer, [tp])
+
     def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed: its last stable offset minus
         its committed offset (or, with none, its position); partitions not fetched yet

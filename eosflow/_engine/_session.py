@@ -133,6 +133,10 @@ class TransactSession:
         )
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
+        pos, consumer = self._pos, self._consumer  # tables: the sync's view of the consumer
+        self.stores.fetching(
+            functools.partial(pos.caught_up, consumer), functools.partial(pos.throttle, consumer)
+        )
         await self._group.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:
@@ -213,10 +217,9 @@ class TransactSession:
             raise self._failure
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         try:
+            wait_ms = 0 if self.stores.more() else int(timeout_s * 1000)  # tables: some wait
             with ak.mapped("consuming (fetch and group membership)", "READ"):
-                batch = await self.consumer.getmany(
-                    timeout_ms=int(timeout_s * 1000), max_records=max_records
-                )
+                batch = await self.consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
         except TransientError as exc:
             stuck = ak.consumer_failure(self.consumer)  # no heartbeats any more: stop
             if stuck is None:
@@ -237,7 +240,7 @@ class TransactSession:
             else:
                 out += [r for r in records if r.offset >= floor]
         # with tables: in timestamp order per task, some held back (``_state._sync``)
-        return self.stores.sync(out, functools.partial(self._pos.caught_up, self.consumer))
+        return self.stores.sync(out, max_records)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""

@@ -123,7 +123,8 @@ class Stores(Reads):
         self.stateful = bool(self.specs or self.tables)
         # tables: records in timestamp order per task (``_sync``), each table
         # partition's position in the sealed transaction (its checkpoint on commit)
-        self._sync = Sync(self._streams, self._table_of) if self.tables else None
+        idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
+        self._sync = Sync(self._streams, self._table_of, idle_s) if self.tables else None
         self._table_positions: dict[Partition, int] = {}
         self.current: Partition | None = None  # the partition of the record in process()
         self._layers = Layers()
@@ -497,12 +498,25 @@ class Stores(Reads):
 
     # --- tables: their order (``_sync``) and what process() reads --------------------
 
-    def sync(self, records: list[Record], caught_up: Callable[[Partition], bool]) -> list[Record]:
-        """With tables, ``records`` buffered and those that may be processed now returned
-        in timestamp order per task (``_sync``); without, ``records`` themselves."""
+    def fetching(
+        self, caught_up: Callable[[Partition], bool], throttle: Callable[[Partition, bool], None]
+    ) -> None:
+        """The consumer's side of the sync (``_sync``): whether a partition is held,
+        ready and read to its last stable offset; pause (True) or resume a partition."""
+        if self._sync is not None:
+            self._sync.caught_up, self._sync.throttle = caught_up, throttle
+
+    def sync(self, records: list[Record], max_records: int) -> list[Record]:
+        """With tables, ``records`` buffered and at most ``max_records`` that may be
+        processed now returned, in timestamp order per task (``_sync``); without,
+        ``records`` themselves."""
         if self._sync is None:
             return records
-        return self._sync.admit(records, caught_up)
+        return self._sync.admit(records, max_records)
+
+    def more(self) -> bool:
+        """Whether records the sync holds may be processed now (it stopped at a cap)."""
+        return self._sync is not None and self._sync.more
 
     def forget(self, partition: Partition) -> None:
         """``partition`` was positioned again: what the sync buffered of it goes."""

@@ -61,8 +61,11 @@ class Reads:
         serde = self.specs.get(name) or (table.serde if table is not None else None)
         if serde is None:
             declared = sorted([*self.specs, *self.tables])
-            raise KeyError(f"no store or table {name!r}; the processor declares {declared}")
-        mine = [p for p in self._held if (table is None) == (p[0] not in self._table_of)]
+            raise KeyError(f"no store {name!r}; the processor declares {declared}")
+        if table is None:  # a store: in every input partition
+            mine = [p for p in self._held if p[0] not in self._table_of]
+        else:  # a table: in its topic's partitions only
+            mine = [p for p in self._held if p[0] == table.topic]
         found = []
         for partition in sorted(p for p in mine if p in self._ready):
             local = self._local.get(partition)

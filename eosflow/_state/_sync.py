@@ -17,10 +17,12 @@ records pass through here before ``process``:
   will deliver may be older. So a stream record with timestamp t is processed only once
   every table partition it reads has been read up to t, and a table record is applied
   only after the stream records older than it.
-- ``idle_s`` (``Table.max_idle_s``'s largest, 0 by default): how long a task also waits
-  for a partition that has caught up but holds nothing, for a record still on its way
-  to the broker. Waiting costs latency; not waiting lets a row produced at t but not yet
-  written when the stream's record at t is processed miss it.
+- ``idle_s`` (the largest ``Table.max_idle_s``, 0 by default): how long a task also
+  waits, once a partition has caught up and holds nothing, for a record still on its
+  way to the broker (then it goes on without, until that partition has records again).
+  Waiting costs latency; not waiting lets a row produced at t but written after the
+  stream's record at t was processed miss it: then the outputs depend on timing, as
+  they do in Kafka Streams.
 
 Records are counted by their Kafka timestamps (``record.timestamp``), not by
 ``Processor.timestamp``: the order is the topics', whatever the processor reads.
@@ -28,6 +30,11 @@ Records are counted by their Kafka timestamps (``record.timestamp``), not by
 **Buffers never outlive a seek.** Records handed here are past the consumer's position;
 whenever a partition is positioned again (an abort's rewind, records given back, a
 revocation) ``forget`` drops its buffer, and the consumer delivers them again.
+
+**Bounded.** A partition holding more than ``MAX_BUFFERED`` records is paused
+(``throttle``) until half of them went on, so a stream waiting for a long table restore
+does not pull its whole backlog into memory; an ``admit`` hands on at most the poll's
+``max_records`` (the rest wait, ``more`` says so), so a transaction's record caps hold.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ log = logging.getLogger("eosflow.state")
 
 Partition = tuple[str, int]
 _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long again)
+MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
 
 
 class Sync:
@@ -63,6 +71,12 @@ class Sync:
         self._buffers: dict[Partition, deque[Record]] = {}
         self._idle: dict[int, float] = {}  # task -> since when it waits on idle partitions
         self._waiting: dict[int, float] = {}  # task -> since when (and the next warning)
+        self._paused: set[Partition] = set()  # by ``throttle``, their buffers full
+        self.more = False  # the last admit stopped at its max_records: more may go now
+        # set by the session once its consumer exists: whether a partition is held,
+        # ready and read up to its last stable offset; pause (True) or resume one
+        self.caught_up: Callable[[Partition], bool] = lambda partition: False
+        self.throttle: Callable[[Partition, bool], None] = lambda partition, paused: None
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values())
@@ -70,13 +84,13 @@ class Sync:
     def forget(self, partition: Partition) -> None:
         """``partition`` was positioned again: its buffered records will come again."""
         self._buffers.pop(partition, None)
+        if partition in self._paused:
+            self._paused.discard(partition)
+            self.throttle(partition, False)
 
-    def admit(
-        self, records: Iterable[Record], caught_up: Callable[[Partition], bool]
-    ) -> list[Record]:
-        """Buffer ``records`` (offset order within a partition) and return those that
-        may be processed now, in the order they must be. ``caught_up(partition)``: the
-        partition is held, ready and read up to its last stable offset."""
+    def admit(self, records: Iterable[Record], max_records: int) -> list[Record]:
+        """Buffer ``records`` (offset order within a partition) and return at most
+        ``max_records`` that may be processed now, in the order they must be."""
         buffers = self._buffers
         for r in records:
             key = (r.topic, r.partition)
@@ -84,14 +98,26 @@ class Sync:
             if buf is None:
                 buf = buffers[key] = deque()
             buf.append(r)
+        for key, buf in buffers.items():
+            if len(buf) > MAX_BUFFERED and key not in self._paused:
+                self._paused.add(key)
+                self.throttle(key, True)
         out: list[Record] = []
+        self.more = False
         for task in sorted({p for (_t, p), b in buffers.items() if b}):
-            self._release(task, caught_up, out)
+            if self._release(task, self.caught_up, out, max_records):
+                self.more = True
+                break
+        for key in [k for k in self._paused if len(buffers.get(k) or ()) <= MAX_BUFFERED // 2]:
+            self._paused.discard(key)
+            self.throttle(key, False)
         return out
 
     def _release(
-        self, task: int, caught_up: Callable[[Partition], bool], out: list[Record]
-    ) -> None:
+        self, task: int, caught_up: Callable[[Partition], bool], out: list[Record], cap: int
+    ) -> bool:
+        """Hand on ``task``'s records that may go, up to ``cap`` in ``out``; True when
+        it stopped at the cap."""
         buffers, rank = self._buffers, self._rank
         members = [(t, task) for t in self._topics]
         queues = [buffers.get(m) for m in members]
@@ -114,17 +140,20 @@ class Sync:
                     best, best_at = head, i
             if best is None:
                 self._waiting.pop(task, None)
-                return
+                return False
             behind = [m for m in empty if not caught_up(m)]
             if behind:
                 self._held_back(task, best, behind)
-                return
-            if empty and self._idle_s > 0:
+                return False
+            if empty and self._idle_s > 0:  # waited once per stretch of emptiness
                 now = self._clock()
                 since = self._idle.setdefault(task, now)
                 if now - since < self._idle_s:
-                    return
-            self._idle.pop(task, None)
+                    return False
+            elif not empty:
+                self._idle.pop(task, None)
+            if len(out) >= cap:
+                return True
             self._waiting.pop(task, None)
             q = queues[best_at]
             assert q is not None

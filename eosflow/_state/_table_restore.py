@@ -77,6 +77,7 @@ class TableRestorer:
         self.config = config
         self._on_ready, self._on_failed, self._wait_s = on_ready, on_failed, wait_s
         self._jobs: dict[Partition, TableJob] = {}
+        self._soon: dict[Partition, TableJob] = {}  # ready at once, told on the next turn
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._consumer: AIOKafkaConsumer | None = None
@@ -105,21 +106,32 @@ class TableRestorer:
             cp = at(0)
         job.next = cp.offset
         if job.committed is None or job.next >= job.committed:
-            self._on_ready(job.partition)
+            # ready, but never from within add(): its caller holds the partition back
+            # after this returns (a recovery, an assignment), and a release before
+            # that would leave it held forever
+            self._soon[job.partition] = job
+            asyncio.get_running_loop().call_soon(self._ready_now, job)
             return
         self._jobs[job.partition] = job
         self._changed.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="eosflow-table-restore")
 
+    def _ready_now(self, job: TableJob) -> None:
+        if self._soon.get(job.partition) is job:  # not removed or replaced meanwhile
+            del self._soon[job.partition]
+            self._on_ready(job.partition)
+
     def remove(self, partitions: list[Partition]) -> None:
         for partition in partitions:
+            self._soon.pop(partition, None)
             if self._jobs.pop(partition, None) is not None:
                 self._changed.set()
 
     async def stop(self) -> None:
         self._closed = True
         self._jobs.clear()
+        self._soon.clear()
         task, self._task = self._task, None
         try:
             if task is not None:
@@ -150,7 +162,7 @@ class TableRestorer:
                     if job is not None and job.assigned and msgs:
                         self._apply(job, msgs)
                 for job in list(self._jobs.values()):
-                    await self._check(consumer, job)
+                    self._check(consumer, job)
                 failing_since, backoff = None, self.config.retry_backoff_s
             except asyncio.CancelledError:
                 raise
@@ -236,14 +248,16 @@ class TableRestorer:
         job.local.apply({job.store: changes}, {job.store: at(job.next)})
         job.applied += len(changes)
 
-    async def _check(self, consumer: AIOKafkaConsumer, job: TableJob) -> None:
+    def _check(self, consumer: AIOKafkaConsumer, job: TableJob) -> None:
         if not job.assigned or job.committed is None:
             return
         tp = TopicPartition(*job.partition)
-        with ak.mapped("restoring a table (its position)", "READ"):
-            position = await consumer.position(tp)
-        if self._jobs.get(job.partition) is not job:
-            return  # removed or replaced during the await
+        ends = ak.log_position(consumer, tp)  # never awaits (a reset may hang in an outage)
+        if ends is None:
+            return  # not fetched yet
+        stable, position = ends
+        if position is None:
+            return
         now = time.monotonic()
         if position >= job.committed:
             if job.next < job.committed:  # markers or aborted records up to it
@@ -261,8 +275,7 @@ class TableRestorer:
             )
             self._on_ready(job.partition)
             return
-        ends = ak.log_position(consumer, tp)
-        if ends is not None and position >= ends[0]:  # all there is, short of the offset
+        if position >= stable:  # all there is, short of the offset
             job.stuck_since = job.stuck_since or now
             if now - job.stuck_since > self._wait_s:
                 topic, p = job.partition

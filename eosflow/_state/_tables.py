@@ -51,14 +51,24 @@ class Table:
     ``topic``: the table's topic, co-partitioned with the input (the same partition
     count, keys partitioned the same way: Kafka's default partitioner on both sides).
     ``serde``: how its values are read (JSON by default; ``eosflow.BYTES`` keeps them raw).
+    ``max_idle_s``: how long records wait, once the table has been read to its end, for
+    a row still on its way (Kafka Streams' ``max.task.idle.ms``; ``_sync``): 0 by
+    default, no wait -- a row written after the record it would have joined was
+    processed is then not seen by it.
     """
 
     topic: str
     serde: Serde = JSON
+    max_idle_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.topic, str) or not self.topic:
             raise ConfigError(f"eosflow.Table: topic must be a topic name, not {self.topic!r}")
+        idle = self.max_idle_s
+        if not isinstance(idle, (int, float)) or isinstance(idle, bool) or not 0 <= idle < 1e9:
+            raise ConfigError(
+                f"eosflow.Table({self.topic!r}): max_idle_s must be seconds >= 0, not {idle!r}"
+            )
         if not isinstance(self.serde, Serde):
             raise ConfigError(
                 f"eosflow.Table({self.topic!r}): serde must have dumps and loads "

@@ -23,6 +23,7 @@ from stateful import state_config, until_committed
 
 import eosflow
 from eosflow._checks._checker import read_records
+from eosflow._protocol import _codes as codes
 from eosflow.testing._ladder import Broker
 from examples import customers
 
@@ -35,18 +36,23 @@ class Names:
     customers: str
     out: str
     group: str
+    accounts: str  # a second table, empty: a task of three partitions
 
     @classmethod
     def of(cls, b: Broker) -> Names:
         orders = b.unique("orders")
-        return cls(orders, b.unique("customers"), f"{orders}-enriched", b.unique("g"))
+        customers, accounts = b.unique("customers"), b.unique("accounts")
+        return cls(orders, customers, f"{orders}-enriched", b.unique("g"), accounts)
 
 
 def enrich(n: Names) -> eosflow.Processor:
-    """``examples/customers.py`` on this test's table topic."""
+    """``examples/customers.py`` on this test's table topic, with a second table."""
 
     class Enrich(customers.EnrichOrders):
-        tables: ClassVar[Mapping[str, eosflow.Table]] = {"customers": eosflow.Table(n.customers)}
+        tables: ClassVar[Mapping[str, eosflow.Table]] = {
+            "customers": eosflow.Table(n.customers),
+            "accounts": eosflow.Table(n.accounts),
+        }
 
     return Enrich()
 
@@ -130,7 +136,7 @@ def config(b: Broker, n: Names, state_dir: Path, txn: str = "tx-1", **kw: Any) -
 
 
 async def topics(b: Broker, n: Names, partitions: int = 2) -> None:
-    for t in (n.orders, n.customers, n.out):
+    for t in (n.orders, n.customers, n.out, n.accounts):
         await create_topic(b.bootstrap_servers, t, partitions)
 
 
@@ -142,8 +148,9 @@ async def run_until(b: Broker, n: Names, app: eosflow.EosApp, partitions: int, c
 # Orders and their customers' rows, all in the topics before the app starts: the
 # consumer hands over a partition's records in runs, so an order's row may be fetched
 # after it. Every order must join the row of its time, and a query of the table answers
-# a key's last row. Caught: the sync taken out (``Stores.sync`` returning the records as
-# polled): orders joined rows of other times.
+# a key's last row (with two tables: from the right one's partitions). Caught: the sync
+# taken out (``Stores.sync`` returning the records as polled): orders joined rows of
+# other times; a query reading every table's partitions (a 404: no such column family).
 async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
@@ -200,6 +207,27 @@ async def test_a_restart_restores_the_table_at_the_committed_offset(
     assert {json.dumps(got[o]) for o in got if o.endswith("-59")} == {'{"v": 29}'}
 
 
+# A produce failure makes the session recover: every held partition restores again, a
+# table with nothing to read (at its committed offset) at once. The join goes on, as
+# the input says. Caught: the table restore telling "ready" from within its add (the
+# recovery then held the table partitions back for good: the orders stalled).
+async def test_the_join_goes_on_after_a_recovery(eosflow_broker: Broker, tmp_path: Path) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    c = b.require_fake("a produce failure on cue")
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=3, versions=60)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    cfg = config(b, n, tmp_path)
+    error = codes.UNKNOWN_SERVER_ERROR
+    rule = c.intercept("Produce", error=error, transactional_id=cfg.transactional_id)
+    app = eosflow.EosApp(enrich(n), cfg)
+    async with app:
+        await until_committed(b.bootstrap_servers, n.orders, 2, n.group, len(orders), (app,))
+    assert rule.hits == 1 and app.stats.recovered >= 1, app.stats
+    await check_join(b, n, len(orders))
+
+
 # A table topic with another partition count than the input cannot be co-partitioned:
 # one line at start, naming both. Caught: check_partitions not called (the app ran).
 async def test_a_table_with_another_partition_count_is_one_line(
@@ -208,6 +236,7 @@ async def test_a_table_with_another_partition_count_is_one_line(
     b, n = eosflow_broker, Names.of(eosflow_broker)
     await create_topic(b.bootstrap_servers, n.orders, 2)
     await create_topic(b.bootstrap_servers, n.customers, 3)
+    await create_topic(b.bootstrap_servers, n.accounts, 2)
     app = eosflow.EosApp(enrich(n), config(b, n, tmp_path))
     with pytest.raises(eosflow.ConfigError) as err:
         await asyncio.wait_for(app.run(), 60)

@@ -1,0 +1,112 @@
+"""``_state/_sync.py``: the order in which a processor with tables sees its records, in
+process. The comment above each test names the mutation that made it fail."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pytest
+
+from eosflow import Record
+from eosflow._state import _sync
+from eosflow._state._sync import Sync
+
+Partition = tuple[str, int]
+
+
+def rec(topic: str, partition: int, offset: int, ts: int) -> Record:
+    return Record(topic, partition, offset, b"k", b"v", (), ts)
+
+
+class Consumer:
+    """What the session gives the sync: caught-up partitions, and pauses."""
+
+    def __init__(self, caught_up: Iterable[Partition] = ()) -> None:
+        self.caught: set[Partition] = set(caught_up)
+        self.paused: set[Partition] = set()
+        self.calls: list[tuple[Partition, bool]] = []
+
+    def bind(self, sync: Sync) -> Sync:
+        sync.caught_up = self.caught.__contains__
+        sync.throttle = self.throttle
+        return sync
+
+    def throttle(self, partition: Partition, paused: bool) -> None:
+        self.calls.append((partition, paused))
+        (self.paused.add if paused else self.paused.discard)(partition)
+
+
+def order(out: list[Record]) -> list[tuple[str, int]]:
+    return [(r.topic, r.offset) for r in out]
+
+
+# Records and rows of one task go by timestamp, a row first on a tie; another task's
+# records do not wait for this one. Caught: heads compared by offset (the poll's order).
+def test_a_task_hands_on_by_timestamp_a_row_first_on_a_tie() -> None:
+    c = Consumer()
+    s = c.bind(Sync(["orders"], ["customers"]))
+    polled = [rec("orders", 0, 0, 10), rec("orders", 0, 1, 20), rec("orders", 0, 2, 30)]
+    polled += [rec("customers", 0, 0, 5), rec("customers", 0, 1, 20), rec("customers", 0, 2, 40)]
+    out = s.admit(polled, 100)
+    # customers[0] at 40 waits: orders[0] is empty and not read to its end
+    assert order(out) == [
+        ("customers", 0),
+        ("orders", 0),
+        ("customers", 1),
+        ("orders", 1),
+        ("orders", 2),
+    ]
+    c.caught.add(("orders", 0))
+    assert order(s.admit([], 100)) == [("customers", 2)]
+
+
+# A record waits while its table partition holds nothing and is not read to its end;
+# it goes once the table caught up. Caught: an empty partition taken as caught up.
+def test_a_record_waits_for_its_table_to_catch_up() -> None:
+    c = Consumer()
+    s = c.bind(Sync(["orders"], ["customers"]))
+    assert s.admit([rec("orders", 1, 0, 10)], 100) == []
+    assert s.buffered() == 1
+    c.caught.add(("customers", 1))
+    assert order(s.admit([], 100)) == [("orders", 0)]
+
+
+# An admit hands on at most max_records and says more wait; the rest go next time, in
+# order. Caught: the cap ignored (a transaction's record limit exceeded).
+def test_an_admit_stops_at_its_max_records() -> None:
+    c = Consumer([("customers", 0)])
+    s = c.bind(Sync(["orders"], ["customers"]))
+    out = s.admit([rec("orders", 0, i, i) for i in range(10)], 4)
+    assert order(out) == [("orders", i) for i in range(4)] and s.more
+    assert order(s.admit([], 100)) == [("orders", i) for i in range(4, 10)] and not s.more
+
+
+# A partition past MAX_BUFFERED records is paused, resumed once half went on, and a
+# partition positioned again drops its buffer and its pause. Caught: no pause (the
+# buffer grew without bound), forget leaving the partition paused.
+def test_a_full_buffer_pauses_its_partition(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_sync, "MAX_BUFFERED", 4)
+    c = Consumer()
+    s = c.bind(Sync(["orders"], ["customers"]))
+    assert s.admit([rec("orders", 0, i, i) for i in range(6)], 100) == []
+    assert c.paused == {("orders", 0)}
+    c.caught.add(("customers", 0))
+    assert len(s.admit([], 3)) == 3 and c.paused == {("orders", 0)}  # 3 left: > 2
+    assert len(s.admit([], 1)) == 1 and c.paused == set()  # 2 left: resumed
+    s.admit([rec("orders", 0, 6 + i, 6 + i) for i in range(5)], 0)
+    assert c.paused == {("orders", 0)}
+    s.forget(("orders", 0))
+    assert c.paused == set() and s.buffered() == 0
+
+
+# With max_idle_s, a task whose table caught up but holds nothing waits that long once,
+# then goes on without re-waiting per record. Caught: the wait restarted after every
+# record (each record waited max_idle_s).
+def test_idle_waits_once_per_stretch() -> None:
+    now = [0.0]
+    c = Consumer([("customers", 0)])
+    s = c.bind(Sync(["orders"], ["customers"], idle_s=1.0, clock=lambda: now[0]))
+    assert s.admit([rec("orders", 0, 0, 1)], 100) == []
+    now[0] = 1.5
+    assert order(s.admit([], 100)) == [("orders", 0)]
+    assert order(s.admit([rec("orders", 0, 1, 2)], 100)) == [("orders", 1)]
