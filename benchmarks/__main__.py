@@ -21,7 +21,9 @@
   offset fetch after EndTxn, the window ``post_commit_delay_s`` covers
   (``offset_visibility.py``);
 - ``timers``: a million event-time timers set and fired, and the restore of a million
-  pending (``timers_bench.py``).
+  pending (``timers_bench.py``);
+- ``join``: a stream-table join against the pass-through and Kafka Streams' KStream-KTable
+  join, and the restore of a million-row table (``join_bench.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -44,6 +46,7 @@ COMMANDS = {
     "rolling": "benchmarks.rolling_restart",
     "offset-visibility": "benchmarks.offset_visibility",
     "timers": "benchmarks.timers_bench",
+    "join": "benchmarks.join_bench",
 }
 
 if __name__ == "__main__":

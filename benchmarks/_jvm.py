@@ -1,5 +1,6 @@
 """The Java contenders: Kafka Streams (``java/PassThrough.java``; the state benchmark's
-windowed count ``java/WindowCount.java``, with PassThrough's settings) and Kafka's own
+windowed count ``java/WindowCount.java`` and the join benchmark's KStream-KTable join
+``java/JoinRun.java``, with PassThrough's settings) and Kafka's own
 ``TransactionalMessageCopier`` (``java/CopierRun.java``), each with ``java/Bench.java``.
 
 ``JavaContender.prepare()`` resolves the contender's jars with Maven, the way the test kit
@@ -161,6 +162,36 @@ def kafka_streams_window(version: str, fallback: str | None = None) -> JavaConte
         fallback,
         uses=("PassThrough.java",),
     )
+
+
+def kafka_streams_join(version: str, fallback: str | None = None) -> JavaContender:
+    """The join benchmark's KStream-KTable join in Kafka Streams, PassThrough's settings."""
+    return JavaContender(
+        "Kafka Streams",
+        "streams",
+        _streams_deps,
+        "JoinRun",
+        version,
+        fallback,
+        uses=("PassThrough.java",),
+    )
+
+
+def join_args(
+    boot: str,
+    topics: tuple[str, str, str],
+    records: int,
+    group: str,
+    state_dir: str,
+    interval_s: float,
+    warm: tuple[str, str, str, int],
+) -> list[str]:
+    """``JoinRun``'s arguments: the run (orders, customers, output), the commit interval
+    (ms), the warm-up's topics and order count."""
+    return [
+        *(boot, *topics, str(records), group, state_dir, str(round(interval_s * 1000))),
+        *(warm[0], warm[1], warm[2], str(warm[3])),
+    ]
 
 
 def kafka_copier(version: str) -> JavaContender:
