@@ -12,6 +12,7 @@ from ._records import Output, Record
 if TYPE_CHECKING:
     from ._config import EosConfig
     from ._state._batch import BatchState
+    from ._state._global import GlobalStore, GlobalTable
     from ._state._sessions import Session, SessionStore
     from ._state._sliding import Sliding, SlidingStore
     from ._state._store import Serde, Store
@@ -33,7 +34,7 @@ class _StoresOfTheRecord(Protocol):
 
     def timers(self) -> TimerStore: ...
 
-    def table(self, name: str) -> TableStore[Any]: ...
+    def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]: ...
 
 
 ProcessResult = Output | Iterable[Output] | None
@@ -107,7 +108,7 @@ class Processor:
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
     windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
-    tables: ClassVar[Mapping[str, Table]] = {}
+    tables: ClassVar[Mapping[str, Table | GlobalTable]] = {}
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
     # the record's tumbling and hopping windows by name, set by the runtime around process()
@@ -141,11 +142,11 @@ class Processor:
         ``add(key, value)``. Only valid inside ``process``."""
         return self._runtime("sliding", name, "window", "windows").sliding(name)
 
-    def table(self, name: str) -> TableStore[Any]:
+    def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name`` (declared in ``tables``) as of the record being processed:
         the partition of its topic with the record's partition number, holding every
-        row with a timestamp up to the record's (``get(key)``). Only valid inside
-        ``process``."""
+        row with a timestamp up to the record's (``get(key)``); for a ``GlobalTable``,
+        the whole topic as read so far. Only valid inside ``process``."""
         return self._runtime("table", name, "table", "tables").table(name)
 
     @property

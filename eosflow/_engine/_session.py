@@ -40,7 +40,7 @@ from .._errors import (
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
-from .._state import Serde, Stores, Table, subscribed
+from .._state import GlobalTable, Serde, Stores, Table, subscribed
 from .._timeouts import outlived, step_timeout_s, within
 from ._commit import commit_offsets, send_changelog
 from ._membership import Membership, MembershipStopped, membership_for
@@ -62,7 +62,7 @@ class TransactSession:
         on_revoked: PartitionsHook | None = None,
         stores: Mapping[str, Serde] | None = None,
         observer: Observer | None = None,
-        tables: Mapping[str, Table] | None = None,
+        tables: Mapping[str, Table | GlobalTable] | None = None,
     ) -> None:
         # tables: their topics consumed by the group too, assigned co-partitioned
         self.config = config = subscribed(config, tables or {})

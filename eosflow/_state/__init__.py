@@ -49,6 +49,7 @@ from ._changelog import (
     encode_written,
 )
 from ._declare import batch_ready, declared, has_timers
+from ._global import GlobalStore, GlobalTable, GlobalTables
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._reads import Reads
@@ -74,6 +75,8 @@ __all__ = [
     "BYTES",
     "JSON",
     "BatchState",
+    "GlobalStore",
+    "GlobalTable",
     "Hopping",
     "Serde",
     "Session",
@@ -110,17 +113,19 @@ class Stores(Reads):
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],
         on_late: Callable[[str, int], None] | None = None,
-        tables: Mapping[str, Table] | None = None,
+        tables: Mapping[str, Table | GlobalTable] | None = None,
     ) -> None:
         """``on_late(window, records)``: late records a committed transaction counted.
         ``tables``: the processor's (``_tables``), whose topics ``config`` subscribes
         to beside the input topics."""
         self.config = config
         self.specs = dict(specs)
-        self.tables = dict(tables or {})
+        tables = tables or {}
+        self.tables = {n: t for n, t in tables.items() if isinstance(t, Table)}
+        globals_ = {n: t for n, t in tables.items() if isinstance(t, GlobalTable)}
         self._table_of = {t.topic: name for name, t in self.tables.items()}
         self._streams = tuple(t for t in config.input_topics if t not in self._table_of)
-        self.stateful = bool(self.specs or self.tables)
+        self.stateful = bool(self.specs or tables)
         # tables: records in timestamp order per task (``_sync``), each table
         # partition's position in the sealed transaction (its checkpoint on commit)
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
@@ -163,6 +168,12 @@ class Stores(Reads):
                     "(offset.metadata.max.bytes); use fewer or shorter store names"
                 )
         self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
+        self.globals = GlobalTables(config, globals_, self._root, self._shared_env, on_failed)
+
+    def _shared_env(self) -> Env:
+        if self._env is None:
+            self._env = Env()
+        return self._env
 
     def refetch_offsets(self, fetch: Callable[[Partition], Awaitable[int | None]] | None) -> None:
         """Where offset fetches are not stable: ``fetch(partition)`` gets its committed
@@ -193,8 +204,10 @@ class Stores(Reads):
             return
         cfg = self.config
         timeout = cfg.transaction_timeout_s
-        counts = await ak.partition_counts(producer, list(cfg.input_topics), timeout)
+        global_topics = [t.topic for t in self.globals.specs.values()]
+        counts = await ak.partition_counts(producer, [*cfg.input_topics, *global_topics], timeout)
         check_partitions(self.tables, self._streams, counts)
+        await self.globals.start(counts)  # read to their ends before the first record
         wanted = {
             changelog: (topic, counts[topic])
             for topic in self._streams
@@ -211,6 +224,7 @@ class Stores(Reads):
         self._stopped = True
         await self._restorer.stop()
         await self._table_restorer.stop()
+        await self.globals.stop()
         self._layers.discard()
         self._held.clear()
         self._ready.clear()
@@ -254,13 +268,10 @@ class Stores(Reads):
     def _restore(self, partition: Partition, committed: int | None) -> None:
         local = self._local.get(partition)
         if local is None:
-            if self._env is None:
-                self._env = Env()
             table = self._table_of.get(partition[0])
             stores = sorted(self.specs) if table is None else [table]
-            local = self._local[partition] = LocalPartition(
-                self._root, partition, stores, self._env
-            )
+            env = self._shared_env()
+            local = self._local[partition] = LocalPartition(self._root, partition, stores, env)
         table = self._table_of.get(partition[0])
         if table is not None:
             self._table_restorer.add(TableJob(partition, local, table, committed))

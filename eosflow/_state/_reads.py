@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._global import GlobalStore, GlobalTables
 from ._store import Serde, Store
 from ._tables import Table, TableStore
 
@@ -27,6 +28,7 @@ class Reads:
 
     specs: dict[str, Serde]
     tables: dict[str, Table]
+    globals: GlobalTables
     current: Partition | None  # the partition of the record in process()
     _now: dict[str, Store[Any]]  # the stores of ``current``
     _handles: dict[Partition, dict[str, Store[Any]]]
@@ -37,11 +39,16 @@ class Reads:
     _ready: set[Partition]
     _table_of: dict[str, str]  # table topic -> table name
 
-    def table(self, name: str) -> TableStore[Any]:
-        """The table ``name``'s partition of the record being processed (its number)."""
+    def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
+        """The table ``name``'s partition of the record being processed (its number), or
+        the global table ``name``."""
         spec = self.tables.get(name)
         if spec is None:
-            raise KeyError(f"no table {name!r}; the processor declares {sorted(self.tables)}")
+            whole = self.globals.store(name)
+            if whole is not None:
+                return whole
+            declared = sorted([*self.tables, *self.globals.specs])
+            raise KeyError(f"no table {name!r}; the processor declares {declared}")
         if self.current is None:
             raise RuntimeError("Processor.table() gives the table of the record in process()")
         return TableStore(self._handle(name, (spec.topic, self.current[1])))
@@ -57,6 +64,8 @@ class Reads:
             self._time.refuse(name)
         except KeyError:
             raise KeyError(f"{name!r} is not a store (a window, or the timers)") from None
+        if name in self.globals.specs:
+            raise KeyError(f"{name!r} is a global table: every instance holds all of it")
         table = self.tables.get(name)
         serde = self.specs.get(name) or (table.serde if table is not None else None)
         if serde is None:

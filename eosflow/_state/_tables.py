@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
+from ._global import GlobalTable
 from ._store import JSON, RESERVED_KEY, Serde, Store, store_key
 
 if TYPE_CHECKING:
@@ -76,10 +77,13 @@ class Table:
             )
 
 
-def declared_tables(processor: object, inputs: tuple[str, ...] = ()) -> dict[str, Table]:
-    """The tables ``processor`` declares (its ``tables`` mapping: name -> ``Table``),
-    checked: a one-line ``ConfigError`` for anything else, for a name a store or window
-    has too, for two tables of one topic, and for a table topic among ``inputs``."""
+def declared_tables(
+    processor: object, inputs: tuple[str, ...] = ()
+) -> dict[str, Table | GlobalTable]:
+    """The tables ``processor`` declares (its ``tables`` mapping: name -> ``Table`` or
+    ``GlobalTable``), checked: a one-line ``ConfigError`` for anything else, for a name a
+    store or window has too, for two tables of one topic, and for a table topic among
+    ``inputs``."""
     raw = getattr(processor, "tables", None) or {}
     kind = type(processor).__name__
     if not isinstance(raw, Mapping):
@@ -91,12 +95,13 @@ def declared_tables(processor: object, inputs: tuple[str, ...] = ()) -> dict[str
         **(getattr(processor, "stores", None) or {}),
         **(getattr(processor, "windows", None) or {}),
     }
-    out: dict[str, Table] = {}
+    out: dict[str, Table | GlobalTable] = {}
     topics: dict[str, str] = {}
     for name, spec in raw.items():
-        if not isinstance(name, str) or not isinstance(spec, Table):
+        if not isinstance(name, str) or not isinstance(spec, (Table, GlobalTable)):
             raise ConfigError(
-                f"{kind}.tables[{name!r}]: expected a name and eosflow.Table, got {spec!r}"
+                f"{kind}.tables[{name!r}]: expected a name and eosflow.Table or "
+                f"eosflow.GlobalTable, got {spec!r}"
             )
         if name in taken:
             raise ConfigError(
@@ -132,10 +137,12 @@ def check_partitions(
                 )
 
 
-def subscribed(config: EosConfig, tables: Mapping[str, Table]) -> EosConfig:
+def subscribed(config: EosConfig, tables: Mapping[str, Table | GlobalTable]) -> EosConfig:
     """``config`` whose ``input_topics`` (what the group subscribes to) include the
-    ``tables``' topics, after the input's (the processor's config is left as it is)."""
-    extra = sorted({t.topic for t in tables.values()} - set(config.input_topics))
+    ``tables``' topics, after the input's (the processor's config is left as it is);
+    a global table's topic is read whole by each instance, not by the group."""
+    mine = {t.topic for t in tables.values() if isinstance(t, Table)}
+    extra = sorted(mine - set(config.input_topics))
     if not extra:
         return config
     return config.model_copy(update={"input_topics": (*config.input_topics, *extra)})

@@ -22,6 +22,8 @@ def test_all_is_pinned() -> None:
         "EosConfig",
         "EosflowError",
         "FatalError",
+        "GlobalStore",
+        "GlobalTable",
         "Hopping",
         "JSON",
         "KafkaSecurity",
