@@ -147,6 +147,9 @@ class Processor:
         the partition of its topic with the record's partition number, holding every
         row with a timestamp up to the record's (``get(key)``); for a ``GlobalTable``,
         the whole topic as read so far. Only valid inside ``process``."""
+        stores = self._eosflow_state
+        if stores is not None:
+            return stores.table(name)
         return self._runtime("table", name, "table", "tables").table(name)
 
     @property

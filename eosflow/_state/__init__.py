@@ -131,6 +131,7 @@ class Stores(Reads):
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
         self._sync = Sync(self._streams, self._table_of, idle_s) if self.tables else None
         self._table_positions: dict[Partition, int] = {}
+        self._views = {}
         self.current: Partition | None = None  # the partition of the record in process()
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -282,6 +283,7 @@ class Stores(Reads):
     def _settle(self) -> None:
         """Close the local copies of partitions no longer held."""
         for partition in [p for p in self._local if p not in self._held]:
+            self._views.clear()
             self._local.pop(partition).close()
             self._handles.pop(partition, None)
             self._time.forget(partition)
@@ -404,29 +406,32 @@ class Stores(Reads):
         and, when failing records are dead-lettered, to take back the writes of one that
         raises (without a dead-letter topic a raise stops the app: its transaction aborts,
         and its writes with it). A table's record updates the table's copy instead."""
-        process: Process = self._bind(processor, check)
+        process, rows = self._bind(processor, check)
         table_of = self._table_of
-        if not table_of:
+        if not table_of or rows:
             return process
-        handles: dict[Partition, dict[str, Store[Any]]] = self._handles
-        empty: dict[str, Store[Any]] = {}
 
         async def process_or_apply(record: Record) -> Any:
             """A table's record updates its copy (no ``process``); others go on."""
             table = table_of.get(record.topic)
             if table is None:
                 return await process(record)
-            partition = (record.topic, record.partition)
-            handle = handles.get(partition, empty).get(table)
-            apply(handle or self._handle(table, partition), record)
+            self._row(table, record)
             return None
 
         return process_or_apply
 
-    def _bind(self, processor: Any, check: Callable[[Any], Any]) -> Process:
+    def _row(self, table: str, record: Record) -> None:
+        """A table's record into its partition's copy, in the open transaction."""
+        partition = (record.topic, record.partition)
+        handle = self._handles.get(partition, {}).get(table)
+        apply(handle or self._handle(table, partition), record)
+
+    def _bind(self, processor: Any, check: Callable[[Any], Any]) -> tuple[Process, bool]:
+        """``bind``'s wrapper, and whether it applies tables' records itself."""
         process: Process = processor.process
         if not self.stateful:
-            return process
+            return process, False
         processor._eosflow_state = self
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
@@ -437,8 +442,21 @@ class Stores(Reads):
 
         timed = self._time.bind(processor, process, check, has_timers(processor), enter)
         if timed is not process and self.config.dead_letter_topic is None:
-            return timed  # it says which partition is in process itself (enter)
+            return timed, False  # it says which partition is in process itself (enter)
         process = timed
+        table_of = self._table_of
+
+        async def process_with_tables(record: Record) -> Any:  # in one call: the hot path
+            partition = (record.topic, record.partition)
+            table = table_of.get(partition[0])
+            if table is not None:
+                self._row(table, record)
+                return None
+            self.current, self._now = partition, handles.get(partition, empty)
+            try:
+                return await process(record)
+            finally:
+                self.current, self._now = None, empty
 
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
@@ -464,7 +482,9 @@ class Stores(Reads):
                 layers.undo = None
                 self.current, self._now = None, empty
 
-        return process_with_state if self.config.dead_letter_topic is None else process_undoing
+        if self.config.dead_letter_topic is not None:
+            return process_undoing, False
+        return (process_with_tables, True) if table_of else (process_with_state, False)
 
     async def run_batch(
         self,

@@ -38,10 +38,16 @@ class Reads:
     _held: set[Partition]
     _ready: set[Partition]
     _table_of: dict[str, str]  # table topic -> table name
+    _views: dict[tuple[str, int], TableStore[Any]]  # (table, partition number) -> view
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or
         the global table ``name``."""
+        current = self.current
+        if current is not None:
+            view = self._views.get((name, current[1]))
+            if view is not None:
+                return view
         spec = self.tables.get(name)
         if spec is None:
             whole = self.globals.store(name)
@@ -51,7 +57,9 @@ class Reads:
             raise KeyError(f"no table {name!r}; the processor declares {declared}")
         if self.current is None:
             raise RuntimeError("Processor.table() gives the table of the record in process()")
-        return TableStore(self._handle(name, (spec.topic, self.current[1])))
+        view = TableStore(self._handle(name, (spec.topic, self.current[1])))
+        self._views[(name, self.current[1])] = view  # dropped when a copy closes
+        return view
 
     def read_committed(
         self, name: str, key: bytes

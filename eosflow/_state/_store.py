@@ -135,6 +135,10 @@ class Store(Generic[V]):
         topic, p = self.partition
         return f"<eosflow.Store {self.name!r} of {topic}[{p}]>"
 
+    @property
+    def serde(self) -> Serde:
+        return self._serde
+
     def raw(self, key: bytes) -> bytes | None:
         """The serialized value of ``key`` (bytes, not checked), for eosflow's own
         structures over a store of bytes (windows, timers): one call on their hot path."""

@@ -117,33 +117,21 @@ class Sync:
         self, task: int, caught_up: Callable[[Partition], bool], out: list[Record], cap: int
     ) -> bool:
         """Hand on ``task``'s records that may go, up to ``cap`` in ``out``; True when
-        it stopped at the cap."""
+        it stopped at the cap. Decided per stretch, not per record: while the same
+        partitions hold records, the others' state cannot change (nothing is fetched
+        meanwhile), so one check covers every record until one of them runs dry."""
         buffers, rank = self._buffers, self._rank
         members = [(t, task) for t in self._topics]
-        queues = [buffers.get(m) for m in members]
         while True:
-            best: Record | None = None
-            best_at = 0
-            empty: list[Partition] = []
-            for i, q in enumerate(queues):
-                if not q:
-                    queue = buffers.get(members[i])  # one may have come since
-                    if not queue:
-                        empty.append(members[i])
-                        continue
-                    queues[i] = q = queue
-                head = q[0]
-                if best is None or (head.timestamp, rank[head.topic]) < (
-                    best.timestamp,
-                    rank[best.topic],
-                ):
-                    best, best_at = head, i
-            if best is None:
+            full = [q for m in members if (q := buffers.get(m))]
+            if not full:
                 self._waiting.pop(task, None)
                 return False
+            empty = [m for m in members if not buffers.get(m)]
             behind = [m for m in empty if not caught_up(m)]
             if behind:
-                self._held_back(task, best, behind)
+                head = min((q[0] for q in full), key=lambda r: (r.timestamp, rank[r.topic]))
+                self._held_back(task, head, behind)
                 return False
             if empty and self._idle_s > 0:  # waited once per stretch of emptiness
                 now = self._clock()
@@ -152,12 +140,25 @@ class Sync:
                     return False
             elif not empty:
                 self._idle.pop(task, None)
-            if len(out) >= cap:
-                return True
             self._waiting.pop(task, None)
-            q = queues[best_at]
-            assert q is not None
-            out.append(q.popleft())
+            room = cap - len(out)
+            if room <= 0:
+                return True
+            if len(full) == 1:  # one partition holds records: in offset order
+                q = full[0]
+                out.extend(q.popleft() for _ in range(min(room, len(q))))
+                continue
+            ranked = [(q, rank[q[0].topic]) for q in full]
+            while room > 0:  # merge by (timestamp, rank) until one runs dry
+                best, best_key = ranked[0][0], (ranked[0][0][0].timestamp, ranked[0][1])
+                for q, r in ranked[1:]:
+                    key = (q[0].timestamp, r)
+                    if key < best_key:
+                        best, best_key = q, key
+                out.append(best.popleft())
+                room -= 1
+                if not best:
+                    break
 
     def _held_back(self, task: int, head: Record, behind: list[Partition]) -> None:
         now = self._clock()

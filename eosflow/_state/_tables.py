@@ -152,10 +152,11 @@ class TableStore(Generic[V]):
     """One table's partition as ``Processor.table(name)`` gives it: read only. A key's
     value is the latest the table topic held at the record's event time (``_sync``)."""
 
-    __slots__ = ("_store",)
+    __slots__ = ("_loads", "_raw", "_store")
 
     def __init__(self, store: Store[V]) -> None:
         self._store = store
+        self._raw, self._loads = store.raw, store.serde.loads  # the hot path: one lookup
 
     def __repr__(self) -> str:
         topic, p = self._store.partition
@@ -173,7 +174,8 @@ class TableStore(Generic[V]):
 
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The table's value of ``key``, or ``default`` when it has none."""
-        return self._store.get(key, default)  # type: ignore[arg-type]
+        raw = self._raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
+        return default if raw is None else self._loads(raw)  # type: ignore[no-any-return]
 
     def __contains__(self, key: bytes | str) -> bool:
         return key in self._store
