@@ -201,6 +201,12 @@ def _parser() -> argparse.ArgumentParser:
         help="count orders per customer per minute of event time, each minute's count "
         "emitted once when it closes, and check the finals",
     )
+    demo.add_argument(
+        "--join",
+        action="store_true",
+        help="join each order with its customer's row of a table as of the order's time, "
+        "and check every order's row against the input",
+    )
     demo.set_defaults(func=_cmd_demo)
     return p
 
@@ -454,13 +460,13 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    if args.spark + args.stateful + args.windows > 1:
+    if args.spark + args.stateful + args.windows + args.join > 1:
         print(
-            "eosflow: --spark, --stateful and --windows are separate demos; pick one",
+            "eosflow: --spark, --stateful, --windows and --join are separate demos; pick one",
             file=sys.stderr,
         )
         return 2
     ok = asyncio.run(
-        run_demo(args.records, args.instances, args.spark, args.stateful, args.windows)
+        run_demo(args.records, args.instances, args.spark, args.stateful, args.windows, args.join)
     )
     return 0 if ok else 1

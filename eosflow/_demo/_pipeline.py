@@ -14,6 +14,12 @@ customer's count equals its orders, and its outputs are exactly 1, 2, ..., n.
 event time apart, ``OrdersPerMinute`` counting each customer's orders per minute of
 event time and emitting each minute's final count once, when the minute closes; checked
 against the finals the input alone gives (``eosflow.testing.check_windows``).
+
+``--join`` runs the join under it: a ``customers`` table (each customer's row updated
+every 100 ms of event time, all of it written first) and the orders keyed by customer,
+``OrdersWithCustomers`` adding to each order its customer's row as of the order's time;
+checked against the rows the two topics alone give (``eosflow.testing.expected_join``):
+every order once, each with the row of its time.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ from aiokafka import AIOKafkaProducer
 
 from .._processor import Processor
 from .._records import Output, Record
-from .._state import JSON, Tumbling, Window
+from .._state import JSON, Table, Tumbling, Window
 from ..testing import (
     ClusterSettings,
     FakeCluster,
@@ -43,6 +49,8 @@ from ..testing import (
     check_counts,
     check_exactly_once,
     check_windows,
+    expected_join,
+    read_topic,
     spawn_run,
 )
 
@@ -50,6 +58,7 @@ IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
 COUNT_OUT, COUNT_GROUP, CUSTOMERS = "orders-per-customer", "demo-count", 97
 MINUTE_OUT, MINUTE_GROUP, EVENT_EVERY_MS = "orders-per-minute", "demo-windows", 10
 MINUTE = Tumbling(size_s=60, grace_s=5)
+JOIN_OUT, JOIN_GROUP, TABLE, ROW_EVERY_MS = "orders-with-customers", "demo-join", "customers", 100
 
 
 @dataclass(frozen=True)
@@ -68,6 +77,9 @@ SPARK = _Pipeline(GROUP, OUT, "eosflow._demo._spark:SparkEnrich", by_customer=Fa
 COUNT = _Pipeline(COUNT_GROUP, COUNT_OUT, "eosflow._demo:CountOrders", by_customer=True)
 WINDOWS = _Pipeline(
     MINUTE_GROUP, MINUTE_OUT, "eosflow._demo:OrdersPerMinute", by_customer=True, timed=True
+)
+JOIN = _Pipeline(
+    JOIN_GROUP, JOIN_OUT, "eosflow._demo:OrdersWithCustomers", by_customer=True, timed=True
 )
 
 
@@ -112,17 +124,33 @@ def _plus_one(n: int) -> int:
     return n + 1
 
 
+class OrdersWithCustomers(Processor):
+    """Each order with its customer's row as of the order's time, and where it was read
+    (the check finds the order by its partition and offset)."""
+
+    tables = {"customers": Table(TABLE)}
+
+    async def process(self, record: Record) -> Output:
+        order = json.loads(record.value or b"{}")
+        order["customer_row"] = self.table("customers").get(record.key or b"")
+        order["at"] = [record.partition, record.offset]
+        return Output(JOIN_OUT, json.dumps(order), key=record.key)
+
+
 async def run_demo(
     records: int,
     instances: int,
     spark: bool = False,
     stateful: bool = False,
     windows: bool = False,
+    join: bool = False,
 ) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = cluster_settings(spark)
-    pipeline = WINDOWS if windows else COUNT if stateful else SPARK if spark else ENRICH
+    pipeline = (
+        JOIN if join else WINDOWS if windows else COUNT if stateful else SPARK if spark else ENRICH
+    )
     state_dir = tempfile.mkdtemp(prefix="eosflow-demo-state-")
     try:
         async with FakeCluster(settings) as cluster:
@@ -141,6 +169,9 @@ async def _run(
 ) -> bool:
     cluster.create_topic(IN, 6)
     cluster.create_topic(pipeline.out, 3)
+    if pipeline is JOIN:  # the table first, whole: the join then depends on the input alone
+        cluster.create_topic(TABLE, 6)
+        await _seed_customers(cluster.bootstrap_servers, records * EVENT_EVERY_MS)
     what = f"orders of {CUSTOMERS} customers" if pipeline.by_customer else "orders"
     print(
         f"test cluster on {cluster.bootstrap_servers}; seeding {records} {what} ...",
@@ -148,8 +179,11 @@ async def _run(
     )
     # a quarter first; the rest is produced as instance 0 is killed, so the kill lands in
     # the middle of the work however fast the instances are
+    # (the join: every order first -- orders written after the table was read to its end
+    # would see rows from after their time, and the check asks for the rows of their time)
     quarter = max(1, records // 4)
-    await _seed(cluster.bootstrap_servers, quarter, pipeline)
+    upfront = records if pipeline is JOIN else quarter
+    await _seed(cluster.bootstrap_servers, upfront, pipeline)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
     logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
 
@@ -174,9 +208,10 @@ async def _run(
                     flush=True,
                 )
             if not killed and done >= quarter:
-                rest = asyncio.create_task(
-                    _seed(cluster.bootstrap_servers, records - quarter, pipeline, quarter)
-                )
+                if upfront < records:
+                    rest = asyncio.create_task(
+                        _seed(cluster.bootstrap_servers, records - upfront, pipeline, upfront)
+                    )
                 print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
                 procs[0].send_signal(signal.SIGKILL)
                 await procs[0].wait()
@@ -210,6 +245,8 @@ async def _run(
         await asyncio.gather(*_relays)  # their last lines, up to the processes' ends
         print(f"the instances' logs, aiokafka's lines included: {logs}", flush=True)
     bootstrap = cluster.bootstrap_servers
+    if pipeline is JOIN:
+        return await _check_join(bootstrap, records)
     if pipeline.timed:
         finals = await check_windows(bootstrap, IN, pipeline.out, MINUTE)
         print(finals.summary(), flush=True)
@@ -242,6 +279,44 @@ async def _seed(bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0) -> 
         await asyncio.gather(*futs)
     finally:
         await producer.stop()
+
+
+async def _seed_customers(bootstrap: str, span_ms: int) -> None:
+    """A row per customer every ``ROW_EVERY_MS`` (in turn) over the orders' event times."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    await producer.start()
+    try:
+        futs = []
+        for k in range(span_ms // ROW_EVERY_MS):
+            customer, version = f"c{k % CUSTOMERS}", k // CUSTOMERS
+            row = {"tier": ("gold", "silver", "bronze")[version % 3], "version": version}
+            at = k * ROW_EVERY_MS + 5  # between two orders: never a tie
+            value, key = json.dumps(row).encode(), customer.encode()
+            futs.append(await producer.send(TABLE, value, key=key, timestamp_ms=at))
+        await asyncio.gather(*futs)
+    finally:
+        await producer.stop()
+    print(f"customers table: {len(futs)} rows", flush=True)
+
+
+async def _check_join(bootstrap: str, records: int) -> bool:
+    """Every order once in the output, with the row the two topics alone give it."""
+    rows = await expected_join(bootstrap, IN, TABLE)
+    seen: dict[tuple[int, int], Any] = {}
+    twice = 0
+    for _p, _o, _k, value in await read_topic(bootstrap, JOIN_OUT):
+        order = json.loads(value or b"{}")
+        at = (order["at"][0], order["at"][1])
+        twice += at in seen
+        seen[at] = order["customer_row"]
+    wrong = sum(
+        seen.get(at) != (None if row is None else json.loads(row)) for at, row in rows.items()
+    )
+    missing = len(rows.keys() - seen.keys())
+    ok = not (twice or wrong or missing) and len(rows) == records
+    verdict = "OK" if ok else f"FAILED ({twice} twice, {wrong} wrong rows, {missing} missing)"
+    print(f"join: {len(seen)} orders, each once with its customer's row of its time: {verdict}")
+    return ok
 
 
 async def _spawn(

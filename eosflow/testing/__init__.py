@@ -7,6 +7,7 @@ path: the broker-contract tests hold it against genuine Kafka.
 """
 
 from .._checks._checker import CheckReport, check_exactly_once, read_topic
+from .._checks._join_check import expected_join, join_of
 from .._checks._state_check import StateReport, check_counts, check_state
 from .._checks._window_check import WindowReport, check_windows, expected_windows
 from ._broker import PROFILES, ClusterSettings
@@ -32,7 +33,9 @@ __all__ = [
     "check_exactly_once",
     "check_state",
     "check_windows",
+    "expected_join",
     "expected_windows",
+    "join_of",
     "read_topic",
     "spawn_run",
 ]

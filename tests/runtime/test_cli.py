@@ -203,6 +203,14 @@ async def test_the_windowed_demo_checks_its_finals() -> None:
     assert "WINDOWS EXACTLY ONCE: OK -- 291 finals expected, 291 emitted" in out
 
 
+async def test_the_join_demo_checks_every_orders_row() -> None:
+    """``eosflow demo --join``: orders joined with a table of customers under a SIGKILL,
+    every order's row checked against what the two topics alone give."""
+    out = await demo("--join", "--records", "20000")
+    assert "customers table: 2000 rows" in out
+    assert "join: 20000 orders, each once with its customer's row of its time: OK" in out
+
+
 async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     for t in ("orders", "orders-enriched", "orders-dlq"):

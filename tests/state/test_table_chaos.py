@@ -5,7 +5,7 @@ state wiped, so its tables are rebuilt from the topic -- a SIGSTOPped zombie pas
 session, and the rebalances they cause (``tests/fleet.py``'s schedule). Partitions and
 their tables move between instances and back. Afterwards every order must be in the
 committed output exactly once, joined with the row the two topics' records and
-timestamps alone give it (``test_tables.expected_join``)."""
+timestamps alone give it (``eosflow.testing.expected_join``)."""
 
 from __future__ import annotations
 

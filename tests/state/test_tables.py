@@ -24,6 +24,7 @@ from stateful import state_config, until_committed
 import eosflow
 from eosflow._checks._checker import read_records
 from eosflow._protocol import _codes as codes
+from eosflow.testing import expected_join
 from eosflow.testing._ladder import Broker
 from examples import customers
 
@@ -87,27 +88,6 @@ async def produce(
         await p.stop()
 
 
-def expected_join(orders: list[Any], rows: list[Any]) -> dict[str, Any]:
-    """Per order id, the row its key had at the order's time: the two topics merged per
-    partition by timestamp (a row first on a tie), as ``_sync`` orders them."""
-    out: dict[str, Any] = {}
-    for p in {r.partition for r in orders}:
-        stream = sorted((r for r in orders if r.partition == p), key=lambda r: r.offset)
-        table = sorted((r for r in rows if r.partition == p), key=lambda r: r.offset)
-        latest: dict[bytes, Any] = {}
-        i = j = 0
-        while i < len(stream):
-            if j < len(table) and table[j].timestamp <= stream[i].timestamp:
-                row = table[j]
-                latest[row.key] = None if row.value is None else json.loads(row.value)
-                j += 1
-                continue
-            order = stream[i]
-            out[json.loads(order.value)["id"]] = latest.get(order.key)
-            i += 1
-    return out
-
-
 async def joined(b: Broker, n: Names) -> dict[str, Any]:
     """Each order id's joined row in the committed output; an order twice fails."""
     out: dict[str, Any] = {}
@@ -120,10 +100,10 @@ async def joined(b: Broker, n: Names) -> dict[str, Any]:
 
 async def check_join(b: Broker, n: Names, count: int) -> dict[str, Any]:
     """The committed output: every order once, joined as the input alone says."""
-    want = expected_join(
-        await read_records(b.bootstrap_servers, n.orders),
-        await read_records(b.bootstrap_servers, n.customers),
-    )
+    positions = await expected_join(b.bootstrap_servers, n.orders, n.customers)
+    records = await read_records(b.bootstrap_servers, n.orders)
+    ids = {(r.partition, r.offset): json.loads(r.value)["id"] for r in records}
+    want = {ids[at]: None if row is None else json.loads(row) for at, row in positions.items()}
     got = await joined(b, n)
     assert len(got) == len(want) == count
     wrong = {o: (got.get(o), want[o]) for o in want if got.get(o) != want[o]}

@@ -76,7 +76,9 @@ def test_testing_all_is_pinned() -> None:
         "check_exactly_once",
         "check_state",
         "check_windows",
+        "expected_join",
         "expected_windows",
+        "join_of",
         "read_topic",
         "spawn_run",
     ]
