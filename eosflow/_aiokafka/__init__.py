@@ -83,6 +83,7 @@ from ._clients import (
     seek,
     seek_to_reset,
     start,
+    state_reader,
 )
 from ._errors import (
     AUTHORIZATION,
@@ -169,6 +170,7 @@ __all__ = [
     "seek",
     "seek_to_reset",
     "start",
+    "state_reader",
     "topic_ids",
     "transactions_v2",
     "use_transactions_v2",

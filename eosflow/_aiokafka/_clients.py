@@ -85,6 +85,31 @@ def consumer_for(
     return consumer
 
 
+async def state_reader(config: EosConfig, role: str, poll_ms: int) -> AIOKafkaConsumer:
+    """A started read_committed consumer outside the group, for eosflow's own reads of
+    state (a store's changelog, a table's or a global table's topic): client id
+    ``<client_id>-<role>``, from the log's start when a position is out of range,
+    fetches answered within ``poll_ms``, 4 MiB per partition. A start that fails closes
+    it and raises (mapped)."""
+    consumer = plain_consumer(
+        config.bootstrap_servers,
+        config.security,
+        client_id=f"{config.client_id}-{role}",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=poll_ms,
+        max_partition_fetch_bytes=4 << 20,
+        retry_backoff_ms=int(config.retry_backoff_s * 1000),
+    )
+    try:
+        await start(consumer, config, f"starting the {role} consumer", "READ")
+    except BaseException:
+        await close_consumer(consumer, timeout_s=5.0)  # no half-started client
+        raise
+    return consumer
+
+
 def manual_consumer(config: EosConfig) -> AIOKafkaConsumer:
     """The consumer under the consumer group protocol (KIP-848): as ``consumer_for``'s
     but in no group of aiokafka's -- eosflow's ``_membership`` is the member and assigns

@@ -146,18 +146,7 @@ class GlobalTables:
             local = LocalPartition(self._root / "global", (spec.topic, 0), [name], self._env())
             self._local[name] = local
             self._stores[name] = GlobalStore(name, local, spec.serde)
-        consumer = self._consumer = ak.plain_consumer(
-            cfg.bootstrap_servers,
-            cfg.security,
-            client_id=f"{cfg.client_id}-global",
-            isolation_level="read_committed",
-            enable_auto_commit=False,
-            auto_offset_reset="earliest",
-            fetch_max_wait_ms=_POLL_MS,
-            max_partition_fetch_bytes=4 << 20,
-            retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-        )
-        await ak.start(consumer, cfg, "starting the global tables' consumer", "READ")
+        consumer = self._consumer = await ak.state_reader(cfg, "global", _POLL_MS)
         tps = [
             TopicPartition(s.topic, p) for s in self.specs.values() for p in range(counts[s.topic])
         ]

@@ -243,24 +243,7 @@ class Restorer:
 
     async def _client(self) -> AIOKafkaConsumer:
         if self._consumer is None:
-            cfg = self.config
-            consumer = ak.plain_consumer(
-                cfg.bootstrap_servers,
-                cfg.security,
-                client_id=f"{cfg.client_id}-restore",
-                isolation_level="read_committed",
-                enable_auto_commit=False,
-                auto_offset_reset="earliest",
-                fetch_max_wait_ms=_POLL_MS,
-                max_partition_fetch_bytes=4 << 20,
-                retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
-            )
-            try:
-                await ak.start(consumer, cfg, "starting the restore consumer", "READ")
-            except BaseException:
-                await ak.close_consumer(consumer, timeout_s=5.0)  # no half-started client
-                raise
-            self._consumer = consumer
+            self._consumer = await ak.state_reader(self.config, "restore", _POLL_MS)
         return self._consumer
 
     async def _assign(self, consumer: AIOKafkaConsumer) -> None:
