@@ -423,9 +423,7 @@ class Stores(Reads):
 
     def _row(self, table: str, record: Record) -> None:
         """A table's record into its partition's copy, in the open transaction."""
-        partition = (record.topic, record.partition)
-        handle = self._handles.get(partition, {}).get(table)
-        apply(handle or self._handle(table, partition), record)
+        apply(self._handle(table, (record.topic, record.partition)), record)
 
     def _bind(self, processor: Any, check: Callable[[Any], Any]) -> tuple[Process, bool]:
         """``bind``'s wrapper, and whether it applies tables' records itself."""

@@ -187,11 +187,9 @@ class TableStore(Generic[V]):
         return self._store.range(start, end)
 
 
-def apply(store: Store[Any], record: Record) -> bool:
+def apply(store: Store[Any], record: Record) -> None:
     """A table record into its partition's store (in the open transaction): the value
-    as it is (None deletes). False for a record without a key (skipped)."""
+    as it is (None deletes). A record without a key is skipped."""
     key = record.key
-    if key is None or key == RESERVED_KEY:
-        return False
-    store.put_raw(key if type(key) is bytes else store_key(key), record.value)
-    return True
+    if key is not None and key != RESERVED_KEY:
+        store.put_raw(key if type(key) is bytes else store_key(key), record.value)
