@@ -19,6 +19,13 @@ from eosflow._protocol import _specs
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 
+# Where the tests' record timestamps start: this day's first ms (UTC), so windows of any
+# size dividing a day line up as they would from 0. Never 1970's ms 0: a genuine broker
+# deletes a log whose records are all older than its retention.ms (7 days) at its next
+# retention check -- 30 s after it starts, then every 5 minutes -- and the test cluster
+# does at its (every second): the input would be gone mid-test.
+T0_MS = int(time.time() // 86_400) * 86_400_000
+
 # what genuine Kafka answers a group request while a fresh offsets partition loads
 _LOADING = (
     codes.COORDINATOR_LOAD_IN_PROGRESS,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import committed_total
+from kit import T0_MS
 from slow_time import IDLE_MS, SLIDING, WINDOW
 
 import eosflow
@@ -75,14 +76,19 @@ async def seed_keys(
 async def produce_at(
     bootstrap: str, topic: str, events: list[tuple[int, bytes, int]], value: bytes | None = None
 ) -> None:
-    """One record per (partition, key, timestamp ms) of ``events``, in order, with
+    """One record per (partition, key, ms) of ``events``, in order, stamped that many ms
+    after ``T0_MS`` (this day's start: never older than a broker's retention), with
     ``value`` (or, when None, the event's key as its value)."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await p.start()
     try:
         futs = [
             await p.send(
-                topic, key if value is None else value, key=key, partition=n, timestamp_ms=t
+                topic,
+                key if value is None else value,
+                key=key,
+                partition=n,
+                timestamp_ms=T0_MS + t,
             )
             for n, key, t in events
         ]

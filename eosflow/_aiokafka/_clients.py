@@ -422,6 +422,15 @@ async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: s
     return True
 
 
+def position_now(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:
+    """``tp``'s position, or None while it has none (an offset reset pending) or is not
+    assigned. Never awaits, unlike aiokafka's ``position()`` (see ``log_position``)."""
+    if tp not in consumer.assignment():
+        return None
+    state = consumer._subscription.subscription.assignment.state_value(tp)
+    return int(state.position) if state.has_valid_position else None
+
+
 def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, int | None] | None:
     """``tp``'s last stable offset, as the last fetch answer gave it (read_committed: an
     open transaction on the input holds it back, where the high watermark would count
@@ -434,9 +443,7 @@ def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, i
     end = consumer.last_stable_offset(tp)
     if end is None or end < 0:
         return None
-    state = consumer._subscription.subscription.assignment.state_value(tp)
-    position = state.position if state.has_valid_position else None
-    return int(end), None if position is None else int(position)
+    return int(end), position_now(consumer, tp)
 
 
 def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:

@@ -59,6 +59,10 @@ COUNT_OUT, COUNT_GROUP, CUSTOMERS = "orders-per-customer", "demo-count", 97
 MINUTE_OUT, MINUTE_GROUP, EVENT_EVERY_MS = "orders-per-minute", "demo-windows", 10
 MINUTE = Tumbling(size_s=60, grace_s=5)
 JOIN_OUT, JOIN_GROUP, TABLE, ROW_EVERY_MS = "orders-with-customers", "demo-join", "customers", 100
+# event times start at this day's first ms (UTC), not at 1970's ms 0: a broker deletes a
+# log whose records are all older than its retention.ms (7 days) at its next retention
+# check -- the test cluster's comes every second, a genuine one's every 5 minutes
+T0_MS = int(time.time() // 86_400) * 86_400_000
 
 
 @dataclass(frozen=True)
@@ -273,7 +277,7 @@ async def _seed(bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0) -> 
             customer = f"c{i % CUSTOMERS}"
             order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
             key = customer if pipeline.by_customer else f"order-{i}"
-            at = i * EVENT_EVERY_MS if pipeline.timed else None
+            at = T0_MS + i * EVENT_EVERY_MS if pipeline.timed else None
             value = json.dumps(order).encode()
             futs.append(await producer.send(IN, value, key=key.encode(), timestamp_ms=at))
         await asyncio.gather(*futs)
@@ -290,7 +294,7 @@ async def _seed_customers(bootstrap: str, span_ms: int) -> None:
         for k in range(span_ms // ROW_EVERY_MS):
             customer, version = f"c{k % CUSTOMERS}", k // CUSTOMERS
             row = {"tier": ("gold", "silver", "bronze")[version % 3], "version": version}
-            at = k * ROW_EVERY_MS + 5  # between two orders: never a tie
+            at = T0_MS + k * ROW_EVERY_MS + 5  # between two orders: never a tie
             value, key = json.dumps(row).encode(), customer.encode()
             futs.append(await producer.send(TABLE, value, key=key, timestamp_ms=at))
         await asyncio.gather(*futs)

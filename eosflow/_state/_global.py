@@ -108,6 +108,12 @@ class GlobalStore(Generic[V]):
             yield key, self._serde.loads(raw)
 
 
+def _behind(consumer: AIOKafkaConsumer, tp: TopicPartition, end: int) -> bool:
+    """Whether ``tp`` is still short of ``end`` (or has no position: a reset pending)."""
+    position = ak.position_now(consumer, tp)
+    return position is None or position < end
+
+
 def _mark(name: str, partition: int) -> str:
     """The checkpoint's name of one partition of global table ``name``."""
     return f"{name}@{partition}"
@@ -180,7 +186,7 @@ class GlobalTables:
                 with ak.mapped("reading the global tables", "READ"):
                     batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
                     applied += self._apply(batch)
-                    behind = [tp for tp, end in ends.items() if await consumer.position(tp) < end]
+                    behind = [tp for tp, end in ends.items() if _behind(consumer, tp, end)]
                 failing = None
             except TransientError as exc:
                 failing = failing or time.monotonic()

@@ -326,10 +326,11 @@ class Restorer:
         for t in job.targets:
             if t.done:
                 continue
-            with ak.mapped("restoring state (changelog position)", "READ"):
-                position = await consumer.position(t.tp)
-            if self._jobs.get(job.partition) is not job:
-                return  # removed (its partition moved) or replaced during the await
+            # never awaited: aiokafka's position() waits out an offset reset, which a
+            # broker outage can hold up; without a position the target is not done yet
+            position = ak.position_now(consumer, t.tp)
+            if position is None:
+                continue
             lso = consumer.last_stable_offset(t.tp)
             if lso is not None and lso >= 0:
                 t.lso = lso

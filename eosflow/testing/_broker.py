@@ -46,6 +46,9 @@ PROFILE_FEATURES: dict[str, dict[str, int]] = {
 }
 
 
+RETENTION_MS = 604_800_000  # a topic's retention.ms unless set: Kafka's default, 7 days
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
     """How the fake broker behaves. Defaults mirror Kafka's broker defaults where one
@@ -57,6 +60,11 @@ class ClusterSettings:
     groups: GroupSettings = field(default_factory=GroupSettings)
     txns: TxnSettings = field(default_factory=TxnSettings)
     session_check_interval_s: float = 0.05
+    # how often logs are checked against their topic's ``retention.ms`` (7 days unless
+    # set at CreateTopics): Kafka checks every 5 minutes (the first 30 s after start);
+    # here every second, so a test whose records are stamped long ago (1970's ms 0) fails
+    # at once here as it would at some point against a genuine broker
+    retention_check_interval_s: float = 1.0
     # added before every request is handled: a stand-in for the network round trip (and
     # replication) of a real cluster; requests on one connection are served one at a
     # time, as Kafka does. For benchmarks; 0 in tests.
@@ -128,6 +136,20 @@ class Broker:
         if name not in self.topics:
             self.topics[name] = [PartitionLog() for _ in range(partitions)]
             self.topic_ids[name] = uuid.uuid4()
+
+    def expire_logs(self, now_ms: int) -> list[tuple[str, int, int]]:
+        """Apply each topic's ``retention.ms`` (Kafka's default 7 days unless set at
+        CreateTopics; -1 keeps everything) at ``now_ms``: (topic, partition, log start)
+        of every log deleted whole (``PartitionLog.expire``)."""
+        deleted = []
+        for name, parts in self.topics.items():
+            retention_ms = int(self.topic_configs.get(name, {}).get("retention.ms", RETENTION_MS))
+            if retention_ms < 0:
+                continue
+            for p, plog in enumerate(parts):
+                if plog.expire(now_ms - retention_ms):
+                    deleted.append((name, p, plog.log_start_offset))
+        return deleted
 
     def topic_name(self, topic_id: uuid.UUID) -> str | None:
         """The name of the topic that has ``topic_id`` now (None: deleted or never made)."""

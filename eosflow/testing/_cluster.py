@@ -70,6 +70,7 @@ class FakeCluster(Broker):
         self._tasks = [
             asyncio.create_task(self._session_sweeper()),
             asyncio.create_task(self._txn_sweeper()),
+            asyncio.create_task(self._retention_sweeper()),
         ]
         log.info(
             "test cluster listening on %s (profile %s)",
@@ -187,6 +188,12 @@ class FakeCluster(Broker):
             await asyncio.sleep(self.settings.txns.sweep_interval_s)
             for txn in self.txns.abort_expired():
                 log.info("aborted transaction of %s: transaction timeout", txn)
+
+    async def _retention_sweeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.retention_check_interval_s)
+            for topic, p, start in self.expire_logs(int(time.time() * 1000)):
+                log.info("deleted %s[%d] below offset %d: retention.ms passed", topic, p, start)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")

@@ -58,6 +58,10 @@ DEFAULT_VERSION = "4.4.0"  # the newest Kafka on Maven Central, verified here
 OLD_VERSION = "2.4.1"  # the last release without KIP-447 (TxnOffsetCommit v3)
 MIN_SESSION_TIMEOUT_MS = 500  # group.min.session.timeout.ms (Kafka's default: 6000)
 TXN_SWEEP_MS = 1000  # transaction.abort.timed.out.transaction.cleanup.interval.ms (10000)
+# log.retention.check.interval.ms (300000), as the test cluster's: a test whose records are
+# stamped older than retention.ms (7 days; 1970's ms 0) loses them within a second, not
+# at some check minutes into a long run. The first check stays 30 s after start.
+RETENTION_CHECK_MS = 1000
 
 
 class GenuineStartError(RuntimeError):
@@ -169,6 +173,7 @@ class GenuineKafka:
             "group.initial.rebalance.delay.ms": "0",
             "group.min.session.timeout.ms": str(MIN_SESSION_TIMEOUT_MS),
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(TXN_SWEEP_MS),
+            "log.retention.check.interval.ms": str(RETENTION_CHECK_MS),
         }
         if not self.version.startswith(("0.", "1.", "2.", "3.")):
             # the consumer group protocol's heartbeat and session are the broker's to set

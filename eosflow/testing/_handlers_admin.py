@@ -10,7 +10,7 @@ import uuid
 from .._protocol import _codes as codes
 from .._protocol import _wire
 from ._api import Body, handles
-from ._broker import Broker
+from ._broker import RETENTION_MS, Broker
 from ._codec import Frame
 
 
@@ -169,7 +169,7 @@ async def delete_topics(c: Broker, f: Frame, host: str) -> Body:
 # Topic defaults as a Kafka 4.0 broker reports them (config source 5: DEFAULT_CONFIG).
 TOPIC_DEFAULTS = {
     "cleanup.policy": "delete",
-    "retention.ms": "604800000",
+    "retention.ms": str(RETENTION_MS),
     "retention.bytes": "-1",
     "min.insync.replicas": "1",
     "max.message.bytes": "1048588",

@@ -156,6 +156,24 @@ class PartitionLog:
         self.high_watermark = batch.last_offset + 1
         self._wake()
 
+    def expire(self, cutoff_ms: int) -> int:
+        """Time-based retention (``retention.ms``), as Kafka applies it to a log held in
+        one segment (its default ``segment.bytes`` is 1 GiB, larger than any test log):
+        once the newest record is stamped before ``cutoff_ms``, every record is deleted
+        and the log starts at the high watermark; a fetch below it is
+        OFFSET_OUT_OF_RANGE. Markers carry the broker's clock, so a log holding one
+        never expires whole. Returns how many offsets were deleted."""
+        if not self.batches or self.open_txns:
+            return 0
+        if max(b.max_timestamp for b in self.batches) >= cutoff_ms:
+            return 0
+        deleted = self.high_watermark - self.log_start_offset
+        self.batches.clear()
+        self._bases.clear()
+        self.aborted.clear()
+        self.log_start_offset = self.high_watermark
+        return deleted
+
     # --- reads -----------------------------------------------------------------------
 
     def read(

@@ -1,14 +1,17 @@
 """Broker contract: Fetch limits -- per-partition max bytes (with KIP-74's first-batch
-rule), long polling up to max wait, and unknown topics."""
+rule), long polling up to max wait, and unknown topics -- and time-based retention: a log
+whose records are all older than retention.ms is deleted, and a fetch below its new start
+is out of range."""
 
 from __future__ import annotations
 
 import time
 
-from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import OffsetOutOfRangeError
 from aiokafka.protocol.fetch import FetchRequest
 from aiokafka.record.memory_records import MemoryRecords
-from kit import create_topic
+from kit import create_topic, eventually
 
 from eosflow.testing._ladder import Broker
 
@@ -64,4 +67,44 @@ async def test_fetch_at_the_end_waits_up_to_max_wait(eosflow_broker: Broker) -> 
         assert error == 0 and offsets == []
         assert 0.4 <= waited < 5, f"answered after {waited:.2f} s"
     finally:
+        await p.stop()
+
+
+async def test_records_older_than_retention_are_deleted_and_then_out_of_range(
+    eosflow_broker: Broker,
+) -> None:
+    """Stamped at 1970's first seconds, a topic's records are older than its 7-day
+    retention: the broker's next retention check deletes them (the log is one segment);
+    records of today stay. A fetch at offset 0 is then out of range. Both brokers check
+    every second here (the genuine one's first check comes 30 s after its start)."""
+    b = eosflow_broker
+    old, new = b.unique("ret-old"), b.unique("ret-new")
+    for topic in (old, new):
+        await create_topic(b.bootstrap_servers, topic)
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
+    await p.start()
+    c = AIOKafkaConsumer(bootstrap_servers=b.bootstrap_servers, auto_offset_reset="none")
+    await c.start()
+    try:
+        for i in range(5):
+            await p.send_and_wait(old, b"old", partition=0, timestamp_ms=1000 + i)
+            await p.send_and_wait(new, b"new", partition=0)
+        tps = [TopicPartition(old, 0), TopicPartition(new, 0)]
+
+        async def deleted() -> bool:
+            return (await c.beginning_offsets(tps))[tps[0]] == 5
+
+        await eventually(deleted, timeout_s=45, what="the old records deleted")
+        assert (await c.beginning_offsets(tps))[tps[1]] == 0, "today's records stay"
+        assert (await c.end_offsets(tps)) == {tps[0]: 5, tps[1]: 5}
+        c.assign([tps[0]])
+        c.seek(tps[0], 0)
+        try:
+            await c.getmany(timeout_ms=5000)
+        except OffsetOutOfRangeError as e:
+            assert e.args[0] == {tps[0]: 0}, e.args
+        else:
+            raise AssertionError("a fetch below the log start was answered")
+    finally:
+        await c.stop()
         await p.stop()

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from kit import create_topic, eventually, session_of
+from kit import T0_MS, create_topic, eventually, session_of
 from stateful import state_config, until_committed
 from test_tables import produce
 
@@ -43,7 +43,7 @@ def orders(first: int, count: int, products: int) -> list[tuple[int, bytes, int,
         (
             i % 3,
             b"c%d" % (i % 7),
-            1000 + i,
+            T0_MS + 1000 + i,
             json.dumps({"id": i, "product": f"p{i % products}"}).encode(),
         )
         for i in range(first, first + count)
@@ -53,7 +53,8 @@ def orders(first: int, count: int, products: int) -> list[tuple[int, bytes, int,
 def rows(version: int, products: int) -> list[tuple[int, bytes, int, bytes]]:
     """Version ``version`` of every product's row, over the table's 2 partitions."""
     return [
-        (i % 2, f"p{i}".encode(), 1, json.dumps({"v": version}).encode()) for i in range(products)
+        (i % 2, f"p{i}".encode(), T0_MS + 1, json.dumps({"v": version}).encode())
+        for i in range(products)
     ]
 
 
@@ -94,7 +95,7 @@ async def test_a_global_table_is_read_before_the_first_record_and_kept_current(
     app = eosflow.EosApp(catalogue(products, out), cfg)
     async with app:
         await until_committed(b.bootstrap_servers, src, 3, group, 60, (app,))
-        await produce(b.bootstrap_servers, products, [(1, b"p1", 2, b'{"v": 2}')])
+        await produce(b.bootstrap_servers, products, [(1, b"p1", T0_MS + 2, b'{"v": 2}')])
 
         async def applied() -> bool:
             s = session_of(app)
@@ -103,7 +104,7 @@ async def test_a_global_table_is_read_before_the_first_record_and_kept_current(
 
         await eventually(applied, timeout_s=20, what="the row applied while running")
         await produce(
-            b.bootstrap_servers, src, [(0, b"c0", 5000, b'{"id": 1000, "product": "p1"}')]
+            b.bootstrap_servers, src, [(0, b"c0", T0_MS + 5000, b'{"id": 1000, "product": "p1"}')]
         )
         await until_committed(b.bootstrap_servers, src, 3, group, 61, (app,))
     got = await joined(b, out)

@@ -10,6 +10,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+from kit import T0_MS
 from stateful import changelog, in_two_halves, produce_at, state_config, until_committed
 
 import eosflow
@@ -126,7 +127,7 @@ async def test_kafka_streams_example_end_to_end(
     got = [
         json.loads(v or b"") for _p, _o, k, v in await read_topic(c.bootstrap_servers, "in-recent")
     ]
-    assert [(f["start_ms"], f["end_ms"], f["value"]) for f in got] == [
+    assert [(f["start_ms"] - T0_MS, f["end_ms"] - T0_MS, f["value"]) for f in got] == [
         (3_000, 8_001, 1),
         (4_200, 9_201, 2),
         (7_400, 12_401, 3),

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import create_topic, eventually, session_of
+from kit import T0_MS, create_topic, eventually, session_of
 from stateful import state_config, until_committed
 
 import eosflow
@@ -59,7 +59,7 @@ def enrich(n: Names) -> eosflow.Processor:
 
 
 def history(
-    partitions: int, keys: int, versions: int, start_ms: int = 0
+    partitions: int, keys: int, versions: int, start_ms: int = T0_MS
 ) -> tuple[list[Any], list[Any]]:
     """Customer rows and orders racing each other: key k's row version v at
     ``start + v*10 + k`` ms and an order of k 5 ms after each version, so an order
@@ -172,14 +172,14 @@ async def test_a_restart_restores_the_table_at_the_committed_offset(
     b, n = eosflow_broker, Names.of(eosflow_broker)
     await topics(b, n)
     rows, orders = history(partitions=2, keys=3, versions=60)
-    first = [o for o in orders if o[2] < 300]
-    await produce(b.bootstrap_servers, n.customers, [r for r in rows if r[2] < 300])
+    first = [o for o in orders if o[2] < T0_MS + 300]
+    await produce(b.bootstrap_servers, n.customers, [r for r in rows if r[2] < T0_MS + 300])
     await produce(b.bootstrap_servers, n.orders, first)
     cfg = config(b, n, tmp_path)
     await run_until(b, n, eosflow.EosApp(enrich(n), cfg), 2, len(first))
-    later = [(p, key, 10_000, b'{"v": "later"}') for p, key, _t, _v in rows[:6]]
+    later = [(p, key, T0_MS + 10_000, b'{"v": "later"}') for p, key, _t, _v in rows[:6]]
     await produce(b.bootstrap_servers, n.customers, later)
-    await produce(b.bootstrap_servers, n.orders, [o for o in orders if o[2] >= 300])
+    await produce(b.bootstrap_servers, n.orders, [o for o in orders if o[2] >= T0_MS + 300])
     if wipe:
         shutil.rmtree(tmp_path / n.group)
     await run_until(b, n, eosflow.EosApp(enrich(n), cfg), 2, len(orders))

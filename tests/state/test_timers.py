@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
+from kit import T0_MS
 from stateful import changelog, state_config, until_committed
 
 import eosflow
@@ -55,12 +56,17 @@ def expected(events: list[Event]) -> Counter[tuple[bytes, str]]:
 
 
 async def produce(bootstrap: str, topic: str, events: list[Event]) -> None:
+    """``events``, each stamped its ms after ``T0_MS`` (within a broker's retention)."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await p.start()
     try:
         futs = [
             await p.send(
-                topic, json.dumps({"type": kind}).encode(), key=key, partition=part, timestamp_ms=t
+                topic,
+                json.dumps({"type": kind}).encode(),
+                key=key,
+                partition=part,
+                timestamp_ms=T0_MS + t,
             )
             for part, key, kind, t in events
         ]
