@@ -36,6 +36,8 @@ class _StoresOfTheRecord(Protocol):
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]: ...
 
+    def state_of(self, topic: str, name: str) -> TableStore[Any]: ...
+
 
 ProcessResult = Output | Iterable[Output] | None
 
@@ -104,11 +106,23 @@ class Processor:
     Override ``fire`` to have **timers**: ``self.timers.at(time_ms, key, payload)`` in
     ``process`` sets one, and ``fire(timer)`` is called once it is due (its partition's
     stream time reached it), its outputs committed with the timer's deletion.
+
+    **Co-partitioned inputs.** With ``copartitioned = True`` the input topics are one
+    stream of tasks: partition p of every input goes to one instance, their records are
+    processed in timestamp order across the topics (as rows and records with tables),
+    and ``self.state_of(topic, name)`` reads another input's store of the record's
+    partition number. Each input writes its own stores; a stream-stream join reads the
+    other side's (``examples/payments.py``).
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
     windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
     tables: ClassVar[Mapping[str, Table | GlobalTable]] = {}
+    #: the inputs are co-partitioned (the same partition count, keyed alike): partition p
+    #: of each is held by one instance (range assignment) and their records are taken
+    #: in timestamp order; ``state_of`` reads a sibling's store. Off: each input
+    #: partition is on its own, assigned round robin.
+    copartitioned: ClassVar[bool] = False
     _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
     _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
     # the record's tumbling and hopping windows by name, set by the runtime around process()
@@ -151,6 +165,14 @@ class Processor:
         if stores is not None:
             return stores.table(name)
         return self._runtime("table", name, "table", "tables").table(name)
+
+    def state_of(self, topic: str, name: str) -> TableStore[Any]:
+        """Read only: the store ``name`` of input ``topic``'s partition with the record's
+        partition number, as the transaction sees it (its own writes included) -- with
+        ``copartitioned``, a stream-stream join's other side. Records of both partitions
+        are taken in timestamp order, so it holds what that input had up to the
+        record's timestamp. Only valid inside ``process``."""
+        return self._runtime("state_of", name, "store", "stores").state_of(topic, name)
 
     @property
     def batch(self) -> BatchState:

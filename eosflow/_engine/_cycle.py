@@ -46,7 +46,7 @@ from .._errors import ProcessingError, TransactionError, TransientError
 from .._observe import AbortReason, Observers, Outcome
 from .._processor import Processor, as_outputs, overrides_batch
 from .._records import Output, Record
-from .._state import Timer, declared, declared_tables
+from .._state import Timer, copartitioned, declared, declared_tables
 from ._failures import Failures
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
@@ -98,7 +98,13 @@ class Engine:
         self.observers = observers
         tables = declared_tables(processor, config.input_topics)
         self.session = TransactSession(
-            config, on_assigned, on_revoked, declared(processor), observers, tables
+            config,
+            on_assigned,
+            on_revoked,
+            declared(processor),
+            observers,
+            tables,
+            copartitioned(processor),
         )
         self.last_outcome: Outcome | None = None
         self._stopping = stopping

@@ -63,6 +63,7 @@ class TransactSession:
         stores: Mapping[str, Serde] | None = None,
         observer: Observer | None = None,
         tables: Mapping[str, Table | GlobalTable] | None = None,
+        copartitioned: bool = False,
     ) -> None:
         # tables: their topics consumed by the group too, assigned co-partitioned
         self.config = config = subscribed(config, tables or {})
@@ -87,7 +88,13 @@ class TransactSession:
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(
-            config, stores or {}, self._restored, self._restore_failed, on_late, tables
+            config,
+            stores or {},
+            self._restored,
+            self._restore_failed,
+            on_late,
+            tables,
+            copartitioned,
         )
         self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
         self._pos.moved = self.stores.forget  # a partition positioned again
@@ -127,7 +134,7 @@ class TransactSession:
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
         await self.stores.start(self._producer)
         group = chosen.group
-        ranged = bool(self.stores.tables)  # co-partitioned: partition p of every topic together
+        ranged = self.stores.copartitioned  # partition p of every topic together
         self._group = membership_for(
             cfg, group, self._revoked, self._assigned, self._failed, ranged
         )

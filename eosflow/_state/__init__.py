@@ -48,7 +48,7 @@ from ._changelog import (
     encode_position,
     encode_written,
 )
-from ._declare import batch_ready, declared, has_timers
+from ._declare import batch_ready, copartitioned, declared, has_timers
 from ._global import GlobalStore, GlobalTable, GlobalTables
 from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
@@ -93,6 +93,7 @@ __all__ = [
     "Window",
     "WindowStore",
     "batch_ready",
+    "copartitioned",
     "declared",
     "declared_tables",
     "subscribed",
@@ -114,10 +115,12 @@ class Stores(Reads):
         on_failed: Callable[[Exception], None],
         on_late: Callable[[str, int], None] | None = None,
         tables: Mapping[str, Table | GlobalTable] | None = None,
+        copartitioned: bool = False,
     ) -> None:
         """``on_late(window, records)``: late records a committed transaction counted.
         ``tables``: the processor's (``_tables``), whose topics ``config`` subscribes
-        to beside the input topics."""
+        to beside the input topics. ``copartitioned``: the processor's, the input topics
+        one stream of tasks (tables make them so too)."""
         self.config = config
         self.specs = dict(specs)
         tables = tables or {}
@@ -126,10 +129,11 @@ class Stores(Reads):
         self._table_of = {t.topic: name for name, t in self.tables.items()}
         self._streams = tuple(t for t in config.input_topics if t not in self._table_of)
         self.stateful = bool(self.specs or tables)
-        # tables: records in timestamp order per task (``_sync``), each table
-        # partition's position in the sealed transaction (its checkpoint on commit)
+        # partition p of every input and table topic together (range assignment), their
+        # records in timestamp order per task (``_sync``)
+        self.copartitioned = copartitioned or bool(self.tables)
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
-        self._sync = Sync(self._streams, self._table_of, idle_s) if self.tables else None
+        self._sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
         self._table_positions: dict[Partition, int] = {}
         self._views = {}
         self.current: Partition | None = None  # the partition of the record in process()
@@ -199,15 +203,17 @@ class Stores(Reads):
     # --- start and stop ------------------------------------------------------------------
 
     async def start(self, producer: AIOKafkaProducer) -> None:
-        """Create or check every changelog topic, and check that every table is
-        co-partitioned with the input (after the producer started)."""
-        if not self.stateful:
+        """Create or check every changelog topic; check that every table (and, with
+        ``copartitioned``, every input) is co-partitioned (after the producer started)."""
+        if not self.stateful and not self.copartitioned:
             return
         cfg = self.config
         timeout = cfg.transaction_timeout_s
         global_topics = [t.topic for t in self.globals.specs.values()]
         counts = await ak.partition_counts(producer, [*cfg.input_topics, *global_topics], timeout)
-        check_partitions(self.tables, self._streams, counts)
+        check_partitions(self.tables, self._streams, counts, self.copartitioned)
+        if not self.stateful:
+            return
         await self.globals.start(counts)  # read to their ends before the first record
         wanted = {
             changelog: (topic, counts[topic])

@@ -50,6 +50,16 @@ def has_timers(processor: object) -> bool:
     return fire is not None and fire.__module__ != "eosflow._processor"
 
 
+def copartitioned(processor: object) -> bool:
+    """``processor.copartitioned``, checked: a one-line ``ConfigError`` unless a bool."""
+    value = getattr(processor, "copartitioned", False)
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{type(processor).__name__}.copartitioned must be True or False, not {value!r}"
+        )
+    return value
+
+
 def batch_ready(processor: object, batch: bool) -> None:
     """A one-line ``ConfigError`` when ``processor`` overrides ``process_batch``
     (``batch``) and declares state a batch cannot keep (``_batch.check_batch``)."""
@@ -61,4 +71,9 @@ def batch_ready(processor: object, batch: bool) -> None:
             f"{type(processor).__name__} declares tables and overrides process_batch: "
             "tables are read per record (their rows must be applied in timestamp order "
             "between the records); use process()"
+        )
+    if copartitioned(processor):
+        raise ConfigError(
+            f"{type(processor).__name__} is copartitioned and overrides process_batch: "
+            "co-partitioned inputs are taken per record, in timestamp order; use process()"
         )

@@ -38,6 +38,8 @@ class Reads:
     _held: set[Partition]
     _ready: set[Partition]
     _table_of: dict[str, str]  # table topic -> table name
+    _streams: tuple[str, ...]  # the input topics processed (not tables)
+    copartitioned: bool  # partition p of every input together, in time order
     _views: dict[tuple[str, int], TableStore[Any]]  # (table, partition number) -> view
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
@@ -59,6 +61,33 @@ class Reads:
             raise RuntimeError("Processor.table() gives the table of the record in process()")
         view = TableStore(self._handle(name, (spec.topic, self.current[1])))
         self._views[(name, self.current[1])] = view  # dropped when a copy closes
+        return view
+
+    def state_of(self, topic: str, name: str) -> TableStore[Any]:
+        """Store ``name`` of input ``topic``'s partition with the current record's
+        number, read only (``Processor.state_of``): one line for what cannot be."""
+        current = self.current
+        if current is not None:
+            view = self._views.get((f"{name}@{topic}", current[1]))
+            if view is not None:
+                return view
+        if not self.copartitioned:
+            raise RuntimeError(
+                "Processor.state_of() reads another input's store: declare "
+                "copartitioned = True (its partitions then come together, in time order)"
+            )
+        if topic not in self._streams:
+            raise KeyError(f"{topic!r} is not an input topic; the inputs are {list(self._streams)}")
+        self._time.refuse(name)
+        if name not in self.specs:
+            raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")
+        if current is None:
+            raise RuntimeError("Processor.state_of() reads beside the record in process()")
+        partition = (topic, current[1])
+        handles = self._handles.setdefault(partition, {})
+        handle = handles.get(name) or handles.setdefault(name, self._open(name, partition))
+        view = TableStore(handle)
+        self._views[(f"{name}@{topic}", current[1])] = view  # dropped when a copy closes
         return view
 
     def read_committed(

@@ -122,10 +122,22 @@ def declared_tables(
 
 
 def check_partitions(
-    tables: Mapping[str, Table], inputs: tuple[str, ...], counts: Mapping[str, int]
+    tables: Mapping[str, Table],
+    inputs: tuple[str, ...],
+    counts: Mapping[str, int],
+    copartitioned: bool = False,
 ) -> None:
     """Every table topic has the input topics' partition count (``counts``: topic ->
-    partitions): a one-line ``ConfigError`` naming both otherwise."""
+    partitions), and so has every input when ``copartitioned``: a one-line
+    ``ConfigError`` naming both otherwise."""
+    if copartitioned:
+        for topic in inputs[1:]:
+            if counts[topic] != counts[inputs[0]]:
+                raise ConfigError(
+                    f"copartitioned inputs: topic {inputs[0]!r} has {counts[inputs[0]]} "
+                    f"partitions and {topic!r} {counts[topic]}; co-partitioned topics need "
+                    "the same partition count and key partitioning"
+                )
     for name, table in sorted(tables.items()):
         for topic in inputs:
             if counts[table.topic] != counts[topic]:
@@ -149,8 +161,10 @@ def subscribed(config: EosConfig, tables: Mapping[str, Table | GlobalTable]) -> 
 
 
 class TableStore(Generic[V]):
-    """One table's partition as ``Processor.table(name)`` gives it: read only. A key's
-    value is the latest the table topic held at the record's event time (``_sync``)."""
+    """A read-only view of one partition's store: a table's, as ``Processor.table(name)``
+    gives it -- a key's value is the latest the table topic held at the record's event
+    time (``_sync``) -- or another co-partitioned input's, as ``Processor.state_of``
+    gives it (what that input's records wrote, up to the record's timestamp)."""
 
     __slots__ = ("_loads", "_raw", "_store")
 
