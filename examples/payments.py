@@ -12,8 +12,9 @@ their records in timestamp order. Each side keeps its records of the last window
 own store (a list per order id), pruned by an event-time timer, and reads the other
 side's store of the same partition number with ``state_of``: the later record of a pair
 finds the earlier, so each pair is produced once -- by the input alone, on every run and
-after any crash. A record more than the window behind its partition's stream time may
-find its partner already pruned (Kafka Streams' grace); the pair is then not produced.
+after any crash. Records without a key join nothing. There is no grace past the window:
+an entry is pruned once its own partition's stream time passes it by the window, so a
+record arriving out of order may find its partner gone, and the pair is not produced.
 
     eosflow run examples.payments:PaidOrders --bootstrap-servers 127.0.0.1:9092 \
         --group-id paid --input-topic orders --input-topic payments --transactional-id paid-1
@@ -43,7 +44,9 @@ class PaidOrders(eosflow.Processor):
         self.within_ms = round(float(os.environ.get("PAYMENTS_WITHIN_S", "900")) * 1000)
 
     async def process(self, record: eosflow.Record) -> list[eosflow.Output]:
-        key, t = record.key or b"", record.timestamp
+        key, t = record.key, record.timestamp
+        if key is None:  # an inner join: nothing to join on
+            return []
         mine, other, other_topic = (
             ("orders", "payments", self.payments)
             if record.topic == self.orders

@@ -59,6 +59,9 @@ class Positions:
         # told of each partition positioned again or given up: records polled of it
         # and not processed will come again (``Stores.forget``)
         self.moved: Callable[[tuple[str, int]], None] = lambda partition: None
+        # co-partitioned (tables, ``Processor.copartitioned``): partition p of every topic
+        # is one task, whose records read one another's state
+        self.tasks = False
 
     def stale(self, epoch: int, consumed: Iterable[tuple[str, int]]) -> str | None:
         """Why a transaction begun under ``epoch`` that consumed from ``consumed`` may not
@@ -84,12 +87,19 @@ class Positions:
         transaction's offsets) only ``revoked`` goes, and the epoch moves only if the
         transaction consumed from one of them or records of one were polled past what
         it consumed (still in the app's hands): a transaction that never touched them
-        goes on."""
+        goes on. With ``tasks``, one that touched another partition of the same number
+        moves it too: those records read the state of the partition that went."""
         if consumed is None:
             gone = revoked | self.ready | self.held
         else:
             gone = revoked & (self.ready | self.held)
-        moved = bool(gone) and (consumed is None or any(self._touched(tp, consumed) for tp in gone))
+        suspects = gone
+        if self.tasks and consumed is not None:
+            numbers = {tp.partition for tp in gone}
+            suspects = {tp for tp in self.ready | self.held if tp.partition in numbers}
+        moved = bool(gone) and (
+            consumed is None or any(self._touched(tp, consumed) for tp in suspects)
+        )
         if moved:
             self.epoch += 1
         self.ready -= gone

@@ -98,6 +98,7 @@ class TransactSession:
         )
         self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
         self._pos.moved = self.stores.forget  # a partition positioned again
+        self._pos.tasks = self.stores.copartitioned  # a revocation touches its task
 
     # --- lifecycle ----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._errors import TransactionError
 from ._global import GlobalStore, GlobalTables
 from ._store import Serde, Store
 from ._tables import Table, TableStore
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from ._windows import WindowStore
 
 Partition = tuple[str, int]
+# a sibling partition revoked while records that read it were in hand (a rebalance)
+_GONE = "is no longer held here: the transaction is aborted and its records redone"
 
 
 class Reads:
@@ -40,7 +43,8 @@ class Reads:
     _table_of: dict[str, str]  # table topic -> table name
     _streams: tuple[str, ...]  # the input topics processed (not tables)
     copartitioned: bool  # partition p of every input together, in time order
-    _views: dict[tuple[str, int], TableStore[Any]]  # (table, partition number) -> view
+    # (table, partition number) or (input topic, store, partition number) -> view
+    _views: dict[tuple[str, int] | tuple[str, str, int], TableStore[Any]]
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or
@@ -68,8 +72,10 @@ class Reads:
         number, read only (``Processor.state_of``): one line for what cannot be."""
         current = self.current
         if current is not None:
-            view = self._views.get((f"{name}@{topic}", current[1]))
+            view = self._views.get((topic, name, current[1]))
             if view is not None:
+                if (topic, current[1]) not in self._ready:
+                    raise TransactionError(f"{topic}[{current[1]}] {_GONE}")
                 return view
         if not self.copartitioned:
             raise RuntimeError(
@@ -84,10 +90,12 @@ class Reads:
         if current is None:
             raise RuntimeError("Processor.state_of() reads beside the record in process()")
         partition = (topic, current[1])
+        if partition not in self._ready:
+            raise TransactionError(f"{topic}[{current[1]}] {_GONE}")
         handles = self._handles.setdefault(partition, {})
         handle = handles.get(name) or handles.setdefault(name, self._open(name, partition))
         view = TableStore(handle)
-        self._views[(f"{name}@{topic}", current[1])] = view  # dropped when a copy closes
+        self._views[(topic, name, current[1])] = view  # dropped when a copy closes
         return view
 
     def read_committed(

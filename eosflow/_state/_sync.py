@@ -167,7 +167,7 @@ class Sync:
             self._waiting[task] = now  # warned: again after as long
             log.warning(
                 "%s[%d] (next record at %d) waits for %s to be read up to its last "
-                "stable offset (a table must catch up before the records it may join)",
+                "stable offset (a partition number's topics go in timestamp order)",
                 head.topic,
                 head.partition,
                 head.timestamp,

@@ -169,3 +169,36 @@ def test_state_outside_process_and_batch_state_outside_a_batch() -> None:
     stores = Stores(cfg, {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
     with pytest.raises(KeyError, match="no store 'nope'"):
         stores.store("nope")
+
+
+# ``state_of`` reads a co-partitioned sibling's store through the open transaction's
+# layers, and once the sibling is no longer held (a rebalance took it while records
+# that read it were in hand) the transaction is redone rather than the record failing
+# on a closed store. Caught: the held check taken out of the cached path (the view
+# answered after the sibling went).
+def test_state_of_reads_a_held_sibling_and_redoes_once_it_went(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("orders", "payments"),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    stores = Stores(cfg, {"s": eosflow.JSON}, lambda p: None, lambda e: None, copartitioned=True)
+    sibling = ("payments", 0)
+    stores._local[sibling] = local = LocalPartition(tmp_path, sibling, ["s"], Env())
+    try:
+        stores._held.add(sibling)
+        stores._ready.add(sibling)
+        stores._layers.begin(adopted=False)
+        stores.current = sibling
+        stores.store("s").put("k", {"paid": 1})  # the sibling's record, this transaction
+        stores.current = ("orders", 0)
+        assert stores.state_of("payments", "s").get("k") == {"paid": 1}
+        with pytest.raises(KeyError, match="not an input topic"):
+            stores.state_of("nope", "s")
+        stores.revoked([sibling])
+        with pytest.raises(eosflow.TransactionError, match=r"payments\[0\] is no longer held"):
+            stores.state_of("payments", "s")
+    finally:
+        local.close()
