@@ -9,6 +9,12 @@ NAME:
   (``eosflow.Table(CUSTOMERS, serde=eosflow.BYTES)``), the output's value the order's
   bytes, ``|``, the row's, as ``java/JoinRun.java`` writes it; defaults. TOTAL: the
   records it consumes in all (orders and rows);
+- ``quixstreams-join``: quixstreams' as-of join (``join_asof``, inner: an order with its
+  customer's latest row stamped at or before it), exactly-once, the same commit
+  interval, its output as ``eosflow-join``'s; clocked to the group's committed offsets
+  of the orders (``benchmarks._clock.Finish``). It takes the records as they are
+  fetched, not in timestamp order across the two topics, so its check may show orders
+  joined with another row;
 - ``eosflow-table-restore``: a fresh join instance (its own transactional id, an empty
   local copy) joining the group after everything was consumed: it only restores every
   table partition from the topic; the time is from its start to every one ready.
@@ -85,6 +91,46 @@ async def run(
     return done - first[0]
 
 
+def run_quixstreams(boot: str, orders: str, customers: str, dst: str, n: int, args: Any) -> float:
+    from quixstreams import Application
+
+    from benchmarks._clock import Finish
+
+    group, state_dir, interval = args
+    app = Application(
+        broker_address=boot,
+        consumer_group=group,
+        processing_guarantee="exactly-once",
+        auto_offset_reset="earliest",
+        commit_interval=interval,
+        state_dir=state_dir,
+        loglevel="WARNING",
+    )
+    seen = [0]
+    first: list[float] = []
+    finish = Finish(boot, group, orders, n)
+
+    def count(value: Any) -> None:
+        if not first:
+            first.append(time.monotonic())
+        seen[0] += 1
+        if seen[0] >= n:
+            finish.begin()
+            app.stop()  # graceful: the last checkpoint commits the last transaction
+
+    def merge(order: str, row: str) -> str:
+        return order + "|" + row
+
+    # str values: its state store keeps the rows JSON-serialized, which bytes are not
+    topic = {"value_deserializer": "str", "key_deserializer": "bytes"}
+    left = app.dataframe(app.topic(orders, **topic)).update(count)
+    right = app.dataframe(app.topic(customers, **topic))
+    out = app.topic(dst, value_serializer="str", key_serializer="bytes")
+    left.join_asof(right, how="inner", on_merge=merge).to_topic(out)
+    app.run()
+    return finish.at() - first[0]
+
+
 async def restore(boot: str, orders: str, customers: str, dst: str, args: Any) -> float:
     """A fresh join instance of the group, timed until its table partitions are ready."""
     import eosflow
@@ -128,6 +174,8 @@ def main() -> None:
     args = (group, state_dir, interval)
     if name in ("eosflow-copy", "eosflow-join"):
         seconds = asyncio.run(run(name, boot, orders, customers, dst, total, args))
+    elif name == "quixstreams-join":
+        seconds = run_quixstreams(boot, orders, customers, dst, n, args)
     elif name == "eosflow-table-restore":
         seconds = asyncio.run(restore(boot, orders, customers, dst, args))
     else:

@@ -27,8 +27,11 @@
    restores every table partition from the topic: the time from its start to every
    table partition ready.
 
-quixstreams has no stream-table join of two topics that applies here (its lookup join
-reads an external store), so it is not a contender.
+   ``quixstreams-join``: quixstreams' ``join_asof`` (an order with the latest row of its
+   customer stamped at or before it), exactly-once, the same commit interval; it takes
+   records as fetched, not in timestamp order across the topics, and its check says how
+   many orders it joined with another row than the input gives (not counted a failure
+   of the run: the rate stands, the check is reported beside it).
 
 Targets (reported, never failed on): join >= 0.6x copy; eosflow-join >= 1.0x
 kafka-streams-join; the restore of 1,000,000 rows under 5 s. The broker: as ``python -m
@@ -59,7 +62,8 @@ from benchmarks.compare import STREAMS_FALLBACK
 from eosflow._checks._checker import read_records
 
 STREAMS = "kafka-streams-join"
-CONTENDERS = ["eosflow-copy", "eosflow-join", STREAMS]
+QUIX = "quixstreams-join"
+CONTENDERS = ["eosflow-copy", "eosflow-join", STREAMS, QUIX]
 TIMEOUT_S = 1800.0
 SIZE = 100  # bytes of an order's and a row's value
 
@@ -130,6 +134,14 @@ async def check(boot: str, dst: str, want: dict[bytes, bytes]) -> str:
     if twice or wrong or missing:
         return f"{twice} orders twice, {wrong} joined wrong, {missing} missing"
     return "ok"
+
+
+def passed(name: str, check: str) -> bool:
+    """Whether a run's check passes: all ok, or for quixstreams (no timestamp order
+    across the topics) no order twice and none missing, whatever row each joined."""
+    if check == "ok":
+        return True
+    return name == QUIX and check.startswith("0 orders twice,") and check.endswith(" 0 missing")
 
 
 async def run(
@@ -205,7 +217,7 @@ async def main(args: argparse.Namespace) -> int:
                     else:
                         r["check"] = await check(boot, dst, want)
                     r["rep"] = rep
-                    ok &= r["check"] == "ok"
+                    ok &= passed(name, r["check"])
                     out["throughput"].append(r)
                     print(
                         f"  turn {rep + 1} {name}: {r['rate']:,.0f} orders/s, peak RSS "
@@ -264,7 +276,11 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         by = {n: [r for r in rows if r["contender"] == n] for n in args.contenders}
         for name, mine in by.items():
             rates = [r["rate"] for r in mine]
-            checks = "all ok" if all(r["check"] == "ok" for r in mine) else "FAILED"
+            checks = (
+                "all ok"
+                if all(r["check"] == "ok" for r in mine)
+                else "; ".join(sorted({r["check"] for r in mine if r["check"] != "ok"}))
+            )
             print(
                 f"| {name} | {statistics.median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f})"
                 f" | {_median(mine, 'rss_peak_mb'):.0f} | {checks} |"
@@ -272,13 +288,14 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         for a, b, target in (
             ("eosflow-join", "eosflow-copy", "0.6x"),
             ("eosflow-join", STREAMS, "1.0x"),
+            ("eosflow-join", QUIX, ""),
         ):
             if by.get(a) and by.get(b):
                 ratio = _median(by[a], "rate") / _median(by[b], "rate")
                 faster = sum(x["rate"] > y["rate"] for x, y in zip(by[a], by[b], strict=False))
                 print(
-                    f"{a} / {b}: {ratio:.2f}x, faster in {faster} of {len(by[a])} turns "
-                    f"(target >= {target})"
+                    f"{a} / {b}: {ratio:.2f}x, faster in {faster} of {len(by[a])} turns"
+                    + (f" (target >= {target})" if target else "")
                 )
     if out["restore"]:
         r = out["restore"]
