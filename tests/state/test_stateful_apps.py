@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from kit import create_topic, eventually
+from kit import T0_MS, create_topic, eventually
 from stateful import changelog, seed_keys, state_config, until_committed
 
 import eosflow
@@ -102,7 +102,7 @@ async def test_dedup_passes_each_id_once_within_its_window(
     dst = f"{src}-unique"
     await create_topic(b.bootstrap_servers, src, 1)
     await create_topic(b.bootstrap_servers, dst, 1)
-    t0 = 1_700_000_000_000
+    t0 = T0_MS  # within the broker's retention (kit.T0_MS)
     events = [(b"a", 0), (b"a", 1), (b"b", 2), (b"b", 5), (b"a", 20), (b"c", 21), (b"a", 22)]
     p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers)
     await p.start()
