@@ -92,20 +92,11 @@ async def run(
 
 
 def run_quixstreams(boot: str, orders: str, customers: str, dst: str, n: int, args: Any) -> float:
-    from quixstreams import Application
-
     from benchmarks._clock import Finish
+    from benchmarks._state_contenders import quix_app
 
     group, state_dir, interval = args
-    app = Application(
-        broker_address=boot,
-        consumer_group=group,
-        processing_guarantee="exactly-once",
-        auto_offset_reset="earliest",
-        commit_interval=interval,
-        state_dir=state_dir,
-        loglevel="WARNING",
-    )
+    app = quix_app(boot, group, interval, state_dir)
     seen = [0]
     first: list[float] = []
     finish = Finish(boot, group, orders, n)

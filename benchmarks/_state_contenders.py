@@ -196,17 +196,7 @@ def _quixstreams(
     interval), a tick to call per record (the first record's time, the RSS at a tenth,
     a graceful stop at the last: its final checkpoint commits the last transaction), and
     the first record's time once ticked."""
-    from quixstreams import Application
-
-    app = Application(
-        broker_address=boot,
-        consumer_group=group,
-        processing_guarantee="exactly-once",
-        auto_offset_reset="earliest",
-        commit_interval=interval,
-        state_dir=state_dir,
-        loglevel="WARNING",
-    )
+    app = quix_app(boot, group, interval, state_dir)
     seen = [0]
     first: list[float] = []
 
@@ -220,6 +210,23 @@ def _quixstreams(
             app.stop()
 
     return app, tick, first
+
+
+def quix_app(boot: str, group: str, interval: float, state_dir: str) -> Any:
+    """A quixstreams ``Application`` as the state and join benchmarks run it:
+    exactly-once, from the earliest offsets, ``interval`` between commits, its state
+    under ``state_dir``."""
+    from quixstreams import Application
+
+    return Application(
+        broker_address=boot,
+        consumer_group=group,
+        processing_guarantee="exactly-once",
+        auto_offset_reset="earliest",
+        commit_interval=interval,
+        state_dir=state_dir,
+        loglevel="WARNING",
+    )
 
 
 def run_quixstreams(
