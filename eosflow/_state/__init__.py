@@ -134,7 +134,7 @@ class Stores(Reads):
         self.copartitioned = copartitioned or bool(self.tables)
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
         self._sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
-        self._table_positions: dict[Partition, int] = {}
+        self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views = {}
         self.current: Partition | None = None  # the partition of the record in process()
         self._layers = Layers()

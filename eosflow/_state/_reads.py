@@ -93,7 +93,9 @@ class Reads:
         if partition not in self._ready:
             raise TransactionError(f"{topic}[{current[1]}] {_GONE}")
         handles = self._handles.setdefault(partition, {})
-        handle = handles.get(name) or handles.setdefault(name, self._open(name, partition))
+        handle = handles.get(name)
+        if handle is None:  # the sibling has not read it in this copy's life yet
+            handle = handles[name] = self._open(name, partition)
         view = TableStore(handle)
         self._views[(topic, name, current[1])] = view  # dropped when a copy closes
         return view
