@@ -53,6 +53,7 @@ class Fleet:
         watch_servers: str | None = None,
         target: str = "slow_copy:SlowCopy",
         restart_fenced: bool = False,
+        log_dir: Path | None = None,
     ) -> None:
         self.bootstrap_servers, self.src, self.dst, self.group = bootstrap_servers, src, dst, group
         self.run_id, self.env = run_id, dict(env)
@@ -62,6 +63,19 @@ class Fleet:
         self.procs: dict[int, asyncio.subprocess.Process] = {}
         self.target = target
         self.restart_fenced = restart_fenced
+        self.log_dir = log_dir
+
+    def log_file(self, i: int) -> Path | None:
+        """Where instance ``i`` logs (at info, every run of it appended), when the fleet
+        has a ``log_dir``; otherwise it writes to the test's stderr at warning."""
+        return None if self.log_dir is None else self.log_dir / f"instance-{i}.log"
+
+    def log_tail(self, i: int, lines: int = 40) -> str:
+        path = self.log_file(i)
+        if path is None or not path.exists():
+            return ""
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+        return f"\n--- {path} (last {lines} lines) ---\n" + "\n".join(tail)
 
     def transactional_id(self, i: int) -> str:
         return f"{self.run_id}-{i}"
@@ -73,6 +87,8 @@ class Fleet:
             group_id=self.group,
             input_topics=(self.src,),
             transactional_id=self.transactional_id(i),
+            log_file=self.log_file(i),
+            log_level="warning" if self.log_dir is None else "info",
             env={
                 "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "procs")]),
                 "CHAOS_OUT": self.dst,
@@ -90,7 +106,9 @@ class Fleet:
     async def kill_and_restart(self, i: int, events: list[str]) -> None:
         self.signal(i, signal.SIGKILL)
         code = await self.procs[i].wait()
-        assert code == -signal.SIGKILL or self.exit_allowed(code), f"{i} exited {code}; {events}"
+        assert code == -signal.SIGKILL or self.exit_allowed(code), (
+            f"{i} exited {code}; {events}{self.log_tail(i)}"
+        )
         await self.start(i)
 
     async def check_alive(self, events: list[str]) -> None:
@@ -101,7 +119,9 @@ class Fleet:
                 events.append(f"{i} exited fenced: restarted")
                 await self.start(i)
                 continue
-            assert proc.returncode is None, f"instance {i} died ({proc.returncode}); {events}"
+            assert proc.returncode is None, (
+                f"instance {i} died ({proc.returncode}); {events}{self.log_tail(i)}"
+            )
 
     def exit_allowed(self, code: int | None) -> bool:
         return self.restart_fenced and code == EXIT_FENCED

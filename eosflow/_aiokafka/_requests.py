@@ -254,11 +254,18 @@ async def fetch_committed(
     timeout_s: float,
     member: Callable[[], tuple[str, int] | None] | None = None,
     metadata: dict[TopicPartition, str] | None = None,
+    attempt_s: float | None = None,
 ) -> dict[TopicPartition, int | None]:
     """Committed offsets of ``partitions`` (None where nothing is committed; their
     metadata into ``metadata`` when given). With
     ``require_stable`` (OffsetFetch v7) a partition held by an open transaction is retried
     until that transaction completes or ``timeout_s`` passes (then TimeoutError).
+
+    Coordinator moves, dropped connections and unanswered requests are resent with a
+    growing backoff within ``timeout_s`` too. An attempt waits at most ``attempt_s``
+    (default: all the time left) for its answer: a coordinator that stopped answering
+    (a stalled broker, whose partitions the controller moves elsewhere) is then looked
+    up again instead of waited for until aiokafka's request timeout.
 
     ``member`` (the consumer protocol) gives the member id and epoch the fetch names
     (OffsetFetch v9, KIP-848), read at each attempt: STALE_MEMBER_EPOCH, UNKNOWN_MEMBER_ID
@@ -292,15 +299,16 @@ async def fetch_committed(
         req = _wire.SpecRequest.of(
             _specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1
         )
+        left = max(0.0, deadline - time.monotonic())
         try:
-            node = await _coordinator(client, GROUP_COORDINATOR, group_id)
-            resp = (await client.send(node, req, group=_COORD)).to_object()
-        except (KafkaError, OSError) as exc:
+            resp = await within(_ask(client, group_id, req), min(left, attempt_s or left))
+        except (KafkaError, OSError, TimeoutError) as exc:
             error = map_error(exc, step)
             if not isinstance(error, TransientError):
                 raise error from exc
             _forget(client, GROUP_COORDINATOR, group_id)
-            last = error.cause
+            cut = isinstance(exc, TimeoutError) and time.monotonic() >= deadline
+            last = last if cut and last != "no answer" else error.cause  # the deadline's cut
         else:
             answer = resp  # v8+: per group
             if "groups" in resp:
@@ -376,6 +384,12 @@ async def reinit_producer_id(
     if code:
         raise error_for(code)
     return int(resp.producer_id), int(resp.producer_epoch)
+
+
+async def _ask(client: Any, group_id: str, req: Any) -> Any:
+    """One OffsetFetch attempt: the group's coordinator looked up (cached) and asked."""
+    node = await _coordinator(client, GROUP_COORDINATOR, group_id)
+    return (await client.send(node, req, group=_COORD)).to_object()
 
 
 class _Backoff:

@@ -136,7 +136,7 @@ class Positions:
         ak.pause(consumer, new)
         held: set[tuple[str, int]] = set()
         try:
-            self.committed.update(await self.fetch(consumer, new))
+            self.committed.update(await self.fetch(consumer, new, patient=True))
             for tp in new:
                 await self.seek(consumer, tp)
             held = hold({(tp.topic, tp.partition): self.committed.get(tp) for tp in new})
@@ -195,22 +195,35 @@ class Positions:
         return self.committed.get(tp)
 
     async def fetch(
-        self, consumer: AIOKafkaConsumer, partitions: list[TopicPartition], settle: bool = True
+        self,
+        consumer: AIOKafkaConsumer,
+        partitions: list[TopicPartition],
+        settle: bool = True,
+        patient: bool = False,
     ) -> dict[TopicPartition, int | None]:
         """``partitions``' committed offsets (their metadata into ``metadata``); without
-        stable fetches, after ``post_commit_delay_s`` unless not ``settle``."""
+        stable fetches, after ``post_commit_delay_s`` unless not ``settle``.
+
+        Tried for twice the transaction timeout (a stable fetch waits that long at most
+        for an open transaction), or ``patient``ly for ``retry_timeout_s`` when nothing
+        retries a failure (new partitions: unpositioned, they would stall, so a failure
+        is fatal); each attempt for at most the transaction timeout, so that a stalled
+        group coordinator is left for the broker the controller moves it to."""
         if not partitions:
             return {}
         if settle and not self.stable and self.config.post_commit_delay_s > 0:
             await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
+        cfg = self.config
+        budget_s = cfg.transaction_timeout_s * 2
         return await ak.fetch_committed(
             consumer,
-            self.config.group_id,
+            cfg.group_id,
             partitions,
             require_stable=self.stable,
-            timeout_s=self.config.transaction_timeout_s * 2,
+            timeout_s=max(budget_s, cfg.retry_timeout_s) if patient else budget_s,
             member=self.member,
             metadata=self.metadata,
+            attempt_s=cfg.transaction_timeout_s,
         )
 
     async def rewind(self, consumer: AIOKafkaConsumer) -> None:

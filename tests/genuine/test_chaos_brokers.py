@@ -133,7 +133,9 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         servers = k.secured_servers() if secured else bs
         env |= scram_env(k) if secured else {}
         target = "slow_time:SlowTime" if counting else "slow_copy:SlowCopy"
-        fleet = Fleet(servers, src, dst, group, Broker.unique("bchaos"), env, bs, target)
+        fleet = Fleet(
+            servers, src, dst, group, Broker.unique("bchaos"), env, bs, target, log_dir=tmp_path
+        )
         if secured:
             await grant_fleet(k, fleet, INSTANCES)
         for i in range(INSTANCES):

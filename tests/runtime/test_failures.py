@@ -467,3 +467,35 @@ async def test_closing_a_producer_stuck_finding_its_coordinator_ends(cluster: Fa
     await eventually(looping, timeout_s=30, what="the coordinator lookup retried")
     await asyncio.wait_for(ak.close_producer(p, timeout_s=1.0), 30)
     assert p._sender.sender_task.done()
+
+
+# A group coordinator that cannot answer for a while (SIGSTOPped, or moved and still
+# loading its partition: COORDINATOR_LOAD_IN_PROGRESS) while new partitions are
+# positioned. Those partitions cannot be fetched from before their committed offsets are
+# read, so a failure there stops the app, and the fetch is retried for retry_timeout_s:
+# as long as any other broker failure. Before, it was retried for twice the transaction
+# timeout only, and the genuine chaos test's instance that rejoined as its coordinator's
+# broker was SIGSTOPped exited 1 ("fetching the committed offsets of newly assigned
+# partitions failed"). Here the coordinator answers so for 1.75 times that budget; with
+# the short budget the app stops.
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+async def test_offsets_of_new_partitions_are_fetched_through_a_coordinator_outage(
+    cluster: FakeCluster, protocol: str
+) -> None:
+    c = cluster
+    await seed(c, partitions=2)
+    txn_s = 1.0
+    # eosflow's own stable fetch (aiokafka's classic consumer sends older versions)
+    loading = c.intercept(
+        "OffsetFetch", error=codes.COORDINATOR_LOAD_IN_PROGRESS, times=None, version=9
+    )
+    config = cfg(c, group_protocol=protocol, transaction_timeout_s=txn_s, retry_timeout_s=30.0)
+    app = eosflow.EosApp(Gate("out"), config)
+    async with app:
+        await loading.matched()
+        await asyncio.sleep(3.5 * txn_s)  # the outage's span
+        assert app.failure is None, app.failure
+        c.remove_fault(loading)
+        await until(app, lambda: all_done(app, c), "all committed")
+    assert loading.hits >= 4, loading.hits
+    await assert_exactly_once(c)
