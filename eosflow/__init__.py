@@ -43,6 +43,7 @@ from ._state import (
     WindowStore,
 )
 from ._version import __version__
+from .sinks import PostgresSink
 
 __all__ = [
     "BYTES",
@@ -64,6 +65,7 @@ __all__ = [
     "OpsSettings",
     "Outcome",
     "Output",
+    "PostgresSink",
     "ProcessingError",
     "Processor",
     "ProducerFencedError",

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
+from typing import Any, Protocol
 
 from ._config import EosConfig
 from ._engine import Engine
@@ -29,6 +30,26 @@ from ._ops._logs import summarised_aiokafka_logs
 from ._ops._runner import Operations
 from ._processor import Processor, overrides_batch
 from ._state import batch_ready
+from .sinks import PostgresSink, runner
+
+
+class Runtime(Protocol):
+    """What runs a processor for the app: ``Engine`` (Kafka transactions) or
+    ``SinkRunner`` (a database's)."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+    @property
+    def reader(self) -> Callable[[str, bytes], Any] | None: ...
+
+    last_outcome: Outcome | None
+
+    async def start(self) -> None: ...
+    async def run(self) -> None: ...
+    async def stop(self) -> None: ...
+    def lag(self) -> dict[tuple[str, int], int]: ...
+    async def end_on_cancel(self) -> None: ...
+    async def abort_on(self, exc: BaseException) -> None: ...
 
 
 class EosApp:
@@ -60,7 +81,7 @@ class EosApp:
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._engine: Engine | None = None  # one per run()
+        self._engine: Runtime | None = None  # one per run()
 
     # --- public -----------------------------------------------------------------------
 
@@ -71,26 +92,27 @@ class EosApp:
         finally:  # also when the set-up before the loop failed: no port left open
             await self.ops.stop()
 
+    def _runtime(self) -> Runtime:
+        """The engine of Kafka transactions, or a sink's own runtime (``eosflow/sinks``):
+        a sink's unit of atomicity is a database transaction."""
+        args = (self.config, self.observers, self._stopping, self._assigned, self._revoked)
+        if isinstance(self.processor, PostgresSink):
+            sink: Runtime = runner(self.processor, *args)
+            return sink
+        return Engine(self.processor, *args)
+
     async def _run(self) -> None:
-        engine = Engine(
-            self.processor,
-            self.config,
-            self.observers,
-            self._stopping,
-            self._assigned,
-            self._revoked,
-        )
+        engine = self._runtime()
         self._engine = engine
-        session = engine.session
         try:
-            self.ops.start(session.lag, session.stores.read_committed)
+            self.ops.start(engine.lag, engine.reader)
             self.processor.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,
             # so nothing is committed, and the group is never joined for nothing.
             if not await self._unless_stopped(self.processor.on_start()):
                 return
-            if not await self._unless_stopped(session.start()):
+            if not await self._unless_stopped(engine.start()):
                 return
             await engine.run()
         except asyncio.CancelledError:
@@ -106,7 +128,7 @@ class EosApp:
         finally:
             with contextlib.suppress(Exception):
                 await self.processor.on_stop()
-            await session.stop()
+            await engine.stop()
 
     async def _unless_stopped(self, step: Awaitable[None]) -> bool:
         """Run ``step`` to its end (True), or cancel it once ``stop()`` is asked (False).

@@ -37,6 +37,8 @@ OTHER_ENV_VARS: Mapping[str, str] = {
     "EOSFLOW_TEST_BROKER, EOSFLOW_TEST_KAFKA_CACHE) and the Spark tests' mode "
     "(EOSFLOW_TEST_SPARK)",
     "EOSFLOW_BENCH_": "the benchmarks (EOSFLOW_BENCH_BOOTSTRAP)",
+    "EOSFLOW_POSTGRES_": "eosflow.PostgresSink's database (EOSFLOW_POSTGRES_DSN) and the test "
+    "kit's PostgreSQL binaries (EOSFLOW_POSTGRES_BIN)",
     "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
 }
 

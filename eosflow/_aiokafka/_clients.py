@@ -15,6 +15,7 @@ from aiokafka import (
     AIOKafkaConsumer,
     AIOKafkaProducer,
     ConsumerRebalanceListener,
+    OffsetAndMetadata,
     TopicPartition,
 )
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -420,6 +421,16 @@ async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: s
     except IllegalStateError:
         return False
     return True
+
+
+async def commit_offsets(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
+    """A plain OffsetCommit of ``offsets`` for the consumer's group (classic protocol),
+    outside any transaction: a sink's positions shown to lag and ``eosflow status``.
+    Every failure mapped (``map_error``): a rebalance meanwhile is a ``TransientError``."""
+    try:
+        await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
+    except (KafkaError, OSError) as exc:
+        raise map_error(exc, "OffsetCommit") from exc
 
 
 def position_now(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:

@@ -40,6 +40,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._config import EosConfig
 from .._errors import ProcessingError, TransactionError, TransientError
@@ -127,6 +128,20 @@ class Engine:
     @property
     def in_transaction(self) -> bool:
         return self.session.in_transaction
+
+    async def start(self) -> None:
+        await self.session.start()
+
+    async def stop(self) -> None:
+        await self.session.stop()
+
+    def lag(self) -> dict[tuple[str, int], int]:
+        return self.session.lag()
+
+    @property
+    def reader(self) -> Callable[[str, bytes], Any]:
+        """What answers state queries: the stores' committed copies."""
+        return self.session.stores.read_committed
 
     async def run(self) -> None:
         """Transactions one after the other until stopped. A broker failure met by a

@@ -31,6 +31,7 @@ def test_all_is_pinned() -> None:
         "OpsSettings",
         "Outcome",
         "Output",
+        "PostgresSink",
         "ProcessingError",
         "Processor",
         "ProducerFencedError",

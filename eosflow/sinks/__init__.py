@@ -1,0 +1,36 @@
+"""Sinks: processors whose output is written outside Kafka, exactly once.
+
+``PostgresSink`` writes each batch of input records into PostgreSQL in one database
+transaction with the batch's input positions (the offsets table), so the rows and the
+positions commit together or not at all; a claim per partition fences an instance that
+lost it. The room:
+
+- ``_postgres``: ``PostgresSink``, what a user subclasses (``write``);
+- ``_offsets``: the offsets table and all of its SQL (claim, check, advance, read back);
+- ``_runner``: ``SinkRunner``, the group consumer and the write cycle, with its outcomes;
+- ``_errors``: asyncpg's exceptions mapped into eosflow's tree, in one place.
+
+asyncpg is needed only to run a sink (``pip install 'eosflow[postgres]'``): importing
+this package does not import it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .._errors import ConfigError
+from ._postgres import PostgresSink
+
+__all__ = ["PostgresSink", "runner"]
+
+
+def runner(sink: PostgresSink, *args: Any) -> Any:
+    """The runtime of ``sink`` for ``EosApp`` (``SinkRunner``; ``args`` as its own),
+    or a ``ConfigError`` naming the install when asyncpg is missing."""
+    try:
+        from ._runner import SinkRunner
+    except ImportError as exc:
+        raise ConfigError(
+            f"{type(sink).__name__} needs asyncpg ({exc}): pip install 'eosflow[postgres]'"
+        ) from None
+    return SinkRunner(sink, *args)

@@ -1,0 +1,65 @@
+"""The sink's one error boundary: every asyncpg exception (and a socket's) mapped into
+eosflow's tree, as the Kafka adapter maps aiokafka's.
+
+- what no retry can fix and a user must: a refused login, an unknown database, a table
+  or column the sink's SQL names that does not exist, a permission refused --
+  ``ConfigError`` (``eosflow run`` exits 2), one line naming it;
+- the database gone for a while: a refused or dropped connection, a server starting up,
+  shutting down or recovering from a crash, too many connections, a timeout, a
+  serialization failure or a deadlock -- ``TransientError`` (the write transaction is
+  rolled back and tried again, fatal once it persists past ``retry_timeout_s``);
+- anything else the server refuses (a constraint violated, an SQL error in ``write``) --
+  ``FatalError`` naming the step and PostgreSQL's message: trying again would fail the
+  same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import asyncpg
+
+from .._errors import ConfigError, EosflowError, FatalError, TransientError
+
+__all__ = ["mapped"]
+
+_USER_MUST_FIX = (
+    asyncpg.InvalidPasswordError,
+    asyncpg.InvalidAuthorizationSpecificationError,
+    asyncpg.InvalidCatalogNameError,
+    asyncpg.UndefinedTableError,
+    asyncpg.UndefinedColumnError,
+    asyncpg.InsufficientPrivilegeError,
+)
+_PASSING = (
+    asyncpg.CannotConnectNowError,  # starting up, or recovering after a crash
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.SerializationError,
+    asyncpg.DeadlockDetectedError,
+    asyncpg.ConnectionDoesNotExistError,
+    asyncpg.ConnectionFailureError,
+    asyncpg.InterfaceError,  # a connection closed under a query, among others
+)
+
+
+@contextlib.contextmanager
+def mapped(step: str) -> Iterator[None]:
+    """Run ``step`` with asyncpg's and the network's errors mapped into eosflow's."""
+    try:
+        yield
+    except EosflowError:
+        raise
+    except _USER_MUST_FIX as exc:
+        raise ConfigError(f"PostgreSQL: {step}: {_one_line(exc)}") from exc
+    except (*_PASSING, OSError, TimeoutError) as exc:
+        raise TransientError(f"PostgreSQL: {step}", _one_line(exc)) from exc
+    except asyncpg.PostgresError as exc:
+        raise FatalError(f"PostgreSQL: {step}: {_one_line(exc)}") from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"

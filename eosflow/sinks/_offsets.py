@@ -1,0 +1,147 @@
+"""The input positions kept in the database: the table, a claim on assignment, and the
+check and advance inside each write transaction. All of the sink's SQL is here.
+
+One row per (group, topic, partition): ``next_offset`` (the first input record not yet
+written; NULL before the first write) and ``epoch``, raised by every claim. Why it is
+exactly once:
+
+- A write transaction first locks its partitions' rows (``FOR UPDATE``) and checks that
+  each still has the epoch of this instance's claim and the next offset it expects; then
+  the rows of the sink are written and the offsets advanced, and one COMMIT makes both
+  durable or neither.
+- A claim (``UPDATE ... SET epoch = epoch + 1``) waits for a write transaction holding
+  those rows and then reads the offsets it committed; a write transaction that comes
+  after a claim finds the epoch moved and writes nothing. So a zombie -- an instance
+  whose partitions were given to another while it was stopped -- can never write again,
+  whatever it held in memory.
+- After a failure whose outcome is unknown (the connection lost during COMMIT), the
+  positions are read back from here: the database says what was committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .._errors import ConfigError
+
+__all__ = ["Claim", "OffsetsTable", "PartitionLost"]
+
+Partition = tuple[str, int]
+# the shape checked at start: name -> PostgreSQL's data type
+_COLUMNS = {
+    "group_id": "text",
+    "topic": "text",
+    "partition": "integer",
+    "next_offset": "bigint",
+    "epoch": "bigint",
+}
+
+
+class PartitionLost(Exception):
+    """A write transaction found a partition claimed by another instance (its epoch
+    moved) or its offset not where this instance left it: nothing was written."""
+
+    def __init__(self, partitions: Iterable[Partition]) -> None:
+        self.partitions = frozenset(partitions)
+        names = ", ".join(f"{t}[{p}]" for t, p in sorted(self.partitions))
+        super().__init__(f"claimed by another instance: {names}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A partition as this instance claimed it: where to start, and the epoch that its
+    write transactions must still find."""
+
+    next_offset: int | None
+    epoch: int
+
+
+class OffsetsTable:
+    """The offsets of ``group_id`` in ``table`` (a plain or schema-qualified name)."""
+
+    def __init__(self, table: str, group_id: str) -> None:
+        self.table, self.group_id = table, group_id
+
+    async def ensure(self, conn: Any) -> None:
+        """Create the table if it is missing, then check its columns: a table of another
+        shape is one ``ConfigError`` naming what differs."""
+        await conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {self.table} ("
+            " group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,"
+            " next_offset bigint, epoch bigint NOT NULL,"
+            " PRIMARY KEY (group_id, topic, partition))"
+        )
+        rows = await conn.fetch(
+            "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute"
+            " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
+            self.table,
+        )
+        found = {r["attname"]: r["type"] for r in rows}
+        wrong = [f"{c} {t}" for c, t in _COLUMNS.items() if found.get(c) != t]
+        if wrong:
+            raise ConfigError(
+                f"table {self.table} is not eosflow's offsets table: it needs columns "
+                f"{', '.join(wrong)} (found {', '.join(f'{c} {t}' for c, t in found.items())})"
+            )
+
+    async def claim(self, conn: Any, partitions: Iterable[Partition]) -> dict[Partition, Claim]:
+        """Raise each partition's epoch (a row made for a new one) and return where it
+        stands; waits for a write transaction of another instance holding its row."""
+        tps = sorted(partitions)
+        rows = await conn.fetch(
+            f"INSERT INTO {self.table} AS o (group_id, topic, partition, next_offset, epoch)"
+            " SELECT $1, t, p, NULL, 1 FROM unnest($2::text[], $3::integer[]) AS u(t, p)"
+            " ON CONFLICT (group_id, topic, partition) DO UPDATE SET epoch = o.epoch + 1"
+            " RETURNING topic, partition, next_offset, epoch",
+            self.group_id,
+            [t for t, _ in tps],
+            [p for _, p in tps],
+        )
+        return {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
+
+    async def check(self, conn: Any, held: Mapping[Partition, Claim]) -> None:
+        """Inside a write transaction, before anything is written: lock the rows of
+        ``held`` (what this instance claimed, with the offsets it has written up to)
+        and raise ``PartitionLost`` for those whose epoch or offset moved."""
+        tps = sorted(held)
+        rows = await conn.fetch(
+            f"SELECT topic, partition, next_offset, epoch FROM {self.table}"
+            " WHERE group_id = $1 AND (topic, partition) IN"
+            " (SELECT * FROM unnest($2::text[], $3::integer[]))"
+            " ORDER BY topic, partition FOR UPDATE",
+            self.group_id,
+            [t for t, _ in tps],
+            [p for _, p in tps],
+        )
+        now = {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
+        lost = [tp for tp in tps if now.get(tp) != held[tp]]
+        if lost:
+            raise PartitionLost(lost)
+
+    async def advance(self, conn: Any, offsets: Mapping[Partition, int]) -> None:
+        """Inside the write transaction, after ``check``: the next offsets written."""
+        tps = sorted(offsets)
+        await conn.execute(
+            f"UPDATE {self.table} AS o SET next_offset = u.n"
+            " FROM unnest($2::text[], $3::integer[], $4::bigint[]) AS u(t, p, n)"
+            " WHERE o.group_id = $1 AND o.topic = u.t AND o.partition = u.p",
+            self.group_id,
+            [t for t, _ in tps],
+            [p for _, p in tps],
+            [offsets[tp] for tp in tps],
+        )
+
+    async def read(self, conn: Any, partitions: Iterable[Partition]) -> dict[Partition, Claim]:
+        """Where ``partitions`` stand now (after a failure whose outcome is unknown)."""
+        tps = sorted(partitions)
+        rows = await conn.fetch(
+            f"SELECT topic, partition, next_offset, epoch FROM {self.table}"
+            " WHERE group_id = $1 AND (topic, partition) IN"
+            " (SELECT * FROM unnest($2::text[], $3::integer[]))",
+            self.group_id,
+            [t for t, _ in tps],
+            [p for _, p in tps],
+        )
+        return {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}

@@ -1,0 +1,413 @@
+"""``SinkRunner``: the runtime of a ``PostgresSink`` -- the group consumer, one database
+connection, and the cycle: collect a batch, write it with its positions in one database
+transaction, then tell Kafka. The Kafka transaction engine (``_engine``) is not used:
+the database transaction is the unit of atomicity.
+
+Outcomes, each explicit:
+
+- committed: the rows and the positions are in the database; the group's offsets are
+  committed to Kafka afterwards, best effort (lag and status only);
+- aborted: nothing written. The partitions another instance claimed meanwhile
+  (``PartitionLost``) are let go; the rest go back to their positions in the database;
+- unknown (the connection lost during COMMIT, the database killed): the connection is
+  made again and every held partition's position read back from the database, which
+  says what committed; the ones whose epoch moved are let go.
+
+Failures of the database or the broker are retried with a growing backoff; once they
+outlast ``retry_timeout_s`` without a commit the app stops with the last cause
+(``FatalError``), never silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import asyncpg
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import ConfigError, EosflowError, FatalError, TransientError
+from .._observe import AbortReason, Observer, Outcome, TransactionReport
+from .._records import Record
+from .._timeouts import within
+from ._errors import mapped
+from ._offsets import Claim, OffsetsTable, PartitionLost
+from ._postgres import PostgresSink
+
+log = logging.getLogger("eosflow.sink")
+
+Partition = tuple[str, int]
+PartitionsCall = Callable[[frozenset[Partition]], Awaitable[None]]
+
+
+class SinkRunner:
+    """Run ``sink`` under ``config`` until ``stopping`` is set (see the module)."""
+
+    def __init__(
+        self,
+        sink: PostgresSink,
+        config: EosConfig,
+        observer: Observer,
+        stopping: asyncio.Event,
+        on_assigned: PartitionsCall,
+        on_revoked: PartitionsCall,
+    ) -> None:
+        if config.group_protocol == "consumer":
+            raise ConfigError(
+                "a PostgresSink runs the classic group protocol: set group_protocol "
+                "to classic or auto"
+            )
+        self.sink, self.config, self.observer = sink, config, observer
+        self._stopping = stopping
+        self._on_assigned, self._on_revoked = on_assigned, on_revoked
+        self._dsn = sink.database()
+        self.offsets = OffsetsTable(sink.offsets_table, config.group_id)
+        self._conn: Any = None
+        self._consumer: AIOKafkaConsumer | None = None
+        self._lock = asyncio.Lock()  # one database transaction at a time
+        self._held: dict[Partition, Claim] = {}  # claimed, with the position written
+        self._generation = 0  # moves with every assignment change: older batches are void
+        self._failure: BaseException | None = None
+        self._failing: tuple[float, str] | None = None  # since when, and the last cause
+        self._backoff = config.retry_backoff_s
+        self.in_transaction = False
+        self._in_flight: dict[Partition, int] | None = None  # a write's ends, while it runs
+        self.last_outcome: Outcome | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect (retried for ``retry_timeout_s``; a refused login at once), make or
+        check the offsets table, join the group."""
+        await self._connect(f"connecting to {self._redacted()}", self.config.retry_timeout_s)
+        with mapped(f"making the offsets table {self.offsets.table}"):
+            await self.offsets.ensure(self._conn)
+        consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
+        self._consumer = consumer
+        await ak.start(consumer, self.config, "joining the group", "READ")
+
+    async def stop(self) -> None:
+        """Leave the group and close the connection; never raises for the broker's or the
+        database's sake."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            await ak.close_consumer(consumer, timeout_s=10.0)
+        await self._close_connection()
+
+    def lag(self) -> dict[Partition, int]:
+        return {}  # not measured for sinks yet
+
+    @property
+    def reader(self) -> None:
+        return None  # a sink keeps no state to query: its table is the database's
+
+    async def abort_on(self, exc: BaseException) -> None:
+        """The app is ending on ``exc``: a write in flight was rolled back by its own
+        transaction block, unless it was in COMMIT -- read back, as after a cancel."""
+        await self.end_on_cancel()
+
+    async def end_on_cancel(self) -> None:
+        """A cancelled write transaction: rolled back, or -- cancelled in COMMIT --
+        committed; the database says which (``last_outcome``: COMMITTED or ABORTED, or
+        None when it cannot be reached: the next instance reads it back anyway)."""
+        ends, self._in_flight = self._in_flight, None
+        if ends is None:
+            return
+        self.in_transaction = False
+        await self._close_connection()
+        try:
+            await self._connect("reading positions back", 0.0)
+            with mapped("reading positions back"):
+                now = await self.offsets.read(self._conn, list(ends))
+        except EosflowError as exc:
+            log.warning("the last write's outcome is unknown (%s)", exc)
+            self.last_outcome = None
+            return
+        done = all(c is not None and c.next_offset == ends[tp] for tp, c in now.items())
+        self.last_outcome = Outcome.COMMITTED if done and now else Outcome.ABORTED
+
+    # --- the cycle ----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Collect and write batches until stopped; a stop writes what was collected."""
+        while True:
+            stopping = self._stopping.is_set()
+            generation, batch = await self._collect(stopping)
+            if batch:
+                await self._write(generation, batch)
+            elif stopping:
+                return
+            elif self._failure is None:
+                self._went_right()  # polled without a failure, nothing to write
+            self._give_up_if_stuck()
+
+    async def _collect(self, stopping: bool) -> tuple[int, list[Record]]:
+        """Records for one batch: polled until ``max_records_per_txn`` or
+        ``commit_interval_s`` (or one poll when stopping)."""
+        if self._failure is not None:
+            raise self._failure
+        consumer, cfg = self._consumer, self.config
+        assert consumer is not None
+        generation, out = self._generation, list[Record]()
+        deadline = time.monotonic() + cfg.commit_interval_s
+        while len(out) < cfg.max_records_per_txn:
+            left = 0.0 if stopping else max(0.0, deadline - time.monotonic())
+            try:
+                with ak.mapped("consuming", "READ"):
+                    polled = await consumer.getmany(
+                        timeout_ms=int(left * 1000), max_records=cfg.max_records_per_txn - len(out)
+                    )
+            except TransientError as exc:
+                log.warning("%s; retrying", exc)
+                self._went_wrong(exc)
+                await self._sleep()
+                break
+            if self._generation != generation:  # a rebalance: what was polled is void
+                return self._generation, []
+            for records in polled.values():
+                out.extend(records)
+            if left <= 0 or self._stopping.is_set():
+                break
+        return generation, out
+
+    async def _write(self, generation: int, batch: list[Record]) -> None:
+        async with self._lock:
+            if generation != self._generation:
+                return  # the partitions moved while the batch was collected
+            ends: dict[Partition, int] = {}
+            kept: list[Record] = []
+            for r in batch:
+                tp = (r.topic, r.partition)
+                held = self._held.get(tp)
+                if held is None or (held.next_offset is not None and r.offset < held.next_offset):
+                    continue
+                kept.append(r)
+                ends[tp] = r.offset + 1
+            if not kept:
+                return
+            began, began_at = time.monotonic(), time.time()
+            claims = {tp: self._held[tp] for tp in ends}
+            self.in_transaction, self._in_flight = True, ends
+            try:
+                await self._transaction(claims, kept, ends)
+            except PartitionLost as lost:
+                self.in_transaction, self._in_flight = False, None
+                await self._let_go(lost.partitions, str(lost))
+                await self._rewind()
+                self._report(Outcome.ABORTED, AbortReason.REVOKED, str(lost), kept, began, began_at)
+                return
+            except TransientError as exc:
+                self.in_transaction, self._in_flight = False, None
+                log.warning("writing a batch failed (%s); reading positions back", exc)
+                self._went_wrong(exc)
+                outcome = await self._recover(ends)
+                self._report(outcome, AbortReason.BROKER_ERROR, str(exc), kept, began, began_at)
+                return
+            # anything else (a cancel, the processor's error) leaves ``_in_flight`` for
+            # ``end_on_cancel``: it was rolled back, unless it ended in COMMIT
+            self.in_transaction, self._in_flight = False, None
+            for tp, end in ends.items():
+                self._held[tp] = Claim(end, claims[tp].epoch)
+            self._went_right()
+            self._report(Outcome.COMMITTED, None, None, kept, began, began_at)
+        await self._tell_kafka(ends)
+
+    async def _transaction(
+        self, held: Mapping[Partition, Claim], records: list[Record], ends: Mapping[Partition, int]
+    ) -> None:
+        """One database transaction: the claims checked (rows locked), the rows written,
+        the positions moved, COMMIT."""
+        conn = self._conn
+        if conn is None or conn.is_closed():
+            await self._connect("connecting again", 0.0)
+            conn = self._conn
+        with mapped("writing a batch"):
+            async with conn.transaction():
+                await self.offsets.check(conn, held)
+                try:
+                    await self.sink.write(conn, records)
+                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
+                    raise  # mapped above
+                except Exception as exc:
+                    raise FatalError(
+                        f"{type(self.sink).__name__}.write raised {type(exc).__name__}: {exc}"
+                    ) from exc
+                await self.offsets.advance(conn, ends)
+
+    async def _recover(self, ends: Mapping[Partition, int]) -> Outcome:
+        """After a failure of unknown outcome: connect again and read every held
+        partition back. Returns RECOVERED when the batch turned out committed, else
+        ABORTED; a database still gone is retried at the next batch."""
+        self.in_transaction = False
+        await self._sleep()
+        try:
+            await self._connect("connecting again", 0.0)
+            with mapped("reading positions back"):
+                now = await self.offsets.read(self._conn, list(self._held))
+        except TransientError as exc:
+            log.warning("%s; retrying", exc)
+            await self._rewind()  # from what we know: the next batch checks it anyway
+            return Outcome.ABORTED
+        committed = all(now.get(tp) == Claim(end, self._held[tp].epoch) for tp, end in ends.items())
+        gone = [tp for tp, claim in self._held.items() if now.get(tp, claim).epoch != claim.epoch]
+        for tp, claim in now.items():
+            if tp not in gone and tp in self._held:
+                self._held[tp] = claim
+        if gone:
+            await self._let_go(gone, "claimed by another instance")
+        await self._rewind()
+        return Outcome.RECOVERED if committed else Outcome.ABORTED
+
+    async def _tell_kafka(self, ends: Mapping[Partition, int]) -> None:
+        """The group's offsets in Kafka follow the database's (for lag and status only):
+        a failure is logged, never raised -- the database is the truth."""
+        consumer = self._consumer
+        if consumer is None:
+            return
+        try:
+            await ak.commit_offsets(consumer, {TopicPartition(*tp): o for tp, o in ends.items()})
+        except EosflowError as exc:
+            log.info("committing offsets to Kafka failed (the database has them): %s", exc)
+
+    # --- rebalances (aiokafka's listener) -----------------------------------------------
+
+    async def _assigned(self, assigned: set[TopicPartition]) -> None:
+        async with self._lock:
+            self._generation += 1
+            new = [(tp.topic, tp.partition) for tp in assigned]
+            if not new:
+                return
+            try:
+                await self._connect("claiming partitions", self.config.retry_timeout_s)
+                with mapped("claiming partitions"):
+                    claims = await self.offsets.claim(self._conn, new)
+            except EosflowError as exc:
+                self._failed(exc)
+                return
+            self._held.update(claims)
+            await self._rewind()
+        log.info("assigned %s", sorted(f"{t}[{p}]" for t, p in new))
+        await self._on_assigned(frozenset(new))
+
+    async def _revoked(self, revoked: set[TopicPartition]) -> None:
+        async with self._lock:  # waits for a write transaction in flight
+            self._generation += 1
+            gone = frozenset((tp.topic, tp.partition) for tp in revoked)
+            for tp in gone:
+                self._held.pop(tp, None)
+        if gone:
+            await self._on_revoked(gone)
+
+    def _failed(self, exc: Exception) -> None:
+        log.error("group membership failed: %r", exc)
+        self._failure = exc if isinstance(exc, EosflowError) else FatalError(str(exc))
+
+    async def _let_go(self, partitions: frozenset[Partition] | list[Partition], why: str) -> None:
+        """Stop writing ``partitions`` (another instance claimed them): paused until the
+        group takes them away, as it will."""
+        log.warning("letting go of %s: %s", sorted(f"{t}[{p}]" for t, p in partitions), why)
+        self._generation += 1
+        for tp in partitions:
+            self._held.pop(tp, None)
+        if self._consumer is not None:
+            ak.pause(self._consumer, [TopicPartition(*tp) for tp in partitions])
+
+    async def _rewind(self) -> None:
+        """Every held partition to the position the database gave it."""
+        consumer = self._consumer
+        assert consumer is not None
+        self._generation += 1
+        for (topic, partition), claim in self._held.items():
+            tp = TopicPartition(topic, partition)
+            if claim.next_offset is None:
+                await ak.seek_to_reset(consumer, tp, self.config.auto_offset_reset)
+            else:
+                ak.seek(consumer, tp, claim.next_offset)
+
+    # --- the database -------------------------------------------------------------------
+
+    async def _connect(self, step: str, budget_s: float) -> None:
+        """A working connection, made again if closed; retried for ``budget_s``."""
+        if self._conn is not None and not self._conn.is_closed():
+            return
+        deadline = time.monotonic() + budget_s
+        while True:
+            try:
+                with mapped(step):
+                    self._conn = await asyncpg.connect(self._dsn, timeout=10.0)
+                return
+            except TransientError as exc:
+                if not budget_s:
+                    raise  # the caller retries
+                if time.monotonic() + self._backoff > deadline:
+                    raise FatalError(f"{exc} (for {budget_s:g} s)") from exc
+                log.warning("%s; retrying", exc)
+                await self._sleep()
+
+    async def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                await within(conn.close(), 5.0)
+            except Exception:
+                conn.terminate()
+
+    def _redacted(self) -> str:
+        """The DSN without its password, for messages."""
+        head, at, tail = self._dsn.rpartition("@")
+        if not at:
+            return self._dsn
+        scheme, sep, user = head.partition("://")
+        return f"{scheme}{sep}{user.partition(':')[0]}@{tail}"
+
+    async def _sleep(self) -> None:
+        await asyncio.sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, self.config.retry_backoff_max_s)
+
+    def _went_wrong(self, exc: EosflowError) -> None:
+        since = self._failing[0] if self._failing is not None else time.monotonic()
+        self._failing = (since, str(exc))
+
+    def _went_right(self) -> None:
+        self._failing, self._backoff = None, self.config.retry_backoff_s
+
+    def _give_up_if_stuck(self) -> None:
+        """Failures that outlast ``retry_timeout_s`` without a success are an error."""
+        if self._failing is None:
+            return
+        since, cause = self._failing
+        if time.monotonic() - since > self.config.retry_timeout_s:
+            raise FatalError(
+                f"failing for {self.config.retry_timeout_s:g} s (retry_timeout_s): {cause}"
+            )
+
+    def _report(
+        self,
+        outcome: Outcome,
+        reason: AbortReason | None,
+        detail: str | None,
+        records: list[Record],
+        began: float,
+        began_at: float,
+    ) -> None:
+        self.last_outcome = outcome
+        parts = tuple(sorted({(r.topic, r.partition) for r in records}))
+        self.observer.transaction_ended(
+            TransactionReport(
+                outcome,
+                reason,
+                detail,
+                len(records),
+                len(records) if outcome is Outcome.COMMITTED else 0,
+                0,
+                began,
+                began_at,
+                time.monotonic(),
+                partitions=parts,
+            )
+        )

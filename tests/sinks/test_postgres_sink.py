@@ -1,0 +1,277 @@
+"""``PostgresSink`` (issue 35): rows and input positions in one database transaction, a
+claim per partition fencing an instance that lost it, positions read from the database.
+A real PostgreSQL from the test kit (``eosflow.testing.Postgres``) in every test; the
+rows land in a table **without** a unique constraint, so a duplicate would show. Each
+test says the mutation it catches."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import asyncpg
+import pytest
+from aiokafka import AIOKafkaProducer
+from kit import app_config, create_topic, eventually
+
+import eosflow
+from eosflow._protocol import _codes as codes
+from eosflow.sinks._offsets import OffsetsTable, PartitionLost
+from eosflow.testing import FakeCluster
+from eosflow.testing._ladder import Broker
+from eosflow.testing._postgres import Postgres
+
+N, PARTS = 600, 3
+
+
+async def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
+    """``n`` records, record i to partition i % partitions."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        sent = [
+            await p.send(topic, f"v{i}".encode(), key=str(i).encode(), partition=i % partitions)
+            for i in range(n)
+        ]
+        await asyncio.gather(*sent)
+    finally:
+        await p.stop()
+
+
+@pytest.fixture
+async def postgres() -> AsyncIterator[Postgres]:
+    async with Postgres() as pg:
+        conn = await asyncpg.connect(pg.dsn)
+        await conn.execute(
+            "CREATE TABLE rows (topic text, partition int, off bigint, key text, value text)"
+        )
+        await conn.close()
+        yield pg
+
+
+class Rows(eosflow.PostgresSink):
+    """Each record as a row, by COPY."""
+
+    async def write(self, conn: Any, records: Sequence[eosflow.Record]) -> None:
+        await conn.copy_records_to_table(
+            "rows",
+            records=[
+                (r.topic, r.partition, r.offset, (r.key or b"").decode(), (r.value or b"").decode())
+                for r in records
+            ],
+            columns=["topic", "partition", "off", "key", "value"],
+        )
+
+
+async def rows(pg: Postgres) -> list[tuple[str, int, int]]:
+    conn = await asyncpg.connect(pg.dsn)
+    try:
+        found = await conn.fetch("SELECT topic, partition, off FROM rows ORDER BY 1, 2, 3")
+        return [(r["topic"], r["partition"], r["off"]) for r in found]
+    finally:
+        await conn.close()
+
+
+async def positions(pg: Postgres, group: str) -> dict[tuple[str, int], int | None]:
+    conn = await asyncpg.connect(pg.dsn)
+    try:
+        found = await conn.fetch(
+            "SELECT topic, partition, next_offset FROM eosflow_offsets WHERE group_id = $1", group
+        )
+        return {(r["topic"], r["partition"]): r["next_offset"] for r in found}
+    finally:
+        await conn.close()
+
+
+def exactly_once(found: list[tuple[str, int, int]], topic: str, n: int = N) -> None:
+    expected = sorted((topic, i % PARTS, i // PARTS) for i in range(n))
+    assert len(found) == len(set(found)), f"duplicates: {len(found) - len(set(found))}"
+    assert found == expected, f"{len(found)} rows, {n} expected"
+
+
+async def written(pg: Postgres, n: int = N) -> None:
+    async def enough() -> bool:
+        return len(await rows(pg)) >= n
+
+    await eventually(enough, timeout_s=40, what=f"{n} rows written")
+
+
+# On the ladder's broker (genuine Kafka in CI's third stage): every record once in the
+# table, the positions in the database at the input's end, and the group's offsets in
+# Kafka following them.
+async def test_records_land_once_with_their_positions(
+    eosflow_broker: Broker, postgres: Postgres
+) -> None:
+    b = eosflow_broker
+    src, group = b.unique("sink-in"), b.unique("sink-g")
+    await create_topic(b.bootstrap_servers, src, PARTS)
+    await seed(b.bootstrap_servers, src, N, PARTS)
+    config = app_config(b, input_topics=(src,), group_id=group)
+    app = eosflow.EosApp(Rows(postgres.dsn), config)
+    async with app:
+        await written(postgres)
+        await eventually(
+            lambda: _at(postgres, group, {(src, p): N // PARTS for p in range(PARTS)}),
+            what="positions at the end",
+        )
+    exactly_once(await rows(postgres), src)
+    assert app.stats.committed >= 1 and app.stats.aborted == 0
+
+
+async def _at(pg: Postgres, group: str, want: dict[tuple[str, int], int]) -> bool:
+    return await positions(pg, group) == want
+
+
+# Positions come from the database, not from Kafka: with every OffsetCommit to Kafka
+# refused, a second instance started after the first still writes nothing twice. Mutation:
+# the claim's position not used (aiokafka's own committed-offset position, i.e. the
+# start): every row twice.
+async def test_positions_come_from_the_database(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    refused = c.intercept("OffsetCommit", error=codes.UNKNOWN_SERVER_ERROR, times=None)
+    async with eosflow.EosApp(Rows(postgres.dsn), app_config(c)):
+        await written(postgres)
+    assert refused.hits >= 1 and c.committed("g") == {}
+    await seed(c.bootstrap_servers, "in", N, PARTS)  # N more
+    async with eosflow.EosApp(Rows(postgres.dsn), app_config(c)):
+        await written(postgres, 2 * N)
+    found = await rows(postgres)
+    assert len(found) == len(set(found)) == 2 * N
+
+
+# Rows and positions commit in one database transaction. A trigger kills the connection
+# the first time a position moves -- after the batch's rows went in, before COMMIT -- so
+# the instance cannot know the outcome. Nothing of that batch may stay, and it is written
+# again once. Mutation: the rows committed before the positions move (two transactions)
+# -- the killed batch's rows stay and are written again: duplicates.
+async def test_a_write_killed_midway_leaves_nothing(
+    cluster: FakeCluster, postgres: Postgres
+) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    conn = await asyncpg.connect(postgres.dsn)
+    await OffsetsTable("eosflow_offsets", "g").ensure(conn)
+    await conn.execute(KILL_ONCE)
+    await conn.close()
+    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c))
+    async with app:
+        await written(postgres)
+        await eventually(lambda: _settled(app), what="a commit after the kill")
+    exactly_once(await rows(postgres), "in")
+    assert app.stats.aborted + app.stats.recovered >= 1
+
+
+# a sequence, since a flag in a table would be rolled back with the killed transaction
+KILL_ONCE = """
+CREATE SEQUENCE kills;
+CREATE FUNCTION kill_once() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF nextval('kills') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER kill_once BEFORE UPDATE ON eosflow_offsets FOR EACH ROW
+  WHEN (OLD.next_offset IS DISTINCT FROM NEW.next_offset) EXECUTE FUNCTION kill_once();
+"""
+
+
+async def _settled(app: eosflow.EosApp) -> bool:
+    assert app.failure is None, app.failure
+    return app.last_outcome is eosflow.Outcome.COMMITTED
+
+
+# PostgreSQL itself SIGKILLed (its whole process group) mid-run and started again: the
+# instance waits it out and every record lands once.
+async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, max_records_per_txn=50))
+    async with app:
+        await written(postgres, 100)
+        postgres.kill()
+        await asyncio.sleep(1.0)  # the outage's span
+        await postgres.start()
+        await written(postgres)
+    exactly_once(await rows(postgres), "in")
+
+
+# The fence, on the table itself: a claim by another instance moves the epoch, and the
+# first instance's next write transaction finds it and writes nothing. Mutation: the
+# epoch left out of the check -- the zombie's write goes through.
+async def test_a_claim_fences_the_previous_owner(postgres: Postgres) -> None:
+    table = OffsetsTable("eosflow_offsets", "g")
+    zombie, owner = await asyncpg.connect(postgres.dsn), await asyncpg.connect(postgres.dsn)
+    try:
+        await table.ensure(zombie)
+        mine = await table.claim(zombie, [("in", 0)])
+        await table.claim(owner, [("in", 0)])  # the group gave it to another instance
+        with pytest.raises(PartitionLost, match=r"in\[0\]"):
+            async with zombie.transaction():
+                await table.check(zombie, mine)
+                await zombie.execute("INSERT INTO rows VALUES ('in', 0, 0, 'k', 'zombie')")
+                await table.advance(zombie, {("in", 0): 1})
+        assert await rows(postgres) == []
+    finally:
+        await zombie.close()
+        await owner.close()
+
+
+# A claim waits for a write transaction holding the partition's row and then sees what
+# it committed: the new owner starts after the zombie's last rows, never under them.
+# Mutation: the check without FOR UPDATE -- the claim does not wait, and starts at 0.
+async def test_a_claim_waits_for_a_write_in_flight(postgres: Postgres) -> None:
+    table = OffsetsTable("eosflow_offsets", "g")
+    first, second = await asyncpg.connect(postgres.dsn), await asyncpg.connect(postgres.dsn)
+    try:
+        await table.ensure(first)
+        mine = await table.claim(first, [("in", 0)])
+        tx = first.transaction()
+        await tx.start()
+        await table.check(first, mine)
+        claiming = asyncio.create_task(table.claim(second, [("in", 0)]))
+        await asyncio.sleep(0.3)
+        assert not claiming.done(), "the claim did not wait for the write in flight"
+        await table.advance(first, {("in", 0): 42})
+        await tx.commit()
+        claim = (await asyncio.wait_for(claiming, 5))[("in", 0)]
+        assert claim.next_offset == 42 and claim.epoch == mine[("in", 0)].epoch + 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+# One line for each mistake a user makes first.
+async def test_mistakes_are_one_line(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", 1)
+    await seed(c.bootstrap_servers, "in", 10, 1)
+
+    async def fails(sink: eosflow.PostgresSink, **kw: Any) -> str:
+        with pytest.raises(eosflow.ConfigError) as caught:
+            await asyncio.wait_for(eosflow.EosApp(sink, app_config(c, **kw)).run(), 60)
+        message = str(caught.value)
+        assert "\n" not in message
+        return message
+
+    assert "EOSFLOW_POSTGRES_DSN" in await fails(eosflow.PostgresSink())
+    stranger = postgres.dsn.replace("postgres@", "nobody_here@")
+    assert "nobody_here" in await fails(Rows(stranger))
+
+    class Missing(Rows):
+        async def write(self, conn: Any, records: Sequence[eosflow.Record]) -> None:
+            await conn.execute("INSERT INTO nowhere VALUES (1)")
+
+    assert "nowhere" in await fails(Missing(postgres.dsn))
+    conn = await asyncpg.connect(postgres.dsn)
+    await conn.execute("CREATE TABLE odd_offsets (group_id text, topic text)")
+    await conn.close()
+
+    class Odd(Rows):
+        offsets_table = "odd_offsets"
+
+    assert "partition integer" in await fails(Odd(postgres.dsn))
+    assert "classic" in await fails(Rows(postgres.dsn), group_protocol="consumer")
