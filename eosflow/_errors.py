@@ -1,7 +1,7 @@
 """eosflow's errors. Every third-party error (aiokafka's exceptions, Kafka error codes,
-pydantic's validation errors) is mapped into this tree in one place -- the adapter
-(``_aiokafka.map_error``) and the config loader -- and nothing else leaves
-``EosApp.run()`` (cancellation aside).
+pydantic's validation errors, asyncpg's) is mapped into this tree in one place each --
+the adapter (``_aiokafka.map_error``), the config loader and the sinks' boundary
+(``sinks/_errors.py``) -- and nothing else leaves ``EosApp.run()`` (cancellation aside).
 
     EosflowError                  base; ``retriable`` says whether running again can help
     ├── ConfigError               invalid settings (names the field), a changelog

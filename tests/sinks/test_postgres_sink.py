@@ -7,7 +7,9 @@ test says the mutation it catches."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -18,11 +20,13 @@ from kit import app_config, create_topic, eventually
 import eosflow
 from eosflow._protocol import _codes as codes
 from eosflow.sinks._offsets import OffsetsTable, PartitionLost
-from eosflow.testing import FakeCluster
+from eosflow.testing import FakeCluster, spawn_run
 from eosflow.testing._ladder import Broker
 from eosflow.testing._postgres import Postgres
+from examples import orders_sink
 
 N, PARTS = 600, 3
+ROOT = Path(__file__).parents[2]
 
 
 async def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
@@ -275,3 +279,98 @@ async def test_mistakes_are_one_line(cluster: FakeCluster, postgres: Postgres) -
 
     assert "partition integer" in await fails(Odd(postgres.dsn))
     assert "classic" in await fails(Rows(postgres.dsn), group_protocol="consumer")
+
+
+SLOW_ORDERS = """
+CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(0.05); RETURN NULL; END $$;
+CREATE TRIGGER slow AFTER INSERT ON orders FOR EACH STATEMENT EXECUTE FUNCTION slow();
+"""
+
+
+# The example as a user runs it: `eosflow run examples.orders_sink:Orders` with the
+# database in EOSFLOW_POSTGRES_DSN, SIGKILLed once mid-run and started again: every
+# order one row, its JSON value in the jsonb column.
+async def test_the_example_under_a_sigkill(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("orders", PARTS)
+    producer = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await producer.start()
+    try:
+        for i in range(N):
+            body = json.dumps({"order": i, "amount": i % 97}).encode()
+            await producer.send("orders", body, key=f"o{i}".encode(), partition=i % PARTS)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+    async def instance() -> asyncio.subprocess.Process:
+        return await spawn_run(
+            "examples.orders_sink:Orders",
+            bootstrap_servers=c.bootstrap_servers,
+            group_id="orders-db",
+            input_topics=("orders",),
+            transactional_id="orders-db-1",
+            env={
+                "EOSFLOW_POSTGRES_DSN": postgres.dsn,
+                "EOSFLOW_MAX_RECORDS_PER_TXN": "40",
+                # the killed instance's partitions move once its session ends
+                "EOSFLOW_SESSION_TIMEOUT_S": "6",
+                "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.5",
+                "EOSFLOW_TRANSACTION_TIMEOUT_S": "5",
+                "PYTHONPATH": str(ROOT),
+            },
+        )
+
+    async def orders(n: int) -> bool:
+        conn = await asyncpg.connect(postgres.dsn)
+        try:
+            if not await conn.fetchval("SELECT to_regclass('orders') IS NOT NULL"):
+                return False
+            return bool(await conn.fetchval("SELECT count(*) FROM orders") >= n)
+        finally:
+            await conn.close()
+
+    conn = await asyncpg.connect(postgres.dsn)
+    try:
+        await conn.execute(orders_sink.TABLE)  # as the example makes it, and slowed down
+        await conn.execute(SLOW_ORDERS)  # so that the SIGKILL lands mid-run
+    finally:
+        await conn.close()
+
+    async def claimed_by_second() -> bool:
+        conn = await asyncpg.connect(postgres.dsn)
+        try:
+            epochs = await conn.fetchval(
+                "SELECT min(epoch) FROM eosflow_offsets WHERE group_id = 'orders-db'"
+            )
+            return bool(epochs is not None and epochs >= 2)
+        finally:
+            await conn.close()
+
+    first = await instance()
+    try:
+        await eventually(lambda: orders(100), timeout_s=60, what="100 orders written")
+    finally:
+        first.kill()
+        await first.wait()
+    conn = await asyncpg.connect(postgres.dsn)
+    try:
+        at_kill = await conn.fetchval("SELECT count(*) FROM orders")
+    finally:
+        await conn.close()
+    assert at_kill < N, "the SIGKILL came after the last order"
+    second = await instance()
+    try:
+        await eventually(claimed_by_second, timeout_s=60, what="the restart claimed them")
+        await eventually(lambda: orders(N), timeout_s=60, what="every order written")
+    finally:
+        second.terminate()
+        assert await second.wait() == 0
+    conn = await asyncpg.connect(postgres.dsn)
+    try:
+        found = await conn.fetch("SELECT id, (body->>'order')::int AS n FROM orders")
+    finally:
+        await conn.close()
+    assert sorted(r["n"] for r in found) == list(range(N))
+    assert {r["id"] for r in found} == {f"o{i}" for i in range(N)}
