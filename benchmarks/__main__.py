@@ -23,7 +23,9 @@
 - ``timers``: a million event-time timers set and fired, and the restore of a million
   pending (``timers_bench.py``);
 - ``join``: a stream-table join against the pass-through and Kafka Streams' KStream-KTable
-  join, and the restore of a million-row table (``join_bench.py``).
+  join, and the restore of a million-row table (``join_bench.py``);
+- ``sink``: exactly once into PostgreSQL against the plain at-least-once loops on asyncpg
+  and psycopg, and the pass-through (``sink_bench.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -47,6 +49,7 @@ COMMANDS = {
     "offset-visibility": "benchmarks.offset_visibility",
     "timers": "benchmarks.timers_bench",
     "join": "benchmarks.join_bench",
+    "sink": "benchmarks.sink_bench",
 }
 
 if __name__ == "__main__":

@@ -423,6 +423,22 @@ async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: s
     return True
 
 
+async def reset_offsets(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], reset: str
+) -> dict[TopicPartition, int]:
+    """Where the reset policy puts each of ``tps``: its log's start (``earliest``) or end
+    (``latest``; the last stable offset for a read_committed consumer). Every failure
+    mapped (``map_error``)."""
+    try:
+        if reset == "earliest":
+            found = await consumer.beginning_offsets(tps)
+        else:
+            found = await consumer.end_offsets(tps)
+    except (KafkaError, OSError) as exc:
+        raise map_error(exc, "ListOffsets") from exc
+    return {tp: int(o) for tp, o in found.items()}
+
+
 async def commit_offsets(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:
     """A plain OffsetCommit of ``offsets`` for the consumer's group (classic protocol),
     outside any transaction: a sink's positions shown to lag and ``eosflow status``.

@@ -5,12 +5,14 @@ eosflow's tree, as the Kafka adapter maps aiokafka's.
   or column the sink's SQL names that does not exist, a permission refused --
   ``ConfigError`` (``eosflow run`` exits 2), one line naming it;
 - the database gone for a while: a refused or dropped connection, a server starting up,
-  shutting down or recovering from a crash, too many connections, a timeout, a
-  serialization failure or a deadlock -- ``TransientError`` (the write transaction is
-  rolled back and tried again, fatal once it persists past ``retry_timeout_s``);
-- anything else the server refuses (a constraint violated, an SQL error in ``write``) --
-  ``FatalError`` naming the step and PostgreSQL's message: trying again would fail the
-  same way.
+  shutting down or recovering from a crash, too many connections, a timeout or a
+  cancelled statement, a lock not available, a serialization failure or a deadlock, a
+  read-only server (a failover under way), a transaction ended idle --
+  ``TransientError`` (the write transaction is rolled back and tried again, fatal once
+  it persists past ``retry_timeout_s``);
+- anything else the server refuses (a constraint violated, an SQL error in ``write``),
+  and asyncpg's own client-side refusals (an argument of the wrong type) --
+  ``FatalError`` naming the step and the message: trying again would fail the same way.
 """
 
 from __future__ import annotations
@@ -32,6 +34,13 @@ _USER_MUST_FIX = (
     asyncpg.UndefinedColumnError,
     asyncpg.InsufficientPrivilegeError,
 )
+# asyncpg's client-side mistakes (an argument of the wrong type, a bad setting): bugs of
+# the sink's code, InterfaceErrors though they are
+_CLIENT_BUGS = (
+    asyncpg.exceptions._base.DataError,
+    asyncpg.exceptions._base.ClientConfigurationError,
+    asyncpg.exceptions._base.UnsupportedClientFeatureError,
+)
 _PASSING = (
     asyncpg.CannotConnectNowError,  # starting up, or recovering after a crash
     asyncpg.AdminShutdownError,
@@ -39,8 +48,11 @@ _PASSING = (
     asyncpg.TooManyConnectionsError,
     asyncpg.SerializationError,
     asyncpg.DeadlockDetectedError,
-    asyncpg.ConnectionDoesNotExistError,
-    asyncpg.ConnectionFailureError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.QueryCanceledError,  # a statement timeout, or cancelled by an operator
+    asyncpg.LockNotAvailableError,
+    asyncpg.ReadOnlySQLTransactionError,  # a standby promoted, the old primary read-only
+    asyncpg.IdleInTransactionSessionTimeoutError,
     asyncpg.InterfaceError,  # a connection closed under a query, among others
 )
 
@@ -52,6 +64,8 @@ def mapped(step: str) -> Iterator[None]:
         yield
     except EosflowError:
         raise
+    except _CLIENT_BUGS as exc:
+        raise FatalError(f"PostgreSQL: {step}: {_one_line(exc)}") from exc
     except _USER_MUST_FIX as exc:
         raise ConfigError(f"PostgreSQL: {step}: {_one_line(exc)}") from exc
     except (*_PASSING, OSError, TimeoutError) as exc:

@@ -40,13 +40,15 @@ _COLUMNS = {
 
 
 class PartitionLost(Exception):
-    """A write transaction found a partition claimed by another instance (its epoch
-    moved) or its offset not where this instance left it: nothing was written."""
+    """A write transaction found partitions not as this instance left them, and wrote
+    nothing: ``partitions`` claimed by another instance (their epoch moved), and
+    ``moved``: still this instance's, at another position (a write whose outcome was
+    unknown did commit) -- where they stand now."""
 
-    def __init__(self, partitions: Iterable[Partition]) -> None:
-        self.partitions = frozenset(partitions)
-        names = ", ".join(f"{t}[{p}]" for t, p in sorted(self.partitions))
-        super().__init__(f"claimed by another instance: {names}")
+    def __init__(self, partitions: Iterable[Partition], moved: Mapping[Partition, Claim]) -> None:
+        self.partitions, self.moved = frozenset(partitions), dict(moved)
+        names = ", ".join(f"{t}[{p}]" for t, p in sorted(self.partitions | set(self.moved)))
+        super().__init__(f"not where this instance left them: {names}")
 
 
 @dataclass(frozen=True)
@@ -86,25 +88,30 @@ class OffsetsTable:
                 f"{', '.join(wrong)} (found {', '.join(f'{c} {t}' for c, t in found.items())})"
             )
 
-    async def claim(self, conn: Any, partitions: Iterable[Partition]) -> dict[Partition, Claim]:
-        """Raise each partition's epoch (a row made for a new one) and return where it
-        stands; waits for a write transaction of another instance holding its row."""
-        tps = sorted(partitions)
+    async def claim(self, conn: Any, starts: Mapping[Partition, int]) -> dict[Partition, Claim]:
+        """Raise each partition's epoch and return where it stands; one never written
+        starts at ``starts`` (its log's start or end, per the reset policy), stored now,
+        so its position is an offset from here on. Waits for a write transaction of
+        another instance holding a row."""
+        tps = sorted(starts)
         rows = await conn.fetch(
             f"INSERT INTO {self.table} AS o (group_id, topic, partition, next_offset, epoch)"
-            " SELECT $1, t, p, NULL, 1 FROM unnest($2::text[], $3::integer[]) AS u(t, p)"
-            " ON CONFLICT (group_id, topic, partition) DO UPDATE SET epoch = o.epoch + 1"
+            " SELECT $1, t, p, n, 1"
+            " FROM unnest($2::text[], $3::integer[], $4::bigint[]) AS u(t, p, n)"
+            " ON CONFLICT (group_id, topic, partition) DO UPDATE"
+            " SET epoch = o.epoch + 1, next_offset = coalesce(o.next_offset, excluded.next_offset)"
             " RETURNING topic, partition, next_offset, epoch",
             self.group_id,
             [t for t, _ in tps],
             [p for _, p in tps],
+            [starts[tp] for tp in tps],
         )
         return {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
 
     async def check(self, conn: Any, held: Mapping[Partition, Claim]) -> None:
         """Inside a write transaction, before anything is written: lock the rows of
         ``held`` (what this instance claimed, with the offsets it has written up to)
-        and raise ``PartitionLost`` for those whose epoch or offset moved."""
+        and raise ``PartitionLost`` if an epoch or an offset moved."""
         tps = sorted(held)
         rows = await conn.fetch(
             f"SELECT topic, partition, next_offset, epoch FROM {self.table}"
@@ -116,9 +123,10 @@ class OffsetsTable:
             [p for _, p in tps],
         )
         now = {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
-        lost = [tp for tp in tps if now.get(tp) != held[tp]]
-        if lost:
-            raise PartitionLost(lost)
+        lost = [tp for tp in tps if tp not in now or now[tp].epoch != held[tp].epoch]
+        moved = {tp: now[tp] for tp in tps if tp not in lost and now[tp] != held[tp]}
+        if lost or moved:
+            raise PartitionLost(lost, moved)
 
     async def advance(self, conn: Any, offsets: Mapping[Partition, int]) -> None:
         """Inside the write transaction, after ``check``: the next offsets written."""

@@ -77,6 +77,8 @@ class SinkRunner:
         self._backoff = config.retry_backoff_s
         self.in_transaction = False
         self._in_flight: dict[Partition, int] | None = None  # a write's ends, while it runs
+        self._untold: dict[Partition, int] = {}  # positions written, not yet in Kafka
+        self._owed: set[Partition] = set()  # held, with a write that failed: comes again
         self.last_outcome: Outcome | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -137,25 +139,31 @@ class SinkRunner:
         """Collect and write batches until stopped; a stop writes what was collected."""
         while True:
             stopping = self._stopping.is_set()
-            generation, batch = await self._collect(stopping)
+            batch, polled = await self._collect(stopping)
             if batch:
-                await self._write(generation, batch)
+                await self._write(batch)
             elif stopping:
                 return
-            elif self._failure is None:
-                self._went_right()  # polled without a failure, nothing to write
+            elif polled and not self._owed:
+                self._went_right()  # a poll without a failure, and nothing owed
+                if self._untold:
+                    await self._tell_kafka({})
             self._give_up_if_stuck()
 
-    async def _collect(self, stopping: bool) -> tuple[int, list[Record]]:
-        """Records for one batch: polled until ``max_records_per_txn`` or
-        ``commit_interval_s`` (or one poll when stopping)."""
+    async def _collect(self, stopping: bool) -> tuple[list[Record], bool]:
+        """Records for one batch, and whether every poll succeeded: polled until
+        ``max_records_per_txn``, ``max_bytes_per_txn`` (keys and values) or
+        ``commit_interval_s`` (or one poll when stopping) -- what one eosflow
+        transaction would hold. A rebalance while polling voids what was polled (the
+        positions are rewound, so it comes again)."""
         if self._failure is not None:
             raise self._failure
         consumer, cfg = self._consumer, self.config
         assert consumer is not None
         generation, out = self._generation, list[Record]()
         deadline = time.monotonic() + cfg.commit_interval_s
-        while len(out) < cfg.max_records_per_txn:
+        size, cap = 0, cfg.max_bytes_per_txn
+        while len(out) < cfg.max_records_per_txn and (cap is None or size < cap):
             left = 0.0 if stopping else max(0.0, deadline - time.monotonic())
             try:
                 with ak.mapped("consuming", "READ"):
@@ -163,31 +171,45 @@ class SinkRunner:
                         timeout_ms=int(left * 1000), max_records=cfg.max_records_per_txn - len(out)
                     )
             except TransientError as exc:
+                stuck = ak.consumer_failure(consumer)  # aiokafka's group handling ended
+                if stuck is not None:
+                    raise FatalError(f"group membership stopped: {stuck!r}") from exc
                 log.warning("%s; retrying", exc)
                 self._went_wrong(exc)
                 await self._sleep()
-                break
-            if self._generation != generation:  # a rebalance: what was polled is void
-                return self._generation, []
+                return out, False
+            if self._generation != generation:
+                async with self._lock:
+                    await self._rewind()
+                return [], True
             for records in polled.values():
                 out.extend(records)
+                if cap is not None:
+                    size += sum(len(r.key or b"") + len(r.value or b"") for r in records)
             if left <= 0 or self._stopping.is_set():
                 break
-        return generation, out
+        return out, True
 
-    async def _write(self, generation: int, batch: list[Record]) -> None:
+    def _taken(self, batch: list[Record]) -> tuple[list[Record], dict[Partition, int]]:
+        """The records of ``batch`` to write, and each partition's position after them:
+        only held partitions, each record past the last one taken (never twice)."""
+        ends: dict[Partition, int] = {}
+        kept: list[Record] = []
+        for r in batch:
+            tp = (r.topic, r.partition)
+            held = self._held.get(tp)
+            if held is None:
+                continue
+            after = ends.get(tp, held.next_offset)
+            if after is not None and r.offset < after:
+                continue
+            kept.append(r)
+            ends[tp] = r.offset + 1
+        return kept, ends
+
+    async def _write(self, batch: list[Record]) -> None:
         async with self._lock:
-            if generation != self._generation:
-                return  # the partitions moved while the batch was collected
-            ends: dict[Partition, int] = {}
-            kept: list[Record] = []
-            for r in batch:
-                tp = (r.topic, r.partition)
-                held = self._held.get(tp)
-                if held is None or (held.next_offset is not None and r.offset < held.next_offset):
-                    continue
-                kept.append(r)
-                ends[tp] = r.offset + 1
+            kept, ends = self._taken(batch)
             if not kept:
                 return
             began, began_at = time.monotonic(), time.time()
@@ -197,7 +219,8 @@ class SinkRunner:
                 await self._transaction(claims, kept, ends)
             except PartitionLost as lost:
                 self.in_transaction, self._in_flight = False, None
-                await self._let_go(lost.partitions, str(lost))
+                self._held.update(lost.moved)  # still ours, at the database's position
+                await self._let_go(lost.partitions, "claimed by another instance")
                 await self._rewind()
                 self._report(Outcome.ABORTED, AbortReason.REVOKED, str(lost), kept, began, began_at)
                 return
@@ -205,6 +228,7 @@ class SinkRunner:
                 self.in_transaction, self._in_flight = False, None
                 log.warning("writing a batch failed (%s); reading positions back", exc)
                 self._went_wrong(exc)
+                self._owed.update(ends)
                 outcome = await self._recover(ends)
                 self._report(outcome, AbortReason.BROKER_ERROR, str(exc), kept, began, began_at)
                 return
@@ -213,6 +237,7 @@ class SinkRunner:
             self.in_transaction, self._in_flight = False, None
             for tp, end in ends.items():
                 self._held[tp] = Claim(end, claims[tp].epoch)
+            self._owed.clear()  # the database works again
             self._went_right()
             self._report(Outcome.COMMITTED, None, None, kept, began, began_at)
         await self._tell_kafka(ends)
@@ -222,10 +247,8 @@ class SinkRunner:
     ) -> None:
         """One database transaction: the claims checked (rows locked), the rows written,
         the positions moved, COMMIT."""
+        await self._connect("connecting again", 0.0)
         conn = self._conn
-        if conn is None or conn.is_closed():
-            await self._connect("connecting again", 0.0)
-            conn = self._conn
         with mapped("writing a batch"):
             async with conn.transaction():
                 await self.offsets.check(conn, held)
@@ -242,8 +265,8 @@ class SinkRunner:
     async def _recover(self, ends: Mapping[Partition, int]) -> Outcome:
         """After a failure of unknown outcome: connect again and read every held
         partition back. Returns RECOVERED when the batch turned out committed, else
-        ABORTED; a database still gone is retried at the next batch."""
-        self.in_transaction = False
+        ABORTED. A database still gone leaves the positions as they were: the next
+        write's check finds out (``PartitionLost.moved``)."""
         await self._sleep()
         try:
             await self._connect("connecting again", 0.0)
@@ -251,7 +274,7 @@ class SinkRunner:
                 now = await self.offsets.read(self._conn, list(self._held))
         except TransientError as exc:
             log.warning("%s; retrying", exc)
-            await self._rewind()  # from what we know: the next batch checks it anyway
+            await self._rewind()
             return Outcome.ABORTED
         committed = all(now.get(tp) == Claim(end, self._held[tp].epoch) for tp, end in ends.items())
         gone = [tp for tp, claim in self._held.items() if now.get(tp, claim).epoch != claim.epoch]
@@ -265,34 +288,69 @@ class SinkRunner:
 
     async def _tell_kafka(self, ends: Mapping[Partition, int]) -> None:
         """The group's offsets in Kafka follow the database's (for lag and status only):
-        a failure is logged, never raised -- the database is the truth."""
+        a failure is logged, never raised -- the database is the truth -- and what was
+        not told is told again with the next batch, or when the input is idle. Bounded
+        by the transaction timeout, so that a broker outage does not hold the cycle."""
+        self._untold.update(ends)
         consumer = self._consumer
-        if consumer is None:
+        told = {tp: o for tp, o in self._untold.items() if tp in self._held}
+        self._untold = dict(told)
+        if consumer is None or not told:
             return
         try:
-            await ak.commit_offsets(consumer, {TopicPartition(*tp): o for tp, o in ends.items()})
-        except EosflowError as exc:
-            log.info("committing offsets to Kafka failed (the database has them): %s", exc)
+            offsets = {TopicPartition(*tp): o for tp, o in told.items()}
+            await within(ak.commit_offsets(consumer, offsets), self.config.transaction_timeout_s)
+        except (EosflowError, TimeoutError) as exc:
+            log.info("committing offsets to Kafka failed (the database has them): %r", exc)
+            return
+        for tp, o in told.items():
+            if self._untold.get(tp) == o:
+                del self._untold[tp]
 
     # --- rebalances (aiokafka's listener) -----------------------------------------------
 
     async def _assigned(self, assigned: set[TopicPartition]) -> None:
+        """Claim the new partitions in the database (retried for ``retry_timeout_s``;
+        then the app stops) and position them where it says."""
         async with self._lock:
             self._generation += 1
             new = [(tp.topic, tp.partition) for tp in assigned]
             if not new:
                 return
             try:
-                await self._connect("claiming partitions", self.config.retry_timeout_s)
-                with mapped("claiming partitions"):
-                    claims = await self.offsets.claim(self._conn, new)
+                claims = await self._claim(new)
             except EosflowError as exc:
                 self._failed(exc)
                 return
             self._held.update(claims)
             await self._rewind()
+            if self._consumer is not None:  # one let go earlier may come back
+                ak.resume(self._consumer, [TopicPartition(*tp) for tp in claims])
+            # again: a collect begun while the claim was in the database (its polls read
+            # from aiokafka's own positions, before the seek) is void too
+            self._generation += 1
         log.info("assigned %s", sorted(f"{t}[{p}]" for t, p in new))
         await self._on_assigned(frozenset(new))
+
+    async def _claim(self, new: list[Partition]) -> dict[Partition, Claim]:
+        consumer = self._consumer
+        assert consumer is not None
+        deadline = time.monotonic() + self.config.retry_timeout_s
+        while True:
+            try:
+                tps = [TopicPartition(*tp) for tp in new]
+                with ak.mapped("finding where new partitions start", "READ"):
+                    reset = await ak.reset_offsets(consumer, tps, self.config.auto_offset_reset)
+                await self._connect("claiming partitions", 0.0)
+                with mapped("claiming partitions"):
+                    return await self.offsets.claim(
+                        self._conn, {(tp.topic, tp.partition): o for tp, o in reset.items()}
+                    )
+            except TransientError as exc:
+                if time.monotonic() + self._backoff > deadline:
+                    raise FatalError(f"claiming partitions: {exc}") from exc
+                log.warning("claiming partitions: %s; retrying", exc)
+                await self._sleep()
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for a write transaction in flight
@@ -300,6 +358,7 @@ class SinkRunner:
             gone = frozenset((tp.topic, tp.partition) for tp in revoked)
             for tp in gone:
                 self._held.pop(tp, None)
+            self._owed -= gone  # another instance writes them now
         if gone:
             await self._on_revoked(gone)
 
@@ -309,25 +368,25 @@ class SinkRunner:
 
     async def _let_go(self, partitions: frozenset[Partition] | list[Partition], why: str) -> None:
         """Stop writing ``partitions`` (another instance claimed them): paused until the
-        group takes them away, as it will."""
+        group takes them away, as it will, or gives them back (claimed again)."""
+        if not partitions:
+            return
         log.warning("letting go of %s: %s", sorted(f"{t}[{p}]" for t, p in partitions), why)
         self._generation += 1
         for tp in partitions:
             self._held.pop(tp, None)
+        self._owed.difference_update(partitions)
         if self._consumer is not None:
             ak.pause(self._consumer, [TopicPartition(*tp) for tp in partitions])
 
     async def _rewind(self) -> None:
-        """Every held partition to the position the database gave it."""
+        """Every held partition to the position the database gave it: what was polled
+        past it and not written comes again."""
         consumer = self._consumer
         assert consumer is not None
-        self._generation += 1
         for (topic, partition), claim in self._held.items():
-            tp = TopicPartition(topic, partition)
-            if claim.next_offset is None:
-                await ak.seek_to_reset(consumer, tp, self.config.auto_offset_reset)
-            else:
-                ak.seek(consumer, tp, claim.next_offset)
+            if claim.next_offset is not None:
+                ak.seek(consumer, TopicPartition(topic, partition), claim.next_offset)
 
     # --- the database -------------------------------------------------------------------
 
@@ -335,11 +394,17 @@ class SinkRunner:
         """A working connection, made again if closed; retried for ``budget_s``."""
         if self._conn is not None and not self._conn.is_closed():
             return
+        await self._close_connection()  # a closed one's resources
         deadline = time.monotonic() + budget_s
         while True:
             try:
                 with mapped(step):
-                    self._conn = await asyncpg.connect(self._dsn, timeout=10.0)
+                    self._conn = await asyncpg.connect(
+                        self._dsn,
+                        timeout=10.0,
+                        command_timeout=self.config.transaction_timeout_s,
+                        server_settings=self._session_settings(),
+                    )
                 return
             except TransientError as exc:
                 if not budget_s:
@@ -348,6 +413,23 @@ class SinkRunner:
                     raise FatalError(f"{exc} (for {budget_s:g} s)") from exc
                 log.warning("%s; retrying", exc)
                 await self._sleep()
+
+    def _session_settings(self) -> dict[str, str]:
+        """The connection's settings: its name in ``pg_stat_activity``; a write
+        transaction left idle longer than the transaction timeout (an instance paused
+        or cut off mid-write) ended by the server, its locks released -- as Kafka aborts
+        a transaction past its timeout -- so a claim never waits on it for long; and
+        TCP keepalives. (A statement longer than the transaction timeout is cancelled
+        by asyncpg: ``command_timeout``, a ``TransientError``.)"""
+        cfg = self.config
+        return {
+            "application_name": f"eosflow {cfg.transactional_id}"[:63],
+            "idle_in_transaction_session_timeout": str(int(cfg.transaction_timeout_s * 1000)),
+            # a client gone without a word (its host down) noticed within ~25 s
+            "tcp_keepalives_idle": "10",
+            "tcp_keepalives_interval": "5",
+            "tcp_keepalives_count": "3",
+        }
 
     async def _close_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -377,7 +459,10 @@ class SinkRunner:
         self._failing, self._backoff = None, self.config.retry_backoff_s
 
     def _give_up_if_stuck(self) -> None:
-        """Failures that outlast ``retry_timeout_s`` without a success are an error."""
+        """Failures that outlast ``retry_timeout_s`` without a success are an error. A
+        success is a commit, or -- when no failed write is owed (``_owed``: its records
+        come again after the rewind) -- a poll that found nothing: an empty poll right
+        after a rewind must not pass for a database that works."""
         if self._failing is None:
             return
         since, cause = self._failing

@@ -8,7 +8,9 @@ grace) and ``kill()`` SIGKILLs the whole group at once -- the postmaster and its
 backends, as a crashed host would leave it -- after which ``start()`` again runs
 PostgreSQL's crash recovery on the same data. PostgreSQL refuses to run as root, so
 under root (CI) the server runs as the unprivileged user ``nobody`` and its directory
-is given to that user.
+is given to that user; that user must reach the directory too, so when a folder on the
+way to ``TMPDIR`` is closed to others (``mktemp -d`` makes them 0700, as the test
+script's stages do) the directory goes under ``/tmp`` instead.
 
 ``fsync`` is off by default: a test's kill is a process's, never the machine's, and the
 kernel keeps what a killed server wrote; ``durable=True`` keeps PostgreSQL's defaults
@@ -25,6 +27,7 @@ import pwd
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
@@ -58,6 +61,22 @@ def postgres_bin() -> Path:
     return path
 
 
+def _reachable_by_others(path: Path) -> bool:
+    """Every folder from the root down to ``path`` lets other users through."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
+
+
+def _new_directory(unprivileged: bool) -> Path:
+    """A fresh folder in ``TMPDIR``, or under ``/tmp`` when ``TMPDIR`` is closed to the
+    unprivileged user the server runs as."""
+    base = Path(tempfile.gettempdir())
+    if unprivileged and not _reachable_by_others(base):
+        base = Path("/tmp")
+        if not _reachable_by_others(base):
+            raise ConfigError(f"no folder the user {_UNPRIVILEGED!r} can reach for PostgreSQL")
+    return Path(tempfile.mkdtemp(prefix="eosflow-postgres-", dir=base))
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -71,15 +90,15 @@ class Postgres:
     and stops it, removing its directory unless ``directory`` was given."""
 
     def __init__(self, directory: Path | None = None, durable: bool = False) -> None:
+        self._user = _UNPRIVILEGED if os.geteuid() == 0 else None
         self._own_dir = directory is None
-        self.directory = directory or Path(tempfile.mkdtemp(prefix="eosflow-postgres-"))
+        self.directory = directory or _new_directory(self._user is not None)
         self.data = self.directory / "data"
         self.log = self.directory / "postgres.log"
         self.durable = durable
         self.port = _free_port()
         self.bin = postgres_bin()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._user = _UNPRIVILEGED if os.geteuid() == 0 else None
 
     @property
     def dsn(self) -> str:
@@ -102,6 +121,11 @@ class Postgres:
         self.data.mkdir(parents=True, exist_ok=True)
         uid, gid = self._ids()
         if uid is not None and gid is not None:
+            if not _reachable_by_others(self.bin):
+                raise ConfigError(
+                    f"the user {self._user!r} cannot reach PostgreSQL's binaries in "
+                    f"{self.bin}: set EOSFLOW_POSTGRES_BIN to a folder it can reach"
+                )
             for path in (self.directory, self.data):
                 os.chown(path, uid, gid)
         args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
@@ -122,12 +146,16 @@ class Postgres:
             args += ["-c", "fsync=off", "-c", "full_page_writes=off"]
         self._proc = await asyncio.to_thread(self._spawn, args)
         deadline = time.monotonic() + timeout_s
-        while not await self._accepts():
-            if self._proc.poll() is not None:
-                raise ConfigError(f"PostgreSQL exited ({self._proc.returncode}): {self.tail()}")
-            if time.monotonic() > deadline:
-                raise ConfigError(f"PostgreSQL not ready within {timeout_s:g} s: {self.tail()}")
-            await asyncio.sleep(0.1)
+        try:
+            while not await self._accepts():
+                if self._proc.poll() is not None:
+                    raise ConfigError(f"PostgreSQL exited ({self._proc.returncode}): {self.tail()}")
+                if time.monotonic() > deadline:
+                    raise ConfigError(f"PostgreSQL not ready within {timeout_s:g} s: {self.tail()}")
+                await asyncio.sleep(0.1)
+        except BaseException:
+            self.kill()  # nothing left running when the start failed
+            raise
 
     async def _accepts(self) -> bool:
         """PostgreSQL answers a connection as ready (not starting up, not recovering)."""
@@ -174,7 +202,12 @@ class Postgres:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
 
     async def __aenter__(self) -> Postgres:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            if self._own_dir:
+                shutil.rmtree(self.directory, ignore_errors=True)
+            raise
         return self
 
     async def __aexit__(

@@ -30,7 +30,7 @@ from aiokafka import AIOKafkaProducer
 import eosflow
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = {"bench", "dev", "docs", "metrics", "otel", "spark", "spark-connect", "test"}
+EXTRAS = {"bench", "dev", "docs", "metrics", "otel", "postgres", "spark", "spark-connect", "test"}
 # installed for real into the wheel's venv, each checked by importing what it brings;
 # the others (tooling: bench, dev, docs) are resolved by pip without installing
 INSTALLED = {
@@ -38,11 +38,19 @@ INSTALLED = {
     "spark-connect": ["pyspark.sql.connect.session"],
     "metrics": ["prometheus_client"],
     "otel": ["opentelemetry.trace"],
+    "postgres": ["asyncpg"],
     "test": ["pytest_asyncio", "testcontainers"],
 }
 NO_EXTRA = "does not provide the extra"  # pip only warns about an extra that is not there
 # the modules that need an extra: importing them without it fails, naming the package
-OPTIONAL = {"pyspark", "prometheus_client", "opentelemetry", "testcontainers", "cryptography"}
+OPTIONAL = {
+    "pyspark",
+    "prometheus_client",
+    "opentelemetry",
+    "testcontainers",
+    "cryptography",
+    "asyncpg",
+}
 
 pytestmark = [pytest.mark.builds_venv, pytest.mark.timeout(900)]
 
@@ -185,7 +193,7 @@ def test_eosflow_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
 def test_every_module_imports_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     """Every module of the installed package imports, or fails only for want of an
     extra the venv does not have (the test kit's container and certificate helpers,
-    metrics, tracing)."""
+    metrics, tracing, the PostgreSQL sink)."""
     script = (
         "import importlib, json, pkgutil, eosflow\n"
         "done, failed = ['eosflow'], {}\n"
