@@ -6,7 +6,8 @@ Each writes every record of ``SRC`` as a row ``(partition, off, value)`` of ``TA
 (made beforehand, no unique constraint) with the same batching rule (``Budget``:
 eosflow's defaults), and prints one JSON line: ``seconds`` from its first record polled
 to the database COMMIT that made its last row visible -- the same clock for all, as a
-PostgreSQL commit is visible once it returns.
+PostgreSQL commit is visible once it returns (eosflow's start: its first transaction's
+``started``, when that batch's first records were polled).
 
 - ``eosflow-sink``: ``eosflow.PostgresSink`` (asyncpg, COPY), exactly once: the rows
   and the positions in one transaction, the claims checked;
@@ -43,13 +44,13 @@ async def run_eosflow(
 
     class Rows(eosflow.PostgresSink):
         async def write(self, conn: Any, records: Sequence[eosflow.Record]) -> None:
-            if not first:
-                first.append(time.monotonic())
             rows = [(r.partition, r.offset, r.value) for r in records]
             await conn.copy_records_to_table(table, records=rows, columns=COLUMNS)
 
     class Clock(eosflow.Observer):
         def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            if not first:  # its first records polled, as the loops' clock
+                first.append(report.started)
             if report.outcome is eosflow.Outcome.COMMITTED:
                 written[0] += report.records
                 if written[0] >= n and not done:

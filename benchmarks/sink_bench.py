@@ -134,8 +134,10 @@ def report(out: dict[str, Any]) -> None:
         if a in medians and b in medians:
             ratio = medians[a] / medians[b]
             out["ratios"][f"{a}/{b}"] = ratio
-            goal = f" (target >= {target}x: {'met' if ratio >= target else 'missed'})"
-            print(f"  {a}/{b}: {ratio:.2f}x{goal if target else ''}")
+            goal = ""
+            if target is not None:
+                goal = f" (target >= {target}x: {'met' if ratio >= target else 'missed'})"
+            print(f"  {a}/{b}: {ratio:.2f}x{goal}")
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

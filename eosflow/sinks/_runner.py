@@ -79,6 +79,9 @@ class SinkRunner:
         self._in_flight: dict[Partition, int] | None = None  # a write's ends, while it runs
         self._untold: dict[Partition, int] = {}  # positions written, not yet in Kafka
         self._owed: set[Partition] = set()  # held, with a write that failed: comes again
+        # when the batch being collected got its first records (monotonic, wall clock):
+        # its transaction's start, as the engine's begins with its first record
+        self._first_polled: tuple[float, float] | None = None
         self.last_outcome: Outcome | None = None
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -161,6 +164,7 @@ class SinkRunner:
         consumer, cfg = self._consumer, self.config
         assert consumer is not None
         generation, out = self._generation, list[Record]()
+        self._first_polled = None
         deadline = time.monotonic() + cfg.commit_interval_s
         size, cap = 0, cfg.max_bytes_per_txn
         while len(out) < cfg.max_records_per_txn and (cap is None or size < cap):
@@ -182,6 +186,8 @@ class SinkRunner:
                 async with self._lock:
                     await self._rewind()
                 return [], True
+            if polled and self._first_polled is None:
+                self._first_polled = (time.monotonic(), time.time())
             for records in polled.values():
                 out.extend(records)
                 if cap is not None:
@@ -212,7 +218,7 @@ class SinkRunner:
             kept, ends = self._taken(batch)
             if not kept:
                 return
-            began, began_at = time.monotonic(), time.time()
+            began, began_at = self._first_polled or (time.monotonic(), time.time())
             claims = {tp: self._held[tp] for tp in ends}
             self.in_transaction, self._in_flight = True, ends
             try:
