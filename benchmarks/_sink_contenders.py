@@ -31,6 +31,7 @@ from benchmarks._budget import Budget, TxnRule, eosflow_settings
 from benchmarks._contenders import IDLE_MS, _peak_rss_mb
 
 COLUMNS = ["partition", "off", "value"]
+transactions = [0]  # this process's contender's, counted as it commits
 
 
 async def run_eosflow(
@@ -53,6 +54,7 @@ async def run_eosflow(
                 first.append(report.started)
             if report.outcome is eosflow.Outcome.COMMITTED:
                 written[0] += report.records
+                transactions[0] += 1
                 if written[0] >= n and not done:
                     done.append(report.ended)
 
@@ -108,6 +110,7 @@ async def _loop(
                 polled = await consumer.getmany(timeout_ms=wait_ms, max_records=rule.room())
             await write(batch)
             end = await commit()
+            transactions[0] += 1
             total += len(batch)
             rule.end()
             await consumer.commit()  # after the rows: at least once
@@ -174,6 +177,7 @@ def main() -> None:
     budget = Budget.from_argv(sys.argv[8:12])
     seconds = asyncio.run(RUNS[name](boot, src, int(n), group, dsn, table, budget))
     line = {"contender": name, "records": int(n), "seconds": seconds}
+    line["transactions"] = transactions[0]  # database transactions committed
     print(json.dumps({**line, "rss_peak_mb": _peak_rss_mb()}), flush=True)
 
 

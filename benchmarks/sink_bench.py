@@ -106,7 +106,8 @@ async def main(args: argparse.Namespace) -> int:
                 out["runs"].append(r)
                 print(
                     f"  turn {rep + 1} {name}: {r['rate']:,.0f} rec/s, peak RSS "
-                    f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}",
+                    f"{r['rss_peak_mb']:.0f} MiB, {r.get('transactions', '?')} transactions, "
+                    f"check {r['check']}",
                     flush=True,
                 )
     report(out)

@@ -24,8 +24,10 @@ CREATE TABLE IF NOT EXISTS orders (
 
 
 class Orders(eosflow.PostgresSink):
+    async def prepare(self, conn: Any) -> None:
+        await conn.execute(TABLE)  # once, at start; a migration tool's job in production
+
     async def write(self, conn: Any, records: Sequence[eosflow.Record]) -> None:
-        await conn.execute(TABLE)  # cheap once it exists; a migration tool's job in production
         await conn.copy_records_to_table(
             "orders",
             records=[

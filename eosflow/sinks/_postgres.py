@@ -1,6 +1,8 @@
 """``PostgresSink``: a processor whose output is rows in PostgreSQL, written exactly
 once -- the rows and the input positions they come from commit in one database
-transaction, and a claim per partition fences instances that lost it (``_offsets``)."""
+transaction, and a claim per partition fences instances that lost it (``_offsets``).
+Its rows are what ``write`` makes of a batch, or -- ``into`` set -- each record's JSON
+value, inserted or upserted (``_tables``)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from typing import Any, ClassVar
 from .._errors import ConfigError
 from .._processor import Processor
 from .._records import Record
+from ._tables import TableWrite
 
 __all__ = ["PostgresSink"]
 
@@ -30,6 +33,15 @@ class PostgresSink(Processor):
                     "orders", records=[(r.key, r.value) for r in records],
                     columns=["id", "body"])
 
+    Or, for the common case, name a table (``into``): each record's value is a JSON
+    object whose keys are the columns, inserted -- or with ``upsert = True`` replacing
+    the row with its primary key, a tombstone deleting it (the rules:
+    ``eosflow/sinks/_tables.py``)::
+
+        class Orders(eosflow.PostgresSink):
+            into = "orders"
+            upsert = True
+
     In that same transaction eosflow checks that this instance still holds the
     partitions and moves their positions in the table ``offsets_table`` (made at start
     if missing): one COMMIT makes the rows and the positions durable, or neither. On
@@ -44,9 +56,12 @@ class PostgresSink(Processor):
     """
 
     offsets_table: ClassVar[str] = "eosflow_offsets"
+    into: ClassVar[str | None] = None
+    upsert: ClassVar[bool] = False
 
     def __init__(self, dsn: str | None = None) -> None:
         self.dsn = dsn
+        self._table: TableWrite | None = None
 
     def database(self) -> str:
         """The DSN to connect with, or a ``ConfigError`` naming the setting."""
@@ -55,14 +70,34 @@ class PostgresSink(Processor):
             raise ConfigError(
                 f"{type(self).__name__}: no database: pass dsn= or set EOSFLOW_POSTGRES_DSN"
             )
-        if not _NAME.fullmatch(self.offsets_table):
+        name = type(self).__name__
+        for setting in ("offsets_table", "into"):
+            value = getattr(self, setting)
+            if value is not None and not _NAME.fullmatch(value):
+                raise ConfigError(
+                    f"{name}.{setting} {value!r} is not a table name (letters, digits "
+                    "and _, optionally schema.table)"
+                )
+        overridden = type(self).write is not PostgresSink.write
+        if overridden == (self.into is not None):
             raise ConfigError(
-                f"{type(self).__name__}.offsets_table {self.offsets_table!r} is not a table "
-                "name (letters, digits and _, optionally schema.table)"
+                f"{name}: override write() or set into = 'a_table', one of the two"
+                + (" (both are set)" if overridden else "")
             )
         return dsn
 
+    async def prepare(self, conn: Any) -> None:
+        """Called once at start with a connection, outside any transaction: make or
+        check what ``write`` needs (with ``into``: its columns and primary key are read
+        here, a missing table is a ``ConfigError``). Override to create tables; call
+        ``super().prepare(conn)`` when ``into`` is set."""
+        if self.into is not None:
+            self._table = await TableWrite.read(conn, self.into, self.upsert, type(self).__name__)
+
     async def write(self, conn: Any, records: Sequence[Record]) -> None:
         """Write ``records`` with ``conn`` (an asyncpg connection in an open transaction).
-        Raising rolls the transaction back; the app stops with the error."""
-        raise NotImplementedError(f"{type(self).__name__} must override PostgresSink.write")
+        Raising rolls the transaction back; the app stops with the error. The default
+        writes into ``into`` (see the class)."""
+        if self._table is None:
+            raise ConfigError(f"{type(self).__name__}: write() with into set needs prepare()")
+        await self._table.write(conn, records)

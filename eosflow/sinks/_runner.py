@@ -21,9 +21,10 @@ outlast ``retry_timeout_s`` without a commit the app stops with the last cause
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 import asyncpg
@@ -40,6 +41,19 @@ from ._offsets import Claim, OffsetsTable, PartitionLost
 from ._postgres import PostgresSink
 
 log = logging.getLogger("eosflow.sink")
+
+
+@contextlib.contextmanager
+def _user_code(what: str) -> Iterator[None]:
+    """A sink's own code: its database errors go to the mapping around it, eosflow's
+    pass, anything else is a bug of the sink -- ``FatalError`` naming ``what``."""
+    try:
+        yield
+    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, EosflowError):
+        raise
+    except Exception as exc:
+        raise FatalError(f"{what} raised {type(exc).__name__}: {exc}") from exc
+
 
 Partition = tuple[str, int]
 PartitionsCall = Callable[[frozenset[Partition]], Awaitable[None]]
@@ -92,6 +106,9 @@ class SinkRunner:
         await self._connect(f"connecting to {self._redacted()}", self.config.retry_timeout_s)
         with mapped(f"making the offsets table {self.offsets.table}"):
             await self.offsets.ensure(self._conn)
+        name = type(self.sink).__name__
+        with mapped(f"{name}.prepare"), _user_code(f"{name}.prepare"):
+            await self.sink.prepare(self._conn)
         consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
         self._consumer = consumer
         await ak.start(consumer, self.config, "joining the group", "READ")
@@ -258,14 +275,8 @@ class SinkRunner:
         with mapped("writing a batch"):
             async with conn.transaction():
                 await self.offsets.check(conn, held)
-                try:
+                with _user_code(f"{type(self.sink).__name__}.write"):
                     await self.sink.write(conn, records)
-                except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError):
-                    raise  # mapped above
-                except Exception as exc:
-                    raise FatalError(
-                        f"{type(self.sink).__name__}.write raised {type(exc).__name__}: {exc}"
-                    ) from exc
                 await self.offsets.advance(conn, ends)
 
     async def _recover(self, ends: Mapping[Partition, int]) -> Outcome:
