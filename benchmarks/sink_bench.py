@@ -71,6 +71,7 @@ async def run_one(
         cmd += ["0", group, *budget.argv()]
         await settle()
         result = await run_contender(name, cmd, n, TIMEOUT_S)
+        result["contender"] = name  # _contenders names it "eosflow"
         result["check"] = "not checked (compare.py checks this path)"
         return result
     table = f"rows_{tag}"
