@@ -207,6 +207,12 @@ def _parser() -> argparse.ArgumentParser:
         help="join each order with its customer's row of a table as of the order's time, "
         "and check every order's row against the input",
     )
+    demo.add_argument(
+        "--sink",
+        choices=["postgres"],
+        help="write the orders into a PostgreSQL table (the test kit's server), and check "
+        "every order is one row (needs the postgres and test extras)",
+    )
     demo.set_defaults(func=_cmd_demo)
     return p
 
@@ -460,13 +466,22 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    if args.spark + args.stateful + args.windows + args.join > 1:
+    if args.spark + args.stateful + args.windows + args.join + bool(args.sink) > 1:
         print(
-            "eosflow: --spark, --stateful, --windows and --join are separate demos; pick one",
+            "eosflow: --spark, --stateful, --windows, --join and --sink are separate demos; "
+            "pick one",
             file=sys.stderr,
         )
         return 2
     ok = asyncio.run(
-        run_demo(args.records, args.instances, args.spark, args.stateful, args.windows, args.join)
+        run_demo(
+            args.records,
+            args.instances,
+            args.spark,
+            args.stateful,
+            args.windows,
+            args.join,
+            sink=bool(args.sink),
+        )
     )
     return 0 if ok else 1

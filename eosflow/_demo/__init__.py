@@ -1,5 +1,6 @@
 """``eosflow demo``: the pipeline (``_pipeline``) and its Spark stage (``_spark``, which
-needs the spark extra and is imported only by name, as an ``eosflow run`` target)."""
+needs the spark extra and is imported only by name, as an ``eosflow run`` target) and
+its PostgreSQL sink (``_sink``: ``OrdersIntoPostgres``, the table and its check)."""
 
 from ._pipeline import (
     COUNT,
@@ -17,6 +18,7 @@ from ._pipeline import (
     relay,
     run_demo,
 )
+from ._sink import OrdersIntoPostgres
 
 __all__ = [
     "COUNT",
@@ -27,6 +29,7 @@ __all__ = [
     "WINDOWS",
     "CountOrders",
     "Enrich",
+    "OrdersIntoPostgres",
     "OrdersPerMinute",
     "OrdersWithCustomers",
     "cluster_settings",

@@ -20,6 +20,10 @@ every 100 ms of event time, all of it written first) and the orders keyed by cus
 ``OrdersWithCustomers`` adding to each order its customer's row as of the order's time;
 checked against the rows the two topics alone give (``eosflow.testing.expected_join``):
 every order once, each with the row of its time.
+
+``--sink postgres`` runs the orders into a PostgreSQL table under it (``_sink``): a
+``PostgresSink`` naming the table, the test kit's PostgreSQL started for the demo;
+checked in the database: every order one row.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ WINDOWS = _Pipeline(
 JOIN = _Pipeline(
     JOIN_GROUP, JOIN_OUT, "eosflow._demo:OrdersWithCustomers", by_customer=True, timed=True
 )
+SINK = _Pipeline("demo-sink", "", "eosflow._demo:OrdersIntoPostgres", by_customer=False)
 
 
 class Enrich(Processor):
@@ -148,17 +153,38 @@ async def run_demo(
     stateful: bool = False,
     windows: bool = False,
     join: bool = False,
+    sink: bool = False,
 ) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     settings = cluster_settings(spark)
     pipeline = (
-        JOIN if join else WINDOWS if windows else COUNT if stateful else SPARK if spark else ENRICH
+        SINK
+        if sink
+        else JOIN
+        if join
+        else WINDOWS
+        if windows
+        else COUNT
+        if stateful
+        else SPARK
+        if spark
+        else ENRICH
     )
     state_dir = tempfile.mkdtemp(prefix="eosflow-demo-state-")
     try:
         async with FakeCluster(settings) as cluster:
-            return await _run(cluster, pipeline, records, instances, spark, state_dir)
+            if pipeline is not SINK:
+                return await _run(cluster, pipeline, records, instances, spark, state_dir)
+            from ..testing._postgres import Postgres
+            from . import _sink
+
+            async with Postgres() as pg:
+                print(f"PostgreSQL on 127.0.0.1:{pg.port} (the test kit's)", flush=True)
+                await _sink.make_table(pg.dsn)
+                env = {"EOSFLOW_POSTGRES_DSN": pg.dsn}
+                ran = await _run(cluster, pipeline, records, instances, spark, state_dir, env)
+                return ran and await _sink.check_rows(pg.dsn, records)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
 
@@ -170,9 +196,13 @@ async def _run(
     instances: int,
     spark: bool,
     state_dir: str,
+    extra_env: Mapping[str, str] | None = None,
 ) -> bool:
+    """The instances under the crash, then the check of their output (a sink's rows are
+    checked by the caller: ``True`` here once every order is committed)."""
     cluster.create_topic(IN, 6)
-    cluster.create_topic(pipeline.out, 3)
+    if pipeline.out:
+        cluster.create_topic(pipeline.out, 3)
     if pipeline is JOIN:  # the table first, whole: the join then depends on the input alone
         cluster.create_topic(TABLE, 6)
         await _seed_customers(cluster.bootstrap_servers, records * EVENT_EVERY_MS)
@@ -189,6 +219,7 @@ async def _run(
     upfront = records if pipeline is JOIN else quarter
     await _seed(cluster.bootstrap_servers, upfront, pipeline)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
+    env |= extra_env or {}
     logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
 
     async def spawn(i: int) -> asyncio.subprocess.Process:
@@ -249,6 +280,8 @@ async def _run(
         await asyncio.gather(*_relays)  # their last lines, up to the processes' ends
         print(f"the instances' logs, aiokafka's lines included: {logs}", flush=True)
     bootstrap = cluster.bootstrap_servers
+    if pipeline is SINK:
+        return True  # its output is in the database
     if pipeline is JOIN:
         return await _check_join(bootstrap, records)
     if pipeline.timed:

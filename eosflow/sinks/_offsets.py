@@ -68,13 +68,18 @@ class OffsetsTable:
 
     async def ensure(self, conn: Any) -> None:
         """Create the table if it is missing, then check its columns: a table of another
-        shape is one ``ConfigError`` naming what differs."""
-        await conn.execute(
-            f"CREATE TABLE IF NOT EXISTS {self.table} ("
-            " group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,"
-            " next_offset bigint, epoch bigint NOT NULL,"
-            " PRIMARY KEY (group_id, topic, partition))"
-        )
+        shape is one ``ConfigError`` naming what differs. Instances starting together
+        take turns (an advisory lock on the table's name, held to the COMMIT): two
+        concurrent ``CREATE TABLE IF NOT EXISTS`` can both find it missing, and the
+        second then fails on PostgreSQL's catalog (a unique violation on ``pg_type``)."""
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.table)
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                " group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,"
+                " next_offset bigint, epoch bigint NOT NULL,"
+                " PRIMARY KEY (group_id, topic, partition))"
+            )
         rows = await conn.fetch(
             "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute"
             " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",

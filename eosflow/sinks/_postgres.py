@@ -87,8 +87,9 @@ class PostgresSink(Processor):
         return dsn
 
     async def prepare(self, conn: Any) -> None:
-        """Called once at start with a connection, outside any transaction: make or
-        check what ``write`` needs (with ``into``: its columns and primary key are read
+        """Called once at start with a connection, in a transaction of its own that
+        instances starting together take in turns (an advisory lock): make or check
+        what ``write`` needs (with ``into``: its columns and primary key are read
         here, a missing table is a ``ConfigError``). Override to create tables; call
         ``super().prepare(conn)`` when ``into`` is set."""
         if self.into is not None:

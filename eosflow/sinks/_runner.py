@@ -108,7 +108,10 @@ class SinkRunner:
             await self.offsets.ensure(self._conn)
         name = type(self.sink).__name__
         with mapped(f"{name}.prepare"), _user_code(f"{name}.prepare"):
-            await self.sink.prepare(self._conn)
+            async with self._conn.transaction():  # one instance at a time (its DDL)
+                lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
+                await self._conn.execute(lock, f"eosflow prepare {name}")
+                await self.sink.prepare(self._conn)
         consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
         self._consumer = consumer
         await ak.start(consumer, self.config, "joining the group", "READ")

