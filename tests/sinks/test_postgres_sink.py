@@ -438,6 +438,98 @@ async def _claimed(pg: Postgres, times: int) -> bool:
     return len(found) == PARTS and max(r["epoch"] for r in found) >= times
 
 
+COMMIT = b"Q\x00\x00\x00\x0cCOMMIT;\x00"  # asyncpg's COMMIT: a simple Query message
+
+
+class CommitReplyLost:
+    """A TCP proxy in front of PostgreSQL that, once armed, lets one COMMIT through,
+    waits for the server's answer and then cuts the client off without it: the batch is
+    committed and the sink does not know."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.armed = asyncio.Event()
+        self.cut = asyncio.Event()
+        self.server: asyncio.Server | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def __aenter__(self) -> CommitReplyLost:
+        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+    async def _client(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
+        sr, sw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        replies: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def down() -> None:  # the server's bytes, relayed unless held back
+            while data := await sr.read(65536):
+                await replies.put(data)
+            await replies.put(b"")
+
+        async def relay() -> None:
+            while data := await replies.get():
+                cw.write(data)
+                await cw.drain()
+            cw.close()
+
+        reader, relayer = asyncio.create_task(down()), asyncio.create_task(relay())
+        try:
+            while data := await cr.read(65536):
+                if COMMIT in data and self.armed.is_set() and not self.cut.is_set():
+                    self.cut.set()
+                    relayer.cancel()  # nothing more reaches the client
+                    sw.write(data)
+                    await sw.drain()
+                    await replies.get()  # the server answered: committed
+                    break
+                sw.write(data)
+                await sw.drain()
+        finally:
+            reader.cancel()
+            relayer.cancel()
+            cw.close()
+            sw.close()
+
+
+# A COMMIT that went through and whose answer was lost: the sink reads the positions
+# back, finds the batch committed (RECOVERED) and writes nothing twice. Mutations
+# caught: the read back left out -- the batch reported aborted though it committed (the
+# next write's check still finds the positions moved and writes nothing twice); with
+# the check's position comparison left out too -- the batch written twice. (The
+# comparison alone out: the read back covers it.)
+async def test_a_commit_whose_answer_was_lost_is_read_back(
+    cluster: FakeCluster, postgres: Postgres
+) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    async with CommitReplyLost(postgres.port) as proxy:
+        dsn = postgres.dsn.replace(f":{postgres.port}/", f":{proxy.port}/")
+        app = eosflow.EosApp(Rows(dsn), app_config(c, max_records_per_txn=100))
+        async with app:
+            await written(postgres, 100)
+            proxy.armed.set()
+            await seed(c.bootstrap_servers, "in", N, PARTS)
+            await asyncio.wait_for(proxy.cut.wait(), 30)
+            await written(postgres, 2 * N)
+            await eventually(
+                lambda: _at(postgres, "g", {("in", p): 2 * N // PARTS for p in range(PARTS)}),
+                what="positions at the end",
+            )
+        assert app.stats.recovered == 1
+    found = await rows(postgres)
+    assert len(found) == len(set(found)) == 2 * N
+
+
 # Exhausted retries are an error: the database gone for good, the app stops once its
 # failures outlast retry_timeout_s, naming PostgreSQL -- never a silent wait.
 async def test_a_database_gone_for_good_stops_the_app(
