@@ -25,7 +25,10 @@
 - ``join``: a stream-table join against the pass-through and Kafka Streams' KStream-KTable
   join, and the restore of a million-row table (``join_bench.py``);
 - ``sink``: exactly once into PostgreSQL against the plain at-least-once loops on asyncpg
-  and psycopg, and the pass-through (``sink_bench.py``).
+  and psycopg, and the pass-through (``sink_bench.py``);
+- ``kip939``: what genuine Kafka answers at each step of a KIP-939 two-phase commit
+  (prepare, client death, KeepPreparedTxn, completion), with and without the broker
+  setting (``kip939_probe.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -50,6 +53,7 @@ COMMANDS = {
     "timers": "benchmarks.timers_bench",
     "join": "benchmarks.join_bench",
     "sink": "benchmarks.sink_bench",
+    "kip939": "benchmarks.kip939_probe",
 }
 
 if __name__ == "__main__":
