@@ -114,17 +114,20 @@ async def test_records_land_once_with_their_positions(
     config = app_config(b, input_topics=(src,), group_id=group)
     app = eosflow.EosApp(Rows(postgres.dsn), config)
     async with app:
-        await written(postgres)
-        await eventually(
-            lambda: _at(postgres, group, {(src, p): N // PARTS for p in range(PARTS)}),
-            what="positions at the end",
-        )
+        await at_the_end(postgres, N, src, group)
     exactly_once(await rows(postgres), src)
     assert app.stats.committed >= 1 and app.stats.aborted == 0
 
 
-async def _at(pg: Postgres, group: str, want: dict[tuple[str, int], int]) -> bool:
-    return await positions(pg, group) == want
+async def at_the_end(pg: Postgres, n: int, topic: str = "in", group: str = "g") -> None:
+    """``n`` rows written and the group's positions at the end of ``n`` seeded records."""
+    await written(pg, n)
+    want = {(topic, p): n // PARTS for p in range(PARTS)}
+
+    async def there() -> bool:
+        return await positions(pg, group) == want
+
+    await eventually(there, what="positions at the end")
 
 
 # Positions come from the database, not from Kafka: with every OffsetCommit to Kafka
@@ -142,8 +145,7 @@ async def test_positions_come_from_the_database(cluster: FakeCluster, postgres: 
     await seed(c.bootstrap_servers, "in", N, PARTS)  # N more
     async with eosflow.EosApp(Rows(postgres.dsn), app_config(c)):
         await written(postgres, 2 * N)
-    found = await rows(postgres)
-    assert len(found) == len(set(found)) == 2 * N
+    exactly_once(await rows(postgres), "in", 2 * N)
 
 
 # Rows and positions commit in one database transaction. A trigger kills the connection
@@ -419,10 +421,7 @@ async def test_a_rebalance_while_collecting_loses_and_repeats_nothing(
         ):
             await eventually(lambda: _claimed(postgres, 2), what="a rebalance")
             assert await rows(postgres) == [], "the first batch was written before it"
-            await eventually(
-                lambda: _at(postgres, "g", {("in", p): N // PARTS for p in range(PARTS)}),
-                what="positions at the end",
-            )
+            await at_the_end(postgres, N)
     exactly_once(await rows(postgres), "in")
 
 
@@ -520,14 +519,9 @@ async def test_a_commit_whose_answer_was_lost_is_read_back(
             proxy.armed.set()
             await seed(c.bootstrap_servers, "in", N, PARTS)
             await asyncio.wait_for(proxy.cut.wait(), 30)
-            await written(postgres, 2 * N)
-            await eventually(
-                lambda: _at(postgres, "g", {("in", p): 2 * N // PARTS for p in range(PARTS)}),
-                what="positions at the end",
-            )
+            await at_the_end(postgres, 2 * N)
         assert app.stats.recovered == 1
-    found = await rows(postgres)
-    assert len(found) == len(set(found)) == 2 * N
+    exactly_once(await rows(postgres), "in", 2 * N)
 
 
 # Exhausted retries are an error: the database gone for good, the app stops once its
