@@ -7,7 +7,10 @@ lost it. The room:
 
 - ``_postgres``: ``PostgresSink``, what a user subclasses (``write``);
 - ``_offsets``: the offsets table and all of its SQL (claim, check, advance, read back);
+- ``_tables``: ``TableWrite``, the declarative write (``into``, ``upsert``);
 - ``_runner``: ``SinkRunner``, the group consumer and the write cycle, with its outcomes;
+- ``_connection``: ``Database``, the one connection, its settings, made again when lost;
+- ``_retries``: ``Retries``, the failure clock and the backoff;
 - ``_errors``: asyncpg's exceptions mapped into eosflow's tree, in one place.
 
 asyncpg is needed only to run a sink (``pip install 'eosflow[postgres]'``): importing

@@ -25,7 +25,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from typing import Any
 
 import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -36,9 +35,11 @@ from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from .._observe import AbortReason, Observer, Outcome, TransactionReport
 from .._records import Record
 from .._timeouts import within
+from ._connection import Database
 from ._errors import mapped
 from ._offsets import Claim, OffsetsTable, PartitionLost
 from ._postgres import PostgresSink
+from ._retries import Retries
 
 log = logging.getLogger("eosflow.sink")
 
@@ -79,16 +80,14 @@ class SinkRunner:
         self.sink, self.config, self.observer = sink, config, observer
         self._stopping = stopping
         self._on_assigned, self._on_revoked = on_assigned, on_revoked
-        self._dsn = sink.database()
+        self._retries = Retries(config)
+        self.db = Database(sink.database(), config, self._retries)
         self.offsets = OffsetsTable(sink.offsets_table, config.group_id)
-        self._conn: Any = None
         self._consumer: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()  # one database transaction at a time
         self._held: dict[Partition, Claim] = {}  # claimed, with the position written
         self._generation = 0  # moves with every assignment change: older batches are void
         self._failure: BaseException | None = None
-        self._failing: tuple[float, str] | None = None  # since when, and the last cause
-        self._backoff = config.retry_backoff_s
         self.in_transaction = False
         self._in_flight: dict[Partition, int] | None = None  # a write's ends, while it runs
         self._untold: dict[Partition, int] = {}  # positions written, not yet in Kafka
@@ -103,15 +102,16 @@ class SinkRunner:
     async def start(self) -> None:
         """Connect (retried for ``retry_timeout_s``; a refused login at once), make or
         check the offsets table, join the group."""
-        await self._connect(f"connecting to {self._redacted()}", self.config.retry_timeout_s)
+        step = f"connecting to {self.db.redacted()}"
+        conn = await self.db.connected(step, self.config.retry_timeout_s)
         with mapped(f"making the offsets table {self.offsets.table}"):
-            await self.offsets.ensure(self._conn)
+            await self.offsets.ensure(conn)
         name = type(self.sink).__name__
         with mapped(f"{name}.prepare"), _user_code(f"{name}.prepare"):
-            async with self._conn.transaction():  # one instance at a time (its DDL)
+            async with conn.transaction():  # one instance at a time (its DDL)
                 lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
-                await self._conn.execute(lock, f"eosflow prepare {name}")
-                await self.sink.prepare(self._conn)
+                await conn.execute(lock, f"eosflow prepare {name}")
+                await self.sink.prepare(conn)
         consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
         self._consumer = consumer
         await ak.start(consumer, self.config, "joining the group", "READ")
@@ -122,7 +122,7 @@ class SinkRunner:
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             await ak.close_consumer(consumer, timeout_s=10.0)
-        await self._close_connection()
+        await self.db.close()
 
     def lag(self) -> dict[Partition, int]:
         return {}  # not measured for sinks yet
@@ -144,11 +144,11 @@ class SinkRunner:
         if ends is None:
             return
         self.in_transaction = False
-        await self._close_connection()
+        await self.db.close()
         try:
-            await self._connect("reading positions back", 0.0)
+            conn = await self.db.connected("reading positions back")
             with mapped("reading positions back"):
-                now = await self.offsets.read(self._conn, list(ends))
+                now = await self.offsets.read(conn, list(ends))
         except EosflowError as exc:
             log.warning("the last write's outcome is unknown (%s)", exc)
             self.last_outcome = None
@@ -159,7 +159,11 @@ class SinkRunner:
     # --- the cycle ----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Collect and write batches until stopped; a stop writes what was collected."""
+        """Collect and write batches until stopped; a stop writes what was collected.
+        A success for the failure clock (``Retries``) is a commit, or -- when no failed
+        write is owed (``_owed``: its records come again after the rewind) -- a poll that
+        found nothing: an empty poll right after a rewind must not pass for a database
+        that works."""
         while True:
             stopping = self._stopping.is_set()
             batch, polled = await self._collect(stopping)
@@ -168,10 +172,10 @@ class SinkRunner:
             elif stopping:
                 return
             elif polled and not self._owed:
-                self._went_right()  # a poll without a failure, and nothing owed
+                self._retries.went_right()  # a poll without a failure, and nothing owed
                 if self._untold:
                     await self._tell_kafka({})
-            self._give_up_if_stuck()
+            self._retries.give_up_if_stuck()
 
     async def _collect(self, stopping: bool) -> tuple[list[Record], bool]:
         """Records for one batch, and whether every poll succeeded: polled until
@@ -199,8 +203,8 @@ class SinkRunner:
                 if stuck is not None:
                     raise FatalError(f"group membership stopped: {stuck!r}") from exc
                 log.warning("%s; retrying", exc)
-                self._went_wrong(exc)
-                await self._sleep()
+                self._retries.went_wrong(exc)
+                await self._retries.sleep()
                 return out, False
             if self._generation != generation:
                 async with self._lock:
@@ -253,7 +257,7 @@ class SinkRunner:
             except TransientError as exc:
                 self.in_transaction, self._in_flight = False, None
                 log.warning("writing a batch failed (%s); reading positions back", exc)
-                self._went_wrong(exc)
+                self._retries.went_wrong(exc)
                 self._owed.update(ends)
                 outcome = await self._recover(ends)
                 self._report(outcome, AbortReason.BROKER_ERROR, str(exc), kept, began, began_at)
@@ -264,7 +268,7 @@ class SinkRunner:
             for tp, end in ends.items():
                 self._held[tp] = Claim(end, claims[tp].epoch)
             self._owed.clear()  # the database works again
-            self._went_right()
+            self._retries.went_right()
             self._report(Outcome.COMMITTED, None, None, kept, began, began_at)
         await self._tell_kafka(ends)
 
@@ -273,8 +277,7 @@ class SinkRunner:
     ) -> None:
         """One database transaction: the claims checked (rows locked), the rows written,
         the positions moved, COMMIT."""
-        await self._connect("connecting again", 0.0)
-        conn = self._conn
+        conn = await self.db.connected("connecting again")
         with mapped("writing a batch"):
             async with conn.transaction():
                 await self.offsets.check(conn, held)
@@ -287,11 +290,11 @@ class SinkRunner:
         partition back. Returns RECOVERED when the batch turned out committed, else
         ABORTED. A database still gone leaves the positions as they were: the next
         write's check finds out (``PartitionLost.moved``)."""
-        await self._sleep()
+        await self._retries.sleep()
         try:
-            await self._connect("connecting again", 0.0)
+            conn = await self.db.connected("connecting again")
             with mapped("reading positions back"):
-                now = await self.offsets.read(self._conn, list(self._held))
+                now = await self.offsets.read(conn, list(self._held))
         except TransientError as exc:
             log.warning("%s; retrying", exc)
             await self._rewind()
@@ -343,6 +346,11 @@ class SinkRunner:
                 self._failed(exc)
                 return
             self._held.update(claims)
+            # Kafka's offsets may lag the database's (a commit to Kafka lost in a
+            # rebalance): told from here, so lag reaches 0 with nothing left to write
+            self._untold.update(
+                {tp: c.next_offset for tp, c in claims.items() if c.next_offset is not None}
+            )
             await self._rewind()
             if self._consumer is not None:  # one let go earlier may come back
                 ak.resume(self._consumer, [TopicPartition(*tp) for tp in claims])
@@ -361,16 +369,16 @@ class SinkRunner:
                 tps = [TopicPartition(*tp) for tp in new]
                 with ak.mapped("finding where new partitions start", "READ"):
                     reset = await ak.reset_offsets(consumer, tps, self.config.auto_offset_reset)
-                await self._connect("claiming partitions", 0.0)
+                conn = await self.db.connected("claiming partitions")
                 with mapped("claiming partitions"):
                     return await self.offsets.claim(
-                        self._conn, {(tp.topic, tp.partition): o for tp, o in reset.items()}
+                        conn, {(tp.topic, tp.partition): o for tp, o in reset.items()}
                     )
             except TransientError as exc:
-                if time.monotonic() + self._backoff > deadline:
+                if self._retries.too_late(deadline):
                     raise FatalError(f"claiming partitions: {exc}") from exc
                 log.warning("claiming partitions: %s; retrying", exc)
-                await self._sleep()
+                await self._retries.sleep()
 
     async def _revoked(self, revoked: set[TopicPartition]) -> None:
         async with self._lock:  # waits for a write transaction in flight
@@ -407,89 +415,6 @@ class SinkRunner:
         for (topic, partition), claim in self._held.items():
             if claim.next_offset is not None:
                 ak.seek(consumer, TopicPartition(topic, partition), claim.next_offset)
-
-    # --- the database -------------------------------------------------------------------
-
-    async def _connect(self, step: str, budget_s: float) -> None:
-        """A working connection, made again if closed; retried for ``budget_s``."""
-        if self._conn is not None and not self._conn.is_closed():
-            return
-        await self._close_connection()  # a closed one's resources
-        deadline = time.monotonic() + budget_s
-        while True:
-            try:
-                with mapped(step):
-                    self._conn = await asyncpg.connect(
-                        self._dsn,
-                        timeout=10.0,
-                        command_timeout=self.config.transaction_timeout_s,
-                        server_settings=self._session_settings(),
-                    )
-                return
-            except TransientError as exc:
-                if not budget_s:
-                    raise  # the caller retries
-                if time.monotonic() + self._backoff > deadline:
-                    raise FatalError(f"{exc} (for {budget_s:g} s)") from exc
-                log.warning("%s; retrying", exc)
-                await self._sleep()
-
-    def _session_settings(self) -> dict[str, str]:
-        """The connection's settings: its name in ``pg_stat_activity``; a write
-        transaction left idle longer than the transaction timeout (an instance paused
-        or cut off mid-write) ended by the server, its locks released -- as Kafka aborts
-        a transaction past its timeout -- so a claim never waits on it for long; and
-        TCP keepalives. (A statement longer than the transaction timeout is cancelled
-        by asyncpg: ``command_timeout``, a ``TransientError``.)"""
-        cfg = self.config
-        return {
-            "application_name": f"eosflow {cfg.transactional_id}"[:63],
-            "idle_in_transaction_session_timeout": str(int(cfg.transaction_timeout_s * 1000)),
-            # a client gone without a word (its host down) noticed within ~25 s
-            "tcp_keepalives_idle": "10",
-            "tcp_keepalives_interval": "5",
-            "tcp_keepalives_count": "3",
-        }
-
-    async def _close_connection(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            try:
-                await within(conn.close(), 5.0)
-            except Exception:
-                conn.terminate()
-
-    def _redacted(self) -> str:
-        """The DSN without its password, for messages."""
-        head, at, tail = self._dsn.rpartition("@")
-        if not at:
-            return self._dsn
-        scheme, sep, user = head.partition("://")
-        return f"{scheme}{sep}{user.partition(':')[0]}@{tail}"
-
-    async def _sleep(self) -> None:
-        await asyncio.sleep(self._backoff)
-        self._backoff = min(self._backoff * 2, self.config.retry_backoff_max_s)
-
-    def _went_wrong(self, exc: EosflowError) -> None:
-        since = self._failing[0] if self._failing is not None else time.monotonic()
-        self._failing = (since, str(exc))
-
-    def _went_right(self) -> None:
-        self._failing, self._backoff = None, self.config.retry_backoff_s
-
-    def _give_up_if_stuck(self) -> None:
-        """Failures that outlast ``retry_timeout_s`` without a success are an error. A
-        success is a commit, or -- when no failed write is owed (``_owed``: its records
-        come again after the rewind) -- a poll that found nothing: an empty poll right
-        after a rewind must not pass for a database that works."""
-        if self._failing is None:
-            return
-        since, cause = self._failing
-        if time.monotonic() - since > self.config.retry_timeout_s:
-            raise FatalError(
-                f"failing for {self.config.retry_timeout_s:g} s (retry_timeout_s): {cause}"
-            )
 
     def _report(
         self,

@@ -182,7 +182,16 @@ async def demo(*args: str) -> str:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), 180)
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+    finally:
+        if proc.returncode is None:  # timed out: ^C stops it and what it started
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
     assert proc.returncode == 0, out.decode() + err.decode()
     assert "SIGKILL instance 0" in out.decode()
     return out.decode()

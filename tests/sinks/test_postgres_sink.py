@@ -148,6 +148,33 @@ async def test_positions_come_from_the_database(cluster: FakeCluster, postgres: 
     exactly_once(await rows(postgres), "in", 2 * N)
 
 
+# The group's offsets in Kafka follow the database's even where nothing is left to
+# write: the first instance writes everything with every OffsetCommit refused; the next
+# one claims the partitions, finds them at their ends and tells Kafka. Found by the sink
+# demo in CI: the last commit to Kafka refused in a rebalance, the new owner idle, the
+# group's lag never reached 0. Mutation caught: a claim's positions not told to Kafka
+# (the offsets stay empty; the test times out).
+async def test_kafka_offsets_catch_up_with_nothing_to_write(
+    cluster: FakeCluster, postgres: Postgres
+) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    refused = c.intercept("OffsetCommit", error=codes.UNKNOWN_SERVER_ERROR, times=None)
+    async with eosflow.EosApp(Rows(postgres.dsn), app_config(c)):
+        await at_the_end(postgres, N)
+    c.remove_fault(refused)
+    assert refused.hits >= 1 and c.committed("g") == {}
+    async with eosflow.EosApp(Rows(postgres.dsn), app_config(c)):
+        want = {("in", p): N // PARTS for p in range(PARTS)}
+
+        async def told() -> bool:
+            return c.committed("g") == want
+
+        await eventually(told, what="Kafka's offsets at the end")
+    exactly_once(await rows(postgres), "in")
+
+
 # Rows and positions commit in one database transaction. A trigger kills the connection
 # the first time a position moves -- after the batch's rows went in, before COMMIT -- so
 # the instance cannot know the outcome. Nothing of that batch may stay, and it is written
