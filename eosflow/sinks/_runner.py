@@ -166,19 +166,20 @@ class SinkRunner:
         that works."""
         while True:
             stopping = self._stopping.is_set()
-            batch, polled = await self._collect(stopping)
+            batch, polled, generation = await self._collect(stopping)
             if batch:
-                await self._write(batch)
-            elif stopping:
-                return
-            elif polled and not self._owed:
+                await self._write(batch, generation)
+            if stopping:
+                return  # one last poll's records written: never a chase of live input
+            if not batch and polled and not self._owed:
                 self._retries.went_right()  # a poll without a failure, and nothing owed
                 if self._untold:
                     await self._tell_kafka({})
             self._retries.give_up_if_stuck()
 
-    async def _collect(self, stopping: bool) -> tuple[list[Record], bool]:
-        """Records for one batch, and whether every poll succeeded: polled until
+    async def _collect(self, stopping: bool) -> tuple[list[Record], bool, int]:
+        """Records for one batch, whether every poll succeeded, and the generation they
+        were polled in: polled until
         ``max_records_per_txn``, ``max_bytes_per_txn`` (keys and values) or
         ``commit_interval_s`` (or one poll when stopping) -- what one eosflow
         transaction would hold. A rebalance while polling voids what was polled (the
@@ -205,11 +206,11 @@ class SinkRunner:
                 log.warning("%s; retrying", exc)
                 self._retries.went_wrong(exc)
                 await self._retries.sleep()
-                return out, False
+                return out, False, generation
             if self._generation != generation:
                 async with self._lock:
                     await self._rewind()
-                return [], True
+                return [], True, generation
             if polled and self._first_polled is None:
                 self._first_polled = (time.monotonic(), time.time())
             for records in polled.values():
@@ -218,7 +219,7 @@ class SinkRunner:
                     size += sum(len(r.key or b"") + len(r.value or b"") for r in records)
             if left <= 0 or self._stopping.is_set():
                 break
-        return out, True
+        return out, True, generation
 
     def _taken(self, batch: list[Record]) -> tuple[list[Record], dict[Partition, int]]:
         """The records of ``batch`` to write, and each partition's position after them:
@@ -237,8 +238,11 @@ class SinkRunner:
             ends[tp] = r.offset + 1
         return kept, ends
 
-    async def _write(self, batch: list[Record]) -> None:
+    async def _write(self, batch: list[Record], generation: int) -> None:
         async with self._lock:
+            if self._generation != generation:  # a rebalance after its last poll
+                await self._rewind()
+                return
             kept, ends = self._taken(batch)
             if not kept:
                 return
@@ -250,6 +254,7 @@ class SinkRunner:
             except PartitionLost as lost:
                 self.in_transaction, self._in_flight = False, None
                 self._held.update(lost.moved)  # still ours, at the database's position
+                self._owed.difference_update(lost.moved)  # written, as the database says
                 await self._let_go(lost.partitions, "claimed by another instance")
                 await self._rewind()
                 self._report(Outcome.ABORTED, AbortReason.REVOKED, str(lost), kept, began, began_at)
@@ -307,7 +312,11 @@ class SinkRunner:
         if gone:
             await self._let_go(gone, "claimed by another instance")
         await self._rewind()
-        return Outcome.RECOVERED if committed else Outcome.ABORTED
+        if not committed:
+            return Outcome.ABORTED
+        self._owed.difference_update(ends)  # it committed: nothing of it comes again
+        self._retries.went_right()
+        return Outcome.RECOVERED
 
     async def _tell_kafka(self, ends: Mapping[Partition, int]) -> None:
         """The group's offsets in Kafka follow the database's (for lag and status only):

@@ -527,11 +527,13 @@ class CommitReplyLost:
 
 
 # A COMMIT that went through and whose answer was lost: the sink reads the positions
-# back, finds the batch committed (RECOVERED) and writes nothing twice. Mutations
-# caught: the read back left out -- the batch reported aborted though it committed (the
-# next write's check still finds the positions moved and writes nothing twice); with
-# the check's position comparison left out too -- the batch written twice. (The
-# comparison alone out: the read back covers it.)
+# back, finds the batch committed (RECOVERED), writes nothing twice -- and, the input
+# idle after it, counts that as a success: the app lives past retry_timeout_s.
+# Mutations caught: the read back left out -- the batch reported aborted though it
+# committed (the next write's check still finds the positions moved and writes nothing
+# twice); with the check's position comparison left out too -- the batch written twice
+# (the comparison alone out: the read back covers it); a recovered batch left owed --
+# the idle app stopped after retry_timeout_s (found by a review).
 async def test_a_commit_whose_answer_was_lost_is_read_back(
     cluster: FakeCluster, postgres: Postgres
 ) -> None:
@@ -540,15 +542,57 @@ async def test_a_commit_whose_answer_was_lost_is_read_back(
     await seed(c.bootstrap_servers, "in", N, PARTS)
     async with CommitReplyLost(postgres.port) as proxy:
         dsn = postgres.dsn.replace(f":{postgres.port}/", f":{proxy.port}/")
-        app = eosflow.EosApp(Rows(dsn), app_config(c, max_records_per_txn=100))
+        config = app_config(c, max_records_per_txn=100, retry_timeout_s=3.0)
+        app = eosflow.EosApp(Rows(dsn), config)
         async with app:
-            await written(postgres, 100)
+            await at_the_end(postgres, N)
             proxy.armed.set()
-            await seed(c.bootstrap_servers, "in", N, PARTS)
+            await seed(c.bootstrap_servers, "in", PARTS, PARTS)  # the last batch: cut
             await asyncio.wait_for(proxy.cut.wait(), 30)
-            await at_the_end(postgres, 2 * N)
+            await at_the_end(postgres, N + PARTS)
+            await asyncio.sleep(config.retry_timeout_s + 2)  # idle, past the budget
+            assert app.failure is None, app.failure
         assert app.stats.recovered == 1
-    exactly_once(await rows(postgres), "in", 2 * N)
+    exactly_once(await rows(postgres), "in", N + PARTS)
+
+
+# A stop under live input ends: it writes what was collected and one more poll, never
+# chasing records that keep coming, and writes nothing twice. (A review found the stop
+# polled until a poll came back empty; put back, that is not caught here -- aiokafka's
+# poll without a wait soon comes back empty even under this producer -- so the bound
+# is by reading, and this test guards only that the stop ends clean.)
+async def test_a_stop_under_live_input_ends(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
+    await p.start()
+    sent = 0
+
+    async def produce() -> None:
+        nonlocal sent
+        while True:  # as fast as it goes, so that a poll always finds records
+            futures = [
+                await p.send("in", b"v", key=str(sent + i).encode(), partition=i % PARTS)
+                for i in range(300)
+            ]
+            await asyncio.gather(*futures)
+            sent += len(futures)
+
+    producing = asyncio.create_task(produce())
+    try:
+        app = eosflow.EosApp(Rows(postgres.dsn), app_config(c))
+        await app.__aenter__()
+        await written(postgres, 300)
+        await asyncio.wait_for(app.__aexit__(None, None, None), 30)
+        assert app.failure is None
+    finally:
+        producing.cancel()
+        await asyncio.gather(producing, return_exceptions=True)
+        await p.stop()
+    found = await rows(postgres)
+    assert len(found) == len(set(found))  # none twice
+    at = await positions(postgres, "g")  # every row below its partition's position
+    assert sum(v or 0 for v in at.values()) == len(found)
 
 
 # Exhausted retries are an error: the database gone for good, the app stops once its
