@@ -7,12 +7,17 @@ that (an instance paused or cut off mid-write) is ended by the server, its locks
 released -- as Kafka aborts a transaction past its timeout -- so another instance's
 claim never waits on it for long; TCP keepalives notice a peer gone without a word
 within ~25 s. Its name in ``pg_stat_activity`` is ``eosflow <transactional_id>``.
+
+A step that fails for a passing reason drops the connection (``step``): the next one is
+made afresh, never one that asyncpg left mid-operation or mid-transaction.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import asyncpg
@@ -71,6 +76,29 @@ class Database:
             "tcp_keepalives_interval": "5",
             "tcp_keepalives_count": "3",
         }
+
+    @contextlib.contextmanager
+    def step(self, step: str) -> Iterator[None]:
+        """Run ``step`` on the connection, its errors mapped (``mapped``); a
+        ``TransientError`` drops the connection, so the next ``connected`` makes a new
+        one. After a FATAL out of turn asyncpg may leave a connection open but stuck
+        ("another operation is in progress", then "a manually started transaction")
+        until every retry failed. The trade-off: a deadlock or a serialization failure,
+        after which the connection is sound, costs a reconnect too (milliseconds, and
+        rare)."""
+        try:
+            with mapped(step):
+                yield
+        except TransientError:
+            self.drop()
+            raise
+
+    def drop(self) -> None:
+        """Abandon the connection at once: its socket closed, the server rolls back
+        what it had open."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.terminate()
 
     async def close(self) -> None:
         """Close the connection (within 5 s, else dropped); never raises."""

@@ -7,9 +7,12 @@ eosflow's tree, as the Kafka adapter maps aiokafka's.
 - the database gone for a while: a refused or dropped connection, a server starting up,
   shutting down or recovering from a crash, too many connections, a timeout or a
   cancelled statement, a lock not available, a serialization failure or a deadlock, a
-  read-only server (a failover under way), a transaction ended idle --
+  read-only server (a failover under way), a transaction ended idle, asyncpg's
+  protocol state lost (``InternalClientError``: a server's message out of turn, as when
+  a FATAL arrives between statements while the connection closes) --
   ``TransientError`` (the write transaction is rolled back and tried again, fatal once
-  it persists past ``retry_timeout_s``);
+  it persists past ``retry_timeout_s``; the connection is dropped and made anew:
+  ``Database.step``);
 - anything else the server refuses (a constraint violated, an SQL error in ``write``),
   and asyncpg's own client-side refusals (an argument of the wrong type) --
   ``FatalError`` naming the step and the message: trying again would fail the same way.
@@ -24,7 +27,7 @@ import asyncpg
 
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 
-__all__ = ["mapped"]
+__all__ = ["DRIVER_ERRORS", "mapped"]
 
 _USER_MUST_FIX = (
     asyncpg.InvalidPasswordError,
@@ -54,6 +57,19 @@ _PASSING = (
     asyncpg.ReadOnlySQLTransactionError,  # a standby promoted, the old primary read-only
     asyncpg.IdleInTransactionSessionTimeoutError,
     asyncpg.InterfaceError,  # a connection closed under a query, among others
+    # the client's protocol state lost (its ProtocolError and OutdatedSchemaCacheError
+    # too): the connection is useless, a new one works -- CI's chaos met "cannot switch
+    # to state 15; another operation (2) is in progress" as PostgreSQL was SIGKILLed
+    asyncpg.exceptions._base.InternalClientError,
+)
+
+# what the driver and the network raise: from a sink's own code, mapped as eosflow's are
+DRIVER_ERRORS = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions._base.InternalClientError,
+    OSError,
+    TimeoutError,
 )
 
 

@@ -26,7 +26,6 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 
-import asyncpg
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
@@ -36,7 +35,7 @@ from .._observe import AbortReason, Observer, Outcome, TransactionReport
 from .._records import Record
 from .._timeouts import within
 from ._connection import Database
-from ._errors import mapped
+from ._errors import DRIVER_ERRORS
 from ._offsets import Claim, OffsetsTable, PartitionLost
 from ._postgres import PostgresSink
 from ._retries import Retries
@@ -50,7 +49,7 @@ def _user_code(what: str) -> Iterator[None]:
     pass, anything else is a bug of the sink -- ``FatalError`` naming ``what``."""
     try:
         yield
-    except (asyncpg.PostgresError, asyncpg.InterfaceError, OSError, TimeoutError, EosflowError):
+    except (*DRIVER_ERRORS, EosflowError):
         raise
     except Exception as exc:
         raise FatalError(f"{what} raised {type(exc).__name__}: {exc}") from exc
@@ -100,21 +99,35 @@ class SinkRunner:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect (retried for ``retry_timeout_s``; a refused login at once), make or
-        check the offsets table, join the group."""
+        """Connect, make or check the offsets table, run the sink's ``prepare`` --
+        retried together for ``retry_timeout_s`` (each in its own transaction, so a
+        retry starts clean; a refused login or a wrong table is a ``ConfigError`` at
+        once) -- then join the group."""
+        deadline = time.monotonic() + self.config.retry_timeout_s
+        while True:
+            try:
+                await self._prepared()
+                break
+            except TransientError as exc:
+                if self._retries.too_late(deadline):
+                    raise FatalError(f"{exc} (for {self.config.retry_timeout_s:g} s)") from exc
+                log.warning("%s; retrying", exc)
+                await self._retries.sleep()
+        consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
+        self._consumer = consumer
+        await ak.start(consumer, self.config, "joining the group", "READ")
+
+    async def _prepared(self) -> None:
         step = f"connecting to {self.db.redacted()}"
         conn = await self.db.connected(step, self.config.retry_timeout_s)
-        with mapped(f"making the offsets table {self.offsets.table}"):
+        with self.db.step(f"making the offsets table {self.offsets.table}"):
             await self.offsets.ensure(conn)
         name = type(self.sink).__name__
-        with mapped(f"{name}.prepare"), _user_code(f"{name}.prepare"):
+        with self.db.step(f"{name}.prepare"), _user_code(f"{name}.prepare"):
             async with conn.transaction():  # one instance at a time (its DDL)
                 lock = "SELECT pg_advisory_xact_lock(hashtext($1))"
                 await conn.execute(lock, f"eosflow prepare {name}")
                 await self.sink.prepare(conn)
-        consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
-        self._consumer = consumer
-        await ak.start(consumer, self.config, "joining the group", "READ")
 
     async def stop(self) -> None:
         """Leave the group and close the connection; never raises for the broker's or the
@@ -147,7 +160,7 @@ class SinkRunner:
         await self.db.close()
         try:
             conn = await self.db.connected("reading positions back")
-            with mapped("reading positions back"):
+            with self.db.step("reading positions back"):
                 now = await self.offsets.read(conn, list(ends))
         except EosflowError as exc:
             log.warning("the last write's outcome is unknown (%s)", exc)
@@ -283,7 +296,7 @@ class SinkRunner:
         """One database transaction: the claims checked (rows locked), the rows written,
         the positions moved, COMMIT."""
         conn = await self.db.connected("connecting again")
-        with mapped("writing a batch"):
+        with self.db.step("writing a batch"):
             async with conn.transaction():
                 await self.offsets.check(conn, held)
                 with _user_code(f"{type(self.sink).__name__}.write"):
@@ -298,7 +311,7 @@ class SinkRunner:
         await self._retries.sleep()
         try:
             conn = await self.db.connected("connecting again")
-            with mapped("reading positions back"):
+            with self.db.step("reading positions back"):
                 now = await self.offsets.read(conn, list(self._held))
         except TransientError as exc:
             log.warning("%s; retrying", exc)
@@ -379,7 +392,7 @@ class SinkRunner:
                 with ak.mapped("finding where new partitions start", "READ"):
                     reset = await ak.reset_offsets(consumer, tps, self.config.auto_offset_reset)
                 conn = await self.db.connected("claiming partitions")
-                with mapped("claiming partitions"):
+                with self.db.step("claiming partitions"):
                     return await self.offsets.claim(
                         conn, {(tp.topic, tp.partition): o for tp, o in reset.items()}
                     )

@@ -2,7 +2,7 @@
 claim per partition fencing an instance that lost it, positions read from the database.
 A real PostgreSQL from the test kit (``eosflow.testing.Postgres``) in every test; the
 rows land in a table **without** a unique constraint, so a duplicate would show. Each
-test says the mutation it catches."""
+test says the mutation it catches. The database failing the sink: ``test_sink_faults``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,18 @@ import asyncpg
 import pytest
 from aiokafka import AIOKafkaProducer
 from kit import app_config, create_topic, eventually
+from sinkkit import (
+    PARTS,
+    N,
+    Rows,
+    at_the_end,
+    exactly_once,
+    positions,
+    rows,
+    rows_database,
+    seed,
+    written,
+)
 
 import eosflow
 from eosflow._protocol import _codes as codes
@@ -25,80 +37,13 @@ from eosflow.testing._ladder import Broker
 from eosflow.testing._postgres import Postgres
 from examples import orders_sink
 
-N, PARTS = 600, 3
 ROOT = Path(__file__).parents[2]
-
-
-async def seed(bootstrap: str, topic: str, n: int, partitions: int) -> None:
-    """``n`` records, record i to partition i % partitions."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
-    await p.start()
-    try:
-        sent = [
-            await p.send(topic, f"v{i}".encode(), key=str(i).encode(), partition=i % partitions)
-            for i in range(n)
-        ]
-        await asyncio.gather(*sent)
-    finally:
-        await p.stop()
 
 
 @pytest.fixture
 async def postgres() -> AsyncIterator[Postgres]:
-    async with Postgres() as pg:
-        conn = await asyncpg.connect(pg.dsn)
-        await conn.execute(
-            "CREATE TABLE rows (topic text, partition int, off bigint, key text, value text)"
-        )
-        await conn.close()
+    async with rows_database() as pg:
         yield pg
-
-
-class Rows(eosflow.PostgresSink):
-    """Each record as a row, by COPY."""
-
-    async def write(self, conn: Any, records: Sequence[eosflow.Record]) -> None:
-        await conn.copy_records_to_table(
-            "rows",
-            records=[
-                (r.topic, r.partition, r.offset, (r.key or b"").decode(), (r.value or b"").decode())
-                for r in records
-            ],
-            columns=["topic", "partition", "off", "key", "value"],
-        )
-
-
-async def rows(pg: Postgres) -> list[tuple[str, int, int]]:
-    conn = await asyncpg.connect(pg.dsn)
-    try:
-        found = await conn.fetch("SELECT topic, partition, off FROM rows ORDER BY 1, 2, 3")
-        return [(r["topic"], r["partition"], r["off"]) for r in found]
-    finally:
-        await conn.close()
-
-
-async def positions(pg: Postgres, group: str) -> dict[tuple[str, int], int | None]:
-    conn = await asyncpg.connect(pg.dsn)
-    try:
-        found = await conn.fetch(
-            "SELECT topic, partition, next_offset FROM eosflow_offsets WHERE group_id = $1", group
-        )
-        return {(r["topic"], r["partition"]): r["next_offset"] for r in found}
-    finally:
-        await conn.close()
-
-
-def exactly_once(found: list[tuple[str, int, int]], topic: str, n: int = N) -> None:
-    expected = sorted((topic, i % PARTS, i // PARTS) for i in range(n))
-    assert len(found) == len(set(found)), f"duplicates: {len(found) - len(set(found))}"
-    assert found == expected, f"{len(found)} rows, {n} expected"
-
-
-async def written(pg: Postgres, n: int = N) -> None:
-    async def enough() -> bool:
-        return len(await rows(pg)) >= n
-
-    await eventually(enough, timeout_s=40, what=f"{n} rows written")
 
 
 # On the ladder's broker (genuine Kafka in CI's third stage): every record once in the
@@ -117,17 +62,6 @@ async def test_records_land_once_with_their_positions(
         await at_the_end(postgres, N, src, group)
     exactly_once(await rows(postgres), src)
     assert app.stats.committed >= 1 and app.stats.aborted == 0
-
-
-async def at_the_end(pg: Postgres, n: int, topic: str = "in", group: str = "g") -> None:
-    """``n`` rows written and the group's positions at the end of ``n`` seeded records."""
-    await written(pg, n)
-    want = {(topic, p): n // PARTS for p in range(PARTS)}
-
-    async def there() -> bool:
-        return await positions(pg, group) == want
-
-    await eventually(there, what="positions at the end")
 
 
 # Positions come from the database, not from Kafka: with every OffsetCommit to Kafka
@@ -172,63 +106,6 @@ async def test_kafka_offsets_catch_up_with_nothing_to_write(
             return c.committed("g") == want
 
         await eventually(told, what="Kafka's offsets at the end")
-    exactly_once(await rows(postgres), "in")
-
-
-# Rows and positions commit in one database transaction. A trigger kills the connection
-# the first time a position moves -- after the batch's rows went in, before COMMIT -- so
-# the instance cannot know the outcome. Nothing of that batch may stay, and it is written
-# again once. Mutation: the rows committed before the positions move (two transactions)
-# -- the killed batch's rows stay and are written again: duplicates.
-async def test_a_write_killed_midway_leaves_nothing(
-    cluster: FakeCluster, postgres: Postgres
-) -> None:
-    c = cluster
-    c.create_topic("in", PARTS)
-    await seed(c.bootstrap_servers, "in", N, PARTS)
-    conn = await asyncpg.connect(postgres.dsn)
-    await OffsetsTable("eosflow_offsets", "g").ensure(conn)
-    await conn.execute(KILL_ONCE)
-    await conn.close()
-    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c))
-    async with app:
-        await written(postgres)
-        await eventually(lambda: _settled(app), what="a commit after the kill")
-    exactly_once(await rows(postgres), "in")
-    assert app.stats.aborted + app.stats.recovered >= 1
-
-
-# a sequence, since a flag in a table would be rolled back with the killed transaction
-KILL_ONCE = """
-CREATE SEQUENCE kills;
-CREATE FUNCTION kill_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  IF nextval('kills') = 1 THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
-  RETURN NEW;
-END $$;
-CREATE TRIGGER kill_once BEFORE UPDATE ON eosflow_offsets FOR EACH ROW
-  WHEN (OLD.next_offset IS DISTINCT FROM NEW.next_offset) EXECUTE FUNCTION kill_once();
-"""
-
-
-async def _settled(app: eosflow.EosApp) -> bool:
-    assert app.failure is None, app.failure
-    return app.last_outcome is eosflow.Outcome.COMMITTED
-
-
-# PostgreSQL itself SIGKILLed (its whole process group) mid-run and started again: the
-# instance waits it out and every record lands once.
-async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres: Postgres) -> None:
-    c = cluster
-    c.create_topic("in", PARTS)
-    await seed(c.bootstrap_servers, "in", N, PARTS)
-    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, max_records_per_txn=50))
-    async with app:
-        await written(postgres, 100)
-        postgres.kill()
-        await asyncio.sleep(1.0)  # the outage's span
-        await postgres.start()
-        await written(postgres)
     exactly_once(await rows(postgres), "in")
 
 
@@ -464,98 +341,6 @@ async def _claimed(pg: Postgres, times: int) -> bool:
     return len(found) == PARTS and max(r["epoch"] for r in found) >= times
 
 
-COMMIT = b"Q\x00\x00\x00\x0cCOMMIT;\x00"  # asyncpg's COMMIT: a simple Query message
-
-
-class CommitReplyLost:
-    """A TCP proxy in front of PostgreSQL that, once armed, lets one COMMIT through,
-    waits for the server's answer and then cuts the client off without it: the batch is
-    committed and the sink does not know."""
-
-    def __init__(self, upstream_port: int) -> None:
-        self.upstream_port = upstream_port
-        self.armed = asyncio.Event()
-        self.cut = asyncio.Event()
-        self.server: asyncio.Server | None = None
-
-    @property
-    def port(self) -> int:
-        assert self.server is not None
-        port: int = self.server.sockets[0].getsockname()[1]
-        return port
-
-    async def __aenter__(self) -> CommitReplyLost:
-        self.server = await asyncio.start_server(self._client, "127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
-
-    async def _client(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        sr, sw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-        replies: asyncio.Queue[bytes] = asyncio.Queue()
-
-        async def down() -> None:  # the server's bytes, relayed unless held back
-            while data := await sr.read(65536):
-                await replies.put(data)
-            await replies.put(b"")
-
-        async def relay() -> None:
-            while data := await replies.get():
-                cw.write(data)
-                await cw.drain()
-            cw.close()
-
-        reader, relayer = asyncio.create_task(down()), asyncio.create_task(relay())
-        try:
-            while data := await cr.read(65536):
-                if COMMIT in data and self.armed.is_set() and not self.cut.is_set():
-                    self.cut.set()
-                    relayer.cancel()  # nothing more reaches the client
-                    sw.write(data)
-                    await sw.drain()
-                    await replies.get()  # the server answered: committed
-                    break
-                sw.write(data)
-                await sw.drain()
-        finally:
-            reader.cancel()
-            relayer.cancel()
-            cw.close()
-            sw.close()
-
-
-# A COMMIT that went through and whose answer was lost: the sink reads the positions
-# back, finds the batch committed (RECOVERED), writes nothing twice -- and, the input
-# idle after it, counts that as a success: the app lives past retry_timeout_s.
-# Mutations caught: the read back left out -- the batch reported aborted though it
-# committed (the next write's check still finds the positions moved and writes nothing
-# twice); with the check's position comparison left out too -- the batch written twice
-# (the comparison alone out: the read back covers it); a recovered batch left owed --
-# the idle app stopped after retry_timeout_s (found by a review).
-async def test_a_commit_whose_answer_was_lost_is_read_back(
-    cluster: FakeCluster, postgres: Postgres
-) -> None:
-    c = cluster
-    c.create_topic("in", PARTS)
-    await seed(c.bootstrap_servers, "in", N, PARTS)
-    async with CommitReplyLost(postgres.port) as proxy:
-        dsn = postgres.dsn.replace(f":{postgres.port}/", f":{proxy.port}/")
-        config = app_config(c, max_records_per_txn=100, retry_timeout_s=3.0)
-        app = eosflow.EosApp(Rows(dsn), config)
-        async with app:
-            await at_the_end(postgres, N)
-            proxy.armed.set()
-            await seed(c.bootstrap_servers, "in", PARTS, PARTS)  # the last batch: cut
-            await asyncio.wait_for(proxy.cut.wait(), 30)
-            await at_the_end(postgres, N + PARTS)
-            await asyncio.sleep(config.retry_timeout_s + 2)  # idle, past the budget
-            assert app.failure is None, app.failure
-        assert app.stats.recovered == 1
-    exactly_once(await rows(postgres), "in", N + PARTS)
-
-
 # A stop under live input ends: it writes what was collected and one more poll, never
 # chasing records that keep coming, and writes nothing twice. (A review found the stop
 # polled until a poll came back empty; put back, that is not caught here -- aiokafka's
@@ -593,24 +378,3 @@ async def test_a_stop_under_live_input_ends(cluster: FakeCluster, postgres: Post
     assert len(found) == len(set(found))  # none twice
     at = await positions(postgres, "g")  # every row below its partition's position
     assert sum(v or 0 for v in at.values()) == len(found)
-
-
-# Exhausted retries are an error: the database gone for good, the app stops once its
-# failures outlast retry_timeout_s, naming PostgreSQL -- never a silent wait.
-async def test_a_database_gone_for_good_stops_the_app(
-    cluster: FakeCluster, postgres: Postgres
-) -> None:
-    c = cluster
-    c.create_topic("in", PARTS)
-    await seed(c.bootstrap_servers, "in", N, PARTS)
-    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, retry_timeout_s=4.0))
-    with pytest.raises(eosflow.FatalError, match="PostgreSQL"):
-        async with app:
-            await written(postgres, 1)
-            postgres.kill()
-            await seed(c.bootstrap_servers, "in", N, PARTS)  # more to write
-            await eventually(lambda: _failed(app), timeout_s=30, what="the app stopped")
-
-
-async def _failed(app: eosflow.EosApp) -> bool:
-    return app.failure is not None
