@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from ._sql import table_name
 
 __all__ = ["Claim", "OffsetsTable", "PartitionLost"]
 
@@ -65,6 +66,7 @@ class OffsetsTable:
 
     def __init__(self, table: str, group_id: str) -> None:
         self.table, self.group_id = table, group_id
+        self._sql = table_name(table)  # in statements: quoted (see ``_sql``)
 
     async def ensure(self, conn: Any) -> None:
         """Create the table if it is missing, then check its columns: a table of another
@@ -75,7 +77,7 @@ class OffsetsTable:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext($1))", self.table)
             await conn.execute(
-                f"CREATE TABLE IF NOT EXISTS {self.table} ("
+                f"CREATE TABLE IF NOT EXISTS {self._sql} ("
                 " group_id text NOT NULL, topic text NOT NULL, partition integer NOT NULL,"
                 " next_offset bigint, epoch bigint NOT NULL,"
                 " PRIMARY KEY (group_id, topic, partition))"
@@ -83,7 +85,7 @@ class OffsetsTable:
         rows = await conn.fetch(
             "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute"
             " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped",
-            self.table,
+            self._sql,
         )
         found = {r["attname"]: r["type"] for r in rows}
         wrong = [f"{c} {t}" for c, t in _COLUMNS.items() if found.get(c) != t]
@@ -100,7 +102,7 @@ class OffsetsTable:
         another instance holding a row."""
         tps = sorted(starts)
         rows = await conn.fetch(
-            f"INSERT INTO {self.table} AS o (group_id, topic, partition, next_offset, epoch)"
+            f"INSERT INTO {self._sql} AS o (group_id, topic, partition, next_offset, epoch)"
             " SELECT $1, t, p, n, 1"
             " FROM unnest($2::text[], $3::integer[], $4::bigint[]) AS u(t, p, n)"
             " ON CONFLICT (group_id, topic, partition) DO UPDATE"
@@ -119,7 +121,7 @@ class OffsetsTable:
         and raise ``PartitionLost`` if an epoch or an offset moved."""
         tps = sorted(held)
         rows = await conn.fetch(
-            f"SELECT topic, partition, next_offset, epoch FROM {self.table}"
+            f"SELECT topic, partition, next_offset, epoch FROM {self._sql}"
             " WHERE group_id = $1 AND (topic, partition) IN"
             " (SELECT * FROM unnest($2::text[], $3::integer[]))"
             " ORDER BY topic, partition FOR UPDATE",
@@ -137,7 +139,7 @@ class OffsetsTable:
         """Inside the write transaction, after ``check``: the next offsets written."""
         tps = sorted(offsets)
         await conn.execute(
-            f"UPDATE {self.table} AS o SET next_offset = u.n"
+            f"UPDATE {self._sql} AS o SET next_offset = u.n"
             " FROM unnest($2::text[], $3::integer[], $4::bigint[]) AS u(t, p, n)"
             " WHERE o.group_id = $1 AND o.topic = u.t AND o.partition = u.p",
             self.group_id,
@@ -150,7 +152,7 @@ class OffsetsTable:
         """Where ``partitions`` stand now (after a failure whose outcome is unknown)."""
         tps = sorted(partitions)
         rows = await conn.fetch(
-            f"SELECT topic, partition, next_offset, epoch FROM {self.table}"
+            f"SELECT topic, partition, next_offset, epoch FROM {self._sql}"
             " WHERE group_id = $1 AND (topic, partition) IN"
             " (SELECT * FROM unnest($2::text[], $3::integer[]))",
             self.group_id,

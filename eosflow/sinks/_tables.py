@@ -3,21 +3,28 @@ record's JSON value a row, its keys the columns, inserted or upserted.
 
 The JSON-to-row conversion is PostgreSQL's own (``jsonb_populate_recordset``), so a
 value takes the column's type as a ``json`` cast would: ``"2026-11-28T10:00:00Z"`` into
-a ``timestamptz``, ``12.5`` into a ``numeric``, an object into a ``jsonb``. A record
-writes the columns its value names, and only those (keys naming no column are ignored;
-``null`` writes NULL), so the result does not depend on how records fall into batches.
-The table's shape is read once, by ``prepare`` at start: a column added while the app
-runs is seen after a restart.
+a ``timestamptz``, ``12.5`` into a ``numeric``, an object into a ``jsonb``. A number
+reaches PostgreSQL as it was written (never through a Python float), so a ``numeric``
+column gets every digit. A record writes the columns its value names, and only those
+(keys naming no column are ignored; ``null`` writes NULL), so the result does not
+depend on how records fall into batches. Keys are matched to columns as spelled; a key
+that differs from a column only in case (``"Amount"`` for ``amount``) stops the app
+(``FatalError``) rather than be dropped unseen. Rows go in in the order of the log. The
+table's shape is read once, by ``prepare`` at start: a column added while the app runs
+is seen after a restart.
 
 - insert (``upsert = False``): one row per record; the columns it does not name take
   their defaults. A tombstone (no value) has nothing to insert and is skipped.
 - upsert (``upsert = True``; the table needs a primary key): a record writes the
   columns it names into the row with its primary key -- a new row takes the defaults
   for the others, an existing one keeps them (``INSERT ... ON CONFLICT (pk) DO UPDATE``
-  of the named columns). A tombstone deletes the row whose one-column primary key, as
-  text, is the record's key (with a composite primary key it cannot be told which row:
-  ``FatalError``). Within a batch a key's records are merged in the order of the log,
-  as one after the other would leave the row.
+  of the named columns). A tombstone deletes the row whose one-column primary key is
+  the record's key read as the key's type (with a composite primary key it cannot be
+  told which row: ``FatalError``). Within a batch a key's records are merged in the
+  order of the log, as one after the other would leave the row; which records share a
+  key is PostgreSQL's say (each key read as its column's type and compared by its
+  equality: ``1`` and ``1.0`` in a ``numeric``, a uuid in upper and lower case, are one
+  key) -- one query a batch, unless every key column is ``text``.
 
 A value that is not a JSON object stops the app (``FatalError`` naming the record):
 writing the rest past it would lose it silently, and trying again reads it again.
@@ -26,17 +33,21 @@ writing the rest past it would lose it silently, and trying again reads it again
 from __future__ import annotations
 
 import json
+import re
+import secrets
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 from .._errors import ConfigError, FatalError
 from .._records import Record
+from ._sql import quoted, table_name
 
 __all__ = ["TableWrite"]
 
 _COLUMNS = (
-    "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0"
-    " AND NOT attisdropped ORDER BY attnum"
+    "SELECT attname, format_type(atttypid, atttypmod) AS type FROM pg_attribute"
+    " WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
 )
 _PRIMARY_KEY = (
     "SELECT a.attname FROM pg_index i JOIN pg_attribute a"
@@ -45,30 +56,29 @@ _PRIMARY_KEY = (
     " ORDER BY array_position(i.indkey, a.attnum)"
 )
 
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _as_text(value: Any) -> str:
-    """A primary key value as PostgreSQL's ``::text`` of it would read (for strings and
-    numbers), so a record's key and a JSON field compare alike."""
-    return value if isinstance(value, str) else json.dumps(value)
+Name = tuple[str, ...]  # a primary key's values as text, one per key column
 
 
 class TableWrite:
     """The write of one table (see the module): made by ``read`` from the catalog."""
 
-    def __init__(self, table: str, columns: list[str], key: list[str], upsert: bool) -> None:
-        self.table, self.columns, self.key, self.upsert = table, columns, key, upsert
+    def __init__(self, table: str, columns: dict[str, str], key: list[str], upsert: bool) -> None:
+        self.table, self.key, self.upsert = table, key, upsert
+        self.columns = list(columns)  # in the table's order
+        self._sql = table_name(table)
+        self._named = set(columns)
+        self._folded = {c.lower(): c for c in columns}
+        self._key_types = [columns[c] for c in key]
+        self._statements: dict[tuple[str, ...], str] = {}
 
     @classmethod
     async def read(cls, conn: Any, table: str, upsert: bool, owner: str) -> TableWrite:
         """The table's columns and primary key; a ``ConfigError`` for an upsert into a
         table without a primary key (a table that does not exist is one from the
         error mapping: ``UndefinedTableError``)."""
-        columns = [r["attname"] for r in await conn.fetch(_COLUMNS, table)]
-        key = [r["attname"] for r in await conn.fetch(_PRIMARY_KEY, table)]
+        name = table_name(table)
+        columns = {r["attname"]: r["type"] for r in await conn.fetch(_COLUMNS, name)}
+        key = [r["attname"] for r in await conn.fetch(_PRIMARY_KEY, name)]
         if upsert and not key:
             raise ConfigError(
                 f"{owner}.upsert needs a primary key on {table}: it has none "
@@ -77,75 +87,118 @@ class TableWrite:
         return cls(table, columns, key, upsert)
 
     async def write(self, conn: Any, records: Sequence[Record]) -> None:
-        """Insert or upsert ``records`` (see the module): the upserts of one key merged
-        in the order of the log, the deletes first, then one statement per set of
-        columns named."""
-        rows: dict[Any, dict[str, Any]] = {}
-        gone: dict[str, None] = {}
-        appended: list[dict[str, Any]] = []
+        """Insert or upsert ``records`` (see the module)."""
+        if not self.upsert:
+            await self._put(conn, [self._decoded(r) for r in records if r.value is not None])
+            return
+        found: list[tuple[Name, dict[str, Any] | None]] = []
         for r in records:
             if r.value is None:
-                if self.upsert:
-                    name = self._deleted(r)
-                    rows.pop(name, None)  # what came before it in the batch is gone too
-                    gone[name] = None
-                continue
-            row = self._decoded(r)
-            if not self.upsert:
-                appended.append(row)
-                continue
-            name = self._name(row, r)
-            rows.setdefault(name, {}).update(row)  # later fields over earlier ones
+                found.append((self._deleted(r), None))
+            else:
+                row = self._decoded(r)
+                found.append((self._name(row, r), row))
+        same = await self._canonical(conn, {name for name, _ in found})
+        rows: dict[Name, dict[str, Any]] = {}
+        gone: dict[Name, None] = {}
+        for name, value in found:
+            name = same[name]
+            if value is None:
+                rows.pop(name, None)  # what came before it in the batch is gone too
+                gone[name] = None
+            else:
+                rows.setdefault(name, {}).update(value)  # later fields over earlier ones
         if gone:  # before the upserts: a key deleted, then written again, is a new row
             await conn.execute(
-                f"DELETE FROM {self.table} WHERE {_quoted(self.key[0])}::text = ANY($1::text[])",
-                list(gone),
+                f"DELETE FROM {self._sql} WHERE {quoted(self.key[0])}"
+                f" = ANY($1::text[]::{self._key_types[0]}[])",
+                [name[0] for name in gone],
             )
-        shapes: dict[tuple[str, ...], list[dict[str, Any]]] = {}
-        for row in rows.values() if self.upsert else appended:
-            shapes.setdefault(tuple(c for c in self.columns if c in row), []).append(row)
-        for columns, same in shapes.items():
-            await conn.execute(self._statement(columns), json.dumps(same))
+        await self._put(conn, list(rows.values()))
+
+    async def _put(self, conn: Any, rows: list[dict[str, Any]]) -> None:
+        """``rows`` in their order, one statement per run of rows naming the same
+        columns."""
+        shapes = [tuple(c for c in self.columns if c in row) for row in rows]
+        start = 0
+        for i in range(1, len(rows) + 1):
+            if i == len(rows) or shapes[i] != shapes[start]:
+                await conn.execute(self._statement(shapes[start]), _exact_json(rows[start:i]))
+                start = i
+
+    async def _canonical(self, conn: Any, names: set[Name]) -> dict[Name, Name]:
+        """For each name, the one that stands for all the names PostgreSQL finds equal
+        to it (each text read as its key column's type and grouped by that type's
+        equality, the unique index's own: ``1`` and ``1.0`` in a ``numeric``)."""
+        if all(t == "text" for t in self._key_types):
+            return {name: name for name in names}
+        listed = sorted(names)
+        keys = ", ".join(f"k{i}" for i in range(len(self._key_types)))
+        arrays = ", ".join(f"${i + 1}::text[]::{t}[]" for i, t in enumerate(self._key_types))
+        columns = [[name[i] for name in listed] for i in range(len(self._key_types))]
+        groups = await conn.fetch(
+            f"SELECT array_agg(o) AS o FROM unnest({arrays}) WITH ORDINALITY AS u({keys}, o)"
+            f" GROUP BY {keys}",
+            *columns,
+        )
+        same: dict[Name, Name] = {}
+        for group in groups:
+            first = listed[min(group["o"]) - 1]
+            for o in group["o"]:
+                same[listed[o - 1]] = first
+        return same
 
     def _statement(self, columns: tuple[str, ...]) -> str:
-        listed = ", ".join(_quoted(c) for c in columns)
+        sql = self._statements.get(columns)
+        if sql is None:
+            sql = self._statements[columns] = self._made(columns)
+        return sql
+
+    def _made(self, columns: tuple[str, ...]) -> str:
+        listed = ", ".join(quoted(c) for c in columns)
         sql = (
-            f"INSERT INTO {self.table} ({listed}) SELECT {listed}"
-            f" FROM jsonb_populate_recordset(NULL::{self.table}, $1::jsonb)"
+            f"INSERT INTO {self._sql} ({listed}) SELECT {listed}"
+            f" FROM jsonb_populate_recordset(NULL::{self._sql}, $1::jsonb)"
         )
         if not self.upsert:
             return sql
         updated = [c for c in columns if c not in self.key]
-        conflict = ", ".join(_quoted(c) for c in self.key)
+        conflict = ", ".join(quoted(c) for c in self.key)
         if not updated:
             return f"{sql} ON CONFLICT ({conflict}) DO NOTHING"
-        sets = ", ".join(f"{_quoted(c)} = EXCLUDED.{_quoted(c)}" for c in updated)
+        sets = ", ".join(f"{quoted(c)} = EXCLUDED.{quoted(c)}" for c in updated)
         return f"{sql} ON CONFLICT ({conflict}) DO UPDATE SET {sets}"
 
     def _decoded(self, r: Record) -> dict[str, Any]:
         assert r.value is not None
         try:
-            row = json.loads(r.value)
+            row = json.loads(r.value, parse_float=Decimal)
         except ValueError as exc:
             raise FatalError(f"{_where(r)}: its value is not JSON ({exc})") from None
         if not isinstance(row, dict):
             raise FatalError(f"{_where(r)}: its value is JSON but not an object")
-        if not any(c in row for c in self.columns):
+        for k in row.keys() - self._named:
+            column = self._folded.get(k.lower())
+            if column is not None:
+                raise FatalError(
+                    f"{_where(r)}: its key {k!r} names no column of {self.table}; "
+                    f"keys are matched as spelled -- {column!r}?"
+                )
+        if self._named.isdisjoint(row):
             raise FatalError(
                 f"{_where(r)}: its value names no column of {self.table} "
                 f"({', '.join(self.columns)})"
             )
         return row
 
-    def _name(self, row: dict[str, Any], r: Record) -> Any:
-        """The primary key of ``row``: its values as text (one column: the text alone)."""
+    def _name(self, row: dict[str, Any], r: Record) -> Name:
+        """The primary key of ``row``, its values as text."""
         missing = [c for c in self.key if row.get(c) is None]
         if missing:
             raise FatalError(f"{_where(r)}: its value has no {', '.join(missing)} (the key)")
-        names = tuple(_as_text(row[c]) for c in self.key)
-        return names[0] if len(names) == 1 else names
+        return tuple(_as_text(row[c]) for c in self.key)
 
-    def _deleted(self, r: Record) -> str:
+    def _deleted(self, r: Record) -> Name:
         if len(self.key) != 1:
             raise FatalError(
                 f"{_where(r)}: a tombstone deletes by the record's key, and {self.table}'s "
@@ -153,7 +206,37 @@ class TableWrite:
             )
         if r.key is None:
             raise FatalError(f"{_where(r)}: a tombstone without a key deletes nothing")
-        return r.key.decode()
+        return (r.key.decode(),)
+
+
+def _as_text(value: Any) -> str:
+    """A key's JSON value as the text PostgreSQL reads it from (a string as it is)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)
+    return json.dumps(value)
+
+
+def _exact_json(rows: list[dict[str, Any]]) -> str:
+    """``rows`` as JSON, each number with a fraction or an exponent written as it came
+    (``Decimal``, from ``_decoded``): PostgreSQL reads JSON numbers exactly, where a
+    float would have kept ~16 significant digits. ``json.dumps`` meets a ``Decimal``
+    only through ``default``: it is written as a marker string, unique to this call,
+    then replaced by its digits."""
+    literals: list[str] = []
+    marker = secrets.token_hex(8)
+
+    def mark(o: object) -> str:
+        if not isinstance(o, Decimal):
+            raise TypeError(f"{type(o).__name__} is not JSON")
+        literals.append(str(o))
+        return f"{marker}:{len(literals) - 1}"
+
+    text = json.dumps(rows, default=mark)
+    if not literals:
+        return text
+    return re.sub(f'"{marker}:(\\d+)"', lambda m: literals[int(m.group(1))], text)
 
 
 def _where(r: Record) -> str:

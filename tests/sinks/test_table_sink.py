@@ -23,6 +23,9 @@ CREATE TABLE events (at timestamptz, amount numeric, who text, tags jsonb);
 CREATE TABLE accounts (id text PRIMARY KEY, balance numeric, note text);
 CREATE TABLE pairs (a int, b int, v text, PRIMARY KEY (a, b));
 CREATE TABLE loose (v text);
+CREATE TABLE "order" (seq serial, amount numeric, v text, w text);
+CREATE TABLE devices (id uuid PRIMARY KEY, n int, note text);
+CREATE TABLE prices (id numeric PRIMARY KEY, n int);
 """
 
 
@@ -216,3 +219,86 @@ async def test_a_composite_key_upserts(cluster: FakeCluster, postgres: Postgres)
     await send(c.bootstrap_servers, "in", [("1", None)])
     with pytest.raises(eosflow.FatalError, match="2 columns"):
         await asyncio.wait_for(eosflow.EosApp(Pairs(postgres.dsn), app_config(c)).run(), 60)
+
+
+# Numbers go in as they were written, never through a Python float; rows go in in the
+# order of the log even as their columns change; a table named by a reserved word works
+# (the offsets table too). Mutations caught: JSON numbers read as floats -- 28 digits
+# cut to 17, 0.1 + 0.2 style noise; rows grouped by their columns -- the order v, v, w;
+# table names unquoted -- a syntax error at "order", the app stops.
+async def test_numbers_order_and_names_as_written(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", 1)
+    exact = "12345678901234567890.12345678"
+    await send(
+        c.bootstrap_servers,
+        "in",
+        [
+            (None, f'{{"amount": {exact}, "v": "a"}}'),
+            (None, '{"amount": 1e-7, "w": "b"}'),
+            (None, '{"amount": 123456789012345678901234567890, "v": "c"}'),
+        ],
+    )
+
+    class Orders(eosflow.PostgresSink):
+        into = "order"
+        offsets_table = "offset"
+
+    async with eosflow.EosApp(Orders(postgres.dsn), app_config(c)):
+
+        async def done() -> bool:
+            return len(await fetch(postgres, 'SELECT 1 FROM "order"')) == 3
+
+        await eventually(done, what="the input written")
+    found = await fetch(postgres, 'SELECT amount::text, coalesce(v, w) FROM "order" ORDER BY seq')
+    assert found == [(exact, "a"), ("0.0000001", "b"), ("123456789012345678901234567890", "c")]
+    assert await fetch(postgres, 'SELECT next_offset FROM "offset"') == [(3,)]
+
+
+# Which records share a key is PostgreSQL's say: a uuid in upper and in lower case, and
+# 1 and 1.0 in a numeric, are one key -- merged in the batch, and deleted by a tombstone
+# spelled either way. A key that matches a column only in case stops the app naming it.
+# Mutations caught: keys merged as text -- one batch upserts the same row twice
+# (PostgreSQL refuses, the app stops); the delete comparing text -- the tombstone in
+# upper case deleted nothing; the case check left out -- "N" ignored, the app ran on.
+async def test_keys_are_compared_as_postgres_does(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", 1)
+    upper, other = "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "B0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11"
+    await send(
+        c.bootstrap_servers,
+        "in",
+        [
+            (upper, {"id": upper, "n": 1, "note": "kept"}),
+            (upper.lower(), {"id": upper.lower(), "n": 2}),
+            (other.lower(), {"id": other.lower()}),
+        ],
+    )
+
+    class Devices(eosflow.PostgresSink):
+        into = "devices"
+        upsert = True
+
+    class Prices(eosflow.PostgresSink):
+        into = "prices"
+        upsert = True
+        offsets_table = "price_offsets"
+
+    async with eosflow.EosApp(Devices(postgres.dsn), app_config(c, max_records_per_txn=1000)):
+        await eventually(lambda: at_end(postgres, 3), what="the first batch")
+        await send(c.bootstrap_servers, "in", [(other, None)])  # the stored row: lower case
+        await eventually(lambda: at_end(postgres, 4), what="the tombstone")
+    assert await fetch(postgres, "SELECT id::text, n, note FROM devices") == [
+        (upper.lower(), 2, "kept")
+    ]
+    c.create_topic("prices", 1)
+    await send(
+        c.bootstrap_servers,
+        "prices",
+        [("1", '{"id": 1, "n": 1}'), ("1.0", '{"id": 1.0, "n": 2}'), ("2", '{"id": 2, "N": 3}')],
+    )
+    config = app_config(c, input_topics=("prices",), max_records_per_txn=2)
+    with pytest.raises(eosflow.FatalError, match="'N' names no column") as caught:
+        await asyncio.wait_for(eosflow.EosApp(Prices(postgres.dsn), config).run(), 60)
+    assert "prices[0]@2" in str(caught.value)
+    assert await fetch(postgres, "SELECT id::int, n FROM prices") == [(1, 2)]
