@@ -99,28 +99,28 @@ class CommitReplyLost(_Proxy):
             sw.close()
 
 
-class FatalOutOfTurn(_Proxy):
-    """Once armed, puts a FATAL ErrorResponse right behind the ``after``-th ReadyForQuery
-    that the server sends inside a transaction (status ``T``), in the same write, and
-    keeps the connection open. asyncpg reads the ReadyForQuery and ends the statement,
-    then meets an error with no statement running: its protocol state is lost, the next
-    statement raises ``InternalClientError`` ("cannot switch to state ..; another
-    operation (2) is in progress") and asyncpg closes the connection. So a backend's
-    FATAL reaches a client between two statements while its socket is still closing --
-    CI's chaos met it with PostgreSQL SIGKILLed under a write transaction."""
+class _Framed(_Proxy):
+    """A proxy that reads the server's side message by message and lets ``_passed``
+    change each one (the client's side is relayed as it comes, ``_sent`` seeing it)."""
 
-    def __init__(self, upstream_port: int, after: int = 1) -> None:
+    def __init__(self, upstream_port: int) -> None:
         super().__init__(upstream_port)
-        self.after = after
         self.armed = asyncio.Event()
         self.injected = asyncio.Event()
-        self._seen = 0
+
+    def _sent(self, data: bytes) -> None:
+        """The client's ``data``, before it goes to the server."""
+
+    def _passed(self, kind: bytes, message: bytes) -> bytes:
+        """What the client gets for the server's ``message`` of type ``kind``."""
+        return message
 
     async def _client(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
         sr, sw = await asyncio.open_connection("127.0.0.1", self.upstream_port)
 
         async def up() -> None:  # the client's bytes, relayed as they come
             while data := await cr.read(65536):
+                self._sent(data)
                 sw.write(data)
                 await sw.drain()
             sw.close()
@@ -136,11 +136,7 @@ class FatalOutOfTurn(_Proxy):
                 cw.write(kind)
                 kind = await sr.readexactly(1)
             while True:
-                out = await message(kind)
-                if kind == b"Z" and out.endswith(b"T") and self._due():
-                    out += TERMINATING
-                    self.injected.set()
-                cw.write(out)
+                cw.write(self._passed(kind, await message(kind)))
                 await cw.drain()
                 kind = await sr.readexactly(1)
         except (asyncio.IncompleteReadError, ConnectionError):
@@ -150,8 +146,56 @@ class FatalOutOfTurn(_Proxy):
             cw.close()
             sw.close()
 
-    def _due(self) -> bool:
-        if not self.armed.is_set() or self.injected.is_set():
-            return False
+
+class FatalOutOfTurn(_Framed):
+    """Once armed, puts a FATAL ErrorResponse right behind the ``after``-th ReadyForQuery
+    that the server sends inside a transaction (status ``T``), in the same write, and
+    keeps the connection open. asyncpg reads the ReadyForQuery and ends the statement,
+    then meets an error with no statement running: its protocol state is lost, the next
+    statement raises ``InternalClientError`` ("cannot switch to state ..; another
+    operation (2) is in progress") and asyncpg closes the connection. So a backend's
+    FATAL reaches a client between two statements while its socket is still closing --
+    CI's chaos met it with PostgreSQL SIGKILLed under a write transaction."""
+
+    def __init__(self, upstream_port: int, after: int = 1) -> None:
+        super().__init__(upstream_port)
+        self.after = after
+        self._seen = 0
+
+    def _passed(self, kind: bytes, message: bytes) -> bytes:
+        if kind != b"Z" or not message.endswith(b"T") or not self.armed.is_set():
+            return message
+        if self.injected.is_set():
+            return message
         self._seen += 1
-        return self._seen == self.after
+        if self._seen != self.after:
+            return message
+        self.injected.set()
+        return message + TERMINATING
+
+
+class CommitOutcomeUnknown(_Framed):
+    """Once armed, lets one COMMIT through and answers it, in the server's place, with
+    ``statement_completion_unknown`` (SQLSTATE 40003) and a ReadyForQuery: the server
+    committed, the client is told it cannot know -- as a server or a pooler in front of
+    it says when a connection failed during COMMIT."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self._pending = False
+
+    def _sent(self, data: bytes) -> None:
+        if COMMIT in data and self.armed.is_set() and not self.injected.is_set():
+            self._pending = True
+
+    def _passed(self, kind: bytes, message: bytes) -> bytes:
+        if not self._pending:
+            return message
+        if kind == b"C":  # CommandComplete "COMMIT": withheld
+            return b""
+        if kind != b"Z":
+            return message
+        self._pending = False
+        self.injected.set()
+        unknown = _error_response("ERROR", "40003", "statement completion unknown")
+        return unknown + b"Z" + struct.pack("!i", 5) + b"I"

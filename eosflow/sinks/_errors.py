@@ -6,7 +6,8 @@ eosflow's tree, as the Kafka adapter maps aiokafka's.
   ``ConfigError`` (``eosflow run`` exits 2), one line naming it;
 - the database gone for a while: a refused or dropped connection, a server starting up,
   shutting down or recovering from a crash, too many connections, a timeout or a
-  cancelled statement, a lock not available, a serialization failure or a deadlock, a
+  cancelled statement, a lock not available, a transaction rolled back (a serialization
+  failure, a deadlock) or a statement's completion unknown (SQLSTATE 40003), a
   read-only server (a failover under way), a transaction ended idle, asyncpg's
   protocol state lost (``InternalClientError``: a server's message out of turn, as when
   a FATAL arrives between statements while the connection closes) --
@@ -49,8 +50,9 @@ _PASSING = (
     asyncpg.AdminShutdownError,
     asyncpg.CrashShutdownError,
     asyncpg.TooManyConnectionsError,
-    asyncpg.SerializationError,
-    asyncpg.DeadlockDetectedError,
+    # class 40: a serialization failure, a deadlock, and "statement completion unknown"
+    # (40003: a COMMIT that may have gone through -- the write is read back)
+    asyncpg.TransactionRollbackError,
     asyncpg.PostgresConnectionError,
     asyncpg.QueryCanceledError,  # a statement timeout, or cancelled by an operator
     asyncpg.LockNotAvailableError,

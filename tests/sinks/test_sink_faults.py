@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 import asyncpg
 import pytest
 from kit import app_config, eventually
-from pgwire import CommitReplyLost, FatalOutOfTurn
+from pgwire import CommitOutcomeUnknown, CommitReplyLost, FatalOutOfTurn
 from sinkkit import PARTS, N, Rows, at_the_end, exactly_once, rows, rows_database, seed, written
 
 import eosflow
@@ -150,6 +150,33 @@ async def test_a_commit_whose_answer_was_lost_is_read_back(
             assert app.failure is None, app.failure
         assert app.stats.recovered == 1
     exactly_once(await rows(postgres), "in", N + PARTS)
+
+
+# A COMMIT answered "statement completion unknown" (SQLSTATE 40003) though it went
+# through: the sink reads the positions back, finds the batch committed (RECOVERED) and
+# writes nothing twice. Mutation caught: the code mapped as a refusal (FatalError) --
+# the app stopped on it.
+async def test_a_commit_of_unknown_completion_is_read_back(
+    cluster: FakeCluster, postgres: Postgres
+) -> None:
+    c = cluster
+    c.create_topic("in", PARTS)
+    await seed(c.bootstrap_servers, "in", N, PARTS)
+    async with CommitOutcomeUnknown(postgres.port) as proxy:
+        app = eosflow.EosApp(Rows(proxy.dsn(postgres)), app_config(c, max_records_per_txn=100))
+        async with app:
+            await at_the_end(postgres, N)
+            proxy.armed.set()
+            await seed(c.bootstrap_servers, "in", PARTS, PARTS)  # the last batch
+            await asyncio.wait_for(proxy.injected.wait(), 30)
+            await at_the_end(postgres, N + PARTS)
+            await eventually(lambda: _recovered(app), what="the batch read back")
+    exactly_once(await rows(postgres), "in", N + PARTS)
+
+
+async def _recovered(app: eosflow.EosApp) -> bool:
+    assert app.failure is None, app.failure
+    return app.stats.recovered == 1
 
 
 # Exhausted retries are an error: the database gone for good, the app stops once its
