@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from .._errors import ConfigError
 
@@ -90,6 +91,7 @@ class Postgres:
     and stops it, removing its directory unless ``directory`` was given."""
 
     def __init__(self, directory: Path | None = None, durable: bool = False) -> None:
+        self.bin = postgres_bin()  # first: a missing server leaves no directory behind
         self._user = _UNPRIVILEGED if os.geteuid() == 0 else None
         self._own_dir = directory is None
         self.directory = directory or _new_directory(self._user is not None)
@@ -97,7 +99,6 @@ class Postgres:
         self.log = self.directory / "postgres.log"
         self.durable = durable
         self.port = _free_port()
-        self.bin = postgres_bin()
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -130,9 +131,7 @@ class Postgres:
                 os.chown(path, uid, gid)
         args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
         args += ["-A", "trust", "-E", "UTF8", "--no-sync", "--no-instructions"]
-        done = subprocess.run(
-            args, capture_output=True, text=True, check=False, user=uid, group=gid
-        )
+        done = subprocess.run(args, capture_output=True, text=True, check=False, **self._as_user())
         if done.returncode != 0:
             raise ConfigError(f"initdb failed ({done.returncode}): {done.stderr.strip()}")
 
@@ -166,11 +165,19 @@ class Postgres:
         )
         return done.returncode == 0
 
+    def _as_user(self) -> dict[str, Any]:
+        """``subprocess`` arguments that run a child as the server's user: its user and
+        group, and none of this process's supplementary groups (root's, kept by
+        default, would give the server root's group rights)."""
+        uid, gid = self._ids()
+        if uid is None:
+            return {}
+        return {"user": uid, "group": gid, "extra_groups": []}
+
     def _spawn(self, args: list[str]) -> subprocess.Popen[bytes]:
         with self.log.open("ab") as log:
-            uid, gid = self._ids()
             return subprocess.Popen(  # the child keeps its own copy of the log descriptor
-                args, stdout=log, stderr=log, start_new_session=True, user=uid, group=gid
+                args, stdout=log, stderr=log, start_new_session=True, **self._as_user()
             )
 
     def kill(self) -> None:
@@ -183,8 +190,9 @@ class Postgres:
 
     async def stop(self, grace_s: float = 10.0) -> None:
         """A fast shutdown (SIGINT: sessions ended, a checkpoint), by force after
-        ``grace_s``."""
-        proc, self._proc = self._proc, None
+        ``grace_s`` -- or at once when the stop is cancelled: the server is never left
+        running without a handle."""
+        proc = self._proc
         if proc is None:
             return
         with contextlib.suppress(ProcessLookupError):
@@ -192,9 +200,11 @@ class Postgres:
         try:
             await asyncio.to_thread(proc.wait, grace_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            pass
+        finally:
+            if proc.poll() is None:  # past the grace, or the stop cancelled
+                self.kill()
+            self._proc = None
 
     def tail(self, lines: int = 20) -> str:
         if not self.log.exists():
