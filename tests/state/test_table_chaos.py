@@ -22,7 +22,7 @@ import signal
 from pathlib import Path
 
 from fleet import Fleet, chaos_env, chaos_schedule, until_committed
-from kit import broker_has_kip360, create_topic
+from kit import broker_has_kip360, create_topic, eventually
 from test_tables import Names, check_join, history, produce
 
 from eosflow._state._local import instance_dir
@@ -37,15 +37,19 @@ class WipingFleet(Fleet):
     kills = 0
 
     async def kill_and_restart(self, i: int, events: list[str]) -> None:
+        self.kills += 1
+        wipe = self.kills % 2 == 0
+        state = instance_dir(self.env["EOSFLOW_STATE_DIR"], self.group, self.transactional_id(i))
+        if wipe:  # an instance just restarted makes its state once assigned: wait for it
+            # (CI's stage on 2.4.1 killed one before, and found nothing to wipe)
+            async def made() -> bool:
+                return state.exists()
+
+            await eventually(made, timeout_s=60, what=f"instance {i}'s local state")
         self.signal(i, signal.SIGKILL)
         await self.procs[i].wait()
-        self.kills += 1
-        if self.kills % 2 == 0:
+        if wipe:
             events.append(f"wiped the state of {i}")
-            state = instance_dir(
-                self.env["EOSFLOW_STATE_DIR"], self.group, self.transactional_id(i)
-            )
-            assert state.exists(), state
             shutil.rmtree(state)
         await self.start(i)
 
