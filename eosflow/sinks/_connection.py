@@ -86,11 +86,13 @@ class Database:
         until every retry failed. The trade-off: a deadlock or a serialization failure,
         after which the connection is sound, costs a reconnect too (milliseconds, and
         rare)."""
+        conn = self._conn
         try:
             with mapped(step):
                 yield
         except TransientError:
-            self.drop()
+            if self._conn is conn:  # not one another step made meanwhile
+                self.drop()
             raise
 
     def drop(self) -> None:

@@ -106,20 +106,21 @@ class SinkRunner:
         deadline = time.monotonic() + self.config.retry_timeout_s
         while True:
             try:
-                await self._prepared()
+                await self._prepared(max(0.1, deadline - time.monotonic()))
                 break
             except TransientError as exc:
                 if self._retries.too_late(deadline):
                     raise FatalError(f"{exc} (for {self.config.retry_timeout_s:g} s)") from exc
                 log.warning("%s; retrying", exc)
                 await self._retries.sleep()
+        self._retries.went_right()  # the backoff starts afresh
         consumer = ak.consumer_for(self.config, self._revoked, self._assigned, self._failed)
         self._consumer = consumer
         await ak.start(consumer, self.config, "joining the group", "READ")
 
-    async def _prepared(self) -> None:
+    async def _prepared(self, budget_s: float) -> None:
         step = f"connecting to {self.db.redacted()}"
-        conn = await self.db.connected(step, self.config.retry_timeout_s)
+        conn = await self.db.connected(step, budget_s)
         with self.db.step(f"making the offsets table {self.offsets.table}"):
             await self.offsets.ensure(conn)
         name = type(self.sink).__name__

@@ -19,12 +19,13 @@ is seen after a restart.
   columns it names into the row with its primary key -- a new row takes the defaults
   for the others, an existing one keeps them (``INSERT ... ON CONFLICT (pk) DO UPDATE``
   of the named columns). A tombstone deletes the row whose one-column primary key is
-  the record's key read as the key's type (with a composite primary key it cannot be
-  told which row: ``FatalError``). Within a batch a key's records are merged in the
-  order of the log, as one after the other would leave the row; which records share a
-  key is PostgreSQL's say (each key read as its column's type and compared by its
-  equality: ``1`` and ``1.0`` in a ``numeric``, a uuid in upper and lower case, are one
-  key) -- one query a batch, unless every key column is ``text``.
+  the record's key, converted as the insert converts a value (with a composite primary
+  key it cannot be told which row: ``FatalError``). Within a batch a key's records are
+  merged in the order of the log, as one after the other would leave the row, the key
+  as first written; which records share a key is PostgreSQL's say (each key converted
+  as the insert converts it and compared by the key columns' equality and collation:
+  ``1`` and ``1.0`` in a ``numeric``, a uuid in upper and lower case, are one key) --
+  one query a batch.
 
 A value that is not a JSON object stops the app (``FatalError`` naming the record):
 writing the rest past it would lose it silently, and trying again reads it again.
@@ -56,8 +57,6 @@ _PRIMARY_KEY = (
     " ORDER BY array_position(i.indkey, a.attnum)"
 )
 
-Name = tuple[str, ...]  # a primary key's values as text, one per key column
-
 
 class TableWrite:
     """The write of one table (see the module): made by ``read`` from the catalog."""
@@ -68,7 +67,7 @@ class TableWrite:
         self._sql = table_name(table)
         self._named = set(columns)
         self._folded = {c.lower(): c for c in columns}
-        self._key_types = [columns[c] for c in key]
+        self._keys = set(key)
         self._statements: dict[tuple[str, ...], str] = {}
 
     @classmethod
@@ -91,61 +90,73 @@ class TableWrite:
         if not self.upsert:
             await self._put(conn, [self._decoded(r) for r in records if r.value is not None])
             return
-        found: list[tuple[Name, dict[str, Any] | None]] = []
+        found: list[tuple[dict[str, Any], dict[str, Any] | None]] = []  # (its key, row)
         for r in records:
             if r.value is None:
                 found.append((self._deleted(r), None))
             else:
                 row = self._decoded(r)
-                found.append((self._name(row, r), row))
-        same = await self._canonical(conn, {name for name, _ in found})
-        rows: dict[Name, dict[str, Any]] = {}
-        gone: dict[Name, None] = {}
-        for name, value in found:
-            name = same[name]
+                found.append((self._named_key(row, r), row))
+        same = await self._same_keys(conn, [key for key, _ in found])
+        rows: dict[int, dict[str, Any]] = {}  # by the first record of its key
+        gone: dict[int, dict[str, Any]] = {}
+        for i, (key, value) in enumerate(found):
+            first = same[i]
             if value is None:
-                rows.pop(name, None)  # what came before it in the batch is gone too
-                gone[name] = None
+                rows.pop(first, None)  # what came before it in the batch is gone too
+                gone[first] = key
+            elif first in rows:  # later fields over earlier ones; the key as first
+                # written, as ON CONFLICT leaves a stored row's key
+                rows[first].update((c, v) for c, v in value.items() if c not in self._keys)
             else:
-                rows.setdefault(name, {}).update(value)  # later fields over earlier ones
+                rows[first] = dict(value)
         if gone:  # before the upserts: a key deleted, then written again, is a new row
+            pk = ", ".join(quoted(c) for c in self.key)
             await conn.execute(
-                f"DELETE FROM {self._sql} WHERE {quoted(self.key[0])}"
-                f" = ANY($1::text[]::{self._key_types[0]}[])",
-                [name[0] for name in gone],
+                f"DELETE FROM {self._sql} WHERE ({pk}) IN (SELECT {pk}"
+                f" FROM jsonb_populate_recordset(NULL::{self._sql}, $1::jsonb))",
+                _exact_json(list(gone.values())),
             )
         await self._put(conn, list(rows.values()))
 
     async def _put(self, conn: Any, rows: list[dict[str, Any]]) -> None:
-        """``rows`` in their order, one statement per run of rows naming the same
-        columns."""
+        """``rows`` with one statement per set of columns named: inserts in runs, so
+        that rows go in in the order of the log; upserts grouped (one row per key: the
+        order across keys tells nothing)."""
         shapes = [tuple(c for c in self.columns if c in row) for row in rows]
+        if self.upsert:
+            grouped: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+            for shape, row in zip(shapes, rows, strict=True):
+                grouped.setdefault(shape, []).append(row)
+            for shape, same in grouped.items():
+                await conn.execute(self._statement(shape), _exact_json(same))
+            return
         start = 0
         for i in range(1, len(rows) + 1):
             if i == len(rows) or shapes[i] != shapes[start]:
                 await conn.execute(self._statement(shapes[start]), _exact_json(rows[start:i]))
                 start = i
 
-    async def _canonical(self, conn: Any, names: set[Name]) -> dict[Name, Name]:
-        """For each name, the one that stands for all the names PostgreSQL finds equal
-        to it (each text read as its key column's type and grouped by that type's
-        equality, the unique index's own: ``1`` and ``1.0`` in a ``numeric``)."""
-        if all(t == "text" for t in self._key_types):
-            return {name: name for name in names}
-        listed = sorted(names)
-        keys = ", ".join(f"k{i}" for i in range(len(self._key_types)))
-        arrays = ", ".join(f"${i + 1}::text[]::{t}[]" for i, t in enumerate(self._key_types))
-        columns = [[name[i] for name in listed] for i in range(len(self._key_types))]
+    async def _same_keys(self, conn: Any, keys: list[dict[str, Any]]) -> list[int]:
+        """For each key, the index of the first one PostgreSQL finds equal to it: each
+        converted as the insert converts it (``jsonb_populate_record``: a too-long
+        ``varchar`` refused alike) and grouped by the key columns' equality and
+        collation, the unique index's own (``1`` and ``1.0`` in a ``numeric``, a uuid
+        in capitals and in lower case, are one key). One query a batch."""
+        same = list(range(len(keys)))
+        if not keys:
+            return same
+        pk = ", ".join(f"r.{quoted(c)}" for c in self.key)
         groups = await conn.fetch(
-            f"SELECT array_agg(o) AS o FROM unnest({arrays}) WITH ORDINALITY AS u({keys}, o)"
-            f" GROUP BY {keys}",
-            *columns,
+            "SELECT array_agg(e.o) AS o FROM jsonb_array_elements($1::jsonb)"
+            f" WITH ORDINALITY AS e(v, o), LATERAL jsonb_populate_record(NULL::{self._sql}, e.v)"
+            f" AS r GROUP BY {pk}",
+            _exact_json(keys),
         )
-        same: dict[Name, Name] = {}
         for group in groups:
-            first = listed[min(group["o"]) - 1]
+            first = min(group["o"]) - 1
             for o in group["o"]:
-                same[listed[o - 1]] = first
+                same[o - 1] = first
         return same
 
     def _statement(self, columns: tuple[str, ...]) -> str:
@@ -172,7 +183,7 @@ class TableWrite:
     def _decoded(self, r: Record) -> dict[str, Any]:
         assert r.value is not None
         try:
-            row = json.loads(r.value, parse_float=Decimal)
+            row = json.loads(r.value, parse_float=Decimal, parse_constant=_no_constant)
         except ValueError as exc:
             raise FatalError(f"{_where(r)}: its value is not JSON ({exc})") from None
         if not isinstance(row, dict):
@@ -191,14 +202,14 @@ class TableWrite:
             )
         return row
 
-    def _name(self, row: dict[str, Any], r: Record) -> Name:
-        """The primary key of ``row``, its values as text."""
+    def _named_key(self, row: dict[str, Any], r: Record) -> dict[str, Any]:
+        """The primary key's fields of ``row``."""
         missing = [c for c in self.key if row.get(c) is None]
         if missing:
             raise FatalError(f"{_where(r)}: its value has no {', '.join(missing)} (the key)")
-        return tuple(_as_text(row[c]) for c in self.key)
+        return {c: row[c] for c in self.key}
 
-    def _deleted(self, r: Record) -> Name:
+    def _deleted(self, r: Record) -> dict[str, Any]:
         if len(self.key) != 1:
             raise FatalError(
                 f"{_where(r)}: a tombstone deletes by the record's key, and {self.table}'s "
@@ -206,16 +217,10 @@ class TableWrite:
             )
         if r.key is None:
             raise FatalError(f"{_where(r)}: a tombstone without a key deletes nothing")
-        return (r.key.decode(),)
-
-
-def _as_text(value: Any) -> str:
-    """A key's JSON value as the text PostgreSQL reads it from (a string as it is)."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Decimal):
-        return str(value)
-    return json.dumps(value)
+        try:
+            return {self.key[0]: r.key.decode()}
+        except UnicodeDecodeError:
+            raise FatalError(f"{_where(r)}: a tombstone's key is not UTF-8 text") from None
 
 
 def _exact_json(rows: list[dict[str, Any]]) -> str:
@@ -237,6 +242,10 @@ def _exact_json(rows: list[dict[str, Any]]) -> str:
     if not literals:
         return text
     return re.sub(f'"{marker}:(\\d+)"', lambda m: literals[int(m.group(1))], text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no number PostgreSQL reads")
 
 
 def _where(r: Record) -> str:

@@ -226,6 +226,8 @@ class Postgres:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        await self.stop()
-        if self._own_dir:
-            shutil.rmtree(self.directory, ignore_errors=True)
+        try:
+            await self.stop()
+        finally:
+            if self._own_dir:
+                shutil.rmtree(self.directory, ignore_errors=True)
