@@ -23,7 +23,7 @@ is seen after a restart.
   key it cannot be told which row: ``FatalError``). Within a batch a key's records are
   merged in the order of the log, as one after the other would leave the row, the key
   as first written; which records share a key is PostgreSQL's say (each key converted
-  as the insert converts it and compared by the key columns' equality and collation:
+  as the insert converts it and compared by the key columns' equality:
   ``1`` and ``1.0`` in a ``numeric``, a uuid in upper and lower case, are one key) --
   one query a batch.
 
@@ -140,9 +140,11 @@ class TableWrite:
     async def _same_keys(self, conn: Any, keys: list[dict[str, Any]]) -> list[int]:
         """For each key, the index of the first one PostgreSQL finds equal to it: each
         converted as the insert converts it (``jsonb_populate_record``: a too-long
-        ``varchar`` refused alike) and grouped by the key columns' equality and
-        collation, the unique index's own (``1`` and ``1.0`` in a ``numeric``, a uuid
-        in capitals and in lower case, are one key). One query a batch."""
+        ``varchar`` refused alike) and grouped by the key columns' equality, the
+        unique index's own (``1`` and ``1.0`` in a ``numeric``, a uuid in capitals and
+        in lower case, are one key). One query a batch. (A nondeterministic collation
+        on a key column is not known to be honoured: not tried, this build of
+        PostgreSQL has no ICU.)"""
         same = list(range(len(keys)))
         if not keys:
             return same
