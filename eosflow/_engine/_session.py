@@ -97,7 +97,7 @@ class TransactSession:
             copartitioned,
         )
         self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
-        self._pos.moved = self.stores.forget  # a partition positioned again
+        self._pos.moved = self.stores.sync.forget  # a partition positioned again: its buffer goes
         self._pos.tasks = self.stores.copartitioned  # a revocation touches its task
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -141,10 +141,9 @@ class TransactSession:
         )
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
-        pos, consumer = self._pos, self._consumer  # tables: the sync's view of the consumer
-        self.stores.fetching(
-            functools.partial(pos.caught_up, consumer), functools.partial(pos.throttle, consumer)
-        )
+        pos, consumer, sync = self._pos, self._consumer, self.stores.sync  # tables: its view
+        sync.caught_up = functools.partial(pos.caught_up, consumer)
+        sync.throttle = functools.partial(pos.throttle, consumer)
         await self._group.start()
 
     async def _new_producer(self) -> AIOKafkaProducer:
@@ -225,7 +224,7 @@ class TransactSession:
             raise self._failure
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         try:
-            wait_ms = 0 if self.stores.more() else int(timeout_s * 1000)  # tables: some wait
+            wait_ms = 0 if self.stores.sync.more else int(timeout_s * 1000)  # tables: some wait
             with ak.mapped("consuming (fetch and group membership)", "READ"):
                 batch = await self.consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
         except TransientError as exc:
@@ -248,7 +247,7 @@ class TransactSession:
             else:
                 out += [r for r in records if r.offset >= floor]
         # with tables: in timestamp order per task, some held back (``_state._sync``)
-        return self.stores.sync(out, max_records)
+        return self.stores.sync.admit(out, max_records)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""
@@ -257,8 +256,10 @@ class TransactSession:
         return self._pos.lag(self._consumer)
 
     def give_back(self, records: list[Record]) -> None:
-        """Return polled, unprocessed records: the next poll delivers them again."""
-        self._pos.give_back(self.consumer, records)
+        """Return polled, unprocessed records: the next poll delivers them again -- from
+        the sync's buffers when it takes them back (tables), else fetched again."""
+        if not self.stores.sync.give_back(records):
+            self._pos.give_back(self.consumer, records)
 
     async def reposition(self, records: list[Record], committed: bool) -> None:
         """Undo polling work ahead not adopted (``Positions.reposition``)."""

@@ -57,7 +57,7 @@ from ._restore import Job, Restorer
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
-from ._sync import Sync
+from ._sync import Sync, Unsynced
 from ._table_restore import TableJob, TableRestorer, at
 from ._tables import Table, TableStore, apply, check_partitions, declared_tables, subscribed
 from ._time import EventTime
@@ -133,7 +133,9 @@ class Stores(Reads):
         # records in timestamp order per task (``_sync``)
         self.copartitioned = copartitioned or bool(self.tables)
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
-        self._sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
+        # the session's poll goes through it (``admit``, ``give_back``, ``forget``)
+        sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
+        self.sync = sync or Unsynced()
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views = {}
         self.current: Partition | None = None  # the partition of the record in process()
@@ -530,33 +532,6 @@ class Stores(Reads):
         now = wall_ms()
         ready = sorted(p for p in self._ready if p[0] not in self._table_of)
         return [p for p in ready if self._time.due_by_clock(p, now)]
-
-    # --- tables: their order (``_sync``) and what process() reads --------------------
-
-    def fetching(
-        self, caught_up: Callable[[Partition], bool], throttle: Callable[[Partition, bool], None]
-    ) -> None:
-        """The consumer's side of the sync (``_sync``): whether a partition is held,
-        ready and read to its last stable offset; pause (True) or resume a partition."""
-        if self._sync is not None:
-            self._sync.caught_up, self._sync.throttle = caught_up, throttle
-
-    def sync(self, records: list[Record], max_records: int) -> list[Record]:
-        """With tables, ``records`` buffered and at most ``max_records`` that may be
-        processed now returned, in timestamp order per task (``_sync``); without,
-        ``records`` themselves."""
-        if self._sync is None:
-            return records
-        return self._sync.admit(records, max_records)
-
-    def more(self) -> bool:
-        """Whether records the sync holds may be processed now (it stopped at a cap)."""
-        return self._sync is not None and self._sync.more
-
-    def forget(self, partition: Partition) -> None:
-        """``partition`` was positioned again: what the sync buffered of it goes."""
-        if self._sync is not None:
-            self._sync.forget(partition)
 
     async def fire_clock(
         self,
