@@ -21,7 +21,8 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
   record instead of aiokafka's ``ConsumerRecord`` and a copy);
 - outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
-  the partition up front; choosing it here keeps ``send``'s choice: murmur2 of the key).
+  the partition up front; ``_partitioner`` keeps ``send``'s choice, murmur2 of the key,
+  with the partition list built once per metadata answer and recent keys' hashes kept).
 
 Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
 module uses any, but ``_protocol/_wire.py``'s ``_CLASSES``, and that this list is complete), read
@@ -30,7 +31,9 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error),
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
-``producer._partition``, ``cluster._last_successful_refresh_ms`` (a metadata answer came),
+``producer._partition`` and ``producer._partitioner`` (whether it is aiokafka's default),
+``cluster._partitions`` (a topic's partition map, replaced whole by each metadata answer),
+``cluster._last_successful_refresh_ms`` (a metadata answer came),
 ``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
 directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
 assigned partition's position and pause, read for lag and by ``reassign``),
@@ -64,7 +67,6 @@ comes back as "no error".
 from ._clients import (
     Batch,
     GroupIdentity,
-    Partitioner,
     close_consumer,
     close_producer,
     commit_offsets,
@@ -108,6 +110,7 @@ from ._errors import (
 from ._fetch import as_records
 from ._groups import GroupView, Member, describe_group
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
+from ._partitioner import Partitioner
 from ._requests import (
     Capabilities,
     capabilities,

@@ -1,6 +1,6 @@
-"""The clients as eosflow sees them: group and producer identity, the producer's
-partitioner and size limit for hand-built batches, whether the producer went fatal,
-closing a stuck producer by force, and consumer positions."""
+"""The clients as eosflow sees them: group and producer identity, the producer's size
+limit for hand-built batches (their partitions: ``_partitioner``), whether the producer
+went fatal, closing a stuck producer by force, and consumer positions."""
 
 from __future__ import annotations
 
@@ -263,44 +263,6 @@ class Batch:
         if full:
             self._batch.close()
         return self._batch
-
-
-async def wait_on_metadata(client: Any, topic: str) -> None:
-    """Wait until ``client`` has ``topic``'s metadata, tracking the topic from now on.
-    aiokafka's ``_wait_on_metadata`` returns at once for a topic the last full metadata
-    answer happened to hold, without tracking it; once any topic is tracked, refreshes
-    ask only for the tracked ones and the untracked topic vanishes from the metadata
-    (its partitioner then fails). Seen when a stateful app tracked its changelogs."""
-    await client.add_topic(topic)
-    await client._wait_on_metadata(topic)
-
-
-class Partitioner:
-    """The partition ``producer.send`` would pick for a record without one: the producer's
-    partitioner (murmur2 of the key; any available partition for a null key) over the
-    topic's current metadata. ``ready`` fetches a topic's metadata; topics in ``known``
-    have it (checked without a coroutine per record on the hot path)."""
-
-    def __init__(self, producer: AIOKafkaProducer) -> None:
-        self._producer = producer
-        self.known: set[str] = set()
-
-    async def ready(self, topic: str) -> None:
-        if topic not in self.known:
-            await wait_on_metadata(self._producer.client, topic)
-            self.known.add(topic)
-
-    def answered_since(self, when_ms: float) -> bool:
-        """Whether a metadata answer came back since ``when_ms`` (epoch milliseconds)."""
-        cluster = self._producer.client.cluster
-        return bool(cluster._last_successful_refresh_ms >= when_ms)
-
-    def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
-        return int(self._producer._partition(topic, None, key, value, key, value))
-
-    def partitions(self, topic: str) -> set[int]:
-        """The topic's partitions as the producer's metadata knows them (after ``ready``)."""
-        return set(self._producer.client.cluster.partitions_for_topic(topic) or ())
 
 
 def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:

@@ -26,8 +26,8 @@ from aiokafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 
 from .._errors import AuthorizationError, ConfigError, FatalError, TransientError
 from .._protocol import _codes as codes
-from ._clients import wait_on_metadata
 from ._errors import TRANSIENT_CODES, error_name, mapped
+from ._partitioner import wait_on_metadata
 
 log = logging.getLogger("eosflow.adapter")
 
