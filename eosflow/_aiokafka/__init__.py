@@ -46,7 +46,8 @@ transaction manager's ``maybe_add_partition_to_txn`` is replaced by one that wri
 ``_txn_partitions``, and a successful EndTxn v5 writes its ``_pid_and_epoch`` and clears
 its ``_sequence_numbers``) and
 ``consumer._fetcher`` (its ``_pending_tasks`` are cancelled and awaited when a consumer
-whose ``stop()`` failed is closed by force), and
+whose ``stop()`` failed is closed by force; its ``_fetch_max_wait_ms`` is written, and
+the consumer's read, while a partition is paused: ``pause``), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
 ``_unpack_records`` decodes eosflow ``Record``s for the group consumer -- reading
 ``_tp``, ``_records``, ``_check_crcs``, ``_isolation_level``, ``_aborted_producers``,

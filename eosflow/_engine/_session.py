@@ -224,9 +224,11 @@ class TransactSession:
             raise self._failure
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         try:
-            wait_ms = 0 if self.stores.sync.more else int(timeout_s * 1000)  # tables: some wait
+            sync = self.stores.sync  # tables: records wait there, in time order
+            wait_ms = 0 if sync.more else int(timeout_s * 1000)
+            most = None if sync.drains else max_records
             with ak.mapped("consuming (fetch and group membership)", "READ"):
-                batch = await self.consumer.getmany(timeout_ms=wait_ms, max_records=max_records)
+                batch = await self.consumer.getmany(timeout_ms=wait_ms, max_records=most)
         except TransientError as exc:
             stuck = ak.consumer_failure(self.consumer)  # no heartbeats any more: stop
             if stuck is None:

@@ -68,6 +68,7 @@ class Unsynced:
     on as polled, nothing is buffered or given back."""
 
     more = False
+    drains = False  # the poll asks the consumer for at most what it may process
 
     def __init__(self) -> None:
         self.caught_up: Callable[[Partition], bool] = lambda partition: False
@@ -84,6 +85,13 @@ class Unsynced:
 
 
 class Sync:
+    # The poll takes every record the consumer has fetched, not only what may be
+    # processed: aiokafka sends no fetch to a broker while records it fetched from it
+    # are not taken, and a fetch of only partitions read to their end waits at the
+    # broker (``fetch_max_wait_ms``) while the rest wait for it. Held here instead
+    # (bounded by ``throttle``).
+    drains = True
+
     def __init__(
         self,
         streams: Iterable[str],

@@ -1,0 +1,122 @@
+"""While a partition is paused, the consumer's fetches wait at most
+``PAUSED_FETCH_WAIT_MS`` at the broker (``_aiokafka._clients.pause``), and with tables a
+poll takes every record the consumer fetched (``Sync.drains``). Both keep a partition
+with records from waiting behind a fetch of partitions read to their end, which the
+broker holds for ``fetch_max_wait_ms``. The comment above each test names the mutation
+that made it fail."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from kit import T0_MS, create_topic, eventually
+from stateful import state_config, until_committed
+
+import eosflow
+from eosflow import _aiokafka as ak
+from eosflow._aiokafka._clients import PAUSED_FETCH_WAIT_MS
+from eosflow._checks._checker import read_records
+from eosflow._engine._session import TransactSession
+from eosflow.testing import FakeCluster
+
+
+def _fetched(body: dict[str, Any]) -> set[int]:
+    return {p["partition"] for t in body["topics"] for p in t["partitions"]}
+
+
+# The Fetch requests on the wire: 500 ms (the consumer's wait) with both partitions; 20
+# ms with one partition paused (the fetch holds only the other); 500 again once it is
+# resumed. Caught: the wait left alone on pause (every fetch of the quiet partition
+# held 500 ms while the paused one, resumed, waited behind it).
+async def test_fetches_wait_briefly_while_a_partition_is_paused(cluster: FakeCluster) -> None:
+    boot = cluster.bootstrap_servers
+    await create_topic(boot, "fw", partitions=2)
+    rule = cluster.intercept("Fetch", times=None)  # only records what it sees
+    consumer = AIOKafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False)
+    await consumer.start()
+    tps = [TopicPartition("fw", 0), TopicPartition("fw", 1)]
+    try:
+        consumer.assign(tps)
+        for tp in tps:
+            consumer.seek(tp, 0)
+
+        async def seen(partitions: set[int], wait_ms: int, after: int) -> int:
+            """The index of the first Fetch from ``after`` on that matches."""
+            found: list[int] = []
+
+            async def check() -> bool:
+                found[:] = [
+                    i
+                    for i, b in enumerate(rule.bodies[after:], after)
+                    if _fetched(b) == partitions and b["max_wait_time"] == wait_ms
+                ]
+                return bool(found)
+
+            await eventually(check, what=f"a Fetch of {partitions} waiting {wait_ms} ms")
+            return found[0]
+
+        first = await seen({0, 1}, 500, 0)
+        ak.pause(consumer, [tps[1]])
+        paused = await seen({0}, PAUSED_FETCH_WAIT_MS, first + 1)
+        ak.resume(consumer, [tps[1]])
+        await seen({0, 1}, 500, paused + 1)
+        assert all(
+            b["max_wait_time"] == PAUSED_FETCH_WAIT_MS
+            for b in rule.bodies[paused:]
+            if _fetched(b) == {0}
+        ), "every fetch while paused waits briefly"
+    finally:
+        cluster.remove_fault(rule)
+        await consumer.stop()
+
+
+# A join over a backlog, its transactions capped at 50 records: after every poll, the
+# consumer holds no fetched record back (aiokafka fetches nothing more from a broker
+# while it does), and every order is joined once. Caught: the poll asking the consumer
+# for at most what may be processed (records left in aiokafka after polls).
+async def test_a_poll_with_tables_takes_every_fetched_record(
+    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = cluster.bootstrap_servers
+    for topic in ("fw-orders", "fw-customers", "fw-out"):
+        await create_topic(boot, topic, partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=boot)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send("fw-customers", b"row", key=b"c%d" % i, timestamp_ms=T0_MS + i)
+        for i in range(2000):
+            key = b"c%d" % (i % 20)
+            await producer.send("fw-orders", b"o%d" % i, key=key, timestamp_ms=T0_MS + 100 + i)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    left: list[int] = []
+    poll = TransactSession.poll
+
+    async def watched(self: TransactSession, max_records: int, timeout_s: float) -> Any:
+        records = await poll(self, max_records, timeout_s)
+        left.append(len(self.consumer._fetcher._records))
+        return records
+
+    monkeypatch.setattr(TransactSession, "poll", watched)
+
+    class Join(eosflow.Processor):
+        tables: ClassVar[Mapping[str, eosflow.Table]] = {
+            "customers": eosflow.Table("fw-customers", serde=eosflow.BYTES)
+        }
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            row = self.table("customers").get(record.key or b"")
+            return eosflow.Output("fw-out", (record.value or b"") + b"|" + (row or b""))
+
+    cfg = state_config(boot, "fw-g", "fw-orders", "fw-t", tmp_path, max_records_per_txn=50)
+    async with eosflow.EosApp(Join(), cfg) as app:
+        await until_committed(boot, "fw-orders", 1, "fw-g", 2000, (app,))
+    values = [r.value for r in await read_records(boot, "fw-out")]
+    assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
+    assert len(left) > 40 and not any(left), left
