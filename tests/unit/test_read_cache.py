@@ -1,0 +1,82 @@
+"""``_state/_cache.py``: the values the local copies gave lately, in memory. A read never
+returns what a write, a wipe or another life of the copy replaced, and the cache keeps
+to its budget. The comment above each test names the mutation that made it fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eosflow._state._cache import ENTRY_OVERHEAD, MISSING, ReadCache
+from eosflow._state._local import Checkpoint, Env, LocalPartition
+
+P = ("in", 0)
+
+
+# A value read is kept (the next read does not reach RocksDB: the column family is
+# taken away to prove it), and every write through apply -- a commit, a restore batch
+# -- is what the next read returns, an absent key and a deleted one included.
+# Caught: apply not telling the cache (the committed value read as it was before).
+def test_reads_are_kept_and_writes_follow(tmp_path: Path) -> None:
+    env = Env()
+    local = LocalPartition(tmp_path, P, ["s"], env)
+    try:
+        local.apply({"s": {b"a": b"1"}}, {"s": Checkpoint(0, 1, 0)})
+        assert local.get("s", b"a") == b"1" and local.get("s", b"none") is None
+        disk = local._cf.pop("s")
+        assert local.get("s", b"a") == b"1" and local.get("s", b"none") is None
+        local._cf["s"] = disk
+        local.apply({"s": {b"a": b"2", b"none": b"now"}}, {})
+        assert local.get("s", b"a") == b"2" and local.get("s", b"none") == b"now"
+        local.apply({"s": {b"a": None}}, {})
+        assert local.get("s", b"a") is None
+    finally:
+        local.close()
+
+
+# A wiped store reads empty, though its values were kept; a copy closed and opened
+# again on the same Env reads its disk, not what its earlier life kept. Caught: the
+# wipe keeping the store's tag (the wiped value read back).
+def test_a_wipe_or_a_new_life_reads_nothing_kept_before(tmp_path: Path) -> None:
+    env = Env()
+    local = LocalPartition(tmp_path, P, ["s"], env)
+    local.apply({"s": {b"k": b"v"}}, {})
+    assert local.get("s", b"k") == b"v"
+    local.wipe("s")
+    assert local.get("s", b"k") is None
+    local.apply({"s": {b"k": b"again"}}, {})
+    assert local.get("s", b"k") == b"again"
+    local.close()
+    again = LocalPartition(tmp_path, P, ["s"], env)
+    try:
+        assert again.get("s", b"k") == b"again"
+    finally:
+        again.close()
+
+
+# An entry of the older generation that is written is dropped, not left stale: the
+# next read goes to the copy. Caught: written() updating only the newer generation.
+def test_a_write_drops_an_older_generations_entry() -> None:
+    size = len(b"k") + len(b"v1") + ENTRY_OVERHEAD
+    cache = ReadCache(budget_bytes=2 * size)  # one entry a generation
+    cache.keep((0, b"k"), b"v1")
+    cache.keep((0, b"j"), b"v9")  # the newer generation is full: k goes to the older
+    cache.written((0, b"k"), b"v2")
+    assert cache.get((0, b"k")) in (b"v2", MISSING)
+    assert cache.get((0, b"j")) == b"v9"
+
+
+# However many keys are read, the cache holds at most its budget; recently read keys
+# stay, and a key read again from the older generation moves to the newer. Caught:
+# generations never turned over (every key kept), entries counted without their size.
+def test_the_cache_keeps_to_its_budget() -> None:
+    budget = 64 * 1024
+    cache = ReadCache(budget_bytes=budget)
+    value = b"x" * 100
+    for i in range(10_000):
+        cache.keep((1, b"key-%05d" % i), value)
+    per = len(b"key-00000") + len(value) + ENTRY_OVERHEAD
+    assert len(cache) * per <= budget
+    assert cache.get((1, b"key-09999")) == value  # the latest stay
+    assert cache.get((1, b"key-00000")) is MISSING  # the first went
+    cache.keep((1, b"huge"), b"y" * budget)  # larger than a generation: not kept
+    assert cache.get((1, b"huge")) is MISSING
