@@ -109,7 +109,11 @@ class EosConfig(BaseSettings):
         "(the broker's group.consumer.session.timeout.ms under the consumer protocol) do "
         "not move partitions",
     )
-    client_id: str = Field(default="eosflow", description="client id sent to the brokers")
+    client_id: str = Field(
+        default="eosflow",
+        description="client id sent to the brokers; the group member's adds the "
+        "transactional id and its start: <client_id>-<transactional_id>-<start, us>",
+    )
     security: KafkaSecurity = Field(
         default_factory=KafkaSecurity,
         description="TLS and SASL of every connection (its own EOSFLOW_* settings)",

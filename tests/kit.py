@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 import eosflow
@@ -55,6 +56,41 @@ def app_config(c: Any, **kw: Any) -> eosflow.EosConfig:
         ops={"progress_interval_s": 0},
     )
     return eosflow.EosConfig(**(base | kw))
+
+
+class Gate(eosflow.Processor):
+    """Pass-through that can park on a record until the test opens the gate."""
+
+    def __init__(self, out: str, park_at: int | None = None) -> None:
+        self.out = out
+        self.park_at = park_at
+        self.parked = asyncio.Event()
+        self.gate = asyncio.Event()
+        self.revoked_at: list[float] = []
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        if record.offset == self.park_at and not self.gate.is_set():
+            self.parked.set()
+            await self.gate.wait()
+        return eosflow.Output(self.out, record.value, key=record.key)
+
+    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+        self.revoked_at.append(time.monotonic())
+
+
+async def lso_reached_end(bootstrap: str, topic: str) -> bool:
+    """Whether no transaction is open on ``topic``'s partition 0: its last stable offset
+    (what a read_committed consumer sees as the end) equals its high watermark."""
+    ends = []
+    for isolation in ("read_committed", "read_uncommitted"):
+        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
+        await c.start()
+        try:
+            tp = TopicPartition(topic, 0)
+            ends.append((await c.end_offsets([tp]))[tp])
+        finally:
+            await c.stop()
+    return ends[0] == ends[1]
 
 
 class Upper(eosflow.Processor):

@@ -62,13 +62,15 @@ def consumer_for(
     assigned: Partitions,
     failed: Callable[[Exception], None],
     ranged: bool = False,
+    client_id: str | None = None,
 ) -> AIOKafkaConsumer:
     """The group consumer of ``config`` (read_committed, no auto-commit), subscribed to
-    its input topics; not started. ``revoked`` is awaited before a rebalance goes on,
-    ``assigned`` after one; what ``assigned`` raises goes to ``failed``. Every consumer
-    eosflow runs is built here, so connection settings are set in one place.
-    ``ranged``: the range assignor (partition p of every topic to one member, when
-    their partition counts match); aiokafka's round robin otherwise."""
+    its input topics; not started; ``client_id`` (``member_client_id``) or the config's.
+    ``revoked`` is awaited before a rebalance goes on, ``assigned`` after one; what
+    ``assigned`` raises goes to ``failed``. Every consumer eosflow runs is built here, so
+    connection settings are set in one place. ``ranged``: the range assignor (partition
+    p of every topic to one member, when their partition counts match); aiokafka's
+    round robin otherwise."""
     listener = _Listener(revoked, assigned, failed)
     cfg = config
     assignors = (RangePartitionAssignor,) if ranged else (RoundRobinPartitionAssignor,)
@@ -80,7 +82,7 @@ def consumer_for(
         heartbeat_interval_ms=int(cfg.heartbeat_interval_s * 1000),
         max_poll_interval_ms=int(cfg.rebalance_timeout_s * 1000),
         rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000),
-        **_reading(cfg),
+        **_reading(cfg, client_id),
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
     return consumer
@@ -111,19 +113,37 @@ async def state_reader(config: EosConfig, role: str, poll_ms: int) -> AIOKafkaCo
     return consumer
 
 
-def manual_consumer(config: EosConfig) -> AIOKafkaConsumer:
+def manual_consumer(config: EosConfig, client_id: str | None = None) -> AIOKafkaConsumer:
     """The consumer under the consumer group protocol (KIP-848): as ``consumer_for``'s
     but in no group of aiokafka's -- eosflow's ``_membership`` is the member and assigns
-    it partitions (``reassign``)."""
-    return AIOKafkaConsumer(**_reading(config))
+    it partitions (``reassign``). Its client id is the one its heartbeats carry."""
+    return AIOKafkaConsumer(**_reading(config, client_id))
 
 
-def _reading(cfg: EosConfig) -> dict[str, Any]:
+def member_client_id(config: EosConfig, started_us: int) -> str:
+    """The client id of the app's group member: ``<client_id>-<transactional_id>-<started_us>``
+    (the session's start, microseconds since the epoch). The group then names which
+    member runs which transactional id, and since when: after a refused KIP-360
+    re-initialisation that alone tells a newer instance from a forgotten epoch
+    (``_engine/_reinit``). ``eosflow status`` shows it too."""
+    return f"{config.client_id}-{config.transactional_id}-{started_us}"
+
+
+def member_started(config: EosConfig, client_id: str) -> int | None:
+    """When the member of ``client_id`` started, if it runs ``config``'s transactional id
+    with ``config``'s client id (``member_client_id``); else None."""
+    head, _, stamp = client_id.rpartition("-")
+    if head != f"{config.client_id}-{config.transactional_id}" or not stamp.isdigit():
+        return None
+    return int(stamp)
+
+
+def _reading(cfg: EosConfig, client_id: str | None = None) -> dict[str, Any]:
     """What every consumer of the app reads with: read_committed, no auto-commit,
     eosflow ``Record``s from ``getmany`` (``_fetch``), the connection settings."""
     return dict(
         bootstrap_servers=cfg.bootstrap_servers,
-        client_id=cfg.client_id,
+        client_id=client_id or cfg.client_id,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset=cfg.auto_offset_reset,
@@ -452,7 +472,7 @@ def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
     (``Sync.drains``). The cost: an idle consumer with a paused partition asks every 20
     ms instead of every 500."""
     consumer.pause(*partitions)
-    _fetch_wait(consumer)
+    fetch_wait(consumer)
 
 
 def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
@@ -460,11 +480,13 @@ def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None
     at the broker as long as the consumer was made to (``pause``)."""
     with contextlib.suppress(IllegalStateError):
         consumer.resume(*partitions)
-    _fetch_wait(consumer)
+    fetch_wait(consumer)
 
 
-def _fetch_wait(consumer: AIOKafkaConsumer) -> None:
-    """The longest wait at the broker of the consumer's next fetches (``pause``)."""
+def fetch_wait(consumer: AIOKafkaConsumer) -> None:
+    """Set the longest wait at the broker of the consumer's next fetches from what is
+    paused now (``pause``); also after the assignment changed (``reassign``,
+    ``Positions.take``), since a paused partition revoked is paused no more."""
     fetcher = getattr(consumer, "_fetcher", None)
     if fetcher is not None:
         configured = consumer._fetch_max_wait_ms

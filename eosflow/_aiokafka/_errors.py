@@ -12,7 +12,7 @@ import contextlib
 import ssl
 from collections.abc import Iterator
 
-from aiokafka.errors import IllegalOperation, KafkaError, for_code
+from aiokafka.errors import IllegalOperation, KafkaError, ProducerFenced, for_code
 
 from .._errors import (
     AuthenticationError,
@@ -179,6 +179,11 @@ def error_name(code: int) -> str:
 
 def error_for(code: int, *args: object) -> KafkaError:
     """aiokafka's exception for a Kafka error code (for ``map_error``); ``args`` as
-    aiokafka gives them, e.g. the set of topics a TOPIC_AUTHORIZATION_FAILED refused."""
+    aiokafka gives them, e.g. the set of topics a TOPIC_AUTHORIZATION_FAILED refused.
+    PRODUCER_FENCED (InitProducerId v4+, EndTxn v2+...) has no class of its own there:
+    ``for_code`` gives ``UnknownError``, which would read as UNKNOWN_SERVER_ERROR, a
+    passing failure -- so it is the ``ProducerFenced`` aiokafka's sender raises."""
+    if code == codes.PRODUCER_FENCED:
+        return ProducerFenced()
     exc: KafkaError = for_code(code)(*args)
     return exc

@@ -19,6 +19,7 @@ from .._errors import AuthorizationError
 from .._protocol import _specs, _wire
 from .._protocol._codes import TOPIC_AUTHORIZATION_FAILED
 from .._timeouts import within
+from ._clients import fetch_wait
 from ._errors import AUTHORIZATION, error_for, error_name, map_error
 from ._requests import GROUP_COORDINATOR, send_retrying
 
@@ -115,3 +116,4 @@ def reassign(consumer: AIOKafkaConsumer, partitions: set[TopicPartition]) -> Non
             consumer.seek(tp, position)
         if paused:
             consumer.pause(tp)
+    fetch_wait(consumer)  # a paused partition may have gone

@@ -76,13 +76,15 @@ def membership_for(
     assigned: PartitionsCall,
     failed: Callable[[Exception], None],
     ranged: bool = False,
+    client_id: str | None = None,
 ) -> Membership:
     """The membership of ``protocol`` (``_protocols.choose``: "classic" or "consumer").
     ``ranged``: partition p of every topic goes to one member (tables need it): the
-    classic protocol's range assignor, or the broker's ``range`` assignor (KIP-848)."""
+    classic protocol's range assignor, or the broker's ``range`` assignor (KIP-848).
+    ``client_id``: the member's (``ak.member_client_id``), else the config's."""
     if protocol == "consumer":
-        return ConsumerGroup(config, revoked, assigned, failed, ranged)
-    return ClassicGroup(config, revoked, assigned, failed, ranged)
+        return ConsumerGroup(config, revoked, assigned, failed, ranged, client_id)
+    return ClassicGroup(config, revoked, assigned, failed, ranged, client_id)
 
 
 class ClassicGroup:
@@ -97,9 +99,10 @@ class ClassicGroup:
         assigned: PartitionsCall,
         failed: Callable[[Exception], None],
         ranged: bool = False,
+        client_id: str | None = None,
     ) -> None:
         self.config = config
-        self.consumer = ak.consumer_for(config, revoked, assigned, failed, ranged)
+        self.consumer = ak.consumer_for(config, revoked, assigned, failed, ranged, client_id)
 
     async def start(self) -> None:
         await ak.start(self.consumer, self.config, "joining the group", "READ")
@@ -133,9 +136,10 @@ class ConsumerGroup:
         assigned: PartitionsCall,
         failed: Callable[[Exception], None],
         ranged: bool = False,
+        client_id: str | None = None,
     ) -> None:
         self.config = config
-        self.consumer = ak.manual_consumer(config)
+        self.consumer = ak.manual_consumer(config, client_id)
         self._assignor = "range" if ranged else None  # None: the broker's default
         self.member_id = str(uuid.uuid4())  # ConsumerGroupHeartbeat v1: the member's own
         self.epoch = 0

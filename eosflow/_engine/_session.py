@@ -85,6 +85,8 @@ class TransactSession:
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         self._failure: FatalError | None = None  # the rebalance listener's, for poll()
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
+        # in the member's client id: the group tells a newer instance of our id (_reinit)
+        self._started_us = time.time_ns() // 1000
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(
@@ -136,8 +138,9 @@ class TransactSession:
         await self.stores.start(self._producer)
         group = chosen.group
         ranged = self.stores.copartitioned  # partition p of every topic together
+        member = ak.member_client_id(cfg, self._started_us)
         self._group = membership_for(
-            cfg, group, self._revoked, self._assigned, self._failed, ranged
+            cfg, group, self._revoked, self._assigned, self._failed, ranged, member
         )
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
@@ -535,7 +538,7 @@ class TransactSession:
         old, self._producer, self._partitioner = self._producer, None, None
         if old is not None:
             try:
-                await reinit(old, self.config, self.caps, fenced)
+                await reinit(old, self.config, self.caps, fenced, self._started_us)
             finally:  # whether we go on or not, the old producer is done
                 await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()

@@ -15,13 +15,13 @@ default); this is eosflow's.
   the keys it writes (it adds none: a key written but never read costs nothing here).
   ``wipe`` and ``close`` give the store a new tag, so nothing kept of what they dropped
   is read again.
-- **Bounded** at ``budget_bytes`` for the whole process (``Env``: 8 MiB by default), in
-  two generations of half of it each, an entry counted as its key, its value and
-  ``ENTRY_OVERHEAD`` bytes (Python's objects and the dict slot). A value found in the
-  older generation moves to the newer; a full newer generation replaces the older. So
-  recently read keys stay, and a key space larger than the budget pays one dict lookup
-  more than RocksDB alone. (Writes may grow the newer generation's values past its half
-  until the next read is kept.)
+- **Bounded** at ``budget_bytes`` for an app's stores (``Env``, one per ``Stores``: 8
+  MiB by default), in two generations of half of it each, an entry counted as its key,
+  its value and ``ENTRY_OVERHEAD`` bytes (Python's objects and the dict slot). A value
+  found in the older generation moves to the newer; a full newer generation replaces
+  the older; a write that would grow the newer past its half drops its entry instead.
+  So recently read keys stay, and a key space larger than the budget pays one dict
+  lookup more than RocksDB alone.
 
 Trade-off: up to ``budget_bytes`` of memory for reads that skip RocksDB; the bound
 holds whatever the number of partitions. The cache never decides what a read returns:
@@ -74,11 +74,17 @@ class ReadCache:
 
     def written(self, slot: Slot, value: bytes | None) -> None:
         """``slot`` was written ``value`` in the local copy: its entry in the newer
-        generation follows, one in the older is dropped (read again when asked)."""
+        generation follows -- unless it would grow that generation past its half, when
+        it is dropped -- and one in the older is dropped (read again when asked)."""
         kept = self._new.get(slot, MISSING)
         if kept is not MISSING:
-            self._new[slot] = value
-            self._new_bytes += _size(value) - _size(kept)  # type: ignore[arg-type]
+            grown = _size(value) - _size(kept)  # type: ignore[arg-type]
+            if self._new_bytes + grown > self._half:
+                del self._new[slot]
+                self._new_bytes -= len(slot[1]) + _size(kept) + ENTRY_OVERHEAD  # type: ignore[arg-type]
+            else:
+                self._new[slot] = value
+                self._new_bytes += grown
         else:
             self._old.pop(slot, None)
 

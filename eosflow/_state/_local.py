@@ -69,10 +69,10 @@ EMPTY = Checkpoint(0, -1, None)
 
 
 class Env:
-    """What every local database of the process shares: the block cache, the memtable
-    budget (RocksDB's write buffer manager) and the read cache in front of them
-    (``_cache``). Defaults keep a process with a million keys well under 200 MiB: 16 MiB
-    of block cache, 32 MiB of memtables, 8 MiB of read cache in all."""
+    """What every local database of an app shares (one ``Env`` per ``Stores``): the block
+    cache, the memtable budget (RocksDB's write buffer manager) and the read cache in
+    front of them (``_cache``). Defaults keep an app with a million keys well under 200
+    MiB: 16 MiB of block cache, 32 MiB of memtables, 8 MiB of read cache in all."""
 
     def __init__(
         self,
@@ -231,6 +231,7 @@ class LocalPartition:
         checkpoint the changelog still confirms.)"""
         sync = self._env._rocksdict.WriteOptions()
         sync.sync = True
+        self._tags[store] = self._reads.tag()  # first: if the drop fails, nothing kept is read
         self._cf[_META_CF].delete(store.encode(), sync)
         self._cf[store] = self._handle[store] = None
         self._db.drop_column_family(store)

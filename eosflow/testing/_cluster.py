@@ -152,6 +152,13 @@ class FakeCluster(Broker):
         else:
             self.txns.marker_lag.pop(topic, None)
 
+    def move_txn_coordinators(self) -> None:
+        """Every transaction coordinator moves to another broker, as when its broker is
+        stopped, killed or restarted: the new one loads the transaction log, which holds
+        no last epoch (Kafka's ``TransactionLogValue``). A producer whose transaction the
+        coordinator timed out is then refused its KIP-360 re-initialisation."""
+        self.txns.forget_last_epochs()
+
     def delay_offsets(self, seconds: float) -> None:
         """A committed transaction's offsets reach a non-stable OffsetFetch ``seconds``
         after its EndTxn, while its data partitions' markers land as usual -- as behind

@@ -153,6 +153,11 @@ class TxnCoordinator:
         meta.state = EMPTY
         return codes.NONE, meta.producer_id, meta.epoch
 
+    def forget_last_epochs(self) -> None:
+        """What a coordinator taking over knows: the log's state, no last epoch."""
+        for meta in self.txns.values():
+            meta.last_epoch = -1
+
     def _bump(self, meta: TxnMeta) -> None:
         meta.last_epoch = meta.epoch
         if meta.epoch >= 32766:

@@ -53,7 +53,9 @@ async def test_status_shows_partitions_holders_and_stable_lag(
                 (0, 50, 50, 0),  # the open transaction's 20 records are not lag
                 (1, 50, 50, 0),
             ]
-            assert all(p.member and p.member.startswith("status-test@") for p in st.partitions)
+            # the member's client id names its transactional id and start (_reinit)
+            mine = f"status-test-{cfg.transactional_id}-"
+            assert all(p.member and p.member.startswith(mine) for p in st.partitions)
 
             # committed, the 20 are processed: the commit marker after them is no lag
             await txn.commit_transaction()

@@ -11,6 +11,8 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from kit import eventually
 
+from eosflow import _aiokafka as ak
+from eosflow._security import KafkaSecurity
 from eosflow.testing import FakeCluster, check_exactly_once, read_topic, spawn_run
 
 ROOT = Path(__file__).parents[2]
@@ -136,14 +138,25 @@ async def test_fenced_instance_exits_nonzero_with_one_line(eosflow_cluster: Fake
         return "same" in c.txns.txns
 
     await eventually(running, timeout_s=30, what="first instance initialised")
-    usurper = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="same")
-    await usurper.start()
-    await _seed(c.bootstrap_servers, "in", [b"y"])  # gives the first instance work to fail on
-    _, err = await asyncio.wait_for(first.communicate(), 60)
-    await usurper.stop()
+    # a newer instance of the same transactional id, in the group (a bare producer is
+    # none: the first would take the id back, _engine/_reinit.py)
+    second = await _instance(c, "examples.passthrough:PassThrough", "g", "in", "same")
+    try:
+
+        async def joined() -> bool:
+            view = await ak.describe_group(c.bootstrap_servers, KafkaSecurity(), "g")
+            return sum("-same-" in m.client_id for m in view.members) == 2
+
+        await eventually(joined, timeout_s=30, what="the second instance in the group")
+        await _seed(c.bootstrap_servers, "in", [b"y"])  # gives the first instance work to fail on
+        _, err = await asyncio.wait_for(first.communicate(), 60)
+    finally:
+        second.terminate()
+        await asyncio.wait_for(second.communicate(), 30)
     assert first.returncode == 3  # fenced has its own exit code
+    assert second.returncode == 0  # the newer instance went on
     lines = [ln for ln in err.decode().splitlines() if ln.startswith("eosflow:")]
-    assert len(lines) == 1 and "fenced" in lines[0], err.decode()
+    assert len(lines) == 1 and "fenced" in lines[0] and "newer member" in lines[0], err.decode()
 
 
 async def test_bad_config_exits_two_naming_the_field(eosflow_cluster: FakeCluster) -> None:

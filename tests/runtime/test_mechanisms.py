@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaProducer, TopicPartition
-from kit import app_config, eventually, read_all, session_of
+from kit import Gate, app_config, eventually, read_all, session_of
 
 import eosflow
 from eosflow import _aiokafka as ak
@@ -23,26 +23,6 @@ from eosflow.testing import ClusterSettings, FakeCluster
 from eosflow.testing._ladder import fake_settings
 
 N = 200
-
-
-class Gate(eosflow.Processor):
-    """Pass-through that can park on a record until the test opens the gate."""
-
-    def __init__(self, out: str, park_at: int | None = None) -> None:
-        self.out = out
-        self.park_at = park_at
-        self.parked = asyncio.Event()
-        self.gate = asyncio.Event()
-        self.revoked_at: list[float] = []
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        if record.offset == self.park_at and not self.gate.is_set():
-            self.parked.set()
-            await self.gate.wait()
-        return eosflow.Output(self.out, record.value, key=record.key)
-
-    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
-        self.revoked_at.append(time.monotonic())
 
 
 MECHANISMS: dict[str, object] = dict(
@@ -269,24 +249,6 @@ async def test_unknown_end_txn_outcome_is_recovered(cluster: FakeCluster) -> Non
         await until(app, lambda: all_done(app, c), "all committed")
     assert inits.hits >= 1, "KIP-360 InitProducerId with the current id and epoch"
     await assert_exactly_once(c)
-
-
-# Mechanism 7: a newer instance with the same transactional id fences this one: fatal.
-async def test_fenced_producer_is_fatal(cluster: FakeCluster) -> None:
-    c = cluster
-    await seed(c, n=20)
-    proc = Gate("out", park_at=10)
-    app = eosflow.EosApp(proc, cfg(c))
-    with pytest.raises(eosflow.ProducerFencedError, match="tx-1"):
-        async with app:
-            await asyncio.wait_for(proc.parked.wait(), 20)
-            usurper = AIOKafkaProducer(
-                bootstrap_servers=c.bootstrap_servers, transactional_id="tx-1"
-            )
-            await usurper.start()
-            await usurper.stop()
-            proc.gate.set()
-            await until(app, lambda: False, "never", timeout_s=20)
 
 
 # Mechanism 8: a processor error aborts, commits nothing past it, and stops the app.

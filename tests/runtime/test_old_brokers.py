@@ -16,8 +16,8 @@ import time
 from collections.abc import AsyncIterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from kit import broker_has_kip447, create_topic, eventually, read_all
+from aiokafka import AIOKafkaConsumer
+from kit import broker_has_kip447, create_topic, eventually, lso_reached_end, read_all
 from test_end_to_end import config, seed
 from test_mechanisms import Gate
 
@@ -39,21 +39,6 @@ async def aged(request: pytest.FixtureRequest) -> AsyncIterator[tuple[Broker, bo
                 f"genuine:{'2.4.1' if want_old else '4.4.0'})"
             )
         yield b, old
-
-
-async def lso_reached_end(bootstrap: str, topic: str) -> bool:
-    """Whether no transaction is open on ``topic``'s partition 0: its last stable offset
-    (what a read_committed consumer sees as the end) equals its high watermark."""
-    ends = []
-    for isolation in ("read_committed", "read_uncommitted"):
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, isolation_level=isolation)
-        await c.start()
-        try:
-            tp = TopicPartition(topic, 0)
-            ends.append((await c.end_offsets([tp]))[tp])
-        finally:
-            await c.stop()
-    return ends[0] == ends[1]
 
 
 # Mechanism 4 (invariant 4) on any broker: without KIP-447 a commit holds the next

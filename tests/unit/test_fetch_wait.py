@@ -74,6 +74,29 @@ async def test_fetches_wait_briefly_while_a_partition_is_paused(cluster: FakeClu
         await consumer.stop()
 
 
+# A paused partition taken away (KIP-848's reassign, as a revocation does) is paused no
+# more: the next fetches wait the consumer's 500 ms again. Caught: the wait set only on
+# pause and resume (it stayed 20 ms after the revocation, for ever on an idle member).
+async def test_the_wait_is_restored_when_a_paused_partition_is_reassigned_away(
+    cluster: FakeCluster,
+) -> None:
+    boot = cluster.bootstrap_servers
+    await create_topic(boot, "fr", partitions=2)
+    consumer = AIOKafkaConsumer(bootstrap_servers=boot, enable_auto_commit=False)
+    await consumer.start()
+    tps = [TopicPartition("fr", 0), TopicPartition("fr", 1)]
+    try:
+        ak.reassign(consumer, set(tps))
+        ak.resume(consumer, tps)
+        ak.pause(consumer, [tps[1]])
+        assert consumer._fetcher._fetch_max_wait_ms == PAUSED_FETCH_WAIT_MS
+        ak.reassign(consumer, {tps[0]})
+        assert not consumer.paused()
+        assert consumer._fetcher._fetch_max_wait_ms == 500
+    finally:
+        await ak.close_consumer(consumer, timeout_s=5.0)
+
+
 # A join over a backlog, its transactions capped at 50 records: after every poll, the
 # consumer holds no fetched record back (aiokafka fetches nothing more from a broker
 # while it does), and every order is joined once. Caught: the poll asking the consumer
