@@ -112,7 +112,7 @@ class EosConfig(BaseSettings):
     client_id: str = Field(
         default="eosflow",
         description="client id sent to the brokers; the group member's adds the "
-        "transactional id and its start: <client_id>-<transactional_id>-<start, us>",
+        "transactional id and its start in microseconds, each after a dash",
     )
     security: KafkaSecurity = Field(
         default_factory=KafkaSecurity,

@@ -131,9 +131,11 @@ def member_client_id(config: EosConfig, started_us: int) -> str:
 
 def member_started(config: EosConfig, client_id: str) -> int | None:
     """When the member of ``client_id`` started, if it runs ``config``'s transactional id
-    with ``config``'s client id (``member_client_id``); else None."""
+    (``member_client_id``, whatever client id it was given); else None."""
     head, _, stamp = client_id.rpartition("-")
-    if head != f"{config.client_id}-{config.transactional_id}" or not stamp.isdigit():
+    if not (stamp.isascii() and stamp.isdecimal()):
+        return None
+    if not head.endswith(f"-{config.transactional_id}"):
         return None
     return int(stamp)
 

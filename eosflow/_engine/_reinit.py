@@ -12,7 +12,12 @@ after us. None: our epoch was only forgotten, and the replacement producer initi
 the id afresh, as a restart would. The trade-off: a newer instance that fenced us but has
 not joined the group yet is fenced back; its next transaction is refused in turn, it finds
 us in the group as the older member and goes on after us -- each check ends with one
-owner, and the group's generation keeps every commit of the other exactly once.
+owner, and the group's generation keeps every commit of the other exactly once. Two
+instances that cannot see each other so (another group, or a producer that is no
+eosflow member) would take the id from each other for ever: a second refusal within
+``retry_timeout_s`` of taking the id afresh is fatal. "Newer" compares the two hosts'
+clocks: skewed by more than the time between two starts, the older instance goes on
+and the newer one stops -- still exactly once.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaProducer
 
@@ -30,19 +36,29 @@ from .._errors import AuthorizationError, EosflowError, ProducerFencedError, Tra
 log = logging.getLogger("eosflow.session")
 
 
+@dataclass
+class Claim:
+    """This instance's hold on its transactional id: when it started (its group member's
+    client id says so) and when it last took the id afresh after a refusal."""
+
+    started_us: int = field(default_factory=lambda: time.time_ns() // 1000)
+    taken_at: float | None = None  # time.monotonic()
+
+
 async def reinit(
     producer: AIOKafkaProducer,
     config: EosConfig,
     caps: ak.Capabilities | None,
     fenced: str | None,
-    started_us: int,
+    claim: Claim,
 ) -> None:
     """Re-initialise ``producer``'s id after an unknown outcome, a failed produce or a
     fencing answer (``fenced``: the answer). With KIP-360 an InitProducerId with the
     current id and epoch bumps the epoch and keeps the id; a refusal is
     ``ProducerFencedError`` when the group has a member of our transactional id started
-    after ``started_us`` (``newer_member``), and otherwise returns: the replacement
-    producer's InitProducerId takes the id afresh. Without KIP-360 a fencing answer is
+    after ``claim`` (``newer_member``) or the id was taken afresh less than
+    ``retry_timeout_s`` ago, and otherwise returns: the replacement producer's
+    InitProducerId takes the id afresh. Without KIP-360 a fencing answer is
     final, and otherwise nothing happens here: the replacement producer's InitProducerId
     aborts and bumps instead. Another failure is logged and the caller replaces the
     producer (unless it followed a fencing answer, which only the broker's answer could
@@ -65,12 +81,21 @@ async def reinit(
     except ak.Fenced as exc:
         refused = fenced or str(exc)
         try:
-            newer = await newer_member(config, started_us)
+            newer = await newer_member(config, claim.started_us)
         except EosflowError as why:  # a newer instance not ruled out: the safe answer
             detail = f"{refused}; group {config.group_id!r} not described: {why}"
             raise ProducerFencedError(txn_id, detail) from None
         if newer is not None:
             raise ProducerFencedError(txn_id, f"{refused}; newer member {newer}") from None
+        now = time.monotonic()
+        if claim.taken_at is not None and now - claim.taken_at < config.retry_timeout_s:
+            again = (
+                f"{refused}; refused again {now - claim.taken_at:.1f} s after the id was "
+                f"taken afresh, with no newer member in group {config.group_id!r}: an "
+                "instance of another group, or no eosflow member, uses it"
+            )
+            raise ProducerFencedError(txn_id, again) from None
+        claim.taken_at = now
         log.warning(
             "the broker refused our epoch (%s), yet no member of group %r started after "
             "us with transactional id %r: a coordinator that moved since it timed our "

@@ -46,7 +46,7 @@ from ._commit import commit_offsets, send_changelog
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
 from ._protocols import Protocols, detect, recheck
-from ._reinit import reinit
+from ._reinit import Claim, reinit
 from ._transaction import Transaction, report_of
 
 log = logging.getLogger("eosflow.session")
@@ -85,8 +85,7 @@ class TransactSession:
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         self._failure: FatalError | None = None  # the rebalance listener's, for poll()
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
-        # in the member's client id: the group tells a newer instance of our id (_reinit)
-        self._started_us = time.time_ns() // 1000
+        self._claim = Claim()  # our start, in the member's client id (_reinit)
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(
@@ -138,7 +137,7 @@ class TransactSession:
         await self.stores.start(self._producer)
         group = chosen.group
         ranged = self.stores.copartitioned  # partition p of every topic together
-        member = ak.member_client_id(cfg, self._started_us)
+        member = ak.member_client_id(cfg, self._claim.started_us)
         self._group = membership_for(
             cfg, group, self._revoked, self._assigned, self._failed, ranged, member
         )
@@ -526,9 +525,10 @@ class TransactSession:
         a new producer epoch (KIP-360: InitProducerId with the current id and epoch),
         replace the producer, and take positions from the broker's committed offsets.
 
-        Fatal when the broker says another instance owns the transactional id, or --
-        without KIP-360 -- whenever we were ``fenced``: a transaction timeout and a newer
-        instance then look the same, and only the second is safe to assume. When the
+        Fatal when the broker refuses our epoch and the group shows a newer instance of
+        the transactional id (``_reinit``), or -- without KIP-360 -- whenever we were
+        ``fenced``: a transaction timeout and a newer instance then look the same, and
+        only the second is safe to assume. When the
         broker cannot be reached, raises ``TransientError`` and leaves the session
         ``_broken``: the next ``begin`` recovers again."""
         self._broken = True
@@ -538,7 +538,7 @@ class TransactSession:
         old, self._producer, self._partitioner = self._producer, None, None
         if old is not None:
             try:
-                await reinit(old, self.config, self.caps, fenced, self._started_us)
+                await reinit(old, self.config, self.caps, fenced, self._claim)
             finally:  # whether we go on or not, the old producer is done
                 await ak.close_producer(old, timeout_s=5.0)
         self._producer = await self._new_producer()

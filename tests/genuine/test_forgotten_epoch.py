@@ -17,7 +17,7 @@ import asyncio
 import pytest
 from conftest import genuine, version
 from fleet import seed
-from kit import Gate, app_config, create_topic, eventually, lso_reached_end, read_all
+from kit import Gate, app_config, create_topic, eventually, log_seen, lso_reached_end, read_all
 
 import eosflow
 from eosflow.testing._genuine_jars import uses_zookeeper
@@ -52,32 +52,44 @@ async def test_an_epoch_the_restarted_coordinator_forgot_is_recovered() -> None:
             group_protocol="classic",
         )
         app = eosflow.EosApp(proc, cfg)
-        async with app:
-            await seed(bs, src, 5)
+        with log_seen("eosflow.session", "the broker refused our epoch") as refused:
+            async with app:
+                await _stall_until_the_broker_aborts(app, proc, bs, src, dst)
+                assert await read_all(bs, dst) == [], "records 0-4 aborted, not committed"
+                k.kill(1)
+                await k.restart(1)  # the coordinator reloads the log: the bumped epoch is gone
+                proc.gate.set()
 
-            async def sent_and_open() -> bool:  # five outputs in the log, none committed
-                assert app.failure is None, app.failure
-                sent = await read_all(bs, dst, committed_only=False)
-                return len(sent) == 5 and not await lso_reached_end(bs, dst)
+                async def all_committed() -> bool:
+                    assert app.failure is None, app.failure
+                    done = app.last_outcome is eosflow.Outcome.COMMITTED
+                    return app.stats.records >= 6 and done
 
-            await eventually(sent_and_open, timeout_s=30, what="records 0-4 sent, uncommitted")
-            await seed(bs, src, 1)  # offset 5: the processor stalls on it
-            await asyncio.wait_for(proc.parked.wait(), 30)
-
-            async def aborted_by_the_broker() -> bool:
-                return await lso_reached_end(bs, dst)
-
-            await eventually(aborted_by_the_broker, timeout_s=30, what="the broker's abort")
-            k.kill(1)
-            await k.restart(1)  # the coordinator reloads the log: the bumped epoch is gone
-            proc.gate.set()
-
-            async def all_committed() -> bool:
-                assert app.failure is None, app.failure
-                return app.stats.records >= 6 and app.last_outcome is eosflow.Outcome.COMMITTED
-
-            await eventually(all_committed, timeout_s=90, what="the work redone and committed")
-            assert app.stats.recovered >= 1
+                await eventually(all_committed, timeout_s=90, what="the work redone, committed")
+                assert app.stats.recovered >= 1
+            assert refused.is_set(), "the refusal was met and the id taken afresh"
         values = [val for _, _, val in await read_all(bs, dst)]
         expected = [f"v{i}".encode() for i in range(5)] + [b"v0"]  # seeded twice from 0
         assert sorted(values) == sorted(expected)  # type: ignore[type-var]
+
+
+async def _stall_until_the_broker_aborts(
+    app: eosflow.EosApp, proc: Gate, bs: str, src: str, dst: str
+) -> None:
+    """Records 0-4 sent in one open transaction, the processor stalled on record 5, until
+    the broker timed that transaction out."""
+    await seed(bs, src, 5)
+
+    async def sent_and_open() -> bool:  # five outputs in the log, none committed
+        assert app.failure is None, app.failure
+        sent = await read_all(bs, dst, committed_only=False)
+        return len(sent) == 5 and not await lso_reached_end(bs, dst)
+
+    await eventually(sent_and_open, timeout_s=30, what="records 0-4 sent, uncommitted")
+    await seed(bs, src, 1)  # offset 5: the processor stalls on it
+    await asyncio.wait_for(proc.parked.wait(), 30)
+
+    async def aborted_by_the_broker() -> bool:
+        return await lso_reached_end(bs, dst)
+
+    await eventually(aborted_by_the_broker, timeout_s=30, what="the broker's abort")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka import AIOKafkaProducer
 from kit import eventually
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
@@ -75,3 +76,53 @@ async def test_an_epoch_the_moved_coordinator_forgot_is_recovered(cluster: FakeC
         await until(app, lambda: all_done(app, c), "all committed")
         assert app.stats.recovered >= 1
     await assert_exactly_once(c)
+
+
+# A producer outside the group (no eosflow member) takes the id twice: the app takes it
+# back the first time (no newer member shows), and the second refusal, within
+# retry_timeout_s of that, is fatal -- two instances that cannot see each other in the
+# group would otherwise take the id from each other for ever. Remove the bound in
+# `reinit` and the app goes on: nothing is raised.
+async def test_a_second_refusal_soon_after_taking_the_id_back_is_fatal(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c, n=20)
+    proc = Gate("out", park_at=10)
+    app = eosflow.EosApp(proc, cfg(c))
+
+    async def usurp() -> None:
+        outsider = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id="tx-1")
+        await outsider.start()
+        await outsider.stop()
+
+    with pytest.raises(eosflow.ProducerFencedError, match=r"tx-1.*refused again"):
+        async with app:
+            await asyncio.wait_for(proc.parked.wait(), 20)
+            await usurp()
+            proc.gate.set()
+            await until(app, lambda: app.stats.recovered >= 1 and all_done(app, c, 20), "back")
+            await usurp()
+            await seed_more(c, 5)  # work that meets the second refusal
+            await until(app, lambda: False, "never", timeout_s=20)
+
+
+async def seed_more(c: FakeCluster, n: int) -> None:
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    try:
+        await asyncio.gather(*[await p.send("in", b"more") for _ in range(n)])
+    finally:
+        await p.stop()
+
+
+def test_a_member_client_id_names_its_transactional_id_and_start() -> None:
+    mine = eosflow.EosConfig(
+        bootstrap_servers="x:9092", group_id="g", input_topics=("in",), transactional_id="b-c"
+    )
+    cid = ak.member_client_id(mine, 17)
+    assert cid == "eosflow-b-c-17" and ak.member_started(mine, cid) == 17
+    assert ak.member_started(mine, "pod-7-b-c-18") == 18  # another client id, same id
+    assert ak.member_started(mine, "eosflow-c-17") is None  # another transactional id
+    assert ak.member_started(mine, "eosflow-b-c-\u00b2") is None  # not a decimal stamp
+    assert ak.member_started(mine, "eosflow") is None
