@@ -64,7 +64,7 @@ class ReadCache:
 
     def keep(self, slot: Slot, value: bytes | None) -> None:
         """``slot``'s value as just read from the local copy."""
-        size = len(slot[1]) + _size(value) + ENTRY_OVERHEAD
+        size = _entry(slot, value)
         if self._new_bytes + size > self._half:
             if size > self._half:
                 return  # larger than a generation: never kept
@@ -81,7 +81,7 @@ class ReadCache:
             grown = _size(value) - _size(kept)  # type: ignore[arg-type]
             if self._new_bytes + grown > self._half:
                 del self._new[slot]
-                self._new_bytes -= len(slot[1]) + _size(kept) + ENTRY_OVERHEAD  # type: ignore[arg-type]
+                self._new_bytes -= _entry(slot, kept)  # type: ignore[arg-type]
             else:
                 self._new[slot] = value
                 self._new_bytes += grown
@@ -94,3 +94,8 @@ class ReadCache:
 
 def _size(value: bytes | None) -> int:
     return 0 if value is None else len(value)
+
+
+def _entry(slot: Slot, value: bytes | None) -> int:
+    """What an entry counts against the budget: its key, its value, ``ENTRY_OVERHEAD``."""
+    return len(slot[1]) + _size(value) + ENTRY_OVERHEAD

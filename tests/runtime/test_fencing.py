@@ -15,6 +15,7 @@ import asyncio
 import pytest
 from aiokafka import AIOKafkaProducer
 from kit import eventually
+from test_failures import seed_input_only
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
@@ -103,17 +104,8 @@ async def test_a_second_refusal_soon_after_taking_the_id_back_is_fatal(
             proc.gate.set()
             await until(app, lambda: app.stats.recovered >= 1 and all_done(app, c, 20), "back")
             await usurp()
-            await seed_more(c, 5)  # work that meets the second refusal
+            await seed_input_only(c, 5)  # work that meets the second refusal
             await until(app, lambda: False, "never", timeout_s=20)
-
-
-async def seed_more(c: FakeCluster, n: int) -> None:
-    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
-    await p.start()
-    try:
-        await asyncio.gather(*[await p.send("in", b"more") for _ in range(n)])
-    finally:
-        await p.stop()
 
 
 def test_a_member_client_id_names_its_transactional_id_and_start() -> None:
