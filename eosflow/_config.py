@@ -244,6 +244,13 @@ class EosConfig(BaseSettings):
         description="where stores keep their local copies (a directory per group and "
         "transactional id beneath it); a cache of the changelog, safe to delete",
     )
+    state_cache_bytes: int = Field(
+        default=32 << 20,
+        ge=0,
+        description="memory for the values stores read and wrote lately, kept in front "
+        "of RocksDB for the whole app (0: none); a table or windows that do not fit "
+        "read RocksDB for what fell out, about 1 us a read",
+    )
     changelog_replication_factor: int = Field(
         default=-1,
         ge=-1,

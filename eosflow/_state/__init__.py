@@ -179,7 +179,7 @@ class Stores(Reads):
 
     def _shared_env(self) -> Env:
         if self._env is None:
-            self._env = Env()
+            self._env = Env(read_cache_bytes=self.config.state_cache_bytes)
         return self._env
 
     def refetch_offsets(self, fetch: Callable[[Partition], Awaitable[int | None]] | None) -> None:

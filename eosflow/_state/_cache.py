@@ -9,33 +9,37 @@ in the layers -- and of a join, where every order reads its customer's row. Kafk
 Streams keeps such values in memory across commits (its record cache, 10 MiB by
 default); this is eosflow's.
 
-- **Filled by reads.** A value read from a local copy, or its absence, is kept.
-- **Kept true by writes.** ``LocalPartition.apply`` -- every commit, every restore
-  batch, the only way anything is written to a local copy -- sets the kept entries of
-  the keys it writes (it adds none: a key written but never read costs nothing here).
-  ``wipe`` and ``close`` give the store a new tag, so nothing kept of what they dropped
-  is read again.
-- **Bounded** at ``budget_bytes`` for an app's stores (``Env``, one per ``Stores``: 8
-  MiB by default), in two generations of half of it each, an entry counted as its key,
-  its value and ``ENTRY_OVERHEAD`` bytes (Python's objects and the dict slot). A value
-  found in the older generation moves to the newer; a full newer generation replaces
-  the older; a write that would grow the newer past its half drops its entry instead.
-  So recently read keys stay, and a key space larger than the budget pays one dict
-  lookup more than RocksDB alone.
+- **Filled by reads and by writes.** A value read from a local copy, or its absence, is
+  kept. ``LocalPartition.apply`` -- every commit, every restore batch, the only way
+  anything is written to a local copy -- keeps every key it writes, a delete as an
+  absence, in one call per store (a dict update, not a Python step per key: a commit
+  of a windowed count writes thousands). ``wipe`` and ``close`` give the store a new
+  tag, so nothing kept of what they dropped is read again.
+- **Bounded** at ``budget_bytes`` for an app's stores (``Env``, one per ``Stores``:
+  ``EosConfig.state_cache_bytes``, 32 MiB by default), in two generations of half of it
+  each, an entry counted as its key, its value and ``ENTRY_OVERHEAD`` bytes (Python's
+  objects and the dict slot). A read looks in the newer generation, then the older; a
+  value found in the older moves to the newer; a full newer generation replaces the
+  older. A commit's writes are counted whole, keys already kept included (an
+  over-count: the generation turns early, never late); writes larger than a generation
+  are not kept, and what the older generation held of their keys is dropped. So recently read or written keys stay, and a key space
+  larger than the budget pays one dict lookup more than RocksDB alone.
 
 Trade-off: up to ``budget_bytes`` of memory for reads that skip RocksDB; the bound
 holds whatever the number of partitions. The cache never decides what a read returns:
-a miss reads the local copy as before.
+a miss reads the local copy as before. Every key written is kept, read again or not: a
+restore of a large table turns the generations over and drops what reads had kept.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
-ENTRY_OVERHEAD = 150  # bytes: the slot tuple, the bytes objects' headers, the dict slot
+ENTRY_OVERHEAD = 120  # bytes: two bytes objects' headers (33 each), a dict slot (~52)
 MISSING = object()  # ``get``: not kept (None is kept: the key has no value)
 
-Slot = tuple[int, bytes]  # (a store's tag, the key)
+Kept = dict[int, dict[bytes, bytes | None]]  # a store's tag -> its keys -> their values
 
 
 class ReadCache:
@@ -43,59 +47,69 @@ class ReadCache:
 
     def __init__(self, budget_bytes: int) -> None:
         self._half = max(budget_bytes // 2, 0)
-        self._new: dict[Slot, bytes | None] = {}
-        self._old: dict[Slot, bytes | None] = {}
+        self._new: Kept = {}
+        self._old: Kept = {}
         self._new_bytes = 0
         self._tags = itertools.count()
 
     def tag(self) -> int:
-        """A tag for a store's slots no other store (or earlier life of it) has."""
+        """A tag for a store's keys no other store (or earlier life of it) has."""
         return next(self._tags)
 
-    def get(self, slot: Slot) -> bytes | object | None:
-        """The value kept for ``slot`` (None: it has none), or ``MISSING``."""
-        value = self._new.get(slot, MISSING)
+    def get(self, tag: int, key: bytes) -> bytes | object | None:
+        """The value kept for ``key`` of the store tagged ``tag`` (None: it has none), or
+        ``MISSING``."""
+        kept = self._new.get(tag)
+        if kept is not None:
+            value = kept.get(key, MISSING)
+            if value is not MISSING:
+                return value
+        kept = self._old.get(tag)
+        if kept is None:
+            return MISSING
+        value = kept.pop(key, MISSING)
         if value is not MISSING:
-            return value
-        value = self._old.pop(slot, MISSING)
-        if value is not MISSING:
-            self.keep(slot, value)  # type: ignore[arg-type]
+            self.keep(tag, key, value)  # type: ignore[arg-type]
         return value
 
-    def keep(self, slot: Slot, value: bytes | None) -> None:
-        """``slot``'s value as just read from the local copy."""
-        size = _entry(slot, value)
+    def keep(self, tag: int, key: bytes, value: bytes | None) -> None:
+        """``key``'s value as just read from the local copy."""
+        size = len(key) + (0 if value is None else len(value)) + ENTRY_OVERHEAD
         if self._new_bytes + size > self._half:
             if size > self._half:
                 return  # larger than a generation: never kept
-            self._old, self._new, self._new_bytes = self._new, {}, 0
-        self._new[slot] = value
+            self._turn()
+        kept = self._new.get(tag)
+        if kept is None:
+            kept = self._new[tag] = {}
+        kept[key] = value
         self._new_bytes += size
 
-    def written(self, slot: Slot, value: bytes | None) -> None:
-        """``slot`` was written ``value`` in the local copy: its entry in the newer
-        generation follows -- unless it would grow that generation past its half, when
-        it is dropped -- and one in the older is dropped (read again when asked)."""
-        kept = self._new.get(slot, MISSING)
-        if kept is not MISSING:
-            grown = _size(value) - _size(kept)  # type: ignore[arg-type]
-            if self._new_bytes + grown > self._half:
-                del self._new[slot]
-                self._new_bytes -= _entry(slot, kept)  # type: ignore[arg-type]
-            else:
-                self._new[slot] = value
-                self._new_bytes += grown
-        else:
-            self._old.pop(slot, None)
+    def written(self, tag: int, writes: Mapping[bytes, bytes | None]) -> None:
+        """``writes`` (key -> value, None: deleted) went to the local copy of the store
+        tagged ``tag``: all of them are kept in the newer generation, or, larger than a
+        generation, none, and the older generation's entries of their keys dropped."""
+        if not writes:
+            return
+        size = sum(map(len, writes)) + sum(map(len, filter(None, writes.values())))
+        size += ENTRY_OVERHEAD * len(writes)
+        if self._new_bytes + size > self._half:
+            self._turn()
+            if size > self._half:
+                old = self._old.get(tag)
+                if old:
+                    for key in writes:
+                        old.pop(key, None)
+                return
+        kept = self._new.get(tag)
+        if kept is None:
+            kept = self._new[tag] = {}
+        kept.update(writes)
+        self._new_bytes += size
+
+    def _turn(self) -> None:
+        """The newer generation becomes the older; the older is dropped."""
+        self._old, self._new, self._new_bytes = self._new, {}, 0
 
     def __len__(self) -> int:
-        return len(self._new) + len(self._old)
-
-
-def _size(value: bytes | None) -> int:
-    return 0 if value is None else len(value)
-
-
-def _entry(slot: Slot, value: bytes | None) -> int:
-    """What an entry counts against the budget: its key, its value, ``ENTRY_OVERHEAD``."""
-    return len(slot[1]) + _size(value) + ENTRY_OVERHEAD
+        return sum(map(len, self._new.values())) + sum(map(len, self._old.values()))

@@ -71,14 +71,15 @@ EMPTY = Checkpoint(0, -1, None)
 class Env:
     """What every local database of an app shares (one ``Env`` per ``Stores``): the block
     cache, the memtable budget (RocksDB's write buffer manager) and the read cache in
-    front of them (``_cache``). Defaults keep an app with a million keys well under 200
-    MiB: 16 MiB of block cache, 32 MiB of memtables, 8 MiB of read cache in all."""
+    front of them (``_cache``, ``EosConfig.state_cache_bytes``). Defaults keep an app
+    with a million keys well under 250 MiB: 16 MiB of block cache, 32 MiB of memtables,
+    32 MiB of read cache in all."""
 
     def __init__(
         self,
         cache_bytes: int = 16 << 20,
         memtable_bytes: int = 32 << 20,
-        read_cache_bytes: int = 8 << 20,
+        read_cache_bytes: int = 32 << 20,
     ) -> None:
         import rocksdict
 
@@ -171,11 +172,11 @@ class LocalPartition:
     def get(self, store: str, key: bytes) -> bytes | None:
         """``key``'s value in ``store``: from the read cache when kept there (``_cache``),
         else from RocksDB, then kept."""
-        slot = (self._tags[store], key)
-        value = self._reads.get(slot)
+        tag = self._tags[store]
+        value = self._reads.get(tag, key)
         if value is MISSING:
             value = self._cf[store].get(key)
-            self._reads.keep(slot, value)  # type: ignore[arg-type]
+            self._reads.keep(tag, key, value)  # type: ignore[arg-type]
         return value  # type: ignore[return-value]
 
     def items(
@@ -219,11 +220,8 @@ class LocalPartition:
         for store, cp in checkpoints.items():
             batch.put(store.encode(), cp.encode(), meta)
         self._db.write(batch)
-        written = self._reads.written  # what the read cache keeps of them follows
-        for store, writes in changes.items():
-            tag = self._tags[store]
-            for key, value in writes.items():
-                written((tag, key), value)
+        for store, writes in changes.items():  # the read cache keeps what was written
+            self._reads.written(self._tags[store], writes)
 
     def wipe(self, store: str) -> None:
         """Forget everything of ``store``: its checkpoint first, synced to disk, then its

@@ -63,6 +63,12 @@ _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long
 MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
 
 
+def _head_key(entry: tuple[deque[Record], int]) -> tuple[int, int]:
+    """A non-empty queue's place in the merge: its head's timestamp, then its rank."""
+    queue, rank = entry
+    return queue[0].timestamp, rank
+
+
 class Unsynced:
     """The sync of an app whose inputs are not co-partitioned (no tables): records go
     on as polled, nothing is buffered or given back."""
@@ -211,15 +217,21 @@ class Sync:
                 q = full[0]
                 out.extend(q.popleft() for _ in range(min(room, len(q))))
                 continue
+            # merge by (timestamp, rank) until one runs dry, a run at a time: the queue
+            # whose head goes first hands on records while they go before the next
+            # queue's head (ranks differ: one topic a queue), no tuple a record
             ranked = [(q, rank[q[0].topic]) for q in full]
-            while room > 0:  # merge by (timestamp, rank) until one runs dry
-                best, best_key = ranked[0][0], (ranked[0][0][0].timestamp, ranked[0][1])
-                for q, r in ranked[1:]:
-                    key = (q[0].timestamp, r)
-                    if key < best_key:
-                        best, best_key = q, key
-                out.append(best.popleft())
-                room -= 1
+            while room > 0:
+                ranked.sort(key=_head_key)
+                best, best_rank = ranked[0]
+                next_t, next_rank = ranked[1][0][0].timestamp, ranked[1][1]
+                pop, append = best.popleft, out.append
+                while room > 0 and best:
+                    t = best[0].timestamp
+                    if t > next_t or (t == next_t and best_rank > next_rank):
+                        break
+                    append(pop())
+                    room -= 1
                 if not best:
                     break
 

@@ -57,6 +57,7 @@ _START = struct.Struct(">Q")  # a window start, shifted by 2**63 so byte order =
 _SHIFT = 2**63
 _TIME = struct.Struct(">q")
 NO_TIME = -(2**63)  # before the first record
+_UNWRITTEN = object()  # ``WindowStore._packed`` before the handle wrote a stream time
 
 
 class LateRecord(Exception):
@@ -183,7 +184,19 @@ class WindowStore(Generic[V]):
     in ``process``. Its values commit, abort and restore like a store's; the windows it
     offers are the open ones (a closed window's values are gone)."""
 
-    __slots__ = ("_closed", "_data", "_edge", "_now", "_serde", "late", "name", "spec", "time")
+    __slots__ = (
+        "_closed",
+        "_data",
+        "_edge",
+        "_made",
+        "_now",
+        "_packed",
+        "_serde",
+        "late",
+        "name",
+        "spec",
+        "time",
+    )
 
     def __init__(self, name: str, spec: WindowSpec, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
@@ -193,6 +206,11 @@ class WindowStore(Generic[V]):
         self._closed: int | None = None  # last window closed at the partition's stream time
         self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
+        self._made: dict[int, Window] = {}  # ``_window_at``
+        # the stream time this handle last wrote, the very object: the store giving it
+        # back is where the handle left it (nothing else writes that object; a fresh
+        # handle holds a sentinel no store gives, so its first read is decoded)
+        self._packed: object = _UNWRITTEN
 
     def __repr__(self) -> str:
         topic, p = self._data.partition
@@ -230,20 +248,42 @@ class WindowStore(Generic[V]):
         window holding the record's event time; returns (window, new value) for each.
         Emit those from ``process`` for results on every update; override ``closed`` for
         final results. None open: the record is late and nothing changes."""
-        k, out = key if type(key) is bytes else store_key(key), []
+        k = key if type(key) is bytes else store_key(key)
         loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
-        closed, size, name = self._closed, self.spec.size_ms, self.name
-        for start in self.spec.starts(self.time):
+        closed, spec = self._closed, self.spec
+        t, step = self.time, spec.advance_ms
+        if step == spec.size_ms:  # tumbling: the one window (the hot path, no range)
+            start = t - t % step
+            if closed is not None and start <= closed:
+                self.late = True
+                return []
+            dk = _DATA + _START.pack(start + _SHIFT) + k
+            raw = data.raw(dk)
+            value = fn(initial if raw is None else loads(raw))
+            data.put_raw(dk, dumps(value))
+            return [(self._window_at(start), value)]
+        out = []
+        for start in spec.starts(t):
             if closed is not None and start <= closed:
                 continue
             dk = _DATA + _START.pack(start + _SHIFT) + k
             raw = data.raw(dk)
             value = fn(initial if raw is None else loads(raw))
             data.put_raw(dk, dumps(value))
-            out.append((Window(name, start, start + size), value))
+            out.append((self._window_at(start), value))
         if not out:
             self.late = True
         return out
+
+    def _window_at(self, start: int) -> Window:
+        """``window(start)``, kept for the last few starts (a record's windows are
+        mostly those of the records before it)."""
+        made = self._made.get(start)
+        if made is None:
+            if len(self._made) >= 64:
+                self._made.clear()
+            made = self._made[start] = Window(self.name, start, start + self.spec.size_ms)
+        return made
 
     def fetch(self, key: bytes | str, from_ms: int, to_ms: int) -> Iterator[tuple[Window, V]]:
         """(window, value) of ``key`` for the open windows starting in ``[from_ms, to_ms]``
@@ -266,12 +306,16 @@ class WindowStore(Generic[V]):
         self.time, self.late = t, False
         data = self._data
         raw = data.raw(TIME_KEY)
-        now = NO_TIME if raw is None else _TIME.unpack(raw)[0]
-        if now != self._now:  # not where this handle left it: an abort, a restore
-            self._close_through(now)
+        if raw is not self._packed:  # not the object this handle wrote: decode it
+            now = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+            if now != self._now:  # not where this handle left it: an abort, a restore
+                self._close_through(now)
+        else:
+            now = self._now
         before = self._closed
         if t > now:
-            data.put_raw(TIME_KEY, _TIME.pack(t))
+            packed = self._packed = _TIME.pack(t)
+            data.put_raw(TIME_KEY, packed)
             now = t
             if t >= self._edge:  # a window closes
                 self._close_through(t)
@@ -301,7 +345,7 @@ class WindowStore(Generic[V]):
         loads, out = self._serde.loads, []
         for dk, raw in found:
             (shifted,) = _START.unpack_from(dk, 1)
-            out.append((self.window(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
+            out.append((self._window_at(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
             self._data.delete(dk)
         return out
 

@@ -76,3 +76,37 @@ def test_windows_open_and_close_as_defined(seed: int, tmp_path: Path) -> None:
         due = {s: c for s, c in counts.items() if s + size + grace <= stream}
         assert emitted == due, spec
         layers.discard()
+
+
+# A handle trusts the stream time it wrote only while the store gives back that very
+# object: after an abort (the open writes dropped) and after a wipe of the local copy
+# under it (a restore), it reads the store's stream time again, so a record is not
+# taken for late against a stream time the store no longer has. Caught: the handle
+# trusting its own stream time whatever the store gives (the abort), and a fresh
+# handle's marker being None, which an empty store gives too (the wipe).
+def test_a_handle_rereads_stream_time_the_store_no_longer_has(tmp_path: Path) -> None:
+    import struct
+
+    from eosflow._state._windows import TIME_KEY
+
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", eosflow.Tumbling(size_s=1), Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        h.advance(50_000)
+        layers.discard()  # aborted: the stream time of 50 s was never committed
+        layers.begin(adopted=False)
+        h.advance(1_000)
+        assert h.update(b"k", lambda n: n + 1, 0), "late against an aborted stream time"
+        layers.discard()
+        local.apply({"w": {TIME_KEY: struct.pack(">q", 90_000)}}, {})  # committed elsewhere
+        fresh = WindowStore("w", eosflow.Tumbling(size_s=1), Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        fresh.advance(2_000)  # reads 90 s: late, and writes nothing
+        assert not fresh.update(b"k", lambda n: n + 1, 0)
+        local.wipe("w")  # the copy restored from nothing under the handle
+        fresh.advance(3_000)
+        assert fresh.update(b"k", lambda n: n + 1, 0), "late against a wiped stream time"
+    finally:
+        local.close()
