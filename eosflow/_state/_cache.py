@@ -21,9 +21,11 @@ default); this is eosflow's.
   objects and the dict slot). A read looks in the newer generation, then the older; a
   value found in the older moves to the newer; a full newer generation replaces the
   older. A commit's writes are counted whole, keys already kept included (an
-  over-count: the generation turns early, never late); writes larger than a generation
-  are not kept, and what the older generation held of their keys is dropped. So recently read or written keys stay, and a key space
-  larger than the budget pays one dict lookup more than RocksDB alone.
+  over-count: the generation turns early, never late). Writes larger than a generation
+  are not kept: the generations turn all the same (the older is dropped) and what the
+  new older one held of their keys is dropped, so two such writes in a row -- a large
+  restore batch -- leave the cache empty. So recently read or written keys stay, and a
+  key space larger than the budget pays one dict lookup more than RocksDB alone.
 
 Trade-off: up to ``budget_bytes`` of memory for reads that skip RocksDB; the bound
 holds whatever the number of partitions. The cache never decides what a read returns:
