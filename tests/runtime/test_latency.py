@@ -82,3 +82,45 @@ async def test_a_trickle_commits_at_a_bounded_rate(cluster: FakeCluster) -> None
         commits = app.stats.committed - before
     await p.stop()
     assert 8 <= commits <= 22, f"{commits} commits for 1.5 s of input"
+
+
+# A backlog read in fetches the broker answers slowly (0.3 s each, ~1 MiB: about 9,000
+# of these records) leaves the consumer's buffer empty between two fetches, while it
+# has not read to the partition's last stable offset: that is no catching up, and the
+# transaction waits for the next fetch within its interval. 40,000 records then take
+# one or two transactions of the 5 s interval; end a transaction at such a gap (remove
+# the ``behind`` check) and it is one a fetch, five or more.
+async def test_a_backlog_between_fetches_does_not_end_the_transaction(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, max_batch_size=256 * 1024)
+    await p.start()
+    try:
+        sent = [await p.send("in", b"v" * 100, key=b"k%d" % i) for i in range(40_000)]
+        await asyncio.gather(*sent)
+    finally:
+        await p.stop()
+    slow = c.intercept("Fetch", delay_s=0.3, times=None)
+    app = eosflow.EosApp(
+        Copy(),
+        cfg(
+            c,
+            commit_interval_s=5.0,
+            min_transaction_s=0.01,
+            max_records_per_txn=100_000,
+            max_bytes_per_txn=None,
+        ),
+    )
+    try:
+        async with app:
+            await eventually(
+                lambda: asyncio.sleep(0, c.committed("g").get(("in", 0)) == 40_000),
+                timeout_s=30,
+                what="the backlog committed",
+            )
+            commits = app.stats.committed
+    finally:
+        c.remove_fault(slow)
+    assert slow.hits >= 4, f"{slow.hits} fetches: the backlog did not take several"
+    assert 1 <= commits <= 2, f"{commits} transactions for one backlog of 40,000 records"
