@@ -68,6 +68,7 @@ comes back as "no error".
 from ._clients import (
     Batch,
     GroupIdentity,
+    behind,
     close_consumer,
     close_producer,
     commit_offsets,
@@ -147,6 +148,7 @@ __all__ = [
     "Member",
     "Partitioner",
     "as_records",
+    "behind",
     "capabilities",
     "close_consumer",
     "close_producer",

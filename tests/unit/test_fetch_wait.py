@@ -143,3 +143,41 @@ async def test_a_poll_with_tables_takes_every_fetched_record(
     values = [r.value for r in await read_records(boot, "fw-out")]
     assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
     assert len(left) > 40 and not any(left), left
+
+
+# ``ak.behind``: a partition read only in part (position short of the last stable
+# offset of the last fetch) is behind; once paused it is not -- a paused partition is
+# not fetched, so its offsets stand still and would hold every transaction to its
+# interval -- and read to its end it is not either. Caught: the paused partition counted
+# (behind while paused).
+async def test_behind_counts_partitions_with_records_to_fetch_unless_paused(
+    cluster: FakeCluster,
+) -> None:
+    boot = cluster.bootstrap_servers
+    await create_topic(boot, "bh", partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=boot)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send_and_wait("bh", b"v%d" % i)
+    finally:
+        await producer.stop()
+    tp = TopicPartition("bh", 0)
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=boot, enable_auto_commit=False, isolation_level="read_committed"
+    )
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, 0)
+        got = (await consumer.getmany(tp, timeout_ms=5000, max_records=5)).get(tp, [])
+        assert len(got) == 5
+        assert ak.behind(consumer, [tp])  # 15 more fetched, not taken: short of the end
+        ak.pause(consumer, [tp])
+        assert not ak.behind(consumer, [tp])
+        ak.resume(consumer, [tp])
+        while len(got) < 20:
+            got += (await consumer.getmany(tp, timeout_ms=5000)).get(tp, [])
+        assert not ak.behind(consumer, [tp])  # read to its end
+    finally:
+        await consumer.stop()
