@@ -233,10 +233,9 @@ async def _aiokafka_behind(consumer: Any) -> bool:
 
 
 def _librdkafka_behind(consumer: Any) -> bool:
-    """The same with confluent-kafka, against the high watermark the last fetches gave
-    (``cached=True``): librdkafka caches that, not the last stable offset. The
-    benchmark's input is written without transactions, so here the two are equal; on a
-    transactional input this would wait to the interval every time."""
+    """The same with confluent-kafka: positions against the high watermarks the last
+    fetches gave (``cached=True``). The benchmark's input is written without
+    transactions, so its high watermark is its last stable offset."""
     for tp in consumer.position(consumer.assignment()):
         _low, high = consumer.get_watermark_offsets(tp, cached=True)
         if tp.offset >= 0 and high >= 0 and tp.offset < high:

@@ -154,7 +154,7 @@ class EosConfig(BaseSettings):
         default=0.02,
         ge=0,
         description="a transaction whose input has caught up (nothing buffered, every "
-        "partition not paused read to its last stable offset) commits "
+        "partition read to its last stable offset) commits "
         "once it is this old, rather than waiting for commit_interval_s; it bounds the "
         "commit rate of a slow input (at most commit_interval_s); seconds (process() "
         "only: process_batch transactions fill to the interval)",

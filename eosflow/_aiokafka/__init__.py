@@ -68,7 +68,6 @@ comes back as "no error".
 from ._clients import (
     Batch,
     GroupIdentity,
-    behind,
     close_consumer,
     close_producer,
     commit_offsets,
@@ -148,7 +147,6 @@ __all__ = [
     "Member",
     "Partitioner",
     "as_records",
-    "behind",
     "capabilities",
     "close_consumer",
     "close_producer",

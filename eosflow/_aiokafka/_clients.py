@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -455,21 +455,6 @@ def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, i
     if end is None or end < 0:
         return None
     return int(end), position_now(consumer, tp)
-
-
-def behind(consumer: AIOKafkaConsumer, partitions: Iterable[TopicPartition]) -> bool:
-    """Whether one of ``partitions`` -- assigned, fetched and not paused -- has a position
-    short of its last stable offset as the last fetch answer gave it (``log_position``):
-    the broker holds records of it the consumer will fetch. A paused partition is not
-    fetched, so its offsets stand still: it never counts."""
-    paused = consumer.paused()
-    for tp in partitions:
-        if tp in paused:
-            continue
-        ends = log_position(consumer, tp)
-        if ends is not None and ends[1] is not None and ends[1] < ends[0]:
-            return True
-    return False
 
 
 PAUSED_FETCH_WAIT_MS = 20  # how long a fetch may wait at the broker while some is paused

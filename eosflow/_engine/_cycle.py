@@ -339,18 +339,13 @@ class Engine:
             if remaining <= 0 or count >= limit or full or self._stopping.is_set():
                 return
             wait = max(0.0, min(deadline, caught_up_end) - time.monotonic())
-            records = await session.poll(
-                poll_size(self._sizing.room(limit - count, size), remaining), wait
-            )
-            # an empty poll while behind is a gap between fetches (or, with tables, records
-            # the sync holds back for a partition not read yet), not the input caught up:
-            # poll on within the interval, each poll sized for the time then left
-            while not records and session.behind() and not self._stopping.is_set():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                most = poll_size(self._sizing.room(limit - count, size), left)
-                records = await session.poll(most, left)
+            most = poll_size(self._sizing.room(limit - count, size), remaining)
+            records = await session.poll(most, wait)
+            if not records and session.behind():
+                # a gap between fetches, the input not caught up: wait for the next
+                # fetch within the interval, as a transaction before caught_up_end does
+                wait = max(0.0, deadline - time.monotonic())
+                records = await session.poll(most, wait)
             if not records:
                 return
 
