@@ -3,9 +3,7 @@ ends a transaction in the hand-written loops.
 
 A transaction ends at the first of: ``interval_s`` from its first record, ``records``
 records, ``bytes`` key+value bytes, or -- once it is ``min_txn_s`` old -- a poll that
-finds nothing buffered while every partition was read to its last stable offset (the
-input has caught up, so nothing gains from waiting; a backlog between two fetches is
-not caught up: the poll waits for the next, within the interval). These
+finds nothing buffered (the input has caught up, so nothing gains from waiting). These
 are eosflow's own rules (``eosflow/_engine/_sizing.py``), and by default eosflow's own defaults,
 read from ``EosConfig`` so that the two cannot drift apart. Until 2026-11-27 the loops
 held 1,000 records a transaction against eosflow's 20,000, and paid twenty times the
@@ -20,9 +18,7 @@ How each contender is given it (``benchmarks/README.md`` gives the reasons):
   neither a byte cap nor a caught-up commit, so it commits later than the rules say
   when its input is slow;
 - Kafka Streams: its processor requests every commit (``ProcessorContext.commit()``) by
-  these rules (``java/PassThrough.java``), caught up meaning its consumer's
-  ``records-lag`` 0 on every partition. Until 2026-11-29 eosflow and the loops took an
-  empty poll for caught up, backlog or not, and ended transactions between fetches;
+  these rules (``java/PassThrough.java``);
 - Kafka's ``TransactionalMessageCopier``: ``--transaction-size`` -- its own rule is one
   poll of at most that many records a transaction; it has no interval and no byte cap.
 """
@@ -103,9 +99,8 @@ class TxnRule:
     records the next poll may take (the record cap, and the byte cap at the bytes per
     record measured so far), ``wait_s()`` how long it may wait for them (until
     ``min_txn_s`` from the transaction's start, or the interval's end if sooner: past that
-    a poll that finds nothing ends it, unless the consumer is behind, when ``rest_s()``
-    waits for the next fetch until the interval's end), and ``full()`` whether a cap or
-    the interval ends it now."""
+    a poll that finds nothing ends it), and ``full()`` whether a cap or the interval ends
+    it now."""
 
     def __init__(self, budget: Budget, clock: Callable[[], float] = time.monotonic) -> None:
         self.budget, self._clock = budget, clock
@@ -135,10 +130,6 @@ class TxnRule:
     def wait_s(self) -> float:
         b = self.budget
         return max(0.0, self.opened + min(b.interval_s, b.min_txn_s) - self._clock())
-
-    def rest_s(self) -> float:
-        """What is left of the interval."""
-        return max(0.0, self.opened + self.budget.interval_s - self._clock())
 
     def full(self) -> bool:
         b = self.budget

@@ -153,9 +153,6 @@ async def run_aiokafka(boot: str, src: str, dst: str, n: int, budget: Budget, gr
                     break
                 wait_ms = round(rule.wait_s() * 1000)
                 batch = await consumer.getmany(timeout_ms=wait_ms, max_records=rule.room())
-                if not batch and await _aiokafka_behind(consumer):  # between two fetches
-                    rest_ms = round(rule.rest_s() * 1000)
-                    batch = await consumer.getmany(timeout_ms=rest_ms, max_records=rule.room())
                 if not batch:
                     break
             await producer.send_offsets_to_transaction(offsets, group)
@@ -206,8 +203,6 @@ def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group:
                 if rule.full():
                     break
                 msgs = _fetch(consumer, rule.room(), rule.wait_s())
-                if not msgs and _librdkafka_behind(consumer):  # between two fetches
-                    msgs = _fetch(consumer, rule.room(), rule.rest_s())
                 if not msgs:
                     break
             producer.send_offsets_to_transaction(
@@ -220,27 +215,6 @@ def run_librdkafka(boot: str, src: str, dst: str, n: int, budget: Budget, group:
         return finish.at() - first
     finally:
         consumer.close()
-
-
-async def _aiokafka_behind(consumer: Any) -> bool:
-    """Whether a partition's position is short of its last stable offset as the last
-    fetch answer gave it: the broker holds records not fetched yet."""
-    for tp in consumer.assignment():
-        end = consumer.last_stable_offset(tp)
-        if end is not None and end >= 0 and await consumer.position(tp) < end:
-            return True
-    return False
-
-
-def _librdkafka_behind(consumer: Any) -> bool:
-    """The same with confluent-kafka: positions against the high watermarks the last
-    fetches gave (``cached=True``). The benchmark's input is written without
-    transactions, so its high watermark is its last stable offset."""
-    for tp in consumer.position(consumer.assignment()):
-        _low, high = consumer.get_watermark_offsets(tp, cached=True)
-        if tp.offset >= 0 and high >= 0 and tp.offset < high:
-            return True
-    return False
 
 
 def _fetch(consumer: Any, room: int, wait_s: float) -> list[Any]:

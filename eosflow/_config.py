@@ -153,8 +153,7 @@ class EosConfig(BaseSettings):
     min_transaction_s: float = Field(
         default=0.02,
         ge=0,
-        description="a transaction whose input has caught up (nothing buffered, every "
-        "partition read to its last stable offset) commits "
+        description="a transaction whose input has caught up (nothing buffered) commits "
         "once it is this old, rather than waiting for commit_interval_s; it bounds the "
         "commit rate of a slow input (at most commit_interval_s); seconds (process() "
         "only: process_batch transactions fill to the interval)",

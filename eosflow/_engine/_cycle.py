@@ -317,14 +317,12 @@ class Engine:
         """The one fill loop of a transaction, for both strategies: hand ``records``, then
         each further poll, to ``take`` until the deadline, the record limit, the byte
         limit, a stop -- or, from ``caught_up_end`` on, the consumer having caught up
-        (nothing buffered, and every ready partition read to its last stable offset: a
-        record does not wait for the interval when nothing else will come, while a
-        backlog between two fetches does not end the transaction; before
-        ``caught_up_end`` the poll waits for input, which bounds the commit rate).
-        ``taken`` is (records, bytes) already in the transaction; ``take`` returns how
-        many of the records it took and their bytes. One that took fewer is past the
-        deadline: a transaction must not outgrow the commit interval, or it risks the
-        transaction timeout, so the rest is given back for the next one."""
+        (nothing buffered: a record does not wait for the interval when nothing else
+        will come; before ``caught_up_end`` the poll waits for input, which bounds the
+        commit rate). ``taken`` is (records, bytes) already in the transaction; ``take``
+        returns how many of the records it took and their bytes. One that took fewer is
+        past the deadline: a transaction must not outgrow the commit interval, or it
+        risks the transaction timeout, so the rest is given back for the next one."""
         count, size = taken
         while True:
             self._held = count + len(records)  # what a failure in ``take`` gave up
@@ -339,13 +337,9 @@ class Engine:
             if remaining <= 0 or count >= limit or full or self._stopping.is_set():
                 return
             wait = max(0.0, min(deadline, caught_up_end) - time.monotonic())
-            most = poll_size(self._sizing.room(limit - count, size), remaining)
-            records = await session.poll(most, wait)
-            if not records and session.behind():
-                # a gap between fetches, the input not caught up: wait for the next
-                # fetch within the interval, as a transaction before caught_up_end does
-                wait = max(0.0, deadline - time.monotonic())
-                records = await session.poll(most, wait)
+            records = await session.poll(
+                poll_size(self._sizing.room(limit - count, size), remaining), wait
+            )
             if not records:
                 return
 

@@ -257,17 +257,6 @@ class Positions:
         ends = ak.log_position(consumer, tp)
         return ends is not None and ends[1] is not None and ends[1] >= ends[0]
 
-    def behind(self, consumer: AIOKafkaConsumer) -> bool:
-        """Whether a ready partition's consumer has not read up to its last stable offset
-        (as the last fetch answer gave it): the broker holds records not fetched yet. A
-        partition not fetched since it was assigned counts as caught up (nothing known
-        of it)."""
-        for tp in self.ready:
-            ends = ak.log_position(consumer, tp)
-            if ends is not None and ends[1] is not None and ends[1] < ends[0]:
-                return True
-        return False
-
     def throttle(
         self, consumer: AIOKafkaConsumer, partition: tuple[str, int], paused: bool
     ) -> None:

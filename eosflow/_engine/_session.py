@@ -253,13 +253,11 @@ class TransactSession:
         # with tables: in timestamp order per task, some held back (``_state._sync``)
         return self.stores.sync.admit(out, max_records)
 
-    def behind(self) -> bool:
-        """Whether a ready partition has records not fetched yet (``Positions.behind``)."""
-        return self._consumer is not None and self._pos.behind(self._consumer)
-
     def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""
-        return {} if self._consumer is None else self._pos.lag(self._consumer)
+        if self._consumer is None:
+            return {}
+        return self._pos.lag(self._consumer)
 
     def give_back(self, records: list[Record]) -> None:
         """Return polled, unprocessed records: the next poll delivers them again -- from
@@ -497,7 +495,9 @@ class TransactSession:
         op = asyncio.ensure_future(
             producer.commit_transaction() if commit else producer.abort_transaction()
         )
-        op.add_done_callback(outlived)  # an EndTxn outliving the wait: its error the recovery's
+        # an EndTxn that outlives the wait ends later on its own; its error is accounted
+        # for by the recovery, not reported as "never retrieved"
+        op.add_done_callback(outlived)
         try:
             with ak.mapped("EndTxn"):
                 await within(asyncio.shield(op), self.config.transaction_timeout_s)
@@ -577,8 +577,9 @@ class TransactSession:
 
     def _restore_failed(self, exc: Exception) -> None:
         """A store restore failed for good: the next ``poll`` raises it."""
-        if self._consumer is not None:
-            self._failure = exc if isinstance(exc, FatalError) else FatalError(str(exc))
+        if self._consumer is None:
+            return
+        self._failure = exc if isinstance(exc, FatalError) else FatalError(str(exc))
 
     def _restored(self, partition: tuple[str, int]) -> None:
         """A held-back partition's stores are restored: it is processed from now on."""
