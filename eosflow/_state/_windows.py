@@ -206,7 +206,7 @@ class WindowStore(Generic[V]):
         self._closed: int | None = None  # last window closed at the partition's stream time
         self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
-        self._made: dict[int, Window] = {}  # ``_window_at``
+        self._made: dict[int, Window] = {}  # ``window``
         # the stream time this handle last wrote, the very object: the store giving it
         # back is where the handle left it (nothing else writes that object; a fresh
         # handle holds a sentinel no store gives, so its first read is decoded)
@@ -217,7 +217,14 @@ class WindowStore(Generic[V]):
         return f"<eosflow.WindowStore {self.name!r} of {topic}[{p}]>"
 
     def window(self, start_ms: int) -> Window:
-        return Window(self.name, start_ms, start_ms + self.spec.size_ms)
+        """The window starting at ``start_ms``; those of the last few starts are kept (a
+        record's windows are mostly those of the records before it)."""
+        made = self._made.get(start_ms)
+        if made is None:
+            if len(self._made) >= 64:
+                self._made.clear()
+            made = self._made[start_ms] = Window(self.name, start_ms, start_ms + self.spec.size_ms)
+        return made
 
     def windows(self) -> list[Window]:
         """The open windows holding the record's event time, in start order."""
@@ -261,7 +268,7 @@ class WindowStore(Generic[V]):
             raw = data.raw(dk)
             value = fn(initial if raw is None else loads(raw))
             data.put_raw(dk, dumps(value))
-            return [(self._window_at(start), value)]
+            return [(self.window(start), value)]
         out = []
         for start in spec.starts(t):
             if closed is not None and start <= closed:
@@ -270,20 +277,10 @@ class WindowStore(Generic[V]):
             raw = data.raw(dk)
             value = fn(initial if raw is None else loads(raw))
             data.put_raw(dk, dumps(value))
-            out.append((self._window_at(start), value))
+            out.append((self.window(start), value))
         if not out:
             self.late = True
         return out
-
-    def _window_at(self, start: int) -> Window:
-        """``window(start)``, kept for the last few starts (a record's windows are
-        mostly those of the records before it)."""
-        made = self._made.get(start)
-        if made is None:
-            if len(self._made) >= 64:
-                self._made.clear()
-            made = self._made[start] = Window(self.name, start, start + self.spec.size_ms)
-        return made
 
     def fetch(self, key: bytes | str, from_ms: int, to_ms: int) -> Iterator[tuple[Window, V]]:
         """(window, value) of ``key`` for the open windows starting in ``[from_ms, to_ms]``
@@ -345,7 +342,7 @@ class WindowStore(Generic[V]):
         loads, out = self._serde.loads, []
         for dk, raw in found:
             (shifted,) = _START.unpack_from(dk, 1)
-            out.append((self._window_at(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
+            out.append((self.window(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
             self._data.delete(dk)
         return out
 

@@ -9,6 +9,7 @@ mutation that made it fail."""
 from __future__ import annotations
 
 import random
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import eosflow
 from eosflow._state._layers import Layers
 from eosflow._state._local import Env, LocalPartition
 from eosflow._state._store import BYTES, Store
-from eosflow._state._windows import WindowStore
+from eosflow._state._windows import TIME_KEY, WindowStore
 
 P = ("in", 0)
 
@@ -85,10 +86,6 @@ def test_windows_open_and_close_as_defined(seed: int, tmp_path: Path) -> None:
 # trusting its own stream time whatever the store gives (the abort), and a fresh
 # handle's marker being None, which an empty store gives too (the wipe).
 def test_a_handle_rereads_stream_time_the_store_no_longer_has(tmp_path: Path) -> None:
-    import struct
-
-    from eosflow._state._windows import TIME_KEY
-
     local = LocalPartition(tmp_path, P, ["w"], Env())
     try:
         layers = Layers()
