@@ -157,13 +157,10 @@ class Stores(Reads):
         # its offset fetches): what the restore must read past (``_changelog``)
         self.metadata: Mapping[Any, str] = {}
 
-        def ready(partition: Partition) -> None:
-            self._ready.add(partition)
-            on_ready(partition)
-
+        self._on_ready = on_ready
         wait_s = max(config.retry_timeout_s, 1.0)
-        self._restorer = Restorer(config, ready, on_failed, wait_s=wait_s)
-        self._table_restorer = TableRestorer(config, ready, on_failed, wait_s=wait_s)
+        self._restorer = Restorer(config, self._restored, on_failed, wait_s=wait_s)
+        self._table_restorer = TableRestorer(config, self._restored, on_failed, wait_s=wait_s)
         if self.specs:
             check_names(config.group_id, self._streams, sorted(self.specs))
         if TIMERS in self.specs:  # a fire's commit names what it wrote per store (written)
@@ -240,6 +237,13 @@ class Stores(Reads):
         self._settle()
 
     # --- the group --------------------------------------------------------------------
+
+    def _restored(self, partition: Partition) -> None:
+        """``partition``'s stores are restored: its records are processed from now on.
+        The restore wrote under live handles: a window's reads its stream time again."""
+        self._layers.stores_changed()
+        self._ready.add(partition)
+        self._on_ready(partition)
 
     def assigned(self, committed: Mapping[Partition, int | None]) -> set[Partition]:
         """Open and start restoring the stores of newly assigned partitions (their
@@ -475,8 +479,7 @@ class Stores(Reads):
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
             self._now = handles.get(partition, empty)
-            undo: list[Any] = []
-            layers.undo = undo
+            undo = layers.start_undo()
             try:
                 # its outputs checked here too: a record dead-lettered for what it
                 # returned leaves no write either
@@ -558,8 +561,7 @@ class Stores(Reads):
                 fired += 1
                 if not self._time.take(partition, timer):
                     continue  # an earlier fire moved or cancelled it
-                undo: list[Any] = []
-                self._layers.undo = undo
+                undo = self._layers.start_undo()
                 try:
                     out.extend(check(await self._time.fire(timer)))
                 except TransactionError:

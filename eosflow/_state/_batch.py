@@ -247,8 +247,7 @@ async def run_batch(
     closing; returns the outputs and how many records were dead-lettered. With
     ``dead_letters`` the batch's writes are taken back when it fails; a batch whose
     every record was dead-lettered does not call ``process_batch``."""
-    undo: list[Any] | None = [] if dead_letters else None
-    layers.undo = undo
+    undo = layers.start_undo() if dead_letters else None
     try:
         out = step(state, failed)
         dead = len(out)

@@ -17,11 +17,21 @@ on disk. The transaction's life moves the layers:
 
 Replacing a dict whole rather than clearing it keeps a reader holding the old one
 consistent; nothing here awaits, so a layer never changes under a running read.
+
+**Deferred writes.** A writer that would write one key at every record -- a window's
+stream time -- may instead keep the value itself and register (``defer``): its
+``write_deferred`` is called once, just before the open layer is sealed, and before an
+undoable unit starts (``start_undo``: a record, batch or timer fire whose writes are
+taken back if it fails), so that taking a unit back never takes a deferred value with
+it. ``generation`` counts the times writes were dropped or taken back (``begin`` of
+work not adopted, ``discard``, ``revert``) or the local copies changed under the layers
+(``stores_changed``, once a restore ends): a writer holding a value of its own reads the
+store again when it moved, and what it deferred is dropped with dropped writes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ._sorted import Writes
 
@@ -30,8 +40,13 @@ Undo = list[tuple[Writes, bytes, Any]]  # (writes, key, the key's old entry or M
 MISSING = object()  # a key without a write in a layer (an undo entry's old value)
 
 
+class Deferred(Protocol):
+    def write_deferred(self) -> None:
+        """Make the write held back, into the open layer."""
+
+
 class Layers:
-    __slots__ = ("_is_sealed", "open", "sealed", "undo")
+    __slots__ = ("_is_sealed", "deferred", "generation", "open", "sealed", "undo")
 
     def __init__(self) -> None:
         self.open: dict[Slot, Writes] = {}
@@ -40,12 +55,15 @@ class Layers:
         # while one record is processed: its writes, so that a record that fails (and
         # is dead-lettered) leaves none behind
         self.undo: Undo | None = None
+        self.generation = 0  # writes dropped or taken back so far
+        self.deferred: list[Deferred] = []  # replaced, not cleared, once they are written
 
     def begin(self, adopted: bool) -> None:
         """A transaction opens: it keeps ``open`` only if it adopted the work done ahead
         (whose writes those are); anything else there is stale."""
         if not adopted:
             self.open = {}
+            self._dropped()
         self.sealed = {}
         self._is_sealed = False
 
@@ -53,6 +71,7 @@ class Layers:
         """Freeze the transaction's writes for its commit; later writes are work done
         ahead of the next transaction. Returns what was sealed."""
         if not self._is_sealed:
+            self._write_deferred()
             self.sealed, self.open = self.open, {}
             self._is_sealed = True
         return self.sealed
@@ -63,6 +82,37 @@ class Layers:
     def discard(self) -> None:
         self.open, self.sealed = {}, {}
         self._is_sealed = False
+        self._dropped()
+
+    def defer(self, writer: Deferred) -> None:
+        """``writer.write_deferred()`` before the open layer is sealed or an undoable unit
+        starts (``writer`` registers once per list: ``deferred`` is a new one after)."""
+        self.deferred.append(writer)
+
+    def start_undo(self) -> Undo:
+        """An undoable unit starts: the deferred writes are made, then its writes are
+        recorded in the list returned (``undo``) until the caller sets ``undo`` back to
+        None."""
+        self._write_deferred()
+        undo: Undo = []
+        self.undo = undo
+        return undo
+
+    def stores_changed(self) -> None:
+        """The local copies under the layers changed (a partition restored): deferred
+        writes are made, and every writer holding a value of its own reads it again."""
+        self._write_deferred()
+        self.generation += 1
+
+    def _write_deferred(self) -> None:
+        if self.deferred:
+            for writer in self.deferred:
+                writer.write_deferred()
+            self.deferred = []
+
+    def _dropped(self) -> None:
+        self.generation += 1
+        self.deferred = []
 
     def revert(self, undo: Undo) -> None:
         """Take back the writes ``undo`` recorded, newest first."""
@@ -71,3 +121,4 @@ class Layers:
                 writes.pop(key, None)
             else:
                 writes[key] = old
+        self.generation += 1

@@ -139,6 +139,11 @@ class Store(Generic[V]):
     def serde(self) -> Serde:
         return self._serde
 
+    @property
+    def layers(self) -> Layers:
+        """The writes not yet on disk this store reads through (``_layers``)."""
+        return self._layers
+
     def raw(self, key: bytes) -> bytes | None:
         """The serialized value of ``key`` (bytes, not checked), for eosflow's own
         structures over a store of bytes (windows, timers): one call on their hot path."""

@@ -29,6 +29,15 @@ ordered by window start, then key: ``b"w" + start (8 bytes, order-preserving) + 
 the stream time under ``TIME_KEY``. Closing is one range scan over the windows that
 closed, run only when stream time crosses a window's close, not per record.
 
+The handle keeps the stream time it reached and writes it to the store once a
+transaction, not at every record: a deferred write (``Layers.defer``), made before the
+transaction is sealed and before an undoable unit starts (a record that may be
+dead-lettered, a batch, a timer's fire). Inside such a unit it writes at every record,
+so that taking back part of it (a batch's late record) leaves the stream time of the
+records before. When the layers' writes were dropped or taken back, or a restore changed
+the store under the handle (``Layers.generation``), the handle drops what it held and
+reads the stream time from the store again.
+
 Trade-off: windows close on stream time only, so a partition that stops receiving
 records keeps its last windows open (as in Kafka Streams) until a later record arrives.
 """
@@ -57,7 +66,6 @@ _START = struct.Struct(">Q")  # a window start, shifted by 2**63 so byte order =
 _SHIFT = 2**63
 _TIME = struct.Struct(">q")
 NO_TIME = -(2**63)  # before the first record
-_UNWRITTEN = object()  # ``WindowStore._packed`` before the handle wrote a stream time
 
 
 class LateRecord(Exception):
@@ -187,10 +195,12 @@ class WindowStore(Generic[V]):
     __slots__ = (
         "_closed",
         "_data",
+        "_deferred_in",
         "_edge",
+        "_generation",
+        "_layers",
         "_made",
         "_now",
-        "_packed",
         "_serde",
         "late",
         "name",
@@ -207,10 +217,9 @@ class WindowStore(Generic[V]):
         self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
         self._made: dict[int, Window] = {}  # ``window``
-        # the stream time this handle last wrote, the very object: the store giving it
-        # back is where the handle left it (nothing else writes that object; a fresh
-        # handle holds a sentinel no store gives, so its first read is decoded)
-        self._packed: object = _UNWRITTEN
+        self._layers = data.layers
+        self._generation = -1  # of the layers when ``_now`` was read: none yet
+        self._deferred_in: object = None  # the ``Layers.deferred`` list it is in, if any
 
     def __repr__(self) -> str:
         topic, p = self._data.partition
@@ -301,23 +310,36 @@ class WindowStore(Generic[V]):
         """Take the record's event time ``t``: stream time moves up to it. Returns the last
         window closed before (None if none). (``offset``: the record's, unused here.)"""
         self.time, self.late = t, False
-        data = self._data
-        raw = data.raw(TIME_KEY)
-        if raw is not self._packed:  # not the object this handle wrote: decode it
-            now = NO_TIME if raw is None else _TIME.unpack(raw)[0]
-            if now != self._now:  # not where this handle left it: an abort, a restore
-                self._close_through(now)
-        else:
-            now = self._now
+        layers = self._layers
+        if self._generation != layers.generation:  # writes dropped or taken back
+            self._reread()
         before = self._closed
-        if t > now:
-            packed = self._packed = _TIME.pack(t)
-            data.put_raw(TIME_KEY, packed)
-            now = t
+        if t > self._now:
+            self._now = t
+            if layers.undo is not None:  # in an undoable unit: written now, so that taking
+                self._data.put_raw(TIME_KEY, _TIME.pack(t))  # back part of it is exact
+            elif self._deferred_in is not layers.deferred:
+                self._deferred_in = layers.deferred
+                layers.defer(self)
             if t >= self._edge:  # a window closes
                 self._close_through(t)
-        self._now = now
         return before
+
+    def _reread(self) -> None:
+        """The stream time as the store has it (an abort, a record taken back, a fresh
+        handle)."""
+        raw = self._data.raw(TIME_KEY)
+        now = NO_TIME if raw is None else _TIME.unpack(raw)[0]
+        if now != self._now:
+            self._close_through(now)
+            self._now = now
+        self._generation = self._layers.generation
+        self._deferred_in = None
+
+    def write_deferred(self) -> None:
+        """(``Layers``) The stream time into the open layer."""
+        self._data.put_raw(TIME_KEY, _TIME.pack(self._now))
+        self._deferred_in = None
 
     def _close_through(self, stream_time: int) -> None:
         """The last window closed at ``stream_time``, and the stream time at which the

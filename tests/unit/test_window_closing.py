@@ -79,12 +79,12 @@ def test_windows_open_and_close_as_defined(seed: int, tmp_path: Path) -> None:
         layers.discard()
 
 
-# A handle trusts the stream time it wrote only while the store gives back that very
-# object: after an abort (the open writes dropped) and after a wipe of the local copy
-# under it (a restore), it reads the store's stream time again, so a record is not
-# taken for late against a stream time the store no longer has. Caught: the handle
-# trusting its own stream time whatever the store gives (the abort), and a fresh
-# handle's marker being None, which an empty store gives too (the wipe).
+# A handle trusts the stream time it holds only while the layers' generation stays:
+# after an abort (the open writes dropped) and after a wipe of the local copy under it
+# (a restore: ``Stores`` says so, ``stores_changed``), it reads the store's stream time
+# again, so a record is not taken for late against a stream time the store no longer
+# has. Caught: the handle trusting its own stream time whatever the generation (the
+# abort), and ``stores_changed`` not moving the generation (the wipe).
 def test_a_handle_rereads_stream_time_the_store_no_longer_has(tmp_path: Path) -> None:
     local = LocalPartition(tmp_path, P, ["w"], Env())
     try:
@@ -103,6 +103,7 @@ def test_a_handle_rereads_stream_time_the_store_no_longer_has(tmp_path: Path) ->
         fresh.advance(2_000)  # reads 90 s: late, and writes nothing
         assert not fresh.update(b"k", lambda n: n + 1, 0)
         local.wipe("w")  # the copy restored from nothing under the handle
+        layers.stores_changed()  # as Stores does once a restored partition is ready
         fresh.advance(3_000)
         assert fresh.update(b"k", lambda n: n + 1, 0), "late against a wiped stream time"
     finally:

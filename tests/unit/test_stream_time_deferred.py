@@ -1,0 +1,186 @@
+"""A window's stream time is held by its handle and written once a transaction (a
+deferred write, ``Layers.defer``), not at every record: these tests pin where it must
+still reach the store -- the sealed transaction, an undoable unit's start -- and when
+the handle must read it again -- writes taken back, a partition restored under it. The
+comment above each test names the mutation that made it fail."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from pathlib import Path
+from typing import Any
+
+import eosflow
+from eosflow._state import Stores, declared
+from eosflow._state._layers import Layers
+from eosflow._state._local import Env, LocalPartition
+from eosflow._state._store import BYTES, Store
+from eosflow._state._windows import TIME_KEY, WindowStore
+
+P = ("in", 0)
+SECOND = eosflow.Tumbling(size_s=1)  # window [s, s + 1000) closes at stream time s + 1000
+
+
+def _time(layer: dict[Any, Any]) -> int | None:
+    raw = layer.get(("w", P), {}).get(TIME_KEY)
+    return None if raw is None else int(struct.unpack(">q", raw)[0])
+
+
+# Caught: the seal not making the deferred writes (the sealed transaction, and so the
+# changelog and the local copy, without the stream time its records reached).
+def test_the_sealed_transaction_holds_the_stream_time_its_records_reached(
+    tmp_path: Path,
+) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        for t in (1_000, 5_000, 3_000):  # out of order: the largest is the stream time
+            h.advance(t)
+        assert _time(layers.open) is None, "written at a record, not deferred"
+        assert _time(layers.seal()) == 5_000
+        h.advance(7_000)  # work done ahead of the next transaction, then adopted
+        layers.begin(adopted=True)
+        assert _time(layers.seal()) == 7_000
+    finally:
+        local.close()
+
+
+# Caught: ``start_undo`` not making the deferred writes first (the record taken back
+# took the stream time of the records before it too: a record at 8 s counted into a
+# window closed at 9 s < 10 s), and ``revert`` not moving the generation (the handle kept
+# the taken-back 50 s: the record at 12 s found its window closed).
+def test_a_unit_taken_back_takes_back_its_own_stream_time_only(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        h.advance(10_000)  # deferred
+        undo = layers.start_undo()  # a record that may be dead-lettered
+        h.advance(50_000)
+        layers.revert(undo)  # it was
+        layers.undo = None
+        h.advance(8_000)
+        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
+        h.advance(12_000)
+        assert h.update(b"k", lambda n: n + 1, 0), "late against a taken-back stream time"
+        assert _time(layers.seal()) == 12_000
+    finally:
+        local.close()
+
+
+# Caught: a handle deferring inside an undoable unit (a batch's late record taken back
+# moved the generation, and the handle read back a stream time without the batch's
+# records before it: the record at 15 s counted into a window closed at 16 s < 20 s).
+def test_part_of_a_unit_taken_back_leaves_the_stream_time_before_it(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        undo = layers.start_undo()  # a batch
+        h.advance(10_000)
+        h.advance(20_000)
+        mark = len(undo)
+        h.advance(5_000)  # a late record, taken back alone
+        assert not h.update(b"k", lambda n: n + 1, 0)
+        layers.revert(undo[mark:])
+        del undo[mark:]
+        h.advance(15_000)
+        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
+        layers.undo = None
+        assert _time(layers.seal()) == 20_000
+    finally:
+        local.close()
+
+
+# Caught: ``begin`` of work not adopted, and ``discard``, each not moving the generation
+# (the handle kept 50 s from dropped work: the record at 12 s found its window closed).
+def test_dropped_work_takes_its_stream_time_with_it(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        h.advance(10_000)
+        local.apply({"w": dict(layers.seal()[("w", P)])}, {})  # committed
+        layers.committed()
+        h.advance(50_000)  # work done ahead, then not adopted
+        layers.begin(adopted=False)
+        h.advance(12_000)
+        assert h.update(b"k", lambda n: n + 1, 0), "late against work not adopted"
+        h.advance(50_000)  # then aborted
+        layers.discard()
+        h.advance(13_000)
+        assert h.update(b"k", lambda n: n + 1, 0), "late against an aborted transaction"
+    finally:
+        local.close()
+
+
+# Caught: ``stores_changed`` moving the generation without making the deferred writes
+# first (the handle read back a stream time without its own records of the transaction:
+# the record at 5 s counted into a window closed at 6 s < 10 s).
+def test_a_restore_elsewhere_keeps_what_a_handle_deferred(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        layers = Layers()
+        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+        layers.begin(adopted=False)
+        h.advance(10_000)
+        layers.stores_changed()  # another partition restored
+        h.advance(5_000)
+        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
+    finally:
+        local.close()
+
+
+class _Count(eosflow.Processor):
+    windows = {"w": SECOND}
+
+    async def process(self, record: eosflow.Record) -> None:
+        self.window("w").update(record.key or b"", lambda n: n + 1, 0)
+
+
+# Caught: ``Stores`` not telling the layers that a restore changed the local copy under
+# live handles (the handle kept 90 s from before the wipe: the record at 3 s was late).
+def test_a_partition_restored_under_its_handles_is_read_again(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    processor = _Count()
+    late: list[int] = []
+    stores = Stores(
+        cfg,
+        declared(processor),
+        lambda p: None,
+        lambda e: None,
+        on_late=lambda w, n: late.append(n),
+    )
+    stores._local[P] = local = LocalPartition(tmp_path, P, ["w"], Env())
+    try:
+        stores._held.add(P)
+        stores._ready.add(P)
+        local.apply({"w": {TIME_KEY: struct.pack(">q", 90_000)}}, {})  # committed before
+        process = stores.bind(processor, lambda r: [] if r is None else [r])
+
+        def record(t: int) -> eosflow.Record:
+            return eosflow.Record("in", 0, t, b"k", b"v", (), t)
+
+        stores.begin(adopted=False)
+        asyncio.run(process(record(2_000)))  # late against 90 s
+        local.wipe("w")  # restored again, from a changelog with nothing
+        stores._ready.discard(P)
+        stores._restored(P)
+        asyncio.run(process(record(3_000)))
+        stores.seal()
+        stores.committed()
+        assert late == [1], "the record after the restore was late against the old time"
+    finally:
+        local.close()
