@@ -16,7 +16,7 @@ default); this is eosflow's.
   of a windowed count writes thousands). ``wipe`` and ``close`` give the store a new
   tag, so nothing kept of what they dropped is read again.
 - **Bounded** at ``budget_bytes`` for an app's stores (``Env``, one per ``Stores``:
-  ``EosConfig.state_cache_bytes``, 32 MiB by default), in two generations of half of it
+  ``EosConfig.state_cache_bytes``, 64 MiB by default), in two generations of half of it
   each, an entry counted as its key, its value and ``ENTRY_OVERHEAD`` bytes (Python's
   objects and the dict slot). A read looks in the newer generation, then the older; a
   value found in the older moves to the newer; a full newer generation replaces the

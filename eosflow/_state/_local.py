@@ -72,14 +72,14 @@ class Env:
     """What every local database of an app shares (one ``Env`` per ``Stores``): the block
     cache, the memtable budget (RocksDB's write buffer manager) and the read cache in
     front of them (``_cache``, ``EosConfig.state_cache_bytes``). Defaults keep an app
-    with a million keys well under 250 MiB: 16 MiB of block cache, 32 MiB of memtables,
-    32 MiB of read cache in all."""
+    with a million keys under 250 MiB: 16 MiB of block cache, 32 MiB of memtables,
+    64 MiB of read cache in all."""
 
     def __init__(
         self,
         cache_bytes: int = 16 << 20,
         memtable_bytes: int = 32 << 20,
-        read_cache_bytes: int = 32 << 20,
+        read_cache_bytes: int = 64 << 20,
     ) -> None:
         import rocksdict
 
