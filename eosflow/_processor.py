@@ -127,6 +127,8 @@ class Processor:
     _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
     # the record's tumbling and hopping windows by name, set by the runtime around process()
     _eosflow_windows: Mapping[str, WindowStore[Any]] = MappingProxyType({})
+    # the tables of the record's partition number read so far, likewise
+    _eosflow_tables: Mapping[str, TableStore[Any]] = MappingProxyType({})
     #: the running app's observers (set by ``EosApp``): report events of your own to
     #: them; the Spark offload reports each job (``Observer.spark_job``)
     observer: Observer = Observer()
@@ -161,6 +163,9 @@ class Processor:
         the partition of its topic with the record's partition number, holding every
         row with a timestamp up to the record's (``get(key)``); for a ``GlobalTable``,
         the whole topic as read so far. Only valid inside ``process``."""
+        view = self._eosflow_tables.get(name)
+        if view is not None:
+            return view
         stores = self._eosflow_state
         if stores is not None:
             return stores.table(name)

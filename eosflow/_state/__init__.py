@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
@@ -137,7 +138,7 @@ class Stores(Reads):
         sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
         self.sync = sync or Unsynced()
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
-        self._views = {}
+        self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -296,6 +297,7 @@ class Stores(Reads):
         """Close the local copies of partitions no longer held."""
         for partition in [p for p in self._local if p not in self._held]:
             self._views.clear()
+            self._tables_at.clear()
             self._local.pop(partition).close()
             self._handles.pop(partition, None)
             self._time.forget(partition)
@@ -455,6 +457,8 @@ class Stores(Reads):
             return timed, False  # it says which partition is in process itself (enter)
         process = timed
         table_of = self._table_of
+        tables_at = self._tables_at
+        no_tables: Mapping[str, TableStore[Any]] = MappingProxyType({})
 
         async def process_with_tables(record: Record) -> Any:  # in one call: the hot path
             partition = (record.topic, record.partition)
@@ -463,10 +467,12 @@ class Stores(Reads):
                 self._row(table, record)
                 return None
             self.current, self._now = partition, handles.get(partition, empty)
+            processor._eosflow_tables = tables_at.get(partition[1], no_tables)
             try:
                 return await process(record)
-            finally:
+            finally:  # table() outside process() must not find the last record's
                 self.current, self._now = None, empty
+                processor._eosflow_tables = no_tables
 
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)

@@ -36,7 +36,7 @@ restore of a large table turns the generations over and drops what reads had kep
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 ENTRY_OVERHEAD = 120  # bytes: two bytes objects' headers (33 each), a dict slot (~52)
 MISSING = object()  # ``get``: not kept (None is kept: the key has no value)
@@ -66,6 +66,10 @@ class ReadCache:
             value = kept.get(key, MISSING)
             if value is not MISSING:
                 return value
+        return self._older(tag, key)
+
+    def _older(self, tag: int, key: bytes) -> bytes | object | None:
+        """``get`` in the older generation (what it finds moves to the newer)."""
         kept = self._old.get(tag)
         if kept is None:
             return MISSING
@@ -115,3 +119,29 @@ class ReadCache:
 
     def __len__(self) -> int:
         return sum(map(len, self._new.values())) + sum(map(len, self._old.values()))
+
+
+class Reader:
+    """One store's point reads through the cache, each in one call: what ``get`` and a
+    miss's ``load`` (RocksDB) then ``keep`` take three calls for. Its ``LocalPartition``
+    keeps one a store and renews ``tag`` and ``load`` in place when the store is wiped or
+    reopened, so a holder's bound ``get`` stays right."""
+
+    __slots__ = ("_cache", "load", "tag")
+
+    def __init__(self, cache: ReadCache, tag: int, load: Callable[[bytes], bytes | None]) -> None:
+        self._cache, self.tag, self.load = cache, tag, load
+
+    def get(self, key: bytes) -> bytes | None:
+        """``key``'s value (None: it has none): kept, else loaded and kept."""
+        tag, cache = self.tag, self._cache
+        kept = cache._new.get(tag)
+        if kept is not None:
+            value = kept.get(key, MISSING)
+            if value is not MISSING:
+                return value  # type: ignore[return-value]
+        value = cache._older(tag, key)
+        if value is MISSING:
+            value = self.load(key)
+            cache.keep(tag, key, value)  # type: ignore[arg-type]
+        return value  # type: ignore[return-value]

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import ConfigError, FatalError
-from ._cache import MISSING, ReadCache
+from ._cache import ReadCache, Reader
 
 log = logging.getLogger("eosflow.state")
 
@@ -128,7 +128,7 @@ class LocalPartition:
         self._cf: dict[str, Any] = {}
         self._handle: dict[str, Any] = {}
         self._reads = env.reads
-        self._tags: dict[str, int] = {}  # store -> its slots' tag in the read cache
+        self._readers: dict[str, Reader] = {}  # store -> its reads through the read cache
         self._refresh()
 
     def _open(self) -> Any:
@@ -165,19 +165,22 @@ class LocalPartition:
         for name in (*self.stores, _META_CF):
             self._cf[name] = self._db.get_column_family(name)
             self._handle[name] = self._db.get_column_family_handle(name)
-            self._tags[name] = self._reads.tag()  # new: nothing kept of before is read
+            reader = self._readers.get(name)
+            if reader is None:
+                reader = self._readers[name] = Reader(self._reads, 0, self._cf[name].get)
+            reader.tag = self._reads.tag()  # new: nothing kept of before is read
+            reader.load = self._cf[name].get
 
     # --- reads -----------------------------------------------------------------
 
     def get(self, store: str, key: bytes) -> bytes | None:
         """``key``'s value in ``store``: from the read cache when kept there (``_cache``),
         else from RocksDB, then kept."""
-        tag = self._tags[store]
-        value = self._reads.get(tag, key)
-        if value is MISSING:
-            value = self._cf[store].get(key)
-            self._reads.keep(tag, key, value)  # type: ignore[arg-type]
-        return value  # type: ignore[return-value]
+        return self._readers[store].get(key)
+
+    def reader(self, store: str) -> Reader:
+        """``store``'s reads (``get``), renewed in place by a wipe: a holder keeps it."""
+        return self._readers[store]
 
     def items(
         self, store: str, lo: bytes | None, hi: bytes | None
@@ -221,7 +224,7 @@ class LocalPartition:
             batch.put(store.encode(), cp.encode(), meta)
         self._db.write(batch)
         for store, writes in changes.items():  # the read cache keeps what was written
-            self._reads.written(self._tags[store], writes)
+            self._reads.written(self._readers[store].tag, writes)
 
     def wipe(self, store: str) -> None:
         """Forget everything of ``store``: its checkpoint first, synced to disk, then its
@@ -229,7 +232,9 @@ class LocalPartition:
         checkpoint the changelog still confirms.)"""
         sync = self._env._rocksdict.WriteOptions()
         sync.sync = True
-        self._tags[store] = self._reads.tag()  # first: if the drop fails, nothing kept is read
+        reader = self._readers[store]
+        # first: if the drop fails, nothing kept is read, nor the dropped family
+        reader.tag, reader.load = self._reads.tag(), _closed
         self._cf[_META_CF].delete(store.encode(), sync)
         self._cf[store] = self._handle[store] = None
         self._db.drop_column_family(store)
@@ -239,8 +244,14 @@ class LocalPartition:
     def close(self) -> None:
         self._cf.clear()
         self._handle.clear()
-        self._tags.clear()  # what the read cache kept of this copy is never read again
+        for reader in self._readers.values():  # what the read cache kept is never read again
+            reader.tag = self._reads.tag()
+            reader.load = _closed  # (and the column family it read goes: the lock with it)
         with contextlib.suppress(Exception):
             self._db.close()
         if self.path != self._own:  # a fallback directory: nothing to keep
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _closed(key: bytes) -> bytes | None:
+    raise FatalError("a store of a closed local copy was read (a bug in eosflow)")

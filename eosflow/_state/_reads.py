@@ -45,6 +45,8 @@ class Reads:
     copartitioned: bool  # partition p of every input together, in time order
     # (table, partition number) or (input topic, store, partition number) -> view
     _views: dict[tuple[str, int] | tuple[str, str, int], TableStore[Any]]
+    # partition number -> table -> view: what ``Processor.table`` finds itself (_bind)
+    _tables_at: dict[int, dict[str, TableStore[Any]]]
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or
@@ -65,6 +67,7 @@ class Reads:
             raise RuntimeError("Processor.table() gives the table of the record in process()")
         view = TableStore(self._handle(name, (spec.topic, self.current[1])))
         self._views[(name, self.current[1])] = view  # dropped when a copy closes
+        self._tables_at.setdefault(self.current[1], {})[name] = view
         return view
 
     def state_of(self, topic: str, name: str) -> TableStore[Any]:
@@ -167,7 +170,9 @@ class Reads:
 
     def _handle(self, table: str, partition: Partition) -> Store[Any]:
         """The store of ``table``'s ``partition`` (kept per partition)."""
-        handles = self._handles.setdefault(partition, {})
+        handles = self._handles.get(partition)
+        if handles is None:
+            handles = self._handles[partition] = {}
         handle = handles.get(table)
         if handle is None:
             local = self._local.get(partition)

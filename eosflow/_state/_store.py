@@ -117,7 +117,7 @@ class Store(Generic[V]):
     transaction commits, atomically with its outputs and consumed offsets; if it
     aborts they are gone and its records are processed again."""
 
-    __slots__ = ("_layers", "_local", "_serde", "_slot", "name", "partition")
+    __slots__ = ("_layers", "_local", "_read", "_serde", "_slot", "name", "partition")
 
     def __init__(
         self,
@@ -130,6 +130,7 @@ class Store(Generic[V]):
         self.name, self.partition = name, partition
         self._serde, self._layers, self._local = serde, layers, local
         self._slot = (name, partition)
+        self._read = local.reader(name).get  # the local copy's reads, through the read cache
 
     def __repr__(self) -> str:
         topic, p = self.partition
@@ -149,12 +150,18 @@ class Store(Generic[V]):
         structures over a store of bytes (windows, timers): one call on their hot path."""
         layers, slot = self._layers, self._slot
         writes = layers.open.get(slot)
-        if writes is not None and key in writes:
-            return writes[key]
-        writes = layers.sealed.get(slot)
-        if writes is not None and key in writes:
-            return writes[key]
-        return self._local.get(self.name, key)
+        if writes is not None:
+            value = writes.get(key, MISSING)
+            if value is not MISSING:
+                return value  # type: ignore[return-value]
+        sealed = layers.sealed
+        if sealed:  # (empty but while a transaction commits)
+            writes = sealed.get(slot)
+            if writes is not None:
+                value = writes.get(key, MISSING)
+                if value is not MISSING:
+                    return value  # type: ignore[return-value]
+        return self._read(key)
 
     @overload
     def get(self, key: bytes | str) -> V | None: ...

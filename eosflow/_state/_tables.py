@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
 from ._global import GlobalTable
-from ._store import JSON, RESERVED_KEY, Serde, Store, store_key
+from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store, store_key
 
 if TYPE_CHECKING:
     from .._config import EosConfig
@@ -170,7 +170,9 @@ class TableStore(Generic[V]):
 
     def __init__(self, store: Store[V]) -> None:
         self._store = store
-        self._raw, self._loads = store.raw, store.serde.loads  # the hot path: one lookup
+        # the hot path: one lookup, and no call at all for raw bytes (BYTES.loads is identity)
+        self._raw = store.raw
+        self._loads = None if store.serde is BYTES else store.serde.loads
 
     def __repr__(self) -> str:
         topic, p = self._store.partition
@@ -189,7 +191,10 @@ class TableStore(Generic[V]):
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The table's value of ``key``, or ``default`` when it has none."""
         raw = self._raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
-        return default if raw is None else self._loads(raw)  # type: ignore[no-any-return]
+        if raw is None:
+            return default
+        loads = self._loads
+        return raw if loads is None else loads(raw)  # type: ignore[return-value]
 
     def __contains__(self, key: bytes | str) -> bool:
         return key in self._store

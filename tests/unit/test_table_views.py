@@ -1,0 +1,60 @@
+"""``Processor.table(name)`` in ``process`` finds the record's partition's table itself
+(a dict set around each record), and outside ``process`` finds none: the rows it reads
+are those of the record's partition number, whichever record came before. The comment
+above the test names the mutations that made it fail."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import eosflow
+from eosflow._state import Stores
+from eosflow._state._local import Env, LocalPartition
+
+
+class _Join(eosflow.Processor):
+    tables = {"rows": eosflow.Table("rows", serde=eosflow.BYTES)}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
+        row = self.table("rows").get(record.key or b"")
+        return None if row is None else eosflow.Output("out", row, key=record.key)
+
+
+# Caught: the views not reset after process (table() outside process answered the last
+# record's partition), and the views set once for every record (the record of
+# partition 1 joined partition 0's row).
+def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    processor = _Join()
+    stores = Stores(cfg, {}, lambda p: None, lambda e: None, tables=processor.tables)
+    env = Env()
+    locals_ = []
+    try:
+        for p in (0, 1):
+            for part, names in ((("rows", p), ["rows"]), (("in", p), [])):
+                stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
+                locals_.append(local)
+                stores._held.add(part)
+                stores._ready.add(part)
+            stores._local[("rows", p)].apply({"rows": {b"k": b"row of %d" % p}}, {})
+        process = stores.bind(processor, lambda r: r)
+        stores.begin(adopted=False)
+        got = []
+        for p in (0, 1, 0, 1):
+            out = asyncio.run(process(eosflow.Record("in", p, 0, b"k", b"v", (), 1)))
+            got.append(out.value)
+        assert got == [b"row of 0", b"row of 1", b"row of 0", b"row of 1"]
+        with pytest.raises(RuntimeError, match="record in process"):
+            processor.table("rows")
+    finally:
+        for local in locals_:
+            local.close()
