@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import eosflow
 from eosflow._state import Stores, declared
@@ -27,114 +31,92 @@ def _time(layer: dict[Any, Any]) -> int | None:
     return None if raw is None else int(struct.unpack(">q", raw)[0])
 
 
+@dataclass
+class _Window:
+    layers: Layers
+    handle: WindowStore[int]
+    local: LocalPartition
+
+    def counted(self, t: int) -> bool:
+        """A record at ``t``: whether it went into a window (False: late)."""
+        self.handle.advance(t)
+        return bool(self.handle.update(b"k", lambda n: n + 1, 0))
+
+
+@pytest.fixture
+def w(tmp_path: Path) -> Iterator[_Window]:
+    """A window handle over a real local copy, a transaction open."""
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    layers = Layers()
+    layers.begin(adopted=False)
+    yield _Window(layers, WindowStore("w", SECOND, Store("w", P, BYTES, layers, local)), local)
+    local.close()
+
+
 # Caught: the seal not making the deferred writes (the sealed transaction, and so the
 # changelog and the local copy, without the stream time its records reached).
-def test_the_sealed_transaction_holds_the_stream_time_its_records_reached(
-    tmp_path: Path,
-) -> None:
-    local = LocalPartition(tmp_path, P, ["w"], Env())
-    try:
-        layers = Layers()
-        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
-        layers.begin(adopted=False)
-        for t in (1_000, 5_000, 3_000):  # out of order: the largest is the stream time
-            h.advance(t)
-        assert _time(layers.open) is None, "written at a record, not deferred"
-        assert _time(layers.seal()) == 5_000
-        h.advance(7_000)  # work done ahead of the next transaction, then adopted
-        layers.begin(adopted=True)
-        assert _time(layers.seal()) == 7_000
-    finally:
-        local.close()
+def test_the_sealed_transaction_holds_the_stream_time_its_records_reached(w: _Window) -> None:
+    for t in (1_000, 5_000, 3_000):  # out of order: the largest is the stream time
+        w.handle.advance(t)
+    assert _time(w.layers.open) is None, "written at a record, not deferred"
+    assert _time(w.layers.seal()) == 5_000
+    w.handle.advance(7_000)  # work done ahead of the next transaction, then adopted
+    w.layers.begin(adopted=True)
+    assert _time(w.layers.seal()) == 7_000
 
 
 # Caught: ``start_undo`` not making the deferred writes first (the record taken back
 # took the stream time of the records before it too: a record at 8 s counted into a
 # window closed at 9 s < 10 s), and ``revert`` not moving the generation (the handle kept
 # the taken-back 50 s: the record at 12 s found its window closed).
-def test_a_unit_taken_back_takes_back_its_own_stream_time_only(tmp_path: Path) -> None:
-    local = LocalPartition(tmp_path, P, ["w"], Env())
-    try:
-        layers = Layers()
-        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
-        layers.begin(adopted=False)
-        h.advance(10_000)  # deferred
-        undo = layers.start_undo()  # a record that may be dead-lettered
-        h.advance(50_000)
-        layers.revert(undo)  # it was
-        layers.undo = None
-        h.advance(8_000)
-        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
-        h.advance(12_000)
-        assert h.update(b"k", lambda n: n + 1, 0), "late against a taken-back stream time"
-        assert _time(layers.seal()) == 12_000
-    finally:
-        local.close()
+def test_a_unit_taken_back_takes_back_its_own_stream_time_only(w: _Window) -> None:
+    w.handle.advance(10_000)  # deferred
+    undo = w.layers.start_undo()  # a record that may be dead-lettered
+    w.handle.advance(50_000)
+    w.layers.revert(undo)  # it was
+    w.layers.undo = None
+    assert not w.counted(8_000), "counted into a closed window"
+    assert w.counted(12_000), "late against a taken-back stream time"
+    assert _time(w.layers.seal()) == 12_000
 
 
 # Caught: a handle deferring inside an undoable unit (a batch's late record taken back
 # moved the generation, and the handle read back a stream time without the batch's
 # records before it: the record at 15 s counted into a window closed at 16 s < 20 s).
-def test_part_of_a_unit_taken_back_leaves_the_stream_time_before_it(tmp_path: Path) -> None:
-    local = LocalPartition(tmp_path, P, ["w"], Env())
-    try:
-        layers = Layers()
-        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
-        layers.begin(adopted=False)
-        undo = layers.start_undo()  # a batch
-        h.advance(10_000)
-        h.advance(20_000)
-        mark = len(undo)
-        h.advance(5_000)  # a late record, taken back alone
-        assert not h.update(b"k", lambda n: n + 1, 0)
-        layers.revert(undo[mark:])
-        del undo[mark:]
-        h.advance(15_000)
-        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
-        layers.undo = None
-        assert _time(layers.seal()) == 20_000
-    finally:
-        local.close()
+def test_part_of_a_unit_taken_back_leaves_the_stream_time_before_it(w: _Window) -> None:
+    undo = w.layers.start_undo()  # a batch
+    w.handle.advance(10_000)
+    w.handle.advance(20_000)
+    mark = len(undo)
+    assert not w.counted(5_000)  # a late record, taken back alone
+    w.layers.revert(undo[mark:])
+    del undo[mark:]
+    assert not w.counted(15_000), "counted into a closed window"
+    w.layers.undo = None
+    assert _time(w.layers.seal()) == 20_000
 
 
 # Caught: ``begin`` of work not adopted, and ``discard``, each not moving the generation
 # (the handle kept 50 s from dropped work: the record at 12 s found its window closed).
-def test_dropped_work_takes_its_stream_time_with_it(tmp_path: Path) -> None:
-    local = LocalPartition(tmp_path, P, ["w"], Env())
-    try:
-        layers = Layers()
-        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
-        layers.begin(adopted=False)
-        h.advance(10_000)
-        local.apply({"w": dict(layers.seal()[("w", P)])}, {})  # committed
-        layers.committed()
-        h.advance(50_000)  # work done ahead, then not adopted
-        layers.begin(adopted=False)
-        h.advance(12_000)
-        assert h.update(b"k", lambda n: n + 1, 0), "late against work not adopted"
-        h.advance(50_000)  # then aborted
-        layers.discard()
-        h.advance(13_000)
-        assert h.update(b"k", lambda n: n + 1, 0), "late against an aborted transaction"
-    finally:
-        local.close()
+def test_dropped_work_takes_its_stream_time_with_it(w: _Window) -> None:
+    w.handle.advance(10_000)
+    w.local.apply({"w": dict(w.layers.seal()[("w", P)])}, {})  # committed
+    w.layers.committed()
+    w.handle.advance(50_000)  # work done ahead, then not adopted
+    w.layers.begin(adopted=False)
+    assert w.counted(12_000), "late against work not adopted"
+    w.handle.advance(50_000)  # then aborted
+    w.layers.discard()
+    assert w.counted(13_000), "late against an aborted transaction"
 
 
 # Caught: ``stores_changed`` moving the generation without making the deferred writes
 # first (the handle read back a stream time without its own records of the transaction:
 # the record at 5 s counted into a window closed at 6 s < 10 s).
-def test_a_restore_elsewhere_keeps_what_a_handle_deferred(tmp_path: Path) -> None:
-    local = LocalPartition(tmp_path, P, ["w"], Env())
-    try:
-        layers = Layers()
-        h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
-        layers.begin(adopted=False)
-        h.advance(10_000)
-        layers.stores_changed()  # another partition restored
-        h.advance(5_000)
-        assert not h.update(b"k", lambda n: n + 1, 0), "counted into a closed window"
-    finally:
-        local.close()
+def test_a_restore_elsewhere_keeps_what_a_handle_deferred(w: _Window) -> None:
+    w.handle.advance(10_000)
+    w.layers.stores_changed()  # another partition restored
+    assert not w.counted(5_000), "counted into a closed window"
 
 
 class _Count(eosflow.Processor):
