@@ -115,7 +115,11 @@ class Layers:
         self.deferred = []
 
     def revert(self, undo: Undo) -> None:
-        """Take back the writes ``undo`` recorded, newest first."""
+        """Take back the writes ``undo`` recorded, newest first. Nothing may be deferred
+        then (``start_undo`` made it all, and inside a unit writers write at once): the
+        generation moves, and a deferred value would be lost to a holder reading back."""
+        if self.deferred:
+            raise RuntimeError("a write deferred inside an undoable unit (a bug in eosflow)")
         for writes, key, old in reversed(undo):
             if old is MISSING:
                 writes.pop(key, None)

@@ -96,6 +96,17 @@ def test_part_of_a_unit_taken_back_leaves_the_stream_time_before_it(w: _Window) 
     assert _time(w.layers.seal()) == 20_000
 
 
+# A revert with a deferred write pending would lose it (the generation moves and the
+# handle reads back the store): nothing defers inside a unit, and ``revert`` refuses
+# rather than lose one. Caught: the refusal taken out (the record at 5 s counted into a
+# window closed at 6 s < 10 s).
+def test_a_revert_never_drops_a_deferred_stream_time(w: _Window) -> None:
+    w.handle.advance(10_000)  # deferred, outside any unit
+    with pytest.raises(RuntimeError, match="deferred inside an undoable unit"):
+        w.layers.revert([])
+    assert not w.counted(5_000)
+
+
 # Caught: ``begin`` of work not adopted, and ``discard``, each not moving the generation
 # (the handle kept 50 s from dropped work: the record at 12 s found its window closed).
 def test_dropped_work_takes_its_stream_time_with_it(w: _Window) -> None:
