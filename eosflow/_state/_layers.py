@@ -55,7 +55,7 @@ class Layers:
         # while one record is processed: its writes, so that a record that fails (and
         # is dead-lettered) leaves none behind
         self.undo: Undo | None = None
-        self.generation = 0  # writes dropped or taken back so far
+        self.generation = 0  # writes dropped or taken back, copies restored, so far
         self.deferred: list[Deferred] = []  # replaced, not cleared, once they are written
 
     def begin(self, adopted: bool) -> None:

@@ -165,11 +165,12 @@ class LocalPartition:
         for name in (*self.stores, _META_CF):
             self._cf[name] = self._db.get_column_family(name)
             self._handle[name] = self._db.get_column_family_handle(name)
-            reader = self._readers.get(name)
+            tag, load = self._reads.tag(), self._cf[name].get  # a new tag: nothing kept
+            reader = self._readers.get(name)  # of before is read
             if reader is None:
-                reader = self._readers[name] = Reader(self._reads, 0, self._cf[name].get)
-            reader.tag = self._reads.tag()  # new: nothing kept of before is read
-            reader.load = self._cf[name].get
+                self._readers[name] = Reader(self._reads, tag, load)
+            else:  # renewed in place: a Store holds its get
+                reader.tag, reader.load = tag, load
 
     # --- reads -----------------------------------------------------------------
 
