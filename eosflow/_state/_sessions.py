@@ -65,14 +65,14 @@ class SessionStore(Generic[V]):
     gives it in ``process``. Its values commit, abort and restore like a store's; the
     sessions it offers are the open ones."""
 
-    __slots__ = ("_closed", "_data", "_now", "_serde", "late", "name", "spec", "time")
+    __slots__ = ("_data", "_now", "_serde", "closed", "late", "name", "spec", "time")
 
     def __init__(self, name: str, spec: Session, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
         self._serde, self._data = spec.serde, data
         self.time = NO_TIME  # the record's event time, set before process()
         self._now = NO_TIME  # the partition's stream time
-        self._closed: int | None = None  # sessions ending at or before it are closed
+        self.closed: int | None = None  # sessions ending at or before it are closed
         self.late = False
 
     def __repr__(self) -> str:
@@ -105,7 +105,7 @@ class SessionStore(Generic[V]):
         then ``fn`` applied to the value (``initial`` for a new session). Returns [(the
         session, its new value)], or [] when that session would already be closed (the
         record is late and nothing changes)."""
-        k, t, gap, closed = store_key(key), self.time, self.spec.gap_ms, self._closed
+        k, t, gap, closed = store_key(key), self.time, self.spec.gap_ms, self.closed
         # within gap of t, and open: the record whose time closed a session (at exactly
         # end + gap, without grace) must not extend it before it is emitted
         near = [
@@ -155,13 +155,13 @@ class SessionStore(Generic[V]):
             self._data.put(TIME_KEY, _TIME.pack(t))
             now = t
         self._now = now
-        self._closed = self.spec.closed_through(now)
+        self.closed = self.spec.closed_through(now)
         return before
 
     def closing(self, before: int | None) -> list[tuple[Window, bytes, Any]]:
         """The sessions that closed since ``before``: (session, key, value) in end, then
         key, then start order, deleted as they are listed."""
-        through = self._closed
+        through = self.closed
         if through is None or (before is not None and through <= before):
             return []
         hi = b"e" + _T.pack(through + 1 + _SHIFT)

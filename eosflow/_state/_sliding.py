@@ -81,7 +81,7 @@ class SlidingStore(Generic[V]):
     """One sliding-windowed store of one input partition, as ``Processor.sliding(name)``
     gives it in ``process``. Contributions commit, abort and restore like a store's."""
 
-    __slots__ = ("_closed", "_data", "_now", "_serde", "late", "name", "offset", "spec", "time")
+    __slots__ = ("_data", "_now", "_serde", "closed", "late", "name", "offset", "spec", "time")
 
     def __init__(self, name: str, spec: Sliding, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
@@ -89,7 +89,7 @@ class SlidingStore(Generic[V]):
         self.time = NO_TIME  # the record's event time, set before process()
         self.offset = 0  # the record's offset: orders contributions of one time
         self._now = NO_TIME  # the partition's stream time
-        self._closed: int | None = None  # windows ending at or before it are closed
+        self.closed: int | None = None  # windows ending at or before it are closed
         self.late = False
 
     def __repr__(self) -> str:
@@ -101,7 +101,7 @@ class SlidingStore(Generic[V]):
         nothing changes) when the record is late: its own window had closed. One
         contribution per key and record: adding again for it replaces the first."""
         t = self.time
-        if self._closed is not None and t <= self._closed:
+        if self.closed is not None and t <= self.closed:
             self.late = True
             return False
         kp, at = key_part(store_key(key)), _t(t) + _t(self.offset)
@@ -132,14 +132,14 @@ class SlidingStore(Generic[V]):
             self._data.put(TIME_KEY, _TIME.pack(t))
             now = t
         self._now = now
-        self._closed = self.spec.closed_through(now)
+        self.closed = self.spec.closed_through(now)
         return before
 
     def closing(self, before: int | None) -> list[tuple[Window, bytes, list[Any]]]:
         """The windows that closed since ``before`` (``advance``'s answer): (window, key,
         its contributions) in end then key order; the contributions no open window needs
         any more are deleted."""
-        through, size = self._closed, self.spec.size_ms
+        through, size = self.closed, self.spec.size_ms
         if through is None or (before is not None and through <= before):
             return []
         ends: set[tuple[int, bytes]] = set()  # (end, key part)

@@ -193,7 +193,6 @@ class WindowStore(Generic[V]):
     offers are the open ones (a closed window's values are gone)."""
 
     __slots__ = (
-        "_closed",
         "_data",
         "_deferred_in",
         "_edge",
@@ -202,6 +201,7 @@ class WindowStore(Generic[V]):
         "_made",
         "_now",
         "_serde",
+        "closed",
         "late",
         "name",
         "spec",
@@ -213,7 +213,9 @@ class WindowStore(Generic[V]):
         self._serde, self._data = spec.serde, data
         self.time = NO_TIME  # the record's event time, set before process()
         self._now = NO_TIME  # the partition's stream time (the record's included)
-        self._closed: int | None = None  # last window closed at the partition's stream time
+        # the start of the last window closed at the partition's stream time (None: none
+        # yet): a record closed windows when its ``advance`` moved it (``EventTime``)
+        self.closed: int | None = None
         self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
         self._made: dict[int, Window] = {}  # ``window``
@@ -242,7 +244,7 @@ class WindowStore(Generic[V]):
     def open_starts(self) -> range:
         """The starts of the open windows holding the record's event time, ascending
         (empty: the record is late)."""
-        starts, closed = self.spec.starts(self.time), self._closed
+        starts, closed = self.spec.starts(self.time), self.closed
         if closed is None or starts.start > closed:
             return starts
         # window starts, and the last closed one, are multiples of the advance
@@ -255,7 +257,7 @@ class WindowStore(Generic[V]):
 
     def put(self, key: bytes | str, start_ms: int, value: V) -> None:
         """Set ``key`` in the window starting at ``start_ms`` (which must be open)."""
-        if self._closed is not None and start_ms <= self._closed:
+        if self.closed is not None and start_ms <= self.closed:
             raise ValueError(f"window {self.name!r} starting at {start_ms} ms has closed")
         self._data.put(data_key(start_ms, store_key(key)), self._serde.dumps(value))
 
@@ -266,7 +268,7 @@ class WindowStore(Generic[V]):
         final results. None open: the record is late and nothing changes."""
         k = key if type(key) is bytes else store_key(key)
         loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
-        closed, spec = self._closed, self.spec
+        closed, spec = self.closed, self.spec
         t, step = self.time, spec.advance_ms
         if step == spec.size_ms:  # tumbling: the one window (the hot path, no range)
             start = t - t % step
@@ -296,8 +298,8 @@ class WindowStore(Generic[V]):
         and no later than the window holding the stream time, in start order."""
         k, loads, step = store_key(key), self._serde.loads, self.spec.advance_ms
         lowest = from_ms + (-from_ms) % step  # the first window start at or after from_ms
-        if self._closed is not None:
-            lowest = max(lowest, self._closed + step)
+        if self.closed is not None:
+            lowest = max(lowest, self.closed + step)
         highest = min(to_ms, self.spec.starts(self._now)[-1])
         for s in range(lowest, highest + 1, step):
             raw = self._data.get(data_key(s, k))
@@ -313,7 +315,7 @@ class WindowStore(Generic[V]):
         layers = self._layers
         if self._generation != layers.generation:  # writes dropped or taken back
             self._reread()
-        before = self._closed
+        before = self.closed
         if t > self._now:
             self._now = t
             if layers.undo is not None:  # in an undoable unit: written now, so that taking
@@ -344,7 +346,7 @@ class WindowStore(Generic[V]):
     def _close_through(self, stream_time: int) -> None:
         """The last window closed at ``stream_time``, and the stream time at which the
         next one closes (``_edge``): closing is then computed per window, not per record."""
-        closed = self._closed = self.spec.closed_through(stream_time)
+        closed = self.closed = self.spec.closed_through(stream_time)
         spec = self.spec
         self._edge = (
             NO_TIME if closed is None else closed + spec.advance_ms + spec.size_ms + spec.grace_ms
@@ -353,7 +355,7 @@ class WindowStore(Generic[V]):
     def closing(self, before: int | None) -> list[tuple[Window, bytes, Any]]:
         """The windows that closed since ``before`` (``advance``'s answer): (window, key,
         value) in start then key order, deleted from the store as they are listed."""
-        through = self._closed
+        through = self.closed
         if through is None or (before is not None and through <= before):
             return []
         hi = _DATA + _START.pack(through + 1 + _SHIFT)

@@ -81,6 +81,40 @@ async def test_finals_once_per_partition_stream_time_late_and_retention(
     assert starts == {0: {90_000}, 1: {30_000}}
 
 
+class TwoWindows(Clicks):
+    """Two windows of one spec, each record in both: finals to ``in-per-window`` and
+    ``in-again`` (the processor's with several windows, or timers, takes its own path)."""
+
+    windows = {"again": SPEC, "clicks": SPEC}
+
+    async def process(self, record: eosflow.Record) -> None:
+        await super().process(record)
+        self.window("again").update(record.key or b"", lambda n: n + 1, 0)
+
+    async def closed(self, key: bytes, window: eosflow.Window, value: Any) -> eosflow.Output:
+        out = await super().closed(key, window, value)
+        if window.store == "again":
+            out.topic = "in-again"
+        return out
+
+
+# The same clicks through two windows: each closes on the partition's stream time, emits
+# every final once, and counts the late click apart. Caught: the handles of a processor
+# with several windows asked for their closed windows only when none closed (no final),
+# or their late records not counted (late 0).
+async def test_two_windows_each_close_and_count_their_late_records(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("in-again", 1)
+    app, _clicks = await race_clicks(c, TwoWindows(), tmp_path, max_records_per_txn=40)
+    report = await windows_ok(c.bootstrap_servers, "in")
+    again = await check_windows(c.bootstrap_servers, "in", "in-again", SPEC)
+    assert again.ok, again.summary()
+    assert again.expected == report.expected and report.late == 1
+    assert app.stats.late == 2  # once per window
+
+
 async def committed_state(bootstrap: str, topic: str) -> dict[tuple[int, bytes], bytes]:
     """A changelog folded as a restore sees it: (partition, key) -> last value."""
     state: dict[tuple[int, bytes], bytes] = {}
