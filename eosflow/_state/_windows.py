@@ -193,6 +193,8 @@ class WindowStore(Generic[V]):
     offers are the open ones (a closed window's values are gone)."""
 
     __slots__ = (
+        "_at",
+        "_at_window",
         "_data",
         "_deferred_in",
         "_edge",
@@ -200,6 +202,7 @@ class WindowStore(Generic[V]):
         "_layers",
         "_made",
         "_now",
+        "_prefix",
         "_serde",
         "closed",
         "late",
@@ -219,6 +222,9 @@ class WindowStore(Generic[V]):
         self._edge = NO_TIME  # the stream time at which the window after it closes
         self.late = False  # the record in process() met only closed windows
         self._made: dict[int, Window] = {}  # ``window``
+        # the tumbling window ``update`` wrote last: its start, key prefix and Window
+        self._at: int | None = None
+        self._prefix, self._at_window = b"", Window(name, NO_TIME, NO_TIME)
         self._layers = data.layers
         self._generation = -1  # of the layers when ``_now`` was read: none yet
         self._deferred_in: object = None  # the ``Layers.deferred`` list it is in, if any
@@ -275,11 +281,14 @@ class WindowStore(Generic[V]):
             if closed is not None and start <= closed:
                 self.late = True
                 return []
-            dk = _DATA + _START.pack(start + _SHIFT) + k
+            if start != self._at:  # the record's window is mostly the last record's
+                self._at, self._prefix = start, _DATA + _START.pack(start + _SHIFT)
+                self._at_window = self.window(start)
+            dk = self._prefix + k
             raw = data.raw(dk)
             value = fn(initial if raw is None else loads(raw))
             data.put_raw(dk, dumps(value))
-            return [(self.window(start), value)]
+            return [(self._at_window, value)]
         out = []
         for start in spec.starts(t):
             if closed is not None and start <= closed:
