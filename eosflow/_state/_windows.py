@@ -29,14 +29,18 @@ ordered by window start, then key: ``b"w" + start (8 bytes, order-preserving) + 
 the stream time under ``TIME_KEY``. Closing is one range scan over the windows that
 closed, run only when stream time crosses a window's close, not per record.
 
-The handle keeps the stream time it reached and writes it to the store once a
-transaction, not at every record: a deferred write (``Layers.defer``), made before the
-transaction is sealed and before an undoable unit starts (a record that may be
-dead-lettered, a batch, a timer's fire). Inside such a unit it writes at every record,
-so that taking back part of it (a batch's late record) leaves the stream time of the
-records before. When the layers' writes were dropped or taken back, or a restore changed
-the store under the handle (``Layers.generation``), the handle drops what it held and
-reads the stream time from the store again.
+The handle keeps the stream time it reached, and the values a tumbling window's
+``update`` computed (unserialized), and writes them to the store once a transaction,
+not at every record: a deferred write (``Layers.defer``), made before the transaction
+is sealed and before an undoable unit starts (a record that may be dead-lettered, a
+batch, a timer's fire), and before the values' store is read or written otherwise
+(``get``, ``put``, ``fetch``, ``closing``). Inside such a unit it writes at every
+record, so that taking back part of it (a batch's late record) leaves the stream time
+and values of the records before. When the layers' writes were dropped or taken back,
+or a restore changed the store under the handle (``Layers.generation``), the handle
+drops what it held and reads the stream time from the store again. A key updated again
+in the transaction costs a dict lookup, not a layered read, a ``loads`` and a ``dumps``;
+the value ``update`` returns is the one held, so change it only through ``update``.
 
 Trade-off: windows close on stream time only, so a partition that stops receiving
 records keeps its last windows open (as in Kafka Streams) until a later record arrives.
@@ -51,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from .._errors import ConfigError
+from ._layers import MISSING
 from ._store import JSON, Serde, Store, store_key
 
 if TYPE_CHECKING:
@@ -204,6 +209,8 @@ class WindowStore(Generic[V]):
         "_now",
         "_prefix",
         "_serde",
+        "_time_held",
+        "_values",
         "closed",
         "late",
         "name",
@@ -228,6 +235,9 @@ class WindowStore(Generic[V]):
         self._layers = data.layers
         self._generation = -1  # of the layers when ``_now`` was read: none yet
         self._deferred_in: object = None  # the ``Layers.deferred`` list it is in, if any
+        self._time_held = False  # ``_now`` is ahead of the store's (a deferred write)
+        # data key -> value ``update`` computed and holds, not yet serialized (deferred)
+        self._values: dict[bytes, Any] = {}
 
     def __repr__(self) -> str:
         topic, p = self._data.partition
@@ -258,6 +268,8 @@ class WindowStore(Generic[V]):
 
     def get(self, key: bytes | str, start_ms: int, default: V | None = None) -> V | None:
         """The value of ``key`` in the window starting at ``start_ms``."""
+        if self._values:
+            self._write_values()
         raw = self._data.get(data_key(start_ms, store_key(key)))
         return default if raw is None else self._serde.loads(raw)  # type: ignore[no-any-return]
 
@@ -265,6 +277,8 @@ class WindowStore(Generic[V]):
         """Set ``key`` in the window starting at ``start_ms`` (which must be open)."""
         if self.closed is not None and start_ms <= self.closed:
             raise ValueError(f"window {self.name!r} starting at {start_ms} ms has closed")
+        if self._values:
+            self._write_values()
         self._data.put(data_key(start_ms, store_key(key)), self._serde.dumps(value))
 
     def update(self, key: bytes | str, fn: Callable[[V], V], initial: V) -> list[tuple[Window, V]]:
@@ -285,7 +299,19 @@ class WindowStore(Generic[V]):
                 self._at, self._prefix = start, _DATA + _START.pack(start + _SHIFT)
                 self._at_window = self.window(start)
             dk = self._prefix + k
-            raw = data.raw(dk)
+            layers = self._layers
+            if layers.undo is None:  # held, and serialized once a transaction (deferred)
+                values = self._values
+                value = values.get(dk, MISSING)
+                if value is MISSING:
+                    raw = data.raw(dk)
+                    value = initial if raw is None else loads(raw)
+                    if self._deferred_in is not layers.deferred:
+                        self._deferred_in = layers.deferred
+                        layers.defer(self)
+                value = values[dk] = fn(value)
+                return [(self._at_window, value)]
+            raw = data.raw(dk)  # in an undoable unit: written now, so taking back is exact
             value = fn(initial if raw is None else loads(raw))
             data.put_raw(dk, dumps(value))
             return [(self._at_window, value)]
@@ -306,6 +332,8 @@ class WindowStore(Generic[V]):
         """(window, value) of ``key`` for the open windows starting in ``[from_ms, to_ms]``
         and no later than the window holding the stream time, in start order."""
         k, loads, step = store_key(key), self._serde.loads, self.spec.advance_ms
+        if self._values:
+            self._write_values()
         lowest = from_ms + (-from_ms) % step  # the first window start at or after from_ms
         if self.closed is not None:
             lowest = max(lowest, self.closed + step)
@@ -329,9 +357,11 @@ class WindowStore(Generic[V]):
             self._now = t
             if layers.undo is not None:  # in an undoable unit: written now, so that taking
                 self._data.put_raw(TIME_KEY, _TIME.pack(t))  # back part of it is exact
-            elif self._deferred_in is not layers.deferred:
-                self._deferred_in = layers.deferred
-                layers.defer(self)
+            else:
+                self._time_held = True
+                if self._deferred_in is not layers.deferred:
+                    self._deferred_in = layers.deferred
+                    layers.defer(self)
             if t >= self._edge:  # a window closes
                 self._close_through(t)
         return before
@@ -346,11 +376,25 @@ class WindowStore(Generic[V]):
             self._now = now
         self._generation = self._layers.generation
         self._deferred_in = None
+        self._time_held = False
+        self._values = {}  # held for writes that were dropped (made ones are gone already)
 
     def write_deferred(self) -> None:
-        """(``Layers``) The stream time into the open layer."""
-        self._data.put_raw(TIME_KEY, _TIME.pack(self._now))
+        """(``Layers``) The stream time and the values held, into the open layer."""
+        if self._time_held:
+            self._data.put_raw(TIME_KEY, _TIME.pack(self._now))
+            self._time_held = False
+        if self._values:
+            self._write_values()
         self._deferred_in = None
+
+    def _write_values(self) -> None:
+        """The values ``update`` holds, serialized into the open layer (before any other
+        read or write of the store: they are its latest)."""
+        put, dumps = self._data.put_raw, self._serde.dumps
+        for dk, value in self._values.items():
+            put(dk, dumps(value))
+        self._values = {}
 
     def _close_through(self, stream_time: int) -> None:
         """The last window closed at ``stream_time``, and the stream time at which the
@@ -371,6 +415,8 @@ class WindowStore(Generic[V]):
         # from past the windows closed before: theirs are deletes, which a RocksDB scan
         # from the family's start would step over, all of them, at every close
         lo = _DATA if before is None else _DATA + _START.pack(before + 1 + _SHIFT)
+        if self._values:
+            self._write_values()
         found = list(self._data.range(lo, hi))
         loads, out = self._serde.loads, []
         for dk, raw in found:

@@ -1,8 +1,9 @@
-"""A window's stream time is held by its handle and written once a transaction (a
-deferred write, ``Layers.defer``), not at every record: these tests pin where it must
-still reach the store -- the sealed transaction, an undoable unit's start -- and when
-the handle must read it again -- writes taken back, a partition restored under it. The
-comment above each test names the mutation that made it fail."""
+"""A window's stream time, and a tumbling window's values, are held by its handle and
+written once a transaction (a deferred write, ``Layers.defer``), not at every record:
+these tests pin where they must still reach the store -- the sealed transaction, an
+undoable unit's start, any other read or write of the store -- and when the handle must
+read the store again -- writes dropped or taken back, a partition restored under it.
+The comment above each test names the mutation that made it fail."""
 
 from __future__ import annotations
 
@@ -128,6 +129,81 @@ def test_a_restore_elsewhere_keeps_what_a_handle_deferred(w: _Window) -> None:
     w.handle.advance(10_000)
     w.layers.stores_changed()  # another partition restored
     assert not w.counted(5_000), "counted into a closed window"
+
+
+def _values(layer: dict[Any, Any]) -> dict[bytes, bytes | None]:
+    """A layer's data keys (key part only) and serialized values."""
+    return {k[9:]: v for k, v in layer.get(("w", P), {}).items() if k.startswith(b"w")}
+
+
+# A tumbling window's update holds each key's value, serialized once a transaction.
+# Caught: the seal not writing the values held (nothing sealed); a key first updated
+# in a transaction whose records do not move the stream time never registered (its
+# value missing from the second seal).
+def test_the_sealed_transaction_holds_each_keys_last_value(w: _Window) -> None:
+    for key in (b"a", b"a", b"b", b"a"):
+        w.handle.advance(5_000)
+        w.handle.update(key, lambda n: n + 1, 0)
+    assert _values(w.layers.open) == {}, "serialized at every record, not held"
+    assert _values(w.layers.seal()) == {b"a": b"3", b"b": b"1"}
+    w.local.apply({"w": dict(w.layers.sealed[("w", P)])}, {})
+    w.layers.committed()
+    w.layers.begin(adopted=True)
+    w.handle.advance(5_000)  # stream time stays: only the value registers
+    assert w.handle.update(b"b", lambda n: n + 1, 0)[0][1] == 2
+    assert _values(w.layers.seal()) == {b"b": b"2"}
+
+
+# Every other read or write of the store first writes the values held. Caught: get,
+# put, fetch and closing each without it (get and fetch answered the store's older
+# value, put was overwritten by the held one at the seal, closing emitted a count
+# without the transaction's records).
+def test_reads_and_writes_of_the_store_see_the_values_held(w: _Window) -> None:
+    h = w.handle
+    for _ in range(2):
+        h.advance(1_000)
+        h.update(b"k", lambda n: n + 1, 0)
+    assert h.get(b"k", 1_000) == 2
+    h.update(b"k", lambda n: n + 1, 0)
+    assert [v for _w, v in h.fetch(b"k", 0, 5_000)] == [3]
+    h.update(b"k", lambda n: n + 1, 0)
+    h.put(b"k", 1_000, 10)
+    h.update(b"k", lambda n: n + 1, 0)
+    h.put(b"j", 1_000, 7)
+    assert _values(w.layers.open) == {b"j": b"7", b"k": b"11"}
+    h.update(b"k", lambda n: n + 1, 0)  # held again
+    before = h.advance(2_500)  # [1000, 2000) closes
+    assert [(win.start_ms, k, v) for win, k, v in h.closing(before)] == [
+        (1_000, b"j", 7),
+        (1_000, b"k", 12),
+    ]
+
+
+# Caught: a handle keeping the values held across writes dropped (an abort, work ahead
+# not adopted): the next update counted on a value no committed record made.
+def test_dropped_work_takes_its_values_with_it(w: _Window) -> None:
+    w.handle.advance(1_000)
+    w.handle.update(b"k", lambda n: n + 1, 0)
+    w.layers.discard()
+    w.layers.begin(adopted=False)
+    w.handle.advance(1_000)
+    assert w.handle.update(b"k", lambda n: n + 1, 0)[0][1] == 1
+    w.layers.begin(adopted=False)  # work ahead, not adopted
+    w.handle.advance(1_000)
+    assert w.handle.update(b"k", lambda n: n + 1, 0)[0][1] == 1
+
+
+# An undoable unit starts with the values held written; inside, update writes at once.
+# Caught: ``start_undo`` without them (the unit's update started from nothing, and the
+# revert took the key's value before the unit with it).
+def test_a_unit_taken_back_keeps_the_values_before_it(w: _Window) -> None:
+    w.handle.advance(1_000)
+    w.handle.update(b"k", lambda n: n + 1, 0)
+    undo = w.layers.start_undo()
+    assert w.handle.update(b"k", lambda n: n + 1, 0)[0][1] == 2
+    w.layers.revert(undo)
+    w.layers.undo = None
+    assert _values(w.layers.seal()) == {b"k": b"1"}
 
 
 class _Count(eosflow.Processor):
