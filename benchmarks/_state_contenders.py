@@ -138,6 +138,13 @@ async def run_eosflow(
                 first.append(time.monotonic())
             self.window("clicks").update(record.key or b"", _plus_one, 0)
 
+        async def closed(self, key: bytes, window: eosflow.Window, value: int) -> eosflow.Output:
+            # the final as WindowCount.java formats it, byte for byte (Clicks.closed's
+            # json.dumps of a dict cost 6% of the run: work the Java contender skips)
+            start, end = window.start_ms, window.end_ms
+            body = b'{"start": %d, "end": %d, "value": %d}' % (start, end, value)
+            return eosflow.Output(dst, body, key=key)
+
     processor = Windowed() if window else Count() if count else Copy()
     app = eosflow.EosApp(processor, _config(boot, src, group, state_dir, interval, ops))
     stop = threading.Event()
