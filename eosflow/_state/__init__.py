@@ -460,18 +460,23 @@ class Stores(Reads):
         tables_at = self._tables_at
         no_tables: Mapping[str, TableStore[Any]] = MappingProxyType({})
 
+        stores = bool(self.specs)  # else state() finds none: ``_now`` stays empty
+
         async def process_with_tables(record: Record) -> Any:  # in one call: the hot path
-            partition = (record.topic, record.partition)
-            table = table_of.get(partition[0])
+            table = table_of.get(record.topic)
             if table is not None:
                 self._row(table, record)
                 return None
-            self.current, self._now = partition, handles.get(partition, empty)
+            self.current = partition = (record.topic, record.partition)
+            if stores:
+                self._now = handles.get(partition, empty)
             processor._eosflow_tables = tables_at.get(partition[1], no_tables)
             try:
                 return await process(record)
             finally:  # table() outside process() must not find the last record's
-                self.current, self._now = None, empty
+                self.current = None
+                if stores:
+                    self._now = empty
                 processor._eosflow_tables = no_tables
 
         async def process_with_state(record: Record) -> Any:
