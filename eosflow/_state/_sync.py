@@ -51,6 +51,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from itertools import groupby
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -61,6 +63,9 @@ log = logging.getLogger("eosflow.state")
 Partition = tuple[str, int]
 _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long again)
 MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
+
+
+_partition_of = attrgetter("topic", "partition")  # a record's (topic, partition)
 
 
 def _head_key(entry: tuple[deque[Record], int]) -> tuple[int, int]:
@@ -136,12 +141,11 @@ class Sync:
         """Buffer ``records`` (offset order within a partition) and return at most
         ``max_records`` that may be processed now, in the order they must be."""
         buffers = self._buffers
-        for r in records:
-            key = (r.topic, r.partition)
+        for key, run in groupby(records, _partition_of):  # a poll's records come in runs
             buf = buffers.get(key)
             if buf is None:
                 buf = buffers[key] = deque()
-            buf.append(r)
+            buf.extend(run)
         for key, buf in buffers.items():
             if len(buf) > MAX_BUFFERED and key not in self._paused:
                 self._paused.add(key)
