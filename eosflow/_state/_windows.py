@@ -301,6 +301,8 @@ class WindowStore(Generic[V]):
             dk = self._prefix + k
             layers = self._layers
             if layers.undo is None:  # held, and serialized once a transaction (deferred)
+                if self._generation != layers.generation:  # moved while in process (a
+                    self._reread()  # restore ended, an abort): what was held is gone
                 values = self._values
                 value = values.get(dk, MISSING)
                 if value is MISSING:
@@ -390,7 +392,11 @@ class WindowStore(Generic[V]):
 
     def _write_values(self) -> None:
         """The values ``update`` holds, serialized into the open layer (before any other
-        read or write of the store: they are its latest)."""
+        read or write of the store: they are its latest) -- unless the layers' writes
+        were dropped since: then they go too."""
+        if self._generation != self._layers.generation:
+            self._reread()
+            return
         put, dumps = self._data.put_raw, self._serde.dumps
         for dk, value in self._values.items():
             put(dk, dumps(value))
