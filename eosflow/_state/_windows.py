@@ -38,9 +38,13 @@ batch, a timer's fire), and before the values' store is read or written otherwis
 record, so that taking back part of it (a batch's late record) leaves the stream time
 and values of the records before. When the layers' writes were dropped or taken back,
 or a restore changed the store under the handle (``Layers.generation``), the handle
-drops what it held and reads the stream time from the store again. A key updated again
-in the transaction costs a dict lookup, not a layered read, a ``loads`` and a ``dumps``;
-the value ``update`` returns is the one held, so change it only through ``update``.
+drops what it held and reads the stream time from the store again (at the next
+record, and in ``update`` itself: the layers may move while a record's ``process``
+awaits). A key updated again in the transaction costs a dict lookup, not a layered read,
+a ``loads`` and a ``dumps``. Only values the serde gives back as they are (JSON's
+numbers, strings, booleans and null; ``BYTES``' bytes) are held: others -- a tuple JSON
+makes a list, a dict whose int keys it makes strings, anything mutable -- are serialized
+at once, so what a later update reads never depends on where a seal fell.
 
 Trade-off: windows close on stream time only, so a partition that stops receiving
 records keeps its last windows open (as in Kafka Streams) until a later record arrives.
@@ -56,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from .._errors import ConfigError
 from ._layers import MISSING
-from ._store import JSON, Serde, Store, store_key
+from ._store import BYTES, JSON, Serde, Store, store_key
 
 if TYPE_CHECKING:
     from .._records import Record
@@ -71,6 +75,11 @@ _START = struct.Struct(">Q")  # a window start, shifted by 2**63 so byte order =
 _SHIFT = 2**63
 _TIME = struct.Struct(">q")
 NO_TIME = -(2**63)  # before the first record
+# per serde, the value types its round trip gives back as they are (immutable too)
+_EXACT: dict[Serde, frozenset[type]] = {
+    JSON: frozenset({int, float, str, bool, type(None)}),
+    BYTES: frozenset({bytes}),
+}
 
 
 class LateRecord(Exception):
@@ -203,6 +212,7 @@ class WindowStore(Generic[V]):
         "_data",
         "_deferred_in",
         "_edge",
+        "_exact",
         "_generation",
         "_layers",
         "_made",
@@ -236,8 +246,11 @@ class WindowStore(Generic[V]):
         self._generation = -1  # of the layers when ``_now`` was read: none yet
         self._deferred_in: object = None  # the ``Layers.deferred`` list it is in, if any
         self._time_held = False  # ``_now`` is ahead of the store's (a deferred write)
-        # data key -> value ``update`` computed and holds, not yet serialized (deferred)
+        # data key -> value ``update`` computed and holds, not yet serialized (deferred):
+        # only values the serde gives back exactly (not a tuple that JSON makes a list),
+        # so that when it is serialized never changes what a later update reads
         self._values: dict[bytes, Any] = {}
+        self._exact = _EXACT.get(spec.serde, frozenset())
 
     def __repr__(self) -> str:
         topic, p = self._data.partition
@@ -308,10 +321,15 @@ class WindowStore(Generic[V]):
                 if value is MISSING:
                     raw = data.raw(dk)
                     value = initial if raw is None else loads(raw)
+                value = fn(value)
+                if type(value) in self._exact:  # its serialization gives it back as it is
+                    values[dk] = value
                     if self._deferred_in is not layers.deferred:
                         self._deferred_in = layers.deferred
                         layers.defer(self)
-                value = values[dk] = fn(value)
+                else:  # (a list, a tuple, ...): serialized now, as a record at a time
+                    values.pop(dk, None)
+                    data.put_raw(dk, dumps(value))
                 return [(self._at_window, value)]
             raw = data.raw(dk)  # in an undoable unit: written now, so taking back is exact
             value = fn(initial if raw is None else loads(raw))
@@ -334,13 +352,13 @@ class WindowStore(Generic[V]):
         """(window, value) of ``key`` for the open windows starting in ``[from_ms, to_ms]``
         and no later than the window holding the stream time, in start order."""
         k, loads, step = store_key(key), self._serde.loads, self.spec.advance_ms
-        if self._values:
-            self._write_values()
         lowest = from_ms + (-from_ms) % step  # the first window start at or after from_ms
         if self.closed is not None:
             lowest = max(lowest, self.closed + step)
         highest = min(to_ms, self.spec.starts(self._now)[-1])
         for s in range(lowest, highest + 1, step):
+            if self._values:  # (an update between two steps included)
+                self._write_values()
             raw = self._data.get(data_key(s, k))
             if raw is not None:
                 yield self.window(s), loads(raw)

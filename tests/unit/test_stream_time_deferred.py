@@ -193,6 +193,38 @@ def test_dropped_work_takes_its_values_with_it(w: _Window) -> None:
     assert w.handle.update(b"k", lambda n: n + 1, 0)[0][1] == 1
 
 
+# Only values the serde gives back as they are (JSON: numbers, strings, booleans, null)
+# are held; others are serialized at once, as at every record before. So what a later
+# update reads never depends on where a seal fell. Caught (helper-19's review): a dict
+# held (JSON turns its int key into a string: the final was {"7": 3} without a seal
+# between the updates, {"7": 2} with one, {"7": 1} when serialized at every record).
+def test_values_the_serde_would_change_are_not_held(tmp_path: Path) -> None:
+    def bump(d: dict[Any, int]) -> dict[Any, int]:
+        return {**d, 7: d.get(7, 0) + 1}
+
+    finals = []
+    for run, seal_between in enumerate((False, True)):
+        local = LocalPartition(tmp_path / str(run), P, ["w"], Env())
+        try:
+            layers = Layers()
+            h = WindowStore("w", SECOND, Store("w", P, BYTES, layers, local))
+            layers.begin(adopted=False)
+            h.advance(1_000)
+            h.update(b"k", bump, {})
+            if seal_between:
+                local.apply({"w": dict(layers.seal()[("w", P)])}, {})
+                layers.committed()
+                layers.begin(adopted=True)
+            for _ in range(2):
+                h.advance(1_000)
+                h.update(b"k", bump, {})
+            before = h.advance(2_500)
+            finals.append([value for _w, _k, value in h.closing(before)])
+        finally:
+            local.close()
+    assert finals == [[{"7": 1}], [{"7": 1}]]
+
+
 # The layers may move while a record's ``process`` awaits: a restore of another
 # partition ends (its deferred writes made, the generation moved), or the transaction
 # before aborts (the writes dropped). Caught (helper-19's review): an update held after
