@@ -146,11 +146,7 @@ class EventTime:
                     self._late_record(h, t)
                 if h.closed == before:  # no window closed: closing(before) is empty
                     return result
-                out: list[Any] | None = None
-                for window, key, value in h.closing(before):
-                    if out is None:
-                        out = check(result)
-                    out.extend(check(await closed(key, window, value)))
+                out = await _finals(h, before, result, None, check, closed)
                 return result if out is None else out
             finally:
                 enter(None)
@@ -195,10 +191,7 @@ class EventTime:
                         self._late_record(h, t)
                     if h.closed == b:  # no window closed: closing(b) is empty
                         continue
-                    for window, key, value in h.closing(b):
-                        if out is None:
-                            out = check(result)
-                        out.extend(check(await closed(key, window, value)))
+                    out = await _finals(h, b, result, out, check, closed)
                 if clock is not None:
                     for timer in clock.due():
                         if not clock.take(timer):
@@ -352,6 +345,24 @@ class EventTime:
 
     def discard(self) -> None:
         self._late.discard()
+
+
+async def _finals(
+    h: Windowed,
+    before: int | None,
+    result: Any,
+    out: list[Any] | None,
+    check: Callable[[Any], Any],
+    closed: Callable[..., Awaitable[Any]],
+) -> list[Any] | None:
+    """``out`` (the record's outputs so far; None: ``result`` alone, checked once a final
+    joins it) with what ``closed`` returns for each window of ``h`` closed since
+    ``before``, in order."""
+    for window, key, value in h.closing(before):
+        if out is None:
+            out = check(result)
+        out.extend(check(await closed(key, window, value)))
+    return out
 
 
 def _own_time(processor: Any) -> bool:
