@@ -420,41 +420,46 @@ class Engine:
         coroutine, a type check of its result. Offsets are marked per run of records of
         one partition (poll hands them over in runs), not per record."""
         process = self._process_record
+        idle = self.session.stores.idle  # no record in process: state() finds none
         outputs, offsets = work.outputs, work.offsets
         mono = time.monotonic
         yield_at = mono() + _YIELD_S
         done = 0
         topic, part, last = "", -1, -1  # the current run: its partition, last offset done
-        for r in records:
-            if done:
-                now = mono()
-                if now >= deadline or (ending is not None and ending.done()):
-                    break
-                if now >= yield_at:
-                    await asyncio.sleep(0)
-                    yield_at = mono() + _YIELD_S
-            try:
-                result = await process(r)
-                if (
-                    type(result) is Output  # the common case, without as_outputs' checks
-                    and (result.value is None or type(result.value) is bytes)
-                    and (result.key is None or type(result.key) is bytes)
-                ):
-                    outputs.append(result)
-                elif result is not None:
-                    outputs.extend(as_outputs(result))  # checked: a TypeError names it
-            except TransactionError:  # retriable: the transaction aborts, all is redone
-                work.records.extend(records[:done])  # processed, now to be dropped
-                raise
-            except Exception as exc:
-                outputs.extend(self._failed([r], exc))
-                work.dead_lettered += 1
-            if r.partition != part or r.topic != topic:
-                if last >= 0:
-                    offsets[(topic, part)] = last + 1
-                topic, part = r.topic, r.partition
-            last = r.offset
-            done += 1
+        try:
+            for r in records:
+                if done:
+                    now = mono()
+                    if now >= deadline or (ending is not None and ending.done()):
+                        break
+                    if now >= yield_at:
+                        idle()  # other tasks run now
+                        await asyncio.sleep(0)
+                        yield_at = mono() + _YIELD_S
+                try:
+                    result = await process(r)
+                    if (
+                        type(result) is Output  # the common case, without as_outputs' checks
+                        and (result.value is None or type(result.value) is bytes)
+                        and (result.key is None or type(result.key) is bytes)
+                    ):
+                        outputs.append(result)
+                    elif result is not None:
+                        outputs.extend(as_outputs(result))  # checked: a TypeError names it
+                except TransactionError:  # retriable: the transaction aborts, all is redone
+                    work.records.extend(records[:done])  # processed, now to be dropped
+                    raise
+                except Exception as exc:
+                    outputs.extend(self._failed([r], exc))
+                    work.dead_lettered += 1
+                if r.partition != part or r.topic != topic:
+                    if last >= 0:
+                        offsets[(topic, part)] = last + 1
+                    topic, part = r.topic, r.partition
+                last = r.offset
+                done += 1
+        finally:
+            idle()
         if last >= 0:
             offsets[(topic, part)] = last + 1
         processed = records[:done] if done < len(records) else records

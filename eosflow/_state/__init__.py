@@ -107,6 +107,10 @@ Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
 
 
+async def _nothing() -> None:
+    """What a table's record gives the engine: no output (it updated the table)."""
+
+
 class Stores(Reads):
     def __init__(
         self,
@@ -140,6 +144,8 @@ class Stores(Reads):
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
+        # called by the engine whenever no record is in process() (see ``_bind``)
+        self.idle: Callable[[], None] = lambda: None  # each wrapper resets what it set
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
         self._held: set[Partition] = set()
@@ -462,22 +468,23 @@ class Stores(Reads):
 
         stores = bool(self.specs)  # else state() finds none: ``_now`` stays empty
 
-        async def process_with_tables(record: Record) -> Any:  # in one call: the hot path
+        def process_with_tables(record: Record) -> Awaitable[Any]:
+            # a join's hot path: no frame of its own around ``process``; what it sets
+            # stays until ``idle``, which the engine calls before anything else may run
             table = table_of.get(record.topic)
             if table is not None:
                 self._row(table, record)
-                return None
+                return _nothing()
             self.current = partition = (record.topic, record.partition)
             if stores:
                 self._now = handles.get(partition, empty)
             processor._eosflow_tables = tables_at.get(partition[1], no_tables)
-            try:
-                return await process(record)
-            finally:  # table() outside process() must not find the last record's
-                self.current = None
-                if stores:
-                    self._now = empty
-                processor._eosflow_tables = no_tables
+            return process(record)
+
+        def idle() -> None:  # table() and state() outside process() find nothing
+            self.current = None
+            self._now = empty
+            processor._eosflow_tables = no_tables
 
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
@@ -504,7 +511,10 @@ class Stores(Reads):
 
         if self.config.dead_letter_topic is not None:
             return process_undoing, False
-        return (process_with_tables, True) if table_of else (process_with_state, False)
+        if table_of:
+            self.idle = idle
+            return process_with_tables, True
+        return process_with_state, False
 
     async def run_batch(
         self,

@@ -150,6 +150,64 @@ async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
     await check_join(b, n, len(orders))
 
 
+def watched(n: Names) -> Any:
+    """``enrich(n)`` that says when a record is in its ``process``, and lets other tasks
+    run there once a record."""
+
+    base = type(enrich(n))
+
+    class Watched(base):  # type: ignore[valid-type,misc]
+        busy = False
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            self.busy = True
+            try:
+                await asyncio.sleep(0)  # other tasks run inside process() too
+                return await super().process(record)
+            finally:
+                self.busy = False
+
+    return Watched()
+
+
+# Another task of the app asks for the table whenever it gets to run: it must find one
+# only while a record is in process(). A join's record has no frame of its own around
+# process() (``Stores._bind``): the engine says no record is in process itself
+# (``Stores.idle``), before it lets other tasks run and when its run of records ends.
+# Caught: no idle() before the engine's yield, and none when its run ends (the task
+# found the last record's table between records).
+async def test_table_outside_process_finds_none_while_the_app_runs(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=3, versions=150)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    processor = watched(n)
+    seen = {"inside": 0, "none": 0, "stale": 0}
+
+    async def watch() -> None:
+        while True:
+            try:
+                processor.table("customers")
+            except RuntimeError:
+                seen["none"] += 1
+            else:
+                seen["inside" if processor.busy else "stale"] += 1
+            await asyncio.sleep(0)
+
+    app = eosflow.EosApp(processor, config(b, n, tmp_path))
+    async with app:
+        watcher = asyncio.create_task(watch())
+        try:
+            await until_committed(b.bootstrap_servers, n.orders, 2, n.group, len(orders), (app,))
+        finally:
+            watcher.cancel()
+    assert seen["stale"] == 0 and seen["inside"] > 0 and seen["none"] > 0, seen
+    await check_join(b, n, len(orders))
+
+
 def query(app: eosflow.EosApp, path: str) -> tuple[int, Any]:
     assert app.ops.port is not None
     try:

@@ -1,7 +1,8 @@
 """``Processor.table(name)`` in ``process`` finds the record's partition's table itself
-(a dict set around each record), and outside ``process`` finds none: the rows it reads
-are those of the record's partition number, whichever record came before. The comment
-above the test names the mutations that made it fail."""
+(a dict set for each record), and once ``Stores.idle`` says no record is in process --
+the engine says so before anything else may run (``tests/state/test_tables.py``) --
+finds none: the rows it reads are those of the record's partition number, whichever
+record came before. The comment above the test names the mutations that made it fail."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ class _Join(eosflow.Processor):
         return None if row is None else eosflow.Output("out", row, key=record.key)
 
 
-# Caught: the views not reset after process (table() outside process answered the last
+# Caught: the views not reset by idle (table() outside process answered the last
 # record's partition), and the views set once for every record (the record of
 # partition 1 joined partition 0's row).
 def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: Path) -> None:
@@ -53,6 +54,7 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
             out = asyncio.run(process(eosflow.Record("in", p, 0, b"k", b"v", (), 1)))
             got.append(out.value)
         assert got == [b"row of 0", b"row of 1", b"row of 0", b"row of 1"]
+        stores.idle()
         with pytest.raises(RuntimeError, match="record in process"):
             processor.table("rows")
     finally:
