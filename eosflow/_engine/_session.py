@@ -236,7 +236,7 @@ class TransactSession:
             if stuck is None:
                 raise
             raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
-        out: list[Record] = []
+        runs: list[Sequence[Record]] = []  # a partition's records each
         txn = self._txn  # sealed: what is polled is the next one's (re-polled after a rewind)
         consumed = txn.consumed if txn is not None and not txn.sealed else {}
         polled, ready = self._pos.polled, self._pos.ready
@@ -246,12 +246,12 @@ class TransactSession:
             records = ak.as_records(msgs)  # eosflow Records from aiokafka itself
             polled[tp] = records[-1].offset + 1
             floor = consumed.get(tp, -1)
-            if records[0].offset >= floor:
-                out += records
-            else:
-                out += [r for r in records if r.offset >= floor]
-        # with tables: in timestamp order per task, some held back (``_state._sync``)
-        return self.stores.sync.admit(out, max_records)
+            if records[0].offset < floor:
+                records = [r for r in records if r.offset >= floor]
+            if records:
+                runs.append(records)
+        # one list; with tables in timestamp order per task, some held back (``_sync``)
+        return self.stores.sync.admit(runs, max_records)
 
     def lag(self) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed (``Positions.lag``)."""

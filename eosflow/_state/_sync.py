@@ -50,9 +50,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
-from itertools import groupby
-from operator import attrgetter
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -63,9 +61,6 @@ log = logging.getLogger("eosflow.state")
 Partition = tuple[str, int]
 _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long again)
 MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
-
-
-_partition_of = attrgetter("topic", "partition")  # a record's (topic, partition)
 
 
 def _head_key(entry: tuple[deque[Record], int]) -> tuple[int, int]:
@@ -85,8 +80,11 @@ class Unsynced:
         self.caught_up: Callable[[Partition], bool] = lambda partition: False
         self.throttle: Callable[[Partition, bool], None] = lambda partition, paused: None
 
-    def admit(self, records: list[Record], max_records: int) -> list[Record]:
-        return records
+    def admit(self, runs: Sequence[Sequence[Record]], max_records: int) -> list[Record]:
+        out: list[Record] = []
+        for run in runs:
+            out += run
+        return out
 
     def give_back(self, records: list[Record]) -> bool:
         return False
@@ -137,11 +135,14 @@ class Sync:
             self._paused.discard(partition)
             self.throttle(partition, False)
 
-    def admit(self, records: Iterable[Record], max_records: int) -> list[Record]:
-        """Buffer ``records`` (offset order within a partition) and return at most
-        ``max_records`` that may be processed now, in the order they must be."""
+    def admit(self, runs: Sequence[Sequence[Record]], max_records: int) -> list[Record]:
+        """Buffer ``runs`` (a poll's records, one list a partition, in offset order) and
+        return at most ``max_records`` that may be processed now, in the order they
+        must be."""
         buffers = self._buffers
-        for key, run in groupby(records, _partition_of):  # a poll's records come in runs
+        for run in runs:
+            first = run[0]
+            key = (first.topic, first.partition)
             buf = buffers.get(key)
             if buf is None:
                 buf = buffers[key] = deque()
@@ -223,17 +224,25 @@ class Sync:
                 continue
             # merge by (timestamp, rank) until one runs dry, a run at a time: the queue
             # whose head goes first hands on records while they go before the next
-            # queue's head (ranks differ: one topic a queue), no tuple a record
-            ranked = [(q, rank[q[0].topic]) for q in full]
+            # queue's head -- timestamps up to ``bound``, the next head's own on a tie
+            # when its rank is higher (ranks differ: one topic a queue; timestamps are
+            # integers) -- with no tuple a record, and with two queues (a stream and a
+            # table) no sort either
+            ranked = [(q, rank[q[0].topic]) for q in full]  # in rank order, as members
+            append = out.append
             while room > 0:
-                ranked.sort(key=_head_key)
-                best, best_rank = ranked[0]
-                next_t, next_rank = ranked[1][0][0].timestamp, ranked[1][1]
-                pop, append = best.popleft, out.append
-                while room > 0 and best:
-                    t = best[0].timestamp
-                    if t > next_t or (t == next_t and best_rank > next_rank):
-                        break
+                if len(ranked) == 2:  # the lower rank's head goes first on a tie
+                    a, b = ranked[0][0], ranked[1][0]
+                    ta, tb = a[0].timestamp, b[0].timestamp
+                    best, bound = (a, tb) if ta <= tb else (b, ta - 1)
+                else:
+                    ranked.sort(key=_head_key)
+                    (best, best_rank), (after, after_rank) = ranked[0], ranked[1]
+                    bound = after[0].timestamp - (best_rank > after_rank)
+                pop = best.popleft
+                append(pop())  # its head is the lowest of all: it goes
+                room -= 1
+                while room > 0 and best and best[0].timestamp <= bound:
                     append(pop())
                     room -= 1
                 if not best:
