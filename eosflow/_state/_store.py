@@ -12,7 +12,7 @@ when put, so a value read back is a copy: change it and ``put`` it again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, runtime_checkable
 
 from ._layers import MISSING
@@ -144,6 +144,12 @@ class Store(Generic[V]):
     def layers(self) -> Layers:
         """The writes not yet on disk this store reads through (``_layers``)."""
         return self._layers
+
+    @property
+    def read_local(self) -> Callable[[bytes], bytes | None]:
+        """The local copy's point read, through the read cache: what ``raw`` reads once
+        the layers do not hold the key (fixed for the store's life)."""
+        return self._read
 
     def raw(self, key: bytes) -> bytes | None:
         """The serialized value of ``key`` (bytes, not checked), for eosflow's own

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
 from ._global import GlobalTable
+from ._layers import MISSING
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store, store_key
 
 if TYPE_CHECKING:
@@ -166,12 +167,14 @@ class TableStore(Generic[V]):
     time (``_sync``) -- or another co-partitioned input's, as ``Processor.state_of``
     gives it (what that input's records wrote, up to the record's timestamp)."""
 
-    __slots__ = ("_loads", "_raw", "_store")
+    __slots__ = ("_layers", "_loads", "_read", "_slot", "_store")
 
     def __init__(self, store: Store[V]) -> None:
         self._store = store
-        # the hot path: one lookup, and no call at all for raw bytes (BYTES.loads is identity)
-        self._raw = store.raw
+        # the hot path, ``Store.raw`` in one call: the layers, then the local copy's
+        # read; and no call at all for raw bytes (BYTES.loads is identity)
+        self._layers, self._slot = store.layers, (store.name, store.partition)
+        self._read = store.read_local
         self._loads = None if store.serde is BYTES else store.serde.loads
 
     def __repr__(self) -> str:
@@ -190,11 +193,21 @@ class TableStore(Generic[V]):
 
     def get(self, key: bytes | str, default: V | None = None) -> V | None:
         """The table's value of ``key``, or ``default`` when it has none."""
-        raw = self._raw(key if type(key) is bytes and key != RESERVED_KEY else store_key(key))
+        if type(key) is not bytes or key == RESERVED_KEY:
+            key = store_key(key)
+        layers, slot = self._layers, self._slot
+        writes = layers.open.get(slot)
+        raw = MISSING if writes is None else writes.get(key, MISSING)
+        if raw is MISSING:
+            sealed = layers.sealed  # (empty but while a transaction commits)
+            if sealed and (writes := sealed.get(slot)) is not None:
+                raw = writes.get(key, MISSING)
+            if raw is MISSING:
+                raw = self._read(key)
         if raw is None:
             return default
         loads = self._loads
-        return raw if loads is None else loads(raw)  # type: ignore[return-value]
+        return raw if loads is None else loads(raw)  # type: ignore[return-value,arg-type]
 
     def __contains__(self, key: bytes | str) -> bool:
         return key in self._store

@@ -60,3 +60,53 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
     finally:
         for local in locals_:
             local.close()
+
+
+# A row is read wherever it is: in the open transaction (applied by a record of it), in
+# the sealed one (the work done ahead while that commits), or on disk (committed), and
+# a deleted row reads as absent there too. Caught: the open layer skipped, the sealed
+# layer skipped (the order done ahead joined the row on disk, not the one committing).
+def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
+    tmp_path: Path,
+) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    processor = _Join()
+    stores = Stores(cfg, {}, lambda p: None, lambda e: None, tables=processor.tables)
+    env = Env()
+    locals_ = []
+    try:
+        for part, names in ((("rows", 0), ["rows"]), (("in", 0), [])):
+            stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
+            locals_.append(local)
+            stores._held.add(part)
+            stores._ready.add(part)
+        locals_[0].apply({"rows": {b"k": b"on disk"}}, {})
+        process = stores.bind(processor, lambda r: r)
+
+        async def step(topic: str, value: bytes | None) -> bytes | None:
+            out = await process(eosflow.Record(topic, 0, 0, b"k", value, (), 1))
+            stores.idle()
+            return None if out is None else out.value
+
+        async def run() -> list[bytes | None]:
+            got = []
+            stores.begin(adopted=False)
+            got.append(await step("in", b"o"))  # on disk
+            await step("rows", b"open")
+            got.append(await step("in", b"o"))  # in the open transaction
+            stores.seal()
+            got.append(await step("in", b"o"))  # sealed, committing
+            await step("rows", None)
+            got.append(await step("in", b"o"))  # deleted ahead: absent
+            return got
+
+        assert asyncio.run(run()) == [b"on disk", b"open", b"open", None]
+    finally:
+        for local in locals_:
+            local.close()
