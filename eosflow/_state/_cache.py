@@ -21,7 +21,12 @@ default); this is eosflow's.
   objects and the dict slot). A read looks in the newer generation, then the older; a
   value found in the older moves to the newer; a full newer generation replaces the
   older. A commit's writes are counted whole, keys already kept included (an
-  over-count: the generation turns early, never late). Writes larger than a generation
+  over-count, never an under-count). When the count says full, the newer generation
+  is measured (one pass, in C) and turns only if it would be over three quarters full:
+  so a table whose rows are updated in place, within the budget, stays whole and every
+  read finds it in one probe (the benchmark's join of 1,000,000 orders had turned once
+  and moved 55,082 rows back from the older generation; measured twice, it now does
+  neither). Writes larger than a generation
   are not kept: the generations turn all the same (the older is dropped) and what the
   new older one held of their keys is dropped, so two such writes in a row -- a large
   restore batch -- leave the cache empty. So recently read or written keys stay, and a
@@ -45,13 +50,14 @@ Kept = dict[int, dict[bytes, bytes | None]]  # a store's tag -> its keys -> thei
 
 
 class ReadCache:
-    __slots__ = ("_half", "_new", "_new_bytes", "_old", "_tags")
+    __slots__ = ("_half", "_new", "_new_bytes", "_old", "_over", "_tags")
 
     def __init__(self, budget_bytes: int) -> None:
         self._half = max(budget_bytes // 2, 0)
         self._new: Kept = {}
         self._old: Kept = {}
         self._new_bytes = 0
+        self._over = False  # writes counted since the last measure: it may be below
         self._tags = itertools.count()
 
     def tag(self) -> int:
@@ -84,7 +90,8 @@ class ReadCache:
         if self._new_bytes + size > self._half:
             if size > self._half:
                 return  # larger than a generation: never kept
-            self._turn()
+            if not self._fits(size):
+                self._turn()
         kept = self._new.get(tag)
         if kept is None:
             kept = self._new[tag] = {}
@@ -99,7 +106,7 @@ class ReadCache:
             return
         size = sum(map(len, writes)) + sum(map(len, filter(None, writes.values())))
         size += ENTRY_OVERHEAD * len(writes)
-        if self._new_bytes + size > self._half:
+        if self._new_bytes + size > self._half and not self._fits(size):
             self._turn()
             if size > self._half:
                 old = self._old.get(tag)
@@ -112,10 +119,28 @@ class ReadCache:
             kept = self._new[tag] = {}
         kept.update(writes)
         self._new_bytes += size
+        self._over = True
+
+    def _fits(self, size: int) -> bool:
+        """Whether ``size`` more bytes fit the newer generation by its measured size
+        (the count is an over-count: writes of keys it held were counted whole), with a
+        quarter of it left free, so that a generation near full is not measured at
+        every write. Measuring takes one pass over it, in C (``map``), no Python step
+        an entry; the count becomes the measure."""
+        if size > self._half // 4 or not self._over:
+            return False
+        self._over = False
+        held = 0
+        for kept in self._new.values():
+            held += sum(map(len, kept)) + sum(map(len, filter(None, kept.values())))
+            held += ENTRY_OVERHEAD * len(kept)
+        self._new_bytes = held
+        return held + size <= self._half - self._half // 4
 
     def _turn(self) -> None:
         """The newer generation becomes the older; the older is dropped."""
         self._old, self._new, self._new_bytes = self._new, {}, 0
+        self._over = False
 
     def __len__(self) -> int:
         return sum(map(len, self._new.values())) + sum(map(len, self._old.values()))

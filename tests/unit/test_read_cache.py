@@ -112,3 +112,26 @@ def test_growing_writes_keep_to_the_budget() -> None:
         assert held <= budget, f"{held} bytes held after writes of {n * 100} bytes"
     kept = [cache.get(1, key) for key in keys]
     assert all(v is MISSING or v == b"x" * 4900 for v in kept)  # a kept value is the last
+
+
+# Rows updated in place, within the budget, stay in the newer generation however often
+# they are written: their writes are counted whole, so the count reaches the
+# generation's half before the rows do, and the cache measures before it turns. A
+# generation measured over three quarters full (with the write that came) still turns.
+# Caught: the measure taken out (the rows turned into the older generation every few
+# commits), the count not replaced by the measure, the quarter left free not kept, the
+# writes not marking the count as an over-count.
+def test_rows_updated_in_place_stay_in_one_generation() -> None:
+    per = len(b"row-000") + 100 + ENTRY_OVERHEAD
+    cache = ReadCache(budget_bytes=2 * 200 * per)  # 200 rows a generation
+    keys = [b"row-%03d" % i for i in range(120)]  # 60% of it
+    cache.written(1, dict.fromkeys(keys, b"v" * 100))
+    for n in range(50):
+        cache.written(1, {k: b"%03d" % n + b"w" * 97 for k in keys[n % 12 :: 12]})
+    assert not cache._old and len(cache._new[1]) == len(keys)
+    assert cache._new_bytes <= 200 * per
+    assert cache.get(1, keys[1]) == b"049" + b"w" * 97
+    more = {b"new-%03d" % i: b"x" * 100 for i in range(40)}  # 80%: past three quarters
+    for _ in range(5):
+        cache.written(1, more)
+    assert set(cache._old[1]) == {*keys, *more} and set(cache._new[1]) == set(more)
