@@ -445,6 +445,7 @@ class Engine:
                     ):
                         outputs.append(result)
                     elif result is not None:
+                        idle()  # a lazy result is read outside process(): as such
                         outputs.extend(as_outputs(result))  # checked: a TypeError names it
                 except TransactionError:  # retriable: the transaction aborts, all is redone
                     work.records.extend(records[:done])  # processed, now to be dropped

@@ -141,6 +141,8 @@ class Sync:
         must be."""
         buffers = self._buffers
         for run in runs:
+            if not run:
+                continue
             first = run[0]
             key = (first.topic, first.partition)
             buf = buffers.get(key)

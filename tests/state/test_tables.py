@@ -208,6 +208,38 @@ async def test_table_outside_process_finds_none_while_the_app_runs(
     await check_join(b, n, len(orders))
 
 
+def lazy(n: Names) -> Any:
+    """``enrich(n)`` whose outputs are a generator that reads the table when the engine
+    takes the outputs: after ``process`` returned."""
+
+    class Lazy(type(enrich(n))):  # type: ignore[misc]
+        async def process(self, record: eosflow.Record) -> Any:
+            key = record.key or b""
+            return (  # the table is asked for as the generator is read
+                eosflow.Output(self.topic, json.dumps(self.table("customers").get(key)), key=key)
+                for _ in range(1)
+            )
+
+    return Lazy()
+
+
+# A result read lazily is read outside process(): the table it asks for there is
+# refused as everywhere else outside it, one line naming the record. Caught: the engine
+# taking a result other than an Output without idle first (the generator read the row).
+async def test_a_lazy_result_reads_no_table_after_process(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=1, versions=2)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    app = eosflow.EosApp(lazy(n), config(b, n, tmp_path))
+    with pytest.raises(eosflow.ProcessingError, match="gives the table of the record"):
+        async with app:
+            await until_committed(b.bootstrap_servers, n.orders, 2, n.group, len(orders), (app,))
+
+
 def query(app: eosflow.EosApp, path: str) -> tuple[int, Any]:
     assert app.ops.port is not None
     try:

@@ -110,3 +110,47 @@ def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
     finally:
         for local in locals_:
             local.close()
+
+
+class _JoinAndCount(_Join):
+    stores = {"seen": eosflow.BYTES}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
+        self.state("seen").put(record.key or b"", b"1")
+        return await super().process(record)
+
+
+# With a store beside the table, idle takes the record's stores away too: state()
+# outside process finds none. Caught: idle leaving the store handles in place.
+def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    processor = _JoinAndCount()
+    stores = Stores(
+        cfg, {"seen": eosflow.BYTES}, lambda p: None, lambda e: None, tables=processor.tables
+    )
+    env = Env()
+    locals_ = []
+    try:
+        for part, names in ((("rows", 0), ["rows"]), (("in", 0), ["seen"])):
+            stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
+            locals_.append(local)
+            stores._held.add(part)
+            stores._ready.add(part)
+        locals_[0].apply({"rows": {b"k": b"row"}}, {})
+        process = stores.bind(processor, lambda r: r)
+        stores.begin(adopted=False)
+        out = asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
+        assert out.value == b"row"
+        assert processor.state("seen").get(b"k") == b"1"  # still set: the engine idles
+        stores.idle()
+        with pytest.raises(RuntimeError, match="record in process"):
+            processor.state("seen")
+    finally:
+        for local in locals_:
+            local.close()
