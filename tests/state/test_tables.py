@@ -120,6 +120,15 @@ async def topics(b: Broker, n: Names, partitions: int = 2) -> None:
         await create_topic(b.bootstrap_servers, t, partitions)
 
 
+async def seeded(b: Broker, n: Names, keys: int, versions: int) -> list[Any]:
+    """The topics (2 partitions) with ``history``'s rows and orders in them: the orders."""
+    await topics(b, n)
+    rows, orders = history(partitions=2, keys=keys, versions=versions)
+    await produce(b.bootstrap_servers, n.customers, rows)
+    await produce(b.bootstrap_servers, n.orders, orders)
+    return orders
+
+
 async def run_until(b: Broker, n: Names, app: eosflow.EosApp, partitions: int, count: int) -> None:
     async with app:
         await until_committed(b.bootstrap_servers, n.orders, partitions, n.group, count, (app,))
@@ -135,10 +144,7 @@ async def test_orders_join_the_row_of_their_time_whatever_the_fetch_order(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     b, n = eosflow_broker, Names.of(eosflow_broker)
-    await topics(b, n)
-    rows, orders = history(partitions=2, keys=3, versions=150)
-    await produce(b.bootstrap_servers, n.customers, rows)
-    await produce(b.bootstrap_servers, n.orders, orders)
+    orders = await seeded(b, n, keys=3, versions=150)
     ops = {"metrics_port": 0, "progress_interval_s": 0}
     app = eosflow.EosApp(enrich(n), config(b, n, tmp_path, ops=ops))
     async with app:
@@ -180,10 +186,7 @@ async def test_table_outside_process_finds_none_while_the_app_runs(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     b, n = eosflow_broker, Names.of(eosflow_broker)
-    await topics(b, n)
-    rows, orders = history(partitions=2, keys=3, versions=150)
-    await produce(b.bootstrap_servers, n.customers, rows)
-    await produce(b.bootstrap_servers, n.orders, orders)
+    orders = await seeded(b, n, keys=3, versions=150)
     processor = watched(n)
     seen = {"inside": 0, "none": 0, "stale": 0}
 
@@ -230,10 +233,7 @@ async def test_a_lazy_result_reads_no_table_after_process(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     b, n = eosflow_broker, Names.of(eosflow_broker)
-    await topics(b, n)
-    rows, orders = history(partitions=2, keys=1, versions=2)
-    await produce(b.bootstrap_servers, n.customers, rows)
-    await produce(b.bootstrap_servers, n.orders, orders)
+    orders = await seeded(b, n, keys=1, versions=2)
     app = eosflow.EosApp(lazy(n), config(b, n, tmp_path))
     with pytest.raises(eosflow.ProcessingError, match="gives the table of the record"):
         async with app:
@@ -284,10 +284,7 @@ async def test_a_restart_restores_the_table_at_the_committed_offset(
 async def test_the_join_goes_on_after_a_recovery(eosflow_broker: Broker, tmp_path: Path) -> None:
     b, n = eosflow_broker, Names.of(eosflow_broker)
     c = b.require_fake("a produce failure on cue")
-    await topics(b, n)
-    rows, orders = history(partitions=2, keys=3, versions=60)
-    await produce(b.bootstrap_servers, n.customers, rows)
-    await produce(b.bootstrap_servers, n.orders, orders)
+    orders = await seeded(b, n, keys=3, versions=60)
     cfg = config(b, n, tmp_path)
     error = codes.UNKNOWN_SERVER_ERROR
     rule = c.intercept("Produce", error=error, transactional_id=cfg.transactional_id)

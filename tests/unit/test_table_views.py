@@ -2,11 +2,13 @@
 (a dict set for each record), and once ``Stores.idle`` says no record is in process --
 the engine says so before anything else may run (``tests/state/test_tables.py``) --
 finds none: the rows it reads are those of the record's partition number, whichever
-record came before. The comment above the test names the mutations that made it fail."""
+record came before. The comment above each test names the mutations that made it fail."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -24,10 +26,23 @@ class _Join(eosflow.Processor):
         return None if row is None else eosflow.Output("out", row, key=record.key)
 
 
-# Caught: the views not reset by idle (table() outside process answered the last
-# record's partition), and the views set once for every record (the record of
-# partition 1 joined partition 0's row).
-def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: Path) -> None:
+class _JoinAndCount(_Join):
+    stores = {"seen": eosflow.BYTES}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
+        self.state("seen").put(record.key or b"", b"1")
+        return await super().process(record)
+
+
+@contextlib.contextmanager
+def held(
+    tmp_path: Path,
+    processor: eosflow.Processor,
+    rows: Mapping[int, bytes],
+    specs: Mapping[str, eosflow.Serde] | None = None,
+) -> Iterator[Stores]:
+    """``Stores`` holding ``rows`` and ``in`` partitions 0.. (``rows``: each partition's
+    row of key ``k``, on disk), their local copies real and open; no Kafka."""
     cfg = eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:1",
         group_id="g",
@@ -35,18 +50,29 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
         transactional_id="t",
         state_dir=str(tmp_path),
     )
-    processor = _Join()
-    stores = Stores(cfg, {}, lambda p: None, lambda e: None, tables=processor.tables)
+    stores = Stores(cfg, specs or {}, lambda p: None, lambda e: None, tables=processor.tables)
     env = Env()
     locals_ = []
     try:
-        for p in (0, 1):
-            for part, names in ((("rows", p), ["rows"]), (("in", p), [])):
+        for p, row in rows.items():
+            for part, names in ((("rows", p), ["rows"]), (("in", p), list(specs or ()))):
                 stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
                 locals_.append(local)
                 stores._held.add(part)
                 stores._ready.add(part)
-            stores._local[("rows", p)].apply({"rows": {b"k": b"row of %d" % p}}, {})
+            stores._local[("rows", p)].apply({"rows": {b"k": row}}, {})
+        yield stores
+    finally:
+        for local in locals_:
+            local.close()
+
+
+# Caught: the views not reset by idle (table() outside process answered the last
+# record's partition), and the views set once for every record (the record of
+# partition 1 joined partition 0's row).
+def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: Path) -> None:
+    processor = _Join()
+    with held(tmp_path, processor, {0: b"row of 0", 1: b"row of 1"}) as stores:
         process = stores.bind(processor, lambda r: r)
         stores.begin(adopted=False)
         got = []
@@ -57,9 +83,6 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
         stores.idle()
         with pytest.raises(RuntimeError, match="record in process"):
             processor.table("rows")
-    finally:
-        for local in locals_:
-            local.close()
 
 
 # A row is read wherever it is: in the open transaction (applied by a record of it), in
@@ -69,24 +92,8 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
 def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
     tmp_path: Path,
 ) -> None:
-    cfg = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
     processor = _Join()
-    stores = Stores(cfg, {}, lambda p: None, lambda e: None, tables=processor.tables)
-    env = Env()
-    locals_ = []
-    try:
-        for part, names in ((("rows", 0), ["rows"]), (("in", 0), [])):
-            stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
-            locals_.append(local)
-            stores._held.add(part)
-            stores._ready.add(part)
-        locals_[0].apply({"rows": {b"k": b"on disk"}}, {})
+    with held(tmp_path, processor, {0: b"on disk"}) as stores:
         process = stores.bind(processor, lambda r: r)
 
         async def step(topic: str, value: bytes | None) -> bytes | None:
@@ -107,42 +114,13 @@ def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
             return got
 
         assert asyncio.run(run()) == [b"on disk", b"open", b"open", None]
-    finally:
-        for local in locals_:
-            local.close()
-
-
-class _JoinAndCount(_Join):
-    stores = {"seen": eosflow.BYTES}
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
-        self.state("seen").put(record.key or b"", b"1")
-        return await super().process(record)
 
 
 # With a store beside the table, idle takes the record's stores away too: state()
 # outside process finds none. Caught: idle leaving the store handles in place.
 def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
-    cfg = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
     processor = _JoinAndCount()
-    stores = Stores(
-        cfg, {"seen": eosflow.BYTES}, lambda p: None, lambda e: None, tables=processor.tables
-    )
-    env = Env()
-    locals_ = []
-    try:
-        for part, names in ((("rows", 0), ["rows"]), (("in", 0), ["seen"])):
-            stores._local[part] = local = LocalPartition(tmp_path, part, names, env)
-            locals_.append(local)
-            stores._held.add(part)
-            stores._ready.add(part)
-        locals_[0].apply({"rows": {b"k": b"row"}}, {})
+    with held(tmp_path, processor, {0: b"row"}, {"seen": eosflow.BYTES}) as stores:
         process = stores.bind(processor, lambda r: r)
         stores.begin(adopted=False)
         out = asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
@@ -151,6 +129,3 @@ def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
         stores.idle()
         with pytest.raises(RuntimeError, match="record in process"):
             processor.state("seen")
-    finally:
-        for local in locals_:
-            local.close()
