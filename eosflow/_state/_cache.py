@@ -25,8 +25,8 @@ default); this is eosflow's.
   is measured (one pass, in C) and turns only if it would be over three quarters full:
   so a table whose rows are updated in place, within the budget, stays whole and every
   read finds it in one probe (the benchmark's join of 1,000,000 orders had turned once
-  and moved 55,082 rows back from the older generation; measured twice, it now does
-  neither). Writes larger than a generation
+  and moved 55,082 rows back from the older generation; now it measures twice and
+  turns none, one instrumented run each). Writes larger than a generation
   are not kept: the generations turn all the same (the older is dropped) and what the
   new older one held of their keys is dropped, so two such writes in a row -- a large
   restore batch -- leave the cache empty. So recently read or written keys stay, and a
