@@ -418,7 +418,10 @@ class Engine:
 
         The per-record path of every app, kept lean: one clock read, the processor's
         coroutine, a type check of its result. Offsets are marked per run of records of
-        one partition (poll hands them over in runs), not per record."""
+        one partition (poll hands them over in runs), not per record. The stores' ``idle``
+        says no record is in process -- before the loop yields, before a result other
+        than an ``Output`` is read, and when the run ends -- for a join's record has no
+        frame of its own that could (``Stores._bind``)."""
         process = self._process_record
         idle = self.session.stores.idle  # no record in process: state() finds none
         outputs, offsets = work.outputs, work.offsets
