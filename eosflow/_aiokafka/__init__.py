@@ -15,6 +15,9 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - the consumer group protocol's requests (KIP-848: ConsumerGroupHeartbeat, topic ids from
   Metadata v12) and the manual assignment that keeps kept partitions' positions (``_members``);
 - KIP-360 re-initialisation (InitProducerId v3+ with the current id and epoch);
+- ListOffsets to each partition's leader for the reset policy's position (``_log_offsets``),
+  in place of aiokafka's ``seek_to_beginning``/``seek_to_end``, which wait behind its
+  group coordinator;
 - transactions v2 (KIP-890 part 2, ``_txn_v2``): Produce v12 and EndTxn v5 in place of
   aiokafka's v1 requests on one producer, the bumped epoch adopted after each EndTxn;
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
@@ -28,7 +31,10 @@ Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks th
 module uses any, but ``_protocol/_wire.py``'s ``_CLASSES``, and that this list is complete), read
 only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
 coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
-``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error),
+``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error; written: its
+``_maybe_refresh_commit_offsets``, replaced by one that sends nothing, since eosflow
+positions every partition itself and ``seek`` answers the fetcher's wait for a committed
+offset through the partition state's public ``update_committed``: ``_own_positions``),
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition`` and ``producer._partitioner`` (whether it is aiokafka's default),
@@ -87,10 +93,8 @@ from ._clients import (
     producer_failure,
     producer_for,
     producer_identity,
-    reset_offsets,
     resume,
     seek,
-    seek_to_reset,
     start,
     state_reader,
 )
@@ -113,6 +117,7 @@ from ._errors import (
 )
 from ._fetch import as_records
 from ._groups import GroupView, Member, describe_group
+from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._partitioner import Partitioner
 from ._requests import (
@@ -164,6 +169,7 @@ __all__ = [
     "group_heartbeat",
     "group_identity",
     "is_fencing",
+    "log_offsets",
     "log_position",
     "manual_consumer",
     "map_error",
@@ -181,10 +187,8 @@ __all__ = [
     "producer_identity",
     "reassign",
     "reinit_producer_id",
-    "reset_offsets",
     "resume",
     "seek",
-    "seek_to_reset",
     "start",
     "state_reader",
     "topic_ids",

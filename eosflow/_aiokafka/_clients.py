@@ -45,15 +45,42 @@ class _Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         self, revoked: Partitions, assigned: Partitions, failed: Callable[[Exception], None]
     ) -> None:
         self._revoked, self._assigned, self._failed = revoked, assigned, failed
+        self.consumer: AIOKafkaConsumer | None = None  # set once the consumer is built
 
     async def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         await self._revoked(set(revoked))
 
     async def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        if self.consumer is not None:
+            # before any await: the refresh task aiokafka has just started has not run
+            _own_positions(self.consumer)
         try:
             await self._assigned(set(assigned))
         except Exception as exc:
             self._failed(exc)
+
+
+def _own_positions(consumer: AIOKafkaConsumer) -> None:
+    """Switch off aiokafka's own committed-offset refresh for the group consumer: eosflow
+    positions every partition it is assigned (its own OffsetFetch, stable where the
+    broker has KIP-447, or ``log_offsets`` where nothing is committed) and ``seek``
+    answers aiokafka's fetcher, which waits for a new partition's committed offset.
+
+    Why: aiokafka's refresh sends an OffsetFetch of its own to a coordinator that only
+    its coordination routine finds again -- and that routine waits in eosflow's
+    rebalance callback. An error answer it does not expect (UNKNOWN_SERVER_ERROR,
+    COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT per partition) ends the refresh task
+    for good, which stopped the app at start-up (issue 50); meanwhile aiokafka fetched
+    nothing from that broker, the fetcher's position update holding its slot."""
+    coordinator = getattr(consumer, "_coordinator", None)
+    if coordinator is not None:
+        coordinator._maybe_refresh_commit_offsets = _answered_by_seek
+
+
+async def _answered_by_seek(assignment: Any) -> bool:
+    """aiokafka's committed-offset refresh, switched off (``_own_positions``): nothing to
+    send; its waiters are answered when eosflow positions their partition (``seek``)."""
+    return True
 
 
 def consumer_for(
@@ -85,6 +112,7 @@ def consumer_for(
         **_reading(cfg, client_id),
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
+    listener.consumer = consumer
     return consumer
 
 
@@ -387,40 +415,16 @@ def _only_theirs() -> Iterator[None]:
 
 def seek(consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> bool:
     """Move ``tp``'s position; False when ``tp`` is no longer assigned (a rebalance took
-    it: its next owner starts from the committed offset anyway)."""
+    it: its next owner starts from the committed offset anyway). aiokafka's fetcher, if
+    it waits for ``tp``'s committed offset (``own_positions``), is told it now has a
+    position and goes on."""
     try:
         consumer.seek(tp, offset)
     except IllegalStateError:
         return False
+    assignment = consumer._subscription.subscription.assignment
+    assignment.state_value(tp).update_committed(OffsetAndMetadata(offset, ""))
     return True
-
-
-async def seek_to_reset(consumer: AIOKafkaConsumer, tp: TopicPartition, reset: str) -> bool:
-    """Move ``tp`` to the start or end of its log per ``reset``; False when unassigned."""
-    try:
-        if reset == "earliest":
-            await consumer.seek_to_beginning(tp)
-        else:
-            await consumer.seek_to_end(tp)
-    except IllegalStateError:
-        return False
-    return True
-
-
-async def reset_offsets(
-    consumer: AIOKafkaConsumer, tps: list[TopicPartition], reset: str
-) -> dict[TopicPartition, int]:
-    """Where the reset policy puts each of ``tps``: its log's start (``earliest``) or end
-    (``latest``; the last stable offset for a read_committed consumer). Every failure
-    mapped (``map_error``)."""
-    try:
-        if reset == "earliest":
-            found = await consumer.beginning_offsets(tps)
-        else:
-            found = await consumer.end_offsets(tps)
-    except (KafkaError, OSError) as exc:
-        raise map_error(exc, "ListOffsets") from exc
-    return {tp: int(o) for tp, o in found.items()}
 
 
 async def commit_offsets(consumer: AIOKafkaConsumer, offsets: dict[TopicPartition, int]) -> None:

@@ -279,7 +279,7 @@ async def fetch_committed(
     asked = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
     step = "OffsetFetch"
     deadline = time.monotonic() + timeout_s
-    backoff = _Backoff()
+    backoff = Backoff()
     last = "no answer"
     while True:
         who: tuple[str | None, int] = (None, -1)
@@ -392,7 +392,7 @@ async def _ask(client: Any, group_id: str, req: Any) -> Any:
     return (await client.send(node, req, group=_COORD)).to_object()
 
 
-class _Backoff:
+class Backoff:
     """Exponential backoff from 20 ms, doubling to a 1 s cap (as Kafka's clients grow
     ``retry.backoff.ms`` towards ``retry.backoff.max.ms``), never past a deadline."""
 
@@ -423,7 +423,7 @@ async def send_retrying(
     error, never "no error": a manufactured 0 would commit a transaction without its
     offsets."""
     deadline = time.monotonic() + timeout_s
-    backoff = _Backoff()
+    backoff = Backoff()
     last = "no answer"
     while True:
         remaining = deadline - time.monotonic()

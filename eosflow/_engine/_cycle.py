@@ -176,6 +176,15 @@ class Engine:
         sizing = self._sizing
         limit = sizing.limit
         ahead, self._ahead = self._ahead, None
+        if session.broken:
+            # A recovery that did not finish goes on now, on the cycle's own clock and
+            # its backoff (``run``), not when the next record comes: its records were
+            # polled already, and an idle input brings no other. It puts every partition
+            # back at its committed offset, so work ahead is redone.
+            if ahead is not None:
+                self.observers.work_dropped(len(ahead.records))
+                ahead = None
+            await session.recover()
         if ahead is not None:
             records, epoch = ahead.pending, ahead.epoch
         else:

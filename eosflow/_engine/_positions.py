@@ -31,7 +31,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -138,8 +139,7 @@ class Positions:
         held: set[tuple[str, int]] = set()
         try:
             self.committed.update(await self.fetch(consumer, new, patient=True))
-            for tp in new:
-                await self.seek(consumer, tp)
+            await self.place(consumer, new, patient=True)
             held = hold({(tp.topic, tp.partition): self.committed.get(tp) for tp in new})
             self.held.update(TopicPartition(*p) for p in held)
             self.ready.update(tp for tp in new if (tp.topic, tp.partition) not in held)
@@ -192,7 +192,7 @@ class Positions:
         # fetch of a recovery or a new assignment may have answered first
         if tp in self.held and fetched is not None and (before is None or fetched > before):
             self.committed[tp] = fetched
-            await self.seek(consumer, tp)
+            await self.place(consumer, [tp])
         return self.committed.get(tp)
 
     async def fetch(
@@ -215,13 +215,12 @@ class Positions:
         if settle and not self.stable and self.config.post_commit_delay_s > 0:
             await asyncio.sleep(self.config.post_commit_delay_s)  # let markers land
         cfg = self.config
-        budget_s = cfg.transaction_timeout_s * 2
         return await ak.fetch_committed(
             consumer,
             cfg.group_id,
             partitions,
             require_stable=self.stable,
-            timeout_s=max(budget_s, cfg.retry_timeout_s) if patient else budget_s,
+            timeout_s=self._budget_s(patient),
             member=self.member,
             metadata=self.metadata,
             attempt_s=cfg.transaction_timeout_s,
@@ -229,24 +228,56 @@ class Positions:
 
     async def rewind(self, consumer: AIOKafkaConsumer) -> None:
         """Every assigned partition back to its committed offset (after an abort): what
-        was polled past it is given up too."""
-        for tp in consumer.assignment():
+        was polled past it is given up too. ``TransientError`` when a partition with
+        nothing committed could not be placed (``place``): the caller must not go on
+        reading it from where it is."""
+        assigned = list(consumer.assignment())
+        for tp in assigned:
             self.polled.pop(tp, None)
-            await self.seek(consumer, tp)
+        await self.place(consumer, assigned)
 
-    async def seek(self, consumer: AIOKafkaConsumer, tp: TopicPartition) -> None:
-        """Position ``tp`` at its committed offset (or the reset policy's end). A partition
-        a concurrent rebalance took away is skipped: its next owner starts from the
-        committed offset anyway."""
-        offset = self.committed.get(tp)
-        self.moved((tp.topic, tp.partition))
-        with ak.mapped(f"positioning {tp.topic}[{tp.partition}]"):
-            if offset is not None:
-                moved = ak.seek(consumer, tp, offset)
+    async def place(
+        self, consumer: AIOKafkaConsumer, tps: list[TopicPartition], patient: bool = False
+    ) -> None:
+        """Position ``tps`` at their committed offsets; those with nothing committed where
+        the reset policy says, asked of their leaders by eosflow (``ak.log_offsets``:
+        no group coordinator involved, so a rebalance callback never waits on one),
+        retried within the fetch's budget (``fetch``; ``patient``: new partitions), each
+        attempt at most the transaction timeout; then ``TransientError``, those left
+        where they were. A partition a concurrent rebalance took away is skipped: its
+        next owner starts from the committed offset anyway."""
+        fresh = []
+        for tp in tps:
+            offset = self.committed.get(tp)
+            if offset is None:
+                fresh.append(tp)
             else:
-                moved = await ak.seek_to_reset(consumer, tp, self.config.auto_offset_reset)
-        if not moved:
+                self._seek(consumer, tp, offset)
+        if not fresh:
+            return
+        cfg = self.config
+        starts = await ak.log_offsets(
+            consumer,
+            fresh,
+            cfg.auto_offset_reset,
+            self._budget_s(patient),
+            attempt_s=cfg.transaction_timeout_s,
+        )
+        for tp in fresh:
+            committed = self.committed.get(tp)  # a commit may have come meanwhile
+            self._seek(consumer, tp, starts[tp] if committed is None else committed)
+
+    def _seek(self, consumer: AIOKafkaConsumer, tp: TopicPartition, offset: int) -> None:
+        self.moved((tp.topic, tp.partition))
+        if not ak.seek(consumer, tp, offset):
             log.debug("%s no longer assigned; not repositioned", tp)
+
+    def _budget_s(self, patient: bool) -> float:
+        """How long reading offsets may be retried: twice the transaction timeout, or
+        ``patient``ly at least ``retry_timeout_s``."""
+        cfg = self.config
+        budget_s = cfg.transaction_timeout_s * 2
+        return max(budget_s, cfg.retry_timeout_s) if patient else budget_s
 
     def caught_up(self, consumer: AIOKafkaConsumer, partition: tuple[str, int]) -> bool:
         """Whether ``partition`` is ready (held, restored) and its consumer has read up
@@ -265,6 +296,28 @@ class Positions:
         tp = TopicPartition(*partition)
         if tp in self.ready:
             (ak.pause if paused else ak.resume)(consumer, [tp])
+
+    def runs(
+        self, batch: Mapping[TopicPartition, list[Any]], consumed: Mapping[tuple[str, int], int]
+    ) -> list[Sequence[Record]]:
+        """A poll's ``batch`` as runs of records, one per partition: only ready
+        partitions' (one not ready yet was fetched before its committed offset was in
+        place: its seek fetches it again), none below what the open transaction
+        ``consumed`` already (re-polled after a rewind). Each run's end is noted
+        (``polled``, for lag)."""
+        runs: list[Sequence[Record]] = []
+        polled, ready = self.polled, self.ready
+        for tp, msgs in batch.items():
+            if tp not in ready or not msgs:
+                continue
+            records = ak.as_records(msgs)  # eosflow Records from aiokafka itself
+            polled[tp] = records[-1].offset + 1
+            floor = consumed.get(tp, -1)
+            if records[0].offset < floor:
+                records = [r for r in records if r.offset >= floor]
+            if records:
+                runs.append(records)
+        return runs
 
     def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
         """Each held partition's records not yet committed: its last stable offset minus
@@ -296,8 +349,7 @@ class Positions:
         """Seek each partition of ``records`` still held back to the first of them."""
         for tp, offset in first_offsets(records).items():
             if tp in self.ready:
-                self.moved((tp.topic, tp.partition))
-                ak.seek(consumer, tp, offset)  # False if it moved away meanwhile
+                self._seek(consumer, tp, offset)
 
     async def reposition(
         self, consumer: AIOKafkaConsumer, records: list[Record], committed: bool
@@ -307,14 +359,15 @@ class Positions:
         ``committed`` and the partition has nothing committed yet, to the first of them
         (nothing before them is pending); else the reset policy decides, exactly as the
         abort's rewind did (the aborted records precede these)."""
+        back = []
         for tp, offset in first_offsets(records).items():
             if tp not in self.ready:
                 continue  # moved away: its next owner starts from the committed offset
             if committed and self.committed.get(tp) is None:
-                self.moved((tp.topic, tp.partition))
-                ak.seek(consumer, tp, offset)
+                self._seek(consumer, tp, offset)
             else:
-                await self.seek(consumer, tp)
+                back.append(tp)
+        await self.place(consumer, back)
 
 
 def first_offsets(records: list[Record]) -> dict[TopicPartition, int]:

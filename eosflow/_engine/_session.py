@@ -45,8 +45,9 @@ from .._timeouts import outlived, step_timeout_s, within
 from ._commit import commit_offsets, send_changelog
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
-from ._protocols import Protocols, detect, recheck
-from ._reinit import Claim, reinit
+from ._producer import ProducerSlot
+from ._protocols import Protocols
+from ._reinit import Claim
 from ._transaction import Transaction, report_of
 
 log = logging.getLogger("eosflow.session")
@@ -75,17 +76,15 @@ class TransactSession:
         self._pos = Positions(config)  # held, committed, epoch and identity: _positions
         self._consumer: AIOKafkaConsumer | None = None
         self._group: Membership | None = None  # classic or consumer protocol: _membership
-        self._producer: AIOKafkaProducer | None = None
         self._broken = False  # a recovery did not finish: new producer, positions re-read
         self._recoveries = 0  # recoveries begun (a report tells one that resolved an end)
-        self._partitioner: ak.Partitioner | None = None
-        self.caps: ak.Capabilities | None = None
-        self.protocols: Protocols | None = None  # group and transactions: _protocols
         self.last_abort_reason: str | None = None  # of the last ABORTED outcome
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         self._failure: FatalError | None = None  # the rebalance listener's, for poll()
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
-        self._claim = Claim()  # our start, in the member's client id (_reinit)
+        # the transactional producer and its replacement; our start, in the member's
+        # client id (_reinit); the cluster's capabilities and protocols
+        self._producers = ProducerSlot(config, Claim())
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(
@@ -128,16 +127,16 @@ class TransactSession:
             delay = min(delay * 2, cfg.retry_backoff_max_s)
 
     async def _start(self) -> None:
-        self.protocols = None  # each start (a retried one too) detects them afresh
-        self._producer = await self._new_producer()
-        self._partitioner = ak.Partitioner(self._producer)
-        cfg = self.config
-        self.caps, self.protocols = caps, chosen = await detect(cfg, self._producer)
+        slot = self._producers
+        slot.protocols = None  # each start (a retried one too) detects them afresh
+        producer = await slot.open()
+        cfg, caps, chosen = self.config, slot.caps, slot.protocols
+        assert caps is not None and chosen is not None
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
-        await self.stores.start(self._producer)
+        await self.stores.start(producer)
         group = chosen.group
         ranged = self.stores.copartitioned  # partition p of every topic together
-        member = ak.member_client_id(cfg, self._claim.started_us)
+        member = ak.member_client_id(cfg, slot.claim.started_us)
         self._group = membership_for(
             cfg, group, self._revoked, self._assigned, self._failed, ranged, member
         )
@@ -147,20 +146,6 @@ class TransactSession:
         sync.caught_up = functools.partial(pos.caught_up, consumer)
         sync.throttle = functools.partial(pos.throttle, consumer)
         await self._group.start()
-
-    async def _new_producer(self) -> AIOKafkaProducer:
-        cfg = self.config
-        producer = ak.producer_for(cfg)
-        try:
-            await ak.start(producer, cfg, "InitProducerId", "WRITE")
-            if self.protocols is not None:  # a replacement: the cluster may have changed
-                self.caps, self.protocols = await recheck(cfg, producer, self.protocols)
-        except BaseException as exc:
-            await ak.close_producer(producer, timeout_s=5.0)  # no half-started client left
-            if isinstance(exc, ak.Fenced):
-                raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
-            raise
-        return producer
 
     async def stop(self) -> None:
         """Abort any open transaction, leave the group, close both clients. Never raises
@@ -175,14 +160,13 @@ class TransactSession:
         self._logins.detach()
 
     async def _close_clients(self) -> None:
-        consumer, producer, group = self._consumer, self._producer, self._group
-        self._consumer = self._producer = self._group = None
+        consumer, group = self._consumer, self._group
+        self._consumer = self._group = None
         if group is not None:
             await group.leave()
         if consumer is not None:
             await ak.close_consumer(consumer, timeout_s=10.0)
-        if producer is not None:
-            await ak.close_producer(producer, timeout_s=10.0)
+        await self._producers.close()
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
@@ -191,8 +175,19 @@ class TransactSession:
 
     @property
     def producer(self) -> AIOKafkaProducer:
-        assert self._producer is not None, "session not started"
-        return self._producer
+        producer = self._producers.producer
+        assert producer is not None, "session not started"
+        return producer
+
+    @property
+    def caps(self) -> ak.Capabilities | None:
+        """What the cluster speaks (ApiVersions), once started."""
+        return self._producers.caps
+
+    @property
+    def protocols(self) -> Protocols | None:
+        """The group protocol and transactions version chosen (``_protocols``)."""
+        return self._producers.protocols
 
     @property
     def in_transaction(self) -> bool:
@@ -236,20 +231,9 @@ class TransactSession:
             if stuck is None:
                 raise
             raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
-        runs: list[Sequence[Record]] = []  # a partition's records each
         txn = self._txn  # sealed: what is polled is the next one's (re-polled after a rewind)
         consumed = txn.consumed if txn is not None and not txn.sealed else {}
-        polled, ready = self._pos.polled, self._pos.ready
-        for tp, msgs in batch.items():
-            if tp not in ready or not msgs:
-                continue  # fetched before the stable offset was applied; seek redoes it
-            records = ak.as_records(msgs)  # eosflow Records from aiokafka itself
-            polled[tp] = records[-1].offset + 1
-            floor = consumed.get(tp, -1)
-            if records[0].offset < floor:
-                records = [r for r in records if r.offset >= floor]
-            if records:
-                runs.append(records)
+        runs = self._pos.runs(batch, consumed)
         # one list; with tables in timestamp order per task, some held back (``_sync``)
         return self.stores.sync.admit(runs, max_records)
 
@@ -266,8 +250,30 @@ class TransactSession:
             self._pos.give_back(self.consumer, records)
 
     async def reposition(self, records: list[Record], committed: bool) -> None:
-        """Undo polling work ahead not adopted (``Positions.reposition``)."""
-        await self._pos.reposition(self.consumer, records, committed)
+        """Undo polling work ahead not adopted (``Positions.reposition``); if that cannot
+        be done (a log start unread), the session is ``broken``."""
+        await self._positioned(self._pos.reposition(self.consumer, records, committed))
+
+    async def _positioned(self, step: Awaitable[None]) -> None:
+        try:
+            await step
+        except TransientError:  # positions may be past uncommitted records: recover first
+            self._broken = True
+            raise
+
+    @property
+    def broken(self) -> bool:
+        """A recovery (or a rewind) did not finish: ``recover`` must succeed before
+        anything is polled or begun, since positions may be past uncommitted records."""
+        return self._broken
+
+    async def recover(self) -> None:
+        """Finish a recovery that did not (``_recover``), whether or not records come:
+        a new producer (KIP-360 first, if the old one is still there), every partition
+        back at its committed offset. ``TransientError`` while the broker cannot be
+        reached; the caller retries with its backoff and gives up past its budget."""
+        if self._broken:
+            await self._recover(AbortReason.BROKER_ERROR)
 
     async def begin(self, epoch: int, adopted: bool = False) -> None:
         """Open a transaction for records polled (or work adopted) under ``epoch``. If the
@@ -279,7 +285,7 @@ class TransactSession:
             return
         self.stores.begin(adopted)
         identity = self._pos.identity  # before the await: the identity of this epoch, if current
-        if self._broken or self._producer is None or ak.producer_failure(self._producer):
+        if self._broken or self._producers.failed():
             # bumps the epoch: records polled before it are stale
             await self._recover(
                 AbortReason.BROKER_ERROR if self._broken else AbortReason.PRODUCE_FAILED
@@ -301,11 +307,12 @@ class TransactSession:
         assert txn is not None, "send_all outside a transaction"
         if txn.refused or not outputs:
             return
-        assert self._partitioner is not None
+        partitioner = self._producers.partitioner
+        assert partitioner is not None
         try:
             await _produce.send_all(
                 self.producer,
-                self._partitioner,
+                partitioner,
                 outputs,
                 txn.sends,
                 step_timeout_s(self.config.transaction_timeout_s),
@@ -398,7 +405,7 @@ class TransactSession:
                 if outcome is Outcome.ABORTED:
                     self.last_abort_reason = str(why)
                     log.info("transaction aborted: %s", why)
-                    await self._pos.rewind(self.consumer)
+                    await self._positioned(self._pos.rewind(self.consumer))
             if txn.fatal is not None:  # aborted first: nothing left open on the broker
                 raise txn.fatal
             return outcome
@@ -535,14 +542,7 @@ class TransactSession:
         self._recoveries += 1
         self._pos.epoch += 1  # records polled before this are not ours to commit
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
-        old, self._producer, self._partitioner = self._producer, None, None
-        if old is not None:
-            try:
-                await reinit(old, self.config, self.caps, fenced, self._claim)
-            finally:  # whether we go on or not, the old producer is done
-                await ak.close_producer(old, timeout_s=5.0)
-        self._producer = await self._new_producer()
-        self._partitioner = ak.Partitioner(self._producer)
+        await self._producers.replace(fenced)
         await self._pos.reread(self.consumer)
         # the stores catch up too: the changelog knows whether that transaction committed
         committed = {(tp.topic, tp.partition): off for tp, off in self._pos.committed.items()}
@@ -572,7 +572,7 @@ class TransactSession:
         if self._consumer is None:
             return
         log.error("group membership failed: %r", exc)
-        why = f"fetching the committed offsets of newly assigned partitions failed: {exc}"
+        why = f"positioning newly assigned partitions failed: {exc}"
         self._failure = exc if isinstance(exc, MembershipStopped) else FatalError(why)
 
     def _restore_failed(self, exc: Exception) -> None:

@@ -391,7 +391,10 @@ class SinkRunner:
             try:
                 tps = [TopicPartition(*tp) for tp in new]
                 with ak.mapped("finding where new partitions start", "READ"):
-                    reset = await ak.reset_offsets(consumer, tps, self.config.auto_offset_reset)
+                    cfg = self.config
+                    reset = await ak.log_offsets(
+                        consumer, tps, cfg.auto_offset_reset, cfg.transaction_timeout_s
+                    )
                 conn = await self.db.connected("claiming partitions")
                 with self.db.step("claiming partitions"):
                     return await self.offsets.claim(

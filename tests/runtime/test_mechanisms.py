@@ -362,7 +362,7 @@ async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) 
     await seed(c, n=10)
     c.intercept("OffsetFetch", version=9, error=codes.GROUP_AUTHORIZATION_FAILED, times=None)
     app = eosflow.EosApp(Gate("out"), cfg(c))
-    with pytest.raises(eosflow.FatalError, match="committed offsets"):
+    with pytest.raises(eosflow.FatalError, match="positioning newly assigned.*OffsetFetch"):
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g") == {}
@@ -580,22 +580,24 @@ async def test_records_polled_during_an_aborts_rewind_are_kept(
 
     proc = FailOnce("out")
     app = eosflow.EosApp(proc, cfg(c, process_ahead=True, commit_interval_s=4, min_transaction_s=3))
-    reset = _positions.ak.seek_to_reset
+    place = _positions.Positions.place
     repolled: list[bool] = []
 
-    async def reset_then_wait(consumer: Any, tp: TopicPartition, policy: str) -> bool:
-        moved = await reset(consumer, tp, policy)
+    async def place_then_wait(
+        self: _positions.Positions, consumer: Any, tps: list[TopicPartition], patient: bool = False
+    ) -> None:
+        await place(self, consumer, tps, patient)
         session = session_of(app)
-        if tp.partition == 0 and session is not None and session.in_transaction:
+        tp = TopicPartition("in", 0)
+        if tp in tps and session is not None and session.in_transaction:
 
             async def polled_again() -> bool:
                 return session._pos.polled.get(tp) == 100
 
             await eventually(polled_again, timeout_s=10, what="partition 0 polled again")
             repolled.append(True)
-        return moved
 
-    monkeypatch.setattr(_positions.ak, "seek_to_reset", reset_then_wait)
+    monkeypatch.setattr(_positions.Positions, "place", place_then_wait)
     async with app:
         await until(app, lambda: (0, 99) in proc.seen, "partition 0 in the first transaction")
         await (await p.send("in", b"v100", partition=1))

@@ -1,0 +1,75 @@
+"""``ProducerSlot``: the session's one transactional producer, and its replacement.
+
+A producer that failed -- a produce refused, an EndTxn whose outcome only the broker
+knows, a fencing answer -- is never used again: ``replace`` re-initialises its id under
+a bumped epoch (KIP-360, ``_reinit``), which aborts whatever it left open, closes it
+whether or not that succeeded, and starts a new one. A new one that cannot start (its
+FindCoordinator or InitProducerId unanswered) leaves the slot empty (``failed``), for
+the next ``replace`` to fill: the session retries it on its own clock, records or not.
+
+The cluster's capabilities and the protocols chosen from them (``_protocols``) are
+detected with the first producer of a start and checked again with each replacement (a
+cluster may be upgraded or downgraded under a running app).
+"""
+
+from __future__ import annotations
+
+from aiokafka import AIOKafkaProducer
+
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import ProducerFencedError
+from ._protocols import Protocols, detect, recheck
+from ._reinit import Claim, reinit
+
+
+class ProducerSlot:
+    def __init__(self, config: EosConfig, claim: Claim) -> None:
+        self.config = config
+        self.claim = claim  # our start, as the group shows it (``_reinit``)
+        self.producer: AIOKafkaProducer | None = None
+        self.partitioner: ak.Partitioner | None = None  # the producer's, for whole batches
+        self.caps: ak.Capabilities | None = None
+        self.protocols: Protocols | None = None  # None: detected by the next ``open``
+
+    async def open(self) -> AIOKafkaProducer:
+        """Start a producer (InitProducerId) into the empty slot; with no protocols yet
+        (a start), detect them, else check them again. A producer that fails to start
+        is closed; a fencing answer is ``ProducerFencedError``."""
+        assert self.producer is None, "the slot holds a producer"
+        cfg = self.config
+        producer = ak.producer_for(cfg)
+        try:
+            await ak.start(producer, cfg, "InitProducerId", "WRITE")
+            if self.protocols is None:
+                self.caps, self.protocols = await detect(cfg, producer)
+            else:
+                self.caps, self.protocols = await recheck(cfg, producer, self.protocols)
+        except BaseException as exc:
+            await ak.close_producer(producer, timeout_s=5.0)  # no half-started client left
+            if isinstance(exc, ak.Fenced):
+                raise ProducerFencedError(cfg.transactional_id, str(exc)) from None
+            raise
+        self.producer, self.partitioner = producer, ak.Partitioner(producer)
+        return producer
+
+    def failed(self) -> bool:
+        """Whether the slot is empty or its producer went fatal under aiokafka."""
+        return self.producer is None or ak.producer_failure(self.producer) is not None
+
+    async def replace(self, fenced: str | None) -> None:
+        """KIP-360 on the producer in the slot, if any (``fenced``: the answer that
+        fenced it; ``reinit`` says when that is fatal), closed whatever came of it, then
+        a new one (``open``). Raises what the broker answered; the slot is then empty."""
+        old, self.producer, self.partitioner = self.producer, None, None
+        if old is not None:
+            try:
+                await reinit(old, self.config, self.caps, fenced, self.claim)
+            finally:  # whether we go on or not, the old producer is done
+                await ak.close_producer(old, timeout_s=5.0)
+        await self.open()
+
+    async def close(self) -> None:
+        old, self.producer, self.partitioner = self.producer, None, None
+        if old is not None:
+            await ak.close_producer(old, timeout_s=10.0)
