@@ -1,7 +1,7 @@
 """The fault matrix: every request the runtime sends, faulted every way the test cluster
 can fault it, in two modes, each case ending in one observed outcome.
 
-A case is (request, fault, mode). The request is an API the runtime sends (pinned to
+A case is (request, fault, mode, arm). The request is an API the runtime sends (pinned to
 one version where eosflow and aiokafka send it along different paths); the fault is one
 ``FaultRule`` -- dropped once, dropped for longer than any retry budget, answer lost, an
 error answer, or delayed; the mode says what happens to the instance:
@@ -16,11 +16,24 @@ read_committed reader: the output holds, per input partition, one output for eve
 offset below the group's committed offset and none past it (after a finished run the
 committed offsets are the end offsets).
 
-A fault is armed when its request is due: at start (FindCoordinator, InitProducerId,
-Metadata, Fetch: the first of them is faulted), mid-stream after the first commit (the
-transaction path, heartbeats), or mid-stream with a forced rebalance (JoinGroup,
-SyncGroup, the stable OffsetFetch of the new assignment; under the consumer protocol the
-members are removed, as a session timeout would, and rejoin).
+The arm says when the fault is put in place (``ARMS``):
+
+- ``due``: when its request is due -- at start (FindCoordinator, InitProducerId, Metadata,
+  Fetch, ListOffsets: the first of them is faulted), mid-stream after the first commit
+  (the transaction path, heartbeats), or mid-stream with a forced rebalance (JoinGroup,
+  SyncGroup, the stable OffsetFetch of the new assignment; under the consumer protocol
+  the members are removed, as a session timeout would, and rejoin);
+- ``start``: before the first instance starts, whatever the request (a broker restarted
+  during a deploy): the first join, its positioning and the first transaction meet it;
+- ``recover``: after the first commit, with a forced rebalance and one failed Produce
+  right behind it, so the requests an instance sends again only when it recovers -- the
+  new producer's FindCoordinator and InitProducerId, KIP-360's InitProducerId, the
+  re-read of the committed offsets, the rejoin and the positioning -- meet the fault.
+  The input is idle by then (every record was polled), as in issue 50's second hang.
+
+A case passes only if its fault was hit (``hits``): a case never hit says nothing.
+The input topic has one partition more than records go to (``Timing.idle_partitions``):
+with nothing committed, every assignment of it asks ListOffsets where it starts.
 
 Each request is sent under one pair of protocols: the classic group protocol with
 transactions v1, or (``modern``) the consumer group protocol with transactions v2, the
@@ -48,7 +61,9 @@ from ..._records import Output, Record
 
 Mode = Literal["survive", "kill"]
 Phase = Literal["start", "steady", "rebalance"]
+Arm = Literal["due", "start", "recover"]
 MODES: tuple[Mode, ...] = ("survive", "kill")
+ARMS: tuple[Arm, ...] = ("due", "start", "recover")
 
 IN, OUT, GROUP, TXN_ID = "in", "out", "g", "tx-matrix"
 OK_KINDS = frozenset({"committed-all", "recovered", "fatal"})
@@ -91,12 +106,20 @@ REQUESTS: tuple[Request, ...] = (
     # Fetch would not stand between the app and its records
     Request("Fetch", "Fetch", "start", kind="data"),
     Request("Metadata", "Metadata", "start", kind="metadata"),
+    # where a partition with nothing committed starts, asked of its leader by eosflow
+    Request("ListOffsets", "ListOffsets", "start", kind="data"),
     # the consumer group protocol and transactions v2 (the defaults on Kafka 4.x)
     Request("Produce.v12", "Produce", "steady", 12, "data", "adds its partition", True),
     Request("TxnOffsetCommit.v5", "TxnOffsetCommit", "steady", 5, "txn", "joins by itself", True),
     Request("EndTxn.v5", "EndTxn", "steady", 5, "txn", "answers the bumped epoch", True),
     Request("ConsumerGroupHeartbeat", "ConsumerGroupHeartbeat", "steady", 1, "group", "", True),
     Request("OffsetFetch.member", "OffsetFetch", "rebalance", 9, "group", "names the member", True),
+    # what both setups send, under the modern one too
+    Request("FindCoordinator.modern", "FindCoordinator", "start", None, "find", "", True),
+    Request("InitProducerId.modern", "InitProducerId", "start", None, "txn", "", True),
+    Request("Fetch.modern", "Fetch", "start", None, "data", "", True),
+    Request("Metadata.modern", "Metadata", "start", None, "metadata", "", True),
+    Request("ListOffsets.modern", "ListOffsets", "start", None, "data", "", True),
 )
 
 
@@ -205,14 +228,28 @@ class Case:
     request: Request
     fault: Fault
     mode: Mode
+    arm: Arm = "due"
 
     @property
     def id(self) -> str:
-        return f"{self.request.name}-{self.fault.name}-{self.mode}"
+        head = f"{self.request.name}-{self.fault.name}-{self.mode}"
+        return head if self.arm == "due" else f"{head}@{self.arm}"
 
 
-def all_cases(modes: Sequence[Mode] = MODES) -> list[Case]:
-    return [Case(r, f, m) for m in modes for r in REQUESTS for f in faults_for(r)]
+def arms_for(request: Request) -> tuple[Arm, ...]:
+    """The arms of ``request``: ``start`` is its ``due`` one for a request due at start."""
+    return tuple(a for a in ARMS if not (a == "start" and request.phase == "start"))
+
+
+def all_cases(modes: Sequence[Mode] = MODES, arms: Sequence[Arm] = ARMS) -> list[Case]:
+    return [
+        Case(r, f, m, a)
+        for a in arms
+        for m in modes
+        for r in REQUESTS
+        if a in arms_for(r)
+        for f in faults_for(r)
+    ]
 
 
 # The CI cover: in each mode every request once, and every fault class at least once;
@@ -239,6 +276,12 @@ CI_COVER: dict[Mode, dict[str, str]] = {
         "EndTxn.v5": "answer_lost",
         "ConsumerGroupHeartbeat": "not_coordinator",
         "OffsetFetch.member": "drop_long",
+        "ListOffsets": "drop_once",
+        "FindCoordinator.modern": "unknown_server_error",
+        "InitProducerId.modern": "answer_lost",
+        "Fetch.modern": "unknown_server_error",
+        "Metadata.modern": "delay",
+        "ListOffsets.modern": "not_leader",
     },
     "kill": {
         "Produce": "drop_once",
@@ -260,6 +303,12 @@ CI_COVER: dict[Mode, dict[str, str]] = {
         "EndTxn.v5": "not_coordinator",
         "ConsumerGroupHeartbeat": "drop_long",
         "OffsetFetch.member": "unknown_server_error",
+        "ListOffsets": "delay",
+        "FindCoordinator.modern": "coordinator_not_available",
+        "InitProducerId.modern": "drop_long",
+        "Fetch.modern": "drop_once",
+        "Metadata.modern": "unknown_server_error",
+        "ListOffsets.modern": "answer_lost",
     },
 }
 
@@ -284,6 +333,22 @@ CI_EXTRA: tuple[str, ...] = (
     # the modern rows' first sweep (2026-11-26): a heartbeat answered UNKNOWN_SERVER_ERROR
     # stopped the consumer protocol's membership (now retried until the session ends)
     "ConsumerGroupHeartbeat-unknown_server_error-survive",
+    # issue 50: faults from the start and faults on a recovery's requests. OffsetFetch
+    # failing at start hung the classic protocol (7 of 8 faults): positioning waited on
+    # aiokafka's own refresh; a recovery whose new producer could not find its
+    # coordinator was never retried once the input was idle
+    "OffsetFetch-unknown_server_error-survive@start",
+    "OffsetFetch-coordinator_not_available-kill@start",
+    "OffsetFetch-drop_once-survive@start",
+    "OffsetFetch.member-unknown_server_error-survive@start",
+    "ListOffsets-drop_long-survive",
+    "ListOffsets.modern-unknown_server_error-kill",
+    "JoinGroup-coordinator_not_available-survive@start",
+    "FindCoordinator-drop_long-survive@recover",
+    "InitProducerId-unknown_server_error-survive@recover",
+    "FindCoordinator.modern-drop_long-survive@recover",
+    "OffsetFetch-not_coordinator-kill@recover",
+    "ListOffsets-not_leader-survive@recover",
 )
 
 
@@ -313,7 +378,8 @@ class Timing:
     seconds; ``stall_s`` without progress after the fault is over is a hang."""
 
     records: int = 300
-    partitions: int = 2
+    partitions: int = 2  # that records go to
+    idle_partitions: int = 1  # more in the input topic, never written: nothing committed
     record_cost_s: float = 0.003  # so the stream lasts about a second
     session_timeout_s: float = 3.0
     heartbeat_interval_s: float = 0.3

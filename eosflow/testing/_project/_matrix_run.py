@@ -19,6 +19,7 @@ from ..._checks._checker import read_topic
 from ..._config import EosConfig
 from ..._errors import EosflowError
 from ..._processor import Processor
+from ..._protocol import _codes as codes
 from ..._timeouts import within
 from .._cluster import FakeCluster
 from .._faults import FaultRule
@@ -268,7 +269,7 @@ async def run_case(
 
 
 async def _seed(c: FakeCluster, t: Timing) -> None:
-    c.create_topic(IN, t.partitions)
+    c.create_topic(IN, t.partitions + t.idle_partitions)
     c.create_topic(OUT, 2)
     p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
     await p.start()
@@ -306,8 +307,9 @@ async def _run(case: Case, c: FakeCluster, t: Timing, processor: Processor | Non
     runner = (
         _InProcess(c, t, processor, modern) if case.mode == "survive" else _Children(c, t, modern)
     )
-    phase = case.request.phase
+    phase = case.request.phase if case.arm == "due" else case.arm
     rule = _arm(c, case) if phase == "start" else None
+    provoke: FaultRule | None = None
     await runner.start()
     try:
         if rule is None:
@@ -320,8 +322,10 @@ async def _run(case: Case, c: FakeCluster, t: Timing, processor: Processor | Non
             if not ok:
                 return Result(case.id, "HANG", "nothing committed before the fault was armed")
             rule = _arm(c, case)
-            if phase == "rebalance":
+            if phase in ("rebalance", "recover"):
                 c.force_rebalance(GROUP)
+            if phase == "recover":  # the producer is replaced (KIP-360), positions re-read
+                provoke = c.intercept("Produce", error=codes.UNKNOWN_SERVER_ERROR, times=1)
         await _wait(lambda: rule.hits > 0 or runner.ended(), t.hit_timeout_s)
         if rule.hits == 0:
             c.faults.clear()
@@ -341,7 +345,11 @@ async def _run(case: Case, c: FakeCluster, t: Timing, processor: Processor | Non
                 asyncio.get_running_loop().time() + case.fault.window_s, c.remove_fault, rule
             )
         kind, detail = await _watch(c, t, runner, over_at, started=hit_at)
-        return await _finish(case, c, t, runner, rule, kind, detail)
+        provoked = provoke is None or provoke.hits > 0
+        result = await _finish(case, c, t, runner, rule, kind, detail)
+        if not provoked:  # then no recovery was asked for: the case says nothing of one
+            result.notes.append("NOT-PROVOKED: the failed Produce never landed")
+        return result
     finally:
         c.faults.clear()
         await runner.abandon(10)
