@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -435,6 +436,35 @@ async def commit_offsets(consumer: AIOKafkaConsumer, offsets: dict[TopicPartitio
         await consumer.commit({tp: OffsetAndMetadata(o, "") for tp, o in offsets.items()})
     except (KafkaError, OSError) as exc:
         raise map_error(exc, "OffsetCommit") from exc
+
+
+async def poll(
+    consumer: AIOKafkaConsumer, timeout_s: float, max_records: int | None
+) -> dict[TopicPartition, list[Any]]:
+    """aiokafka's ``getmany``, waiting at most ``timeout_s`` for an assignment. While
+    none is in place -- none given yet (under the consumer group protocol, a standby
+    member or one whose input topic does not exist), or a rebalance in progress --
+    aiokafka's ``getmany`` waits for one however long it takes; so a caller that reads
+    a stop flag between polls never read it (issue 51: a standby ran on 58 s after
+    SIGTERM). Then this returns nothing once ``timeout_s`` has passed."""
+    subscription = consumer._subscription
+    began = time.monotonic()
+    if subscription.reassignment_in_progress:
+        waiter = subscription.wait_for_assignment()
+        try:
+            await asyncio.wait({waiter}, timeout=timeout_s)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+            elif not waiter.cancelled():
+                waiter.exception()  # a coordination error: getmany raises it below
+        if subscription.reassignment_in_progress:
+            return {}
+    left_ms = int(max(0.0, timeout_s - (time.monotonic() - began)) * 1000)
+    batch: dict[TopicPartition, list[Any]] = await consumer.getmany(
+        timeout_ms=left_ms, max_records=max_records
+    )
+    return batch
 
 
 def position_now(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:

@@ -56,6 +56,9 @@ log = logging.getLogger("eosflow.app")
 # While a commit is in flight and the consumer has nothing buffered, look again this
 # often (aiokafka's getmany is not safe to cancel: it would leave its poll counter raised).
 _IDLE_WAIT_S = 0.005
+# An idle app's poll waits at most this long for records, so a stop (read between polls)
+# is seen within it whatever commit_interval_s is; records cut the wait short.
+_IDLE_POLL_S = 0.5
 _YIELD_S = 0.0005
 """Processing yields to the event loop at least this often, so that each step of a
 commit in flight (flush, offsets, heartbeat, EndTxn), the fetcher and the sender go on
@@ -189,7 +192,7 @@ class Engine:
             records, epoch = ahead.pending, ahead.epoch
         else:
             first = sizing.chunk(sizing.room(limit, 0), cfg.commit_interval_s)
-            records = await session.poll(first, cfg.commit_interval_s)
+            records = await session.poll(first, min(cfg.commit_interval_s, _IDLE_POLL_S))
             epoch = session.epoch  # the assignment these records were polled under
             if not records and not session.stores.clock_due():
                 return  # idle (a wall-clock timer due opens a transaction of its own)

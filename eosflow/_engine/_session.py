@@ -222,10 +222,10 @@ class TransactSession:
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         try:
             sync = self.stores.sync  # tables: records wait there, in time order
-            wait_ms = 0 if sync.more else int(timeout_s * 1000)
+            wait_s = 0.0 if sync.more else timeout_s
             most = None if sync.drains else max_records
             with ak.mapped("consuming (fetch and group membership)", "READ"):
-                batch = await self.consumer.getmany(timeout_ms=wait_ms, max_records=most)
+                batch = await ak.poll(self.consumer, wait_s, most)
         except TransientError as exc:
             stuck = ak.consumer_failure(self.consumer)  # no heartbeats any more: stop
             if stuck is None:

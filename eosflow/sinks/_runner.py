@@ -210,9 +210,7 @@ class SinkRunner:
             left = 0.0 if stopping else max(0.0, deadline - time.monotonic())
             try:
                 with ak.mapped("consuming", "READ"):
-                    polled = await consumer.getmany(
-                        timeout_ms=int(left * 1000), max_records=cfg.max_records_per_txn - len(out)
-                    )
+                    polled = await ak.poll(consumer, left, cfg.max_records_per_txn - len(out))
             except TransientError as exc:
                 stuck = ak.consumer_failure(consumer)  # aiokafka's group handling ended
                 if stuck is not None:
