@@ -25,6 +25,7 @@ import asyncpg
 from .._config import EosConfig
 from .._errors import FatalError, TransientError
 from .._timeouts import within
+from ._dsn import Dsn
 from ._errors import mapped
 from ._retries import Retries
 
@@ -36,7 +37,7 @@ log = logging.getLogger("eosflow.sink")
 class Database:
     """The connection to ``dsn`` for a sink run under ``config`` (see the module)."""
 
-    def __init__(self, dsn: str, config: EosConfig, retries: Retries) -> None:
+    def __init__(self, dsn: Dsn, config: EosConfig, retries: Retries) -> None:
         self.dsn, self.config, self._retries = dsn, config, retries
         self._conn: Any = None
 
@@ -53,7 +54,7 @@ class Database:
             try:
                 with mapped(step):
                     self._conn = await asyncpg.connect(
-                        self.dsn,
+                        **self.dsn.connect_args(),
                         timeout=10.0,
                         command_timeout=self.config.transaction_timeout_s,
                         server_settings=self._settings(),
@@ -113,8 +114,4 @@ class Database:
 
     def redacted(self) -> str:
         """The DSN without its password, for messages."""
-        head, at, tail = self.dsn.rpartition("@")
-        if not at:
-            return self.dsn
-        scheme, sep, user = head.partition("://")
-        return f"{scheme}{sep}{user.partition(':')[0]}@{tail}"
+        return self.dsn.shown

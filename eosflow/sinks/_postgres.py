@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from .._errors import ConfigError
 from .._processor import Processor
 from .._records import Record
+from ._dsn import Dsn
 from ._tables import TableWrite
 
 __all__ = ["PostgresSink"]
@@ -48,8 +49,9 @@ class PostgresSink(Processor):
     assignment the positions come from that table, not from Kafka; the group's
     offsets in Kafka are committed afterwards for lag and ``eosflow status`` only.
 
-    ``dsn``: the database (a ``postgresql://`` URL; default: the environment variable
-    ``EOSFLOW_POSTGRES_DSN``). A batch is what one eosflow transaction would hold
+    ``dsn``: the database, as libpq takes it -- a ``postgresql://`` URI or ``key=value``
+    pairs (default: the environment variable ``EOSFLOW_POSTGRES_DSN``); its password never
+    reaches a log line or an error. A batch is what one eosflow transaction would hold
     (``commit_interval_s``, ``max_records_per_txn``). What ``write`` does outside the
     connection (a call to another service) is not undone by a rollback: keep it
     idempotent. The sink runs the classic group protocol.
@@ -63,13 +65,16 @@ class PostgresSink(Processor):
         self.dsn = dsn
         self._table: TableWrite | None = None
 
-    def database(self) -> str:
-        """The DSN to connect with, or a ``ConfigError`` naming the setting."""
-        dsn = self.dsn or os.environ.get("EOSFLOW_POSTGRES_DSN")
-        if not dsn:
+    def database(self) -> Dsn:
+        """The DSN to connect with (``Dsn``: a URI or libpq's key=value pairs, its password
+        kept apart), or a ``ConfigError`` naming the setting -- never the DSN."""
+        text = self.dsn or os.environ.get("EOSFLOW_POSTGRES_DSN")
+        if not text:
             raise ConfigError(
                 f"{type(self).__name__}: no database: pass dsn= or set EOSFLOW_POSTGRES_DSN"
             )
+        setting = f"{type(self).__name__}(dsn=...)" if self.dsn else "EOSFLOW_POSTGRES_DSN"
+        dsn = Dsn.parse(text, setting)
         name = type(self).__name__
         for setting in ("offsets_table", "into"):
             value = getattr(self, setting)

@@ -362,7 +362,7 @@ async def test_failed_offset_fetch_on_assignment_is_fatal(cluster: FakeCluster) 
     await seed(c, n=10)
     c.intercept("OffsetFetch", version=9, error=codes.GROUP_AUTHORIZATION_FAILED, times=None)
     app = eosflow.EosApp(Gate("out"), cfg(c))
-    with pytest.raises(eosflow.FatalError, match="positioning newly assigned.*OffsetFetch"):
+    with pytest.raises(eosflow.FatalError, match=r"positioning newly assigned.*OffsetFetch"):
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g") == {}
