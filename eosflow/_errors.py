@@ -80,7 +80,10 @@ class ProcessingError(FatalError):
         )
         super().__init__(
             f"processor failed {on}: "
-            f"{type(cause).__name__}: {cause}; transaction aborted, nothing past it committed"
+            f"{type(cause).__name__}: {cause}; transaction aborted, nothing past it "
+            "committed (a restart meets the same record: set dead_letter_topic -- "
+            "EOSFLOW_DEAD_LETTER_TOPIC, --dead-letter-topic -- to send such records there "
+            "and go on)"
         )
         self.topic = topic
         self.partition = partition

@@ -2,8 +2,9 @@
 
 Per file, its ```python blocks run in order, in one namespace, in a child process,
 against a test cluster this test starts: ``kafka:9092`` in them is replaced by its
-address, and the topic ``words`` holds a few records. Then every ``Processor`` the blocks
-defined runs in an ``EosApp`` over those records until they are committed, so a
+address, and the topic ``words`` holds a few records, a tombstone among them. Then
+every ``Processor`` the blocks defined runs in an ``EosApp`` over those records until
+they are committed, so a
 processor that raises, or an API the text uses wrongly, fails here. (Spark processors
 are only defined: the Spark examples' own tests run them; so are sinks, which need a
 database and JSON values: ``tests/sinks/test_table_sink.py`` runs the same
@@ -28,7 +29,8 @@ from eosflow.testing import FakeCluster
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.S | re.M)
-WORDS = [b"alpha beta", b"gamma", b"delta alpha", b"beta"]
+# a tombstone (no value) among them: the code a page shows survives any record
+WORDS = [b"alpha beta", b"gamma", None, b"delta alpha", b"beta"]
 
 EXERCISE = """
 import asyncio as _asyncio

@@ -256,10 +256,13 @@ async def test_wrong_result_type_names_the_record(
     c = cluster
     await seed(c, n=20)
     app = eosflow.EosApp(Returns("out", bad), cfg(c))
-    with pytest.raises(eosflow.ProcessingError, match=rf"in\[0\]@5: TypeError: .*{said}"):
+    with pytest.raises(eosflow.ProcessingError, match=rf"in\[0\]@5: TypeError: .*{said}") as e:
         async with app:
             await until(app, lambda: False, "never", timeout_s=20)
     assert c.committed("g").get(("in", 0), 0) <= 5
+    # the line says how to go on past such a record (issue 51.3)
+    assert "EOSFLOW_DEAD_LETTER_TOPIC, --dead-letter-topic" in str(e.value)
+    assert "\n" not in str(e.value)
 
 
 # ... and dead-lettered with one (before: the app stopped all the same).
