@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import difflib
 import importlib
 import inspect
 import logging
 import os
+import re
 import signal
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, NoReturn, TypeVar, Union, get_args, get_origin
 
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
@@ -49,7 +51,11 @@ EXIT_FENCED = 3
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except ConfigError as exc:
+        print(f"eosflow: {_one_line(exc)}", file=sys.stderr)
+        return 2
     configure_logs(args.log_level, args.log_format)
     try:
         code: int = args.func(args)
@@ -112,8 +118,39 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with eosflow's treatment of a mistyped flag: no prefix matching (a flag
+    is its whole name: ``--commit-interval`` is not ``--commit-interval-s``), and a
+    mistake is one ``ConfigError`` line (exit 2) naming the closest flag -- not a usage
+    dump."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        kw["allow_abbrev"] = False
+        super().__init__(*args, **kw)
+
+    def error(self, message: str) -> NoReturn:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if unknown is not None and unknown.group(1).startswith("-"):
+            flag = unknown.group(1).split("=", 1)[0]
+            close = difflib.get_close_matches(flag, sorted(_flags(self)), n=1)
+            hint = f"did you mean {close[0]}?" if close else f"see {self.prog} --help"
+            raise ConfigError(f"unknown flag {flag}; {hint}")
+        raise ConfigError(f"{message} ({self.prog} --help)")
+
+
+def _flags(parser: argparse.ArgumentParser) -> set[str]:
+    """Every flag of ``parser`` and of its commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for command in action.choices.values():
+                found |= _flags(command)
+    return found
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="eosflow",
         description="Exactly-once consume-transform-produce on Apache Kafka: the commands "
         "run, check, status and demo.",
@@ -123,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", default="text", choices=LOG_FORMATS)
     # the same option on every command, so it may also follow the command's name; not
     # given there, it leaves the value given before the command (or the default) alone
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--log-level",
         choices=LOG_LEVELS,
@@ -136,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="text lines, or one JSON object per line (default: text)",
     )
-    sub = p.add_subparsers(required=True, metavar="COMMAND")
+    sub = p.add_subparsers(required=True, metavar="COMMAND")  # its parsers: _Parser too
 
     run = sub.add_parser(
         "run", parents=[common], help="run a Processor subclass as an exactly-once service"

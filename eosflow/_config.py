@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
@@ -23,7 +23,7 @@ from pydantic_settings import (
 )
 
 from ._errors import ConfigError
-from ._security import KafkaSecurity
+from ._security import KafkaSecurity, OneLineSettings, settings_lines
 
 ENV_PREFIX = "EOSFLOW_"
 
@@ -43,7 +43,7 @@ OTHER_ENV_VARS: Mapping[str, str] = {
 }
 
 
-class OpsSettings(BaseSettings):
+class OpsSettings(OneLineSettings):
     """How a running app shows itself (``EosConfig.ops``): metrics, health probes,
     progress and tracing of one instance. Read from ``EOSFLOW_*`` variables and ``eosflow
     run`` flags like the other settings. Defaults: no HTTP port (nothing listens unless
@@ -88,10 +88,12 @@ class OpsSettings(BaseSettings):
     )
 
 
-class EosConfig(BaseSettings):
-    """Settings of one eosflow instance (frozen; validated on construction)."""
+class EosConfig(OneLineSettings):
+    """Settings of one eosflow instance (frozen; validated on construction: a bad value
+    or an unknown name is a ``ConfigError`` of one line naming the field)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
+    what: ClassVar[str] = "eosflow config"
 
     bootstrap_servers: str = Field(min_length=1, description="host:port[,host:port...]")
     group_id: str = Field(min_length=1, description="consumer group shared by all instances")
@@ -347,8 +349,8 @@ def load_config(**values: object) -> EosConfig:
             if isinstance(given, Mapping):  # flags given: over the environment's settings
                 values = {**values, name: model(**given)}
         return EosConfig(**values)  # type: ignore[arg-type]
-    except ValidationError as exc:
-        raise ConfigError("invalid eosflow config: " + _lines(exc)) from None
+    except ValidationError as exc:  # a nested model's, if any
+        raise ConfigError("invalid eosflow config: " + settings_lines(exc, EosConfig)) from None
 
 
 def load_security(values: object = None) -> KafkaSecurity:
@@ -357,15 +359,8 @@ def load_security(values: object = None) -> KafkaSecurity:
     try:
         return KafkaSecurity(**(dict(values) if isinstance(values, Mapping) else {}))
     except ValidationError as exc:
-        raise ConfigError("invalid eosflow security settings: " + _lines(exc)) from None
-
-
-def _lines(exc: ValidationError) -> str:
-    lines = []
-    for err in exc.errors():
-        field = ".".join(str(p) for p in err["loc"]) or "config"
-        lines.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
-    return "; ".join(lines)
+        lines = settings_lines(exc, KafkaSecurity)
+        raise ConfigError("invalid eosflow security settings: " + lines) from None
 
 
 def check_environment(environ: Mapping[str, str], cls: type[BaseSettings] = EosConfig) -> None:

@@ -26,12 +26,23 @@ mechanism on a PLAINTEXT connection, TLS files with no TLS, a missing password) 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, FilePath, ImportString, SecretStr, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    FilePath,
+    ImportString,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ._errors import ConfigError
 
 TokenProvider = Callable[[], "str | Awaitable[str]"]
 
@@ -39,10 +50,53 @@ TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
-class KafkaSecurity(BaseSettings):
+class OneLineSettings(BaseSettings):
+    """eosflow's settings objects (``KafkaSecurity`` here, ``EosConfig`` and
+    ``OpsSettings``): built with a bad value or an unknown name, they raise a
+    ``ConfigError`` of one line naming each field -- an unknown one with the closest
+    valid name -- never pydantic's multi-line ``ValidationError`` (nor a value: a
+    secret may be one)."""
+
+    what: ClassVar[str] = "eosflow settings"
+
+    def __init__(self, **values: Any) -> None:
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid {self.what}: {settings_lines(exc, type(self))}") from None
+
+
+def settings_lines(exc: ValidationError, model: type[BaseModel]) -> str:
+    """``exc``'s errors as one line: ``field: what is wrong`` each, an unknown field with
+    the closest one ``model`` has (a nested settings object's for a nested name)."""
+    lines = []
+    for err in exc.errors():
+        loc = tuple(str(p) for p in err["loc"])
+        field = ".".join(loc) or "config"
+        if err["type"] == "extra_forbidden" and loc:
+            close = difflib.get_close_matches(loc[-1], _field_names(model, loc[:-1]), n=1)
+            hint = f"did you mean {'.'.join((*loc[:-1], close[0]))}?" if close else "no such"
+            lines.append(f"{field}: unknown setting; {hint}")
+        else:
+            lines.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+    return "; ".join(lines)
+
+
+def _field_names(model: type[BaseModel], path: tuple[str, ...]) -> list[str]:
+    for part in path:
+        field = model.model_fields.get(part)
+        kind = field.annotation if field is not None else None
+        if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            return []
+        model = kind
+    return list(model.model_fields)
+
+
+class KafkaSecurity(OneLineSettings):
     """Authentication and encryption of the connections to Kafka (see the module doc)."""
 
     model_config = SettingsConfigDict(env_prefix="EOSFLOW_", frozen=True, extra="forbid")
+    what: ClassVar[str] = "eosflow security settings"
 
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         default="PLAINTEXT", description="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"

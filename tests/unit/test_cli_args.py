@@ -160,3 +160,31 @@ def test_the_package_is_typed() -> None:
     else:  # an editable install maps the source tree; a build takes the package data
         pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
         assert "py.typed" in pyproject["tool"]["setuptools"]["package-data"]["eosflow"]
+
+
+# Issue 51.5: a mistyped flag is one line and exit 2, naming the closest flag -- not
+# argparse's usage dump -- and a prefix of a flag is not that flag (argparse took
+# `--commit-interval 1` for `--commit-interval-s 1`).
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (
+            ["--commit-interval", "1"],
+            "unknown flag --commit-interval; did you mean --commit-interval-s?",
+        ),
+        (["--sasl-pasword=x"], "unknown flag --sasl-pasword; did you mean --sasl-password?"),
+        (["--group", "g"], "unknown flag --group; did you mean --group-id?"),
+    ],
+)
+def test_a_mistyped_flag_is_one_line_naming_the_closest(
+    flags: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "m:P", *REQUIRED, *flags]) == 2
+    err = capsys.readouterr().err
+    assert err == f"eosflow: {said}\n"
+
+
+def test_other_argument_mistakes_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "required: target" in err and "usage" not in err

@@ -148,3 +148,22 @@ def test_every_eosflow_variable_the_project_names_is_a_field_or_allowed() -> Non
     names -= MISSPELT
     assert "EOSFLOW_TEST_BOOTSTRAP" in names and "EOSFLOW_EXTRAS" in names  # the scan works
     check_environment(dict.fromkeys(names, "x"))
+
+
+# Issue 51.5: in code too, a mistyped name is a ConfigError of one line naming the
+# closest field (docs/howto/embedded.md promises it), not pydantic's ValidationError;
+# a nested settings object's name is checked against that object's fields.
+def test_a_mistyped_name_in_code_is_one_line_naming_the_closest() -> None:
+    base = dict(
+        bootstrap_servers="k:9092", group_id="g", input_topics=("in",), transactional_id="t"
+    )
+    with pytest.raises(eosflow.ConfigError) as caught:
+        eosflow.EosConfig(**base, comit_interval_s=1)  # type: ignore[call-arg]
+    assert str(caught.value) == (
+        "invalid eosflow config: comit_interval_s: unknown setting; did you mean commit_interval_s?"
+    )
+    with pytest.raises(eosflow.ConfigError, match="did you mean sasl_password") as caught:
+        eosflow.EosConfig(**base, security={"sasl_pasword": "hunter2"})  # type: ignore[arg-type]
+    assert "\n" not in str(caught.value) and "hunter2" not in str(caught.value)
+    with pytest.raises(eosflow.ConfigError, match="metrics_port"):
+        eosflow.OpsSettings(metrics_prot=9000)  # type: ignore[call-arg]
