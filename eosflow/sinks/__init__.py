@@ -22,14 +22,17 @@ from __future__ import annotations
 from typing import Any
 
 from .._errors import ConfigError
+from .._state import copartitioned, declared
 from ._postgres import PostgresSink
 
-__all__ = ["PostgresSink", "runner"]
+__all__ = ["PostgresSink", "runner", "stateless"]
 
 
 def runner(sink: PostgresSink, *args: Any) -> Any:
     """The runtime of ``sink`` for ``EosApp`` (``SinkRunner``; ``args`` as its own),
-    or a ``ConfigError`` naming the install when asyncpg is missing."""
+    or a ``ConfigError`` naming the install when asyncpg is missing, or naming the
+    state a sink declares but would never keep (``stateless``)."""
+    stateless(sink)
     try:
         from ._runner import SinkRunner
     except ImportError as exc:
@@ -37,3 +40,22 @@ def runner(sink: PostgresSink, *args: Any) -> Any:
             f"{type(sink).__name__} needs asyncpg ({exc}): pip install 'eosflow[postgres]'"
         ) from None
     return SinkRunner(sink, *args)
+
+
+def stateless(sink: PostgresSink) -> None:
+    """A one-line ``ConfigError`` when ``sink`` declares stores, windows, timers, tables
+    or co-partitioned inputs: the sink runner keeps none of them (its rows and positions
+    are the database's), so they would be silently unused."""
+    name = type(sink).__name__
+    stores = sorted(declared(sink))  # stores, windows and timers, by store name
+    kept = ["stores " + ", ".join(stores)] if stores else []
+    if getattr(sink, "tables", None):
+        kept.append("tables " + ", ".join(sorted(sink.tables)))
+    if copartitioned(sink):
+        kept.append("copartitioned = True")
+    if kept:
+        raise ConfigError(
+            f"{name} is a PostgresSink and declares state ({'; '.join(kept)}), which a sink "
+            "never keeps: its rows and positions are the database's. Drop it, or keep the "
+            "state in a Processor whose output topic the sink reads"
+        )

@@ -208,6 +208,13 @@ async def test_mistakes_are_one_line(cluster: FakeCluster, postgres: Postgres) -
     assert "partition integer" in await fails(Odd(postgres.dsn))
     assert "classic" in await fails(Rows(postgres.dsn), group_protocol="consumer")
 
+    class Stateful(Rows):  # issue 51.7: state a sink would never keep is one line
+        stores = {"counts": eosflow.JSON}
+        windows = {"minutes": eosflow.Tumbling(60)}
+
+    said = await fails(Stateful(postgres.dsn))
+    assert "declares state (stores counts, minutes)" in said and "never keeps" in said
+
 
 SLOW_ORDERS = """
 CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$
