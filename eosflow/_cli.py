@@ -153,7 +153,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="eosflow",
         description="Exactly-once consume-transform-produce on Apache Kafka: the commands "
-        "run, check, status and demo.",
+        "run, produce, consume, check, status and demo.",
     )
     p.add_argument("--version", action=_Version)
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
         default=argparse.SUPPRESS,
         help="text lines, or one JSON object per line (default: text)",
     )
-    sub = p.add_subparsers(required=True, metavar="COMMAND")  # its parsers: _Parser too
+    sub = p.add_subparsers(required=True, metavar="COMMAND", dest="command")  # _Parser too
 
     run = sub.add_parser(
         "run", parents=[common], help="run a Processor subclass as an exactly-once service"
@@ -203,6 +203,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_config_flags(chk, security_only=True)
     chk.set_defaults(func=_cmd_check)
+
+    prod = sub.add_parser(
+        "produce", parents=[common], help="send standard input to a topic, a record a line"
+    )
+    prod.add_argument("topic")
+    prod.add_argument("--bootstrap-servers", required=True)
+    prod.add_argument("--key-separator", help="a line's text before it is the record's key")
+    prod.add_argument(
+        "--json",
+        action="store_true",
+        help="each line a JSON object: key, value (null: a tombstone), headers, "
+        "timestamp_ms, partition",
+    )
+    prod.add_argument(
+        "--header", action="append", default=[], metavar="NAME=VALUE", help="on every record"
+    )
+    _add_config_flags(prod, security_only=True)
+    prod.set_defaults(func=_cmd_topic_io)
+    cons = sub.add_parser(
+        "consume", parents=[common], help="print a topic's committed records, a line each"
+    )
+    cons.add_argument("topic")
+    cons.add_argument("--bootstrap-servers", required=True)
+    cons.add_argument("--from", dest="from_", choices=["beginning", "end"], default="beginning")
+    cons.add_argument("--count", type=int, metavar="N", help="stop after N records")
+    cons.add_argument("--idle-s", type=float, metavar="SECONDS", help="stop when none came")
+    cons.add_argument("--key-separator", help="print key, this, value")
+    cons.add_argument("--json", action="store_true", help="each record a JSON object")
+    _add_config_flags(cons, security_only=True)
+    cons.set_defaults(func=_cmd_topic_io)
 
     status = sub.add_parser(
         "status",
@@ -480,6 +510,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     )
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _cmd_topic_io(args: argparse.Namespace) -> int:
+    from ._ops import consume_command, produce_command
+
+    command = produce_command if args.command == "produce" else consume_command
+    security = load_security(config_values(args).get("security"))
+    return _guarded(lambda: command(args, security))
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

@@ -98,6 +98,7 @@ from ._clients import (
     seek,
     start,
     state_reader,
+    topic_partitions,
 )
 from ._errors import (
     AUTHORIZATION,
@@ -194,6 +195,7 @@ __all__ = [
     "start",
     "state_reader",
     "topic_ids",
+    "topic_partitions",
     "transactions_v2",
     "use_transactions_v2",
 ]

@@ -24,10 +24,11 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import IllegalStateError, KafkaError
 
 from .._config import EosConfig
+from .._errors import FatalError
 from .._security import KafkaSecurity
 from .._timeouts import within
 from ._coordinators import forget_client
-from ._errors import map_error
+from ._errors import map_error, mapped
 from ._fetch import AS_RECORD
 from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
@@ -465,6 +466,24 @@ async def poll(
         timeout_ms=left_ms, max_records=max_records
     )
     return batch
+
+
+async def topic_partitions(consumer: AIOKafkaConsumer, topic: str, timeout_s: float) -> list[int]:
+    """``topic``'s partition numbers as the cluster's metadata gives them, asked again
+    until ``timeout_s`` (a topic created a moment ago may not be in it yet); then a
+    ``FatalError`` saying it does not exist."""
+    client = consumer._client
+    client.add_topic(topic)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        parts = consumer.partitions_for_topic(topic)
+        if parts:
+            return sorted(parts)
+        if time.monotonic() > deadline:
+            raise FatalError(f"topic {topic!r} does not exist (no metadata in {timeout_s:g} s)")
+        with mapped(f"metadata of {topic}", "READ"):
+            await client.force_metadata_update()
+        await asyncio.sleep(0.2)
 
 
 def position_now(consumer: AIOKafkaConsumer, tp: TopicPartition) -> int | None:

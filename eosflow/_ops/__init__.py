@@ -12,5 +12,11 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
 - ``_tracing``: ``Tracing``, OpenTelemetry spans from transaction reports;
 - ``_runner``: ``Operations``, which builds the above from the settings and runs the
   loop-side ticker (loop liveness, lag samples, progress lines);
-- ``_status``: ``eosflow status``, a group's partitions from the broker's view.
+- ``_status``: ``eosflow status``, a group's partitions from the broker's view;
+- ``_topic_io``: ``eosflow produce`` and ``eosflow consume``, lines into a topic and a
+  topic's committed records out (for trying eosflow and looking at what it wrote).
 """
+
+from ._topic_io import consume_command, produce_command
+
+__all__ = ["consume_command", "produce_command"]

@@ -297,3 +297,30 @@ async def test_the_readme_quickstart_runs_from_a_fresh_folder(venv: Path, tmp_pa
         assert report.ok, report.summary()
         values = sorted(v for _, _, _, v in await read_topic(c.bootstrap_servers, "words-upper"))
         assert values == sorted(f"WORD {i}".encode() for i in range(300))
+
+
+def test_the_try_it_page_runs_as_written(dist: tuple[Path, Path], tmp_path: Path) -> None:
+    """docs/howto/try.md's script, run by bash as a reader pastes it into an empty
+    folder holding the wheel -- its own venv, the test cluster, the quickstart as a
+    service, `eosflow produce` and `eosflow consume`, the SIGTERMs -- only the wheel's
+    file name is the one built here. `consume` must print the two words upper-cased,
+    and every step succeed (``set -e``)."""
+    page = (ROOT / "docs" / "howto" / "try.md").read_text()
+    part = page[page.index("## The whole run") :]
+    script = part.split("```sh\n", 1)[1].split("\n```", 1)[0]
+    written = "eosflow-0.1.0-py3-none-any.whl"
+    assert written in script
+    shutil.copy(dist[0], tmp_path / dist[0].name)
+    script = script.replace(written, dist[0].name)
+    env = _env()
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["HELLO", "EXACTLY ONCE"], done.stdout
