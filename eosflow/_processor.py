@@ -93,8 +93,10 @@ class Processor:
 
     **Tables.** Declare tables in ``tables`` (name -> ``eosflow.Table(topic)``) and read
     ``self.table(name).get(key)`` in ``process``: the latest row of ``key`` in the table
-    topic (co-partitioned with the input) as of the record's timestamp. Rows and records
-    are taken in timestamp order, so a join's outputs depend on the input alone::
+    topic (co-partitioned with the input) among the rows merged before the record --
+    rows and records are merged in timestamp order, so for input that is in the topics
+    before it is read a join's outputs depend on the topics alone (live, a row and a
+    record that race may land either way: ``docs/howto/tables.md``)::
 
         class Enrich(eosflow.Processor):
             tables = {"customers": eosflow.Table("customers")}
@@ -160,9 +162,11 @@ class Processor:
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name`` (declared in ``tables``) as of the record being processed:
-        the partition of its topic with the record's partition number, holding every
-        row with a timestamp up to the record's (``get(key)``); for a ``GlobalTable``,
-        the whole topic as read so far. Only valid inside ``process``."""
+        the partition of its topic with the record's partition number, holding the rows
+        merged before the record in timestamp order (``get(key)``: for records in
+        timestamp order, the row as of the record's time; a late record sees rows newer
+        than itself); for a ``GlobalTable``, the whole topic as read so far. Only valid
+        inside ``process``."""
         view = self._eosflow_tables.get(name)
         if view is not None:
             return view

@@ -163,9 +163,10 @@ def subscribed(config: EosConfig, tables: Mapping[str, Table | GlobalTable]) -> 
 
 class TableStore(Generic[V]):
     """A read-only view of one partition's store: a table's, as ``Processor.table(name)``
-    gives it -- a key's value is the latest the table topic held at the record's event
-    time (``_sync``) -- or another co-partitioned input's, as ``Processor.state_of``
-    gives it (what that input's records wrote, up to the record's timestamp)."""
+    gives it -- a key's value is the latest among the rows merged before the record in
+    timestamp order (``_sync``: for a late record, rows newer than itself too) -- or
+    another co-partitioned input's, as ``Processor.state_of`` gives it (what that
+    input's records merged before it wrote)."""
 
     __slots__ = ("_layers", "_loads", "_read", "_slot", "_store")
 
