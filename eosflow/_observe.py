@@ -59,6 +59,7 @@ class AbortReason(enum.Enum):
     TIMEOUT = "timeout"  # the broker timed the transaction out (epoch bumped; KIP-360)
     UNKNOWN_OUTCOME = "unknown_outcome"  # EndTxn unanswered: recovered (KIP-360)
     BROKER_ERROR = "broker_error"  # a poll or a step met a broker or network failure
+    DATABASE_ERROR = "database_error"  # a sink's database write failed (PostgresSink)
     STOPPED = "stopped"  # the app stopped, was cancelled or failed with it open
 
 

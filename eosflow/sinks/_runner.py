@@ -139,7 +139,26 @@ class SinkRunner:
         await self.db.close()
 
     def lag(self) -> dict[Partition, int]:
-        return {}  # not measured for sinks yet
+        """Each held partition's records not yet in the database: its last stable offset
+        (as the last fetch answer gave it) minus the database's position, 0 once the
+        consumer has read everything and nothing polled is left to write (the gap is
+        then commit markers); partitions not fetched yet are left out."""
+        consumer = self._consumer
+        if consumer is None:
+            return {}
+        out: dict[Partition, int] = {}
+        for tp, claim in self._held.items():
+            ends = ak.log_position(consumer, TopicPartition(*tp))
+            if ends is None or claim.next_offset is None:
+                continue
+            stable, position = ends
+            caught_up = position is not None and position >= stable and tp not in self._owed
+            out[tp] = (
+                0
+                if caught_up and claim.next_offset >= (position or 0)
+                else max(0, stable - claim.next_offset)
+            )
+        return out
 
     @property
     def reader(self) -> None:
@@ -277,7 +296,8 @@ class SinkRunner:
                 self._retries.went_wrong(exc)
                 self._owed.update(ends)
                 outcome = await self._recover(ends)
-                self._report(outcome, AbortReason.BROKER_ERROR, str(exc), kept, began, began_at)
+                why = AbortReason.DATABASE_ERROR  # ``_transaction`` touches only the database
+                self._report(outcome, why, str(exc), kept, began, began_at)
                 return
             # anything else (a cancel, the processor's error) leaves ``_in_flight`` for
             # ``end_on_cancel``: it was rolled back, unless it ended in COMMIT

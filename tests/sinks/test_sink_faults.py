@@ -70,18 +70,39 @@ async def _settled(app: eosflow.EosApp) -> bool:
 
 
 # PostgreSQL itself SIGKILLed (its whole process group) mid-run and started again: the
-# instance waits it out and every record lands once.
+# instance waits it out and every record lands once. The failed writes are reported as
+# the database's (issue 51.9: they read "broker_error"), and once all is written the
+# sink's lag is 0 on every partition it holds (it read "lag 0 over 0 partitions").
 async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres: Postgres) -> None:
     c = cluster
     c.create_topic("in", PARTS)
     await seed(c.bootstrap_servers, "in", N, PARTS)
-    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, max_records_per_txn=50))
+    reports = Reports()
+    app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, max_records_per_txn=50), [reports])
     async with app:
         await written(postgres, 100)
+        assert sum(app._engine.lag().values()) > 0  # type: ignore[union-attr]
         postgres.kill()
         await asyncio.sleep(1.0)  # the outage's span
         await postgres.start()
         await written(postgres)
+
+        async def no_lag() -> bool:
+            lag = app._engine.lag()  # type: ignore[union-attr]
+            return len(lag) == PARTS and set(lag.values()) == {0}
+
+        await eventually(no_lag, timeout_s=20, what="lag 0 on every partition")
+    reasons = {r.reason for r in reports.seen if r.outcome is not eosflow.Outcome.COMMITTED}
+    assert eosflow.AbortReason.DATABASE_ERROR in reasons, reasons
+    assert eosflow.AbortReason.BROKER_ERROR not in reasons, reasons
+
+
+class Reports(eosflow.Observer):
+    def __init__(self) -> None:
+        self.seen: list[eosflow.TransactionReport] = []
+
+    def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+        self.seen.append(report)
 
 
 # A FATAL out of turn -- after a statement's ReadyForQuery, with no statement running --
