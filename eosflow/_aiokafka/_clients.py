@@ -24,7 +24,7 @@ from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssigno
 from aiokafka.errors import IllegalStateError, KafkaError
 
 from .._config import EosConfig
-from .._errors import FatalError
+from .._errors import FatalError, TransientError
 from .._security import KafkaSecurity
 from .._timeouts import within
 from ._coordinators import forget_client
@@ -237,14 +237,19 @@ async def start(
     endpoint: Endpoint,
     step: str,
     topics: str | None = None,
+    reached: bool = False,
 ) -> None:
     """Start ``client``; every failure mapped (``map_error``, ``topics`` as there). A
     bootstrap that failed with security on is diagnosed first: a refused password or
     certificate is an ``AuthenticationError`` saying which, not "no bootstrap server
-    answered"."""
+    answered". That line is fatal -- a wrong address far more often than an outage --
+    unless the servers were ``reached`` before (a replacement client, mid-run): then it
+    is a ``TransientError``, retried like any broker failure."""
     try:
         await client.start()
     except Exception as exc:
+        if reached and "Unable to bootstrap" in str(exc):
+            raise TransientError(step, f"no bootstrap server answered ({exc!r})") from exc
         security = endpoint.security
         # aiokafka takes a refused OAUTHBEARER token for a login and fails later, in other
         # words ("Did we not perform bootstrap?"): any failed start is diagnosed then
@@ -447,19 +452,30 @@ async def poll(
     member or one whose input topic does not exist), or a rebalance in progress --
     aiokafka's ``getmany`` waits for one however long it takes; so a caller that reads
     a stop flag between polls never read it (issue 51: a standby ran on 58 s after
-    SIGTERM). Then this returns nothing once ``timeout_s`` has passed."""
+    SIGTERM). Then this returns nothing once ``timeout_s`` has passed.
+
+    The wait counts as a poll for aiokafka (``fetch_context``, as ``getmany`` does): its
+    classic coordinator does not rejoin, and its heartbeat leaves the group, once no
+    poll was made for ``max_poll_interval`` -- a rebalance waited out here would
+    otherwise never end (seen in the fault sweep: the group never re-formed). And, as
+    ``getmany`` does, it raises the error aiokafka's coordinator holds for the caller
+    (``check_errors``): the coordinator waits until it is taken (an unexpected SyncGroup
+    answer left the group stuck mid-rebalance, seen in the sweep too)."""
     subscription = consumer._subscription
     began = time.monotonic()
     if subscription.reassignment_in_progress:
+        consumer._coordinator.check_errors()
         waiter = subscription.wait_for_assignment()
         try:
-            await asyncio.wait({waiter}, timeout=timeout_s)
+            with subscription.fetch_context():
+                await asyncio.wait({waiter}, timeout=timeout_s)
         finally:
             if not waiter.done():
                 waiter.cancel()
             elif not waiter.cancelled():
                 waiter.exception()  # a coordination error: getmany raises it below
         if subscription.reassignment_in_progress:
+            consumer._coordinator.check_errors()
             return {}
     left_ms = int(max(0.0, timeout_s - (time.monotonic() - began)) * 1000)
     batch: dict[TopicPartition, list[Any]] = await consumer.getmany(

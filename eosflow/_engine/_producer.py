@@ -40,7 +40,9 @@ class ProducerSlot:
         cfg = self.config
         producer = ak.producer_for(cfg)
         try:
-            await ak.start(producer, cfg, "InitProducerId", "WRITE")
+            # a replacement's servers answered before: failing to reach them is transient
+            replacing = self.protocols is not None
+            await ak.start(producer, cfg, "InitProducerId", "WRITE", reached=replacing)
             if self.protocols is None:
                 self.caps, self.protocols = await detect(cfg, producer)
             else:
