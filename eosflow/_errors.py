@@ -40,9 +40,19 @@ class FatalError(EosflowError):
 
 
 class ProducerFencedError(FatalError):
-    def __init__(self, transactional_id: str, detail: str = "") -> None:
+    def __init__(self, transactional_id: str, detail: str = "", *, timed_out: bool = False) -> None:
+        """``timed_out``: the broker fenced the producer, most likely for a transaction
+        it timed out, and no newer instance was seen (a broker without KIP-360 fences
+        both alike): said so, instead of "owned by a newer instance"."""
+        why = (
+            "was fenced by the broker: the transaction most likely outlived "
+            "transaction_timeout_s, which a broker without KIP-360 (before Kafka 2.5) "
+            "answers as it answers a newer instance, and none was seen"
+            if timed_out
+            else "is owned by a newer instance"
+        )
         super().__init__(
-            f"transactional id {transactional_id!r} is owned by a newer instance "
+            f"transactional id {transactional_id!r} {why} "
             f"(producer fenced{': ' + detail if detail else ''}); this instance must stop"
         )
         self.transactional_id = transactional_id

@@ -66,7 +66,14 @@ async def reinit(
     txn_id = config.transactional_id
     assert caps is not None
     if fenced is not None and not caps.kip360:
-        raise ProducerFencedError(txn_id, fenced)
+        # final either way; the line says which it most likely was
+        try:
+            newer = await newer_member(config, claim.started_us)
+        except EosflowError:
+            newer = "(group not described)"
+        if newer is not None:
+            raise ProducerFencedError(txn_id, f"{fenced}; newer member {newer}")
+        raise ProducerFencedError(txn_id, fenced, timed_out=True)
     if not caps.kip360:
         return  # the replacement producer's InitProducerId aborts and bumps instead
     try:
