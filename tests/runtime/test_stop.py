@@ -15,7 +15,7 @@ import signal
 import time
 
 import pytest
-from kit import Upper, create_topic, eventually, ladder_config, session_of
+from kit import Upper, broker_has_kip848, create_topic, eventually, ladder_config, session_of
 
 import eosflow
 from eosflow import _aiokafka as ak
@@ -28,11 +28,15 @@ STOP_BOUND_S = 2.0
 PROTOCOLS = ("classic", "consumer")
 
 
-async def _skip_without(b: Broker, protocol: str) -> None:
-    from kit import broker_has_kip848
-
+async def _one_partition(b: Broker, protocol: str) -> tuple[str, str, str]:
+    """An input and an output topic of one partition each, and a group name; skipped
+    where the broker lacks the consumer group protocol ``protocol`` asks for."""
     if protocol == "consumer" and not await broker_has_kip848(b.bootstrap_servers):
         pytest.skip("the broker lacks the consumer group protocol")
+    src, dst, group = b.unique("stop-in"), b.unique("stop-out"), b.unique("stop-g")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, dst, 1)
+    return src, dst, group
 
 
 async def _members(b: Broker, group: str) -> int:
@@ -57,10 +61,7 @@ async def test_a_standby_without_partitions_stops_at_once(
     eosflow_broker: Broker, protocol: str
 ) -> None:
     b = eosflow_broker
-    await _skip_without(b, protocol)
-    src, dst, group = b.unique("stop-in"), b.unique("stop-out"), b.unique("stop-g")
-    await create_topic(b.bootstrap_servers, src, 1)
-    await create_topic(b.bootstrap_servers, dst, 1)
+    src, dst, group = await _one_partition(b, protocol)
     config = ladder_config(b, src, group, group_protocol=protocol)
     apps = [
         eosflow.EosApp(Upper(dst), config.model_copy(update={"transactional_id": f"{group}-{i}"}))
@@ -92,7 +93,8 @@ async def test_an_instance_whose_input_topic_is_missing_stops_at_once(
     eosflow_broker: Broker, protocol: str
 ) -> None:
     b = eosflow_broker
-    await _skip_without(b, protocol)
+    if protocol == "consumer" and not await broker_has_kip848(b.bootstrap_servers):
+        pytest.skip("the broker lacks the consumer group protocol")
     src, group = b.unique("stop-missing"), b.unique("stop-g")
     app = eosflow.EosApp(Upper("nowhere"), ladder_config(b, src, group, group_protocol=protocol))
     running = asyncio.create_task(app.run())
@@ -118,10 +120,7 @@ async def test_sigterm_ends_a_standby_eosflow_run_at_once(
     eosflow_broker: Broker, protocol: str
 ) -> None:
     b = eosflow_broker
-    await _skip_without(b, protocol)
-    src, dst, group = b.unique("stop-in"), b.unique("stop-out"), b.unique("stop-g")
-    await create_topic(b.bootstrap_servers, src, 1)
-    await create_topic(b.bootstrap_servers, dst, 1)
+    src, dst, group = await _one_partition(b, protocol)
     timing = ladder_config(b, src, group)
     env = {
         "EOSFLOW_GROUP_PROTOCOL": protocol,
