@@ -30,6 +30,7 @@ import time
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
 from .._errors import TransientError
@@ -147,7 +148,10 @@ async def _ask(
     }
     req = _wire.SpecRequest.of(_specs.LIST_OFFSETS, body, min_version=2)
     try:
-        resp = (await client.send(node, req)).to_object()
+        # not on the fetcher's connection: a broker answers a connection's requests in
+        # order, and one behind a long-polling fetch waited for it (up to
+        # fetch_max_wait_ms, 500 ms by default: an abort's rewind took that long)
+        resp = (await client.send(node, req, group=ConnectionGroup.COORDINATION)).to_object()
     except KafkaError:
         client.force_metadata_update()
         raise

@@ -385,3 +385,36 @@ async def test_a_stop_under_live_input_ends(cluster: FakeCluster, postgres: Post
     assert len(found) == len(set(found))  # none twice
     at = await positions(postgres, "g")  # every row below its partition's position
     assert sum(v or 0 for v in at.values()) == len(found)
+
+
+# A sink instance that holds no partition (a standby: two instances, one partition)
+# stops within the bound too (issue 51.1). A sink runs the classic protocol, whose
+# standby aiokafka gives an empty assignment, so this held before the fix to
+# ``_aiokafka.poll`` (which the sink's poll shares) as well: it pins it, it does not
+# prove that fix (``tests/runtime/test_stop.py`` does, under the consumer protocol).
+async def test_a_standby_sink_stops_at_once(cluster: FakeCluster, postgres: Postgres) -> None:
+    c = cluster
+    c.create_topic("in", 1)
+    await seed(c.bootstrap_servers, "in", 10, 1)
+    apps = [
+        eosflow.EosApp(Rows(postgres.dsn), app_config(c, transactional_id=f"sink-{i}"))
+        for i in range(2)
+    ]
+    running = [asyncio.create_task(app.run()) for app in apps]
+    try:
+
+        async def one_holds_it() -> bool:
+            assert not any(r.done() for r in running), running
+            return sorted(bool(app.assigned) for app in apps) == [False, True]
+
+        await eventually(one_holds_it, timeout_s=30, what="one sink holding the partition")
+        await asyncio.sleep(1.0)
+        standby = next(app for app in apps if not app.assigned)
+        began = asyncio.get_running_loop().time()
+        await asyncio.wait_for(standby.stop(), 20)
+        took = asyncio.get_running_loop().time() - began
+        assert took < 2.0, f"the standby sink took {took:.1f} s to stop"
+    finally:
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
