@@ -90,6 +90,14 @@ JOIN = _Pipeline(
     JOIN_GROUP, JOIN_OUT, "eosflow._demo:OrdersWithCustomers", by_customer=True, timed=True
 )
 SINK = _Pipeline("demo-sink", "", "eosflow._demo:OrdersIntoPostgres", by_customer=False)
+_NAMES = {
+    ENRICH.target: "enrichment",
+    SPARK.target: "Spark enrichment",
+    COUNT.target: "count per customer (state)",
+    WINDOWS.target: "orders per minute (windows)",
+    JOIN.target: "orders with their customers (join)",
+    SINK.target: "orders into PostgreSQL (sink)",
+}
 
 
 class Enrich(Processor):
@@ -175,18 +183,32 @@ async def run_demo(
     try:
         async with FakeCluster(settings) as cluster:
             if pipeline is not SINK:
-                return await _run(cluster, pipeline, records, instances, spark, state_dir)
-            from ..testing._postgres import Postgres
-            from . import _sink
+                ok = await _run(cluster, pipeline, records, instances, spark, state_dir)
+            else:
+                from ..testing._postgres import Postgres
+                from . import _sink
 
-            async with Postgres() as pg:
-                print(f"PostgreSQL on 127.0.0.1:{pg.port} (the test kit's)", flush=True)
-                await _sink.make_table(pg.dsn)
-                env = {"EOSFLOW_POSTGRES_DSN": pg.dsn}
-                ran = await _run(cluster, pipeline, records, instances, spark, state_dir, env)
-                return ran and await _sink.check_rows(pg.dsn, records)
+                async with Postgres() as pg:
+                    print(f"PostgreSQL on 127.0.0.1:{pg.port} (the test kit's)", flush=True)
+                    await _sink.make_table(pg.dsn)
+                    env = {"EOSFLOW_POSTGRES_DSN": pg.dsn}
+                    ran = await _run(cluster, pipeline, records, instances, spark, state_dir, env)
+                    ok = ran and await _sink.check_rows(pg.dsn, records)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+    print(verdict(ok, pipeline, records, instances), flush=True)
+    return ok
+
+
+def verdict(ok: bool, pipeline: _Pipeline, records: int, instances: int) -> str:
+    """Every demo's last line, in one form: ``EXACTLY ONCE: OK -- ...`` or ``FAILED``."""
+    what = _NAMES[pipeline.target]
+    if not ok:
+        return f"EXACTLY ONCE: FAILED -- the {what} demo: see the check above"
+    return (
+        f"EXACTLY ONCE: OK -- the {what} demo: {records} orders through {instances} "
+        "instances, one SIGKILLed mid-transaction and restarted"
+    )
 
 
 async def _run(

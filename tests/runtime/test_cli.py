@@ -207,6 +207,9 @@ async def demo(*args: str) -> str:
                 await proc.wait()
     assert proc.returncode == 0, out.decode() + err.decode()
     assert "SIGKILL instance 0" in out.decode()
+    # every variant ends with one line of one form (issue 51.11)
+    last = out.decode().rstrip().splitlines()[-1]
+    assert last.startswith("EXACTLY ONCE: OK -- the ") and "SIGKILLed" in last, last
     return out.decode()
 
 
