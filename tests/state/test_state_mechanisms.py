@@ -472,3 +472,41 @@ async def test_sigkill_during_a_restore_then_a_restart_is_exactly_once(
     assert proc.returncode == 0, err.decode()
     assert b"not confirmed" not in err, err.decode()  # it resumed from the checkpoint
     await counts_ok(c.bootstrap_servers, src, "g")
+
+
+# A stop lands while the instance restores its stores (issue 51.1): here the restore
+# waits for a previous owner's changelog markers, held back 60 s. The stop ends the
+# instance within the bound, the restore cut short, nothing committed by it.
+async def test_a_stop_during_a_restore_is_prompt(
+    eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # the restore says it is on
+    c = eosflow_cluster
+    src = "in"
+    c.create_topic(src, 1)
+    c.create_topic(f"{src}-counts", 1)
+    await seed_keys(c.bootstrap_servers, src, 300, 10)
+    first = eosflow.EosApp(
+        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
+    )
+    async with first:
+        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
+        c.delay_markers(changelog("g", src), 60.0)
+        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
+        await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
+    second = eosflow.EosApp(
+        Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
+    )
+    try:
+        with log_seen("eosflow.state", "restoring store 'counts' of in[0]") as restoring:
+            running = asyncio.create_task(second.run())
+            await asyncio.wait_for(restoring.wait(), 30)
+        await asyncio.sleep(1.0)  # the restore waits for the markers
+        assert not running.done() and second.stats.committed == 0
+        began = asyncio.get_running_loop().time()
+        await asyncio.wait_for(second.stop(), 20)
+        took = asyncio.get_running_loop().time() - began
+        assert took < 2.0, f"the restoring instance took {took:.1f} s to stop"
+        assert second.stats.committed == 0
+    finally:
+        c.delay_markers(changelog("g", src), 0)
