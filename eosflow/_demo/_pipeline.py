@@ -32,6 +32,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -409,12 +410,22 @@ def _log_file(path: str) -> TextIO:
 _relays: set[asyncio.Task[None]] = set()  # held until done (the loop keeps weak refs)
 
 
+# What Spark's JVM writes on its own: log4j lines ("25/12/02 10:00:01 WARN Utils: ..."),
+# its banner about them, stage progress bars (carriage returns between), a JVM warning
+_SPARK_NOISE = re.compile(
+    r"\s*(?:\r|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (?:TRACE|DEBUG|INFO|WARN|ERROR|FATAL) "
+    r"|\[Stage \d+|Setting default log level|To adjust logging level|Using Spark's default "
+    r"|WARNING: (?:Using incubator modules|An illegal reflective|sun\.misc\.Unsafe))"
+)
+
+
 async def relay(stream: asyncio.StreamReader, index: int, log: TextIO) -> None:
     """An instance's output, every line of it written to its log file ``log``. Only
     eosflow's own log lines are shown, as ``[instance N] LEVEL message``, and any line
     that is not a log line (a crash's traceback): the demo tells eosflow's story, so the
     lines of the libraries under it (aiokafka's "Heartbeat failed ... rebalancing",
-    an expected part of the story) stay in the file."""
+    an expected part of the story) stay in the file -- and so do Spark's own, which
+    its JVM writes as plain text (log4j lines, progress bars: ``_SPARK_NOISE``)."""
     while True:
         try:
             line = (await stream.readline()).decode(errors="replace")
@@ -429,7 +440,8 @@ async def relay(stream: asyncio.StreamReader, index: int, log: TextIO) -> None:
         except ValueError:
             entry = None
         if not isinstance(entry, dict):
-            print(f"  [instance {index}] {line.rstrip()}", flush=True)
+            if not _SPARK_NOISE.match(line):
+                print(f"  [instance {index}] {line.rstrip()}", flush=True)
         elif str(entry.get("logger", "")).split(".")[0] == "eosflow":
             level, message = entry.get("level"), entry.get("message")
             print(f"  [instance {index}] {level} {message}", flush=True)

@@ -54,6 +54,10 @@ async def test_the_demo_shows_eosflows_lines_and_keeps_the_rest_in_the_log(
     for entry in lines:
         stream.feed_data((json.dumps(entry) + "\n").encode())
     stream.feed_data(b"Traceback (most recent call last):\n")
+    # Spark's JVM writes plain text: its log lines and progress bars go to the file only
+    stream.feed_data(b"25/12/02 10:00:01 WARN NativeCodeLoader: Unable to load native\n")
+    stream.feed_data(b"[Stage 3:>                                                  (0 + 2) / 2]\n")
+    stream.feed_data(b'Setting default log level to "WARN".\n')
     stream.feed_data(b"x" * (2**16 + 10) + b"\n")  # over the limit: skipped, not the end
     stream.feed_eof()
     log = tmp_path / "instance-0.log"
@@ -66,4 +70,4 @@ async def test_the_demo_shows_eosflows_lines_and_keeps_the_rest_in_the_log(
         "  [instance 0] [a line over 64 KiB, dropped]",
     ]
     kept = log.read_text().splitlines()
-    assert len(kept) == 4 and "Heartbeat failed" in kept[0]
+    assert len(kept) == 7 and "Heartbeat failed" in kept[0]
