@@ -34,7 +34,9 @@ coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error; written: its
 ``_maybe_refresh_commit_offsets``, replaced by one that sends nothing, since eosflow
 positions every partition itself and ``seek`` answers the fetcher's wait for a committed
-offset through the partition state's public ``update_committed``: ``_own_positions``),
+offset through the partition state's public ``update_committed``: ``_own_positions``;
+and its ``_do_heartbeat``, wrapped so that an unexpected answer is a failed heartbeat:
+``_patient``),
 ``producer._txn_manager`` (producer_id, producer_epoch, its ``_transaction_waiter``'s
 error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``producer._partition`` and ``producer._partitioner`` (whether it is aiokafka's default),
@@ -78,7 +80,6 @@ from ._clients import (
     close_producer,
     commit_offsets,
     consumer_failure,
-    consumer_for,
     fetch_wait,
     group_identity,
     log_position,
@@ -118,6 +119,7 @@ from ._errors import (
     mapped,
 )
 from ._fetch import as_records
+from ._group_consumer import consumer_for
 from ._groups import GroupView, Member, describe_group
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids

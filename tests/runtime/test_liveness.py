@@ -137,3 +137,22 @@ async def test_a_rewind_that_cannot_read_the_log_start_recovers_first(
         assert session is not None and not session.broken
     assert app.stats.aborted >= 1 and armed and armed[0].hits > 1  # type: ignore[attr-defined]
     await assert_exactly_once(c)
+
+
+# aiokafka's heartbeat loop (classic protocol) answered UNKNOWN_SERVER_ERROR three times:
+# its heartbeat task ended for good on the first ("Unexpected exception in heartbeat
+# task"), and the app stopped ("group membership stopped"): the fault sweep's
+# Heartbeat.loop cases, fatal in every mode and arm. Now a failed heartbeat, sent again
+# until the session ends. Without ``_patient`` the app stops.
+async def test_heartbeats_answered_unknown_server_error_are_sent_again(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c, partitions=2)
+    app = eosflow.EosApp(Gate("out"), cfg(c, transaction_timeout_s=2.0))
+    async with app:
+        await until(app, lambda: bool(c.committed("g")), "a first commit")
+        rule = c.intercept("Heartbeat", version=1, error=codes.UNKNOWN_SERVER_ERROR, times=3)
+        await rule.matched()
+        await until(app, lambda: rule.exhausted and all_done(app, c), "all committed")
+    await assert_exactly_once(c)
