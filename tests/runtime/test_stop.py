@@ -19,7 +19,7 @@ from kit import Upper, broker_has_kip848, create_topic, eventually, ladder_confi
 
 import eosflow
 from eosflow import _aiokafka as ak
-from eosflow.testing import spawn_run
+from eosflow.testing import FakeCluster, spawn_run
 from eosflow.testing._ladder import Broker
 
 # one second for the stop itself (the idle poll's wait, then leaving the group and
@@ -174,3 +174,38 @@ async def test_sigterm_ends_a_standby_eosflow_run_at_once(
             if p.returncode is None:
                 p.kill()
                 await p.wait()
+
+
+# A stop with the brokers gone and a transaction open ends within a bound, with a fatal
+# line saying the last transaction was not ended (issue 51.1). Before, the end's failure
+# started a recovery (KIP-360 re-initialisation, a new producer) whose failure left the
+# run to return as if the stop were clean: exit 0, the transaction's fate unsaid.
+# Without the engine's ``last`` the run returns without an error; without the producer
+# slot refusing a replacement for the last transaction, the stop waits for a KIP-360
+# re-initialisation and a closing producer, past the bound.
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+async def test_a_stop_with_the_brokers_gone_says_the_transaction_was_not_ended(
+    cluster: FakeCluster, protocol: str
+) -> None:
+    from test_mechanisms import Gate, cfg, seed
+
+    c = cluster
+    await seed(c, n=50)
+    gate = Gate("out", park_at=20)
+    txn_s = 5.0
+    app = eosflow.EosApp(
+        gate, cfg(c, group_protocol=protocol, transactions_v2="auto", transaction_timeout_s=txn_s)
+    )
+    running = asyncio.create_task(app.run())
+    await asyncio.wait_for(gate.parked.wait(), 20)
+    await c.stop()
+    began = time.monotonic()
+    stopping = asyncio.create_task(app.stop())
+    gate.gate.set()
+    with pytest.raises(eosflow.FatalError, match="stopped with the last transaction not ended"):
+        await asyncio.wait_for(running, txn_s + 30)
+    await stopping
+    took = time.monotonic() - began
+    # the flush's transaction timeout, then closing both clients (2 s for a producer whose
+    # broker did not answer)
+    assert took < txn_s + 7, f"the stop took {took:.1f} s"
