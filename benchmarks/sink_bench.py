@@ -37,7 +37,7 @@ import asyncpg
 from benchmarks._bench_broker import broker
 from benchmarks._budget import Budget
 from benchmarks._harness import RESULTS, create, run_contender, seed, settle
-from eosflow.testing._postgres import Postgres
+from eosflow._servers import Postgres
 
 SINKS = ["eosflow-sink", "asyncpg-loop", "psycopg-loop"]
 CONTENDERS = [*SINKS, "eosflow-copy"]

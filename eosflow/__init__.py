@@ -17,7 +17,7 @@ from ._errors import (
     TransactionError,
 )
 from ._observe import AbortReason, Observer, Outcome, SparkJobReport, Stats, TransactionReport
-from ._ops._metrics import PrometheusMetrics
+from ._ops import PrometheusMetrics
 from ._processor import Processor
 from ._records import Output, Record
 from ._security import KafkaSecurity

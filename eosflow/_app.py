@@ -22,12 +22,10 @@ from types import TracebackType
 from typing import Any, Protocol
 
 from ._config import EosConfig
-from ._engine import Engine
-from ._engine._collector import collecting
+from ._engine import Engine, collecting
 from ._errors import ConfigError, EosflowError, FatalError
 from ._observe import Observer, Observers, Outcome, Stats
-from ._ops._logs import summarised_aiokafka_logs
-from ._ops._runner import Operations
+from ._ops import Operations, summarised_aiokafka_logs
 from ._processor import Processor, overrides_batch
 from ._state import batch_ready
 from .sinks import PostgresSink, runner

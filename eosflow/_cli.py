@@ -31,8 +31,7 @@ from pydantic.fields import FieldInfo
 from ._app import EosApp
 from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
 from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
-from ._ops._logs import JsonLines
-from ._ops._logs import configure as configure_logs
+from ._ops import JsonLines, configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
 from ._version import __version__
@@ -493,7 +492,7 @@ async def _serve(app: EosApp) -> None:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from ._checks._checker import check_exactly_once
+    from ._checks import check_exactly_once
 
     report = _guarded(
         lambda: asyncio.run(
@@ -521,7 +520,7 @@ def _cmd_topic_io(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from ._ops._status import group_status
+    from ._ops import group_status
 
     report = _guarded(
         lambda: asyncio.run(

@@ -11,14 +11,24 @@ from ._records import Output, Record
 
 if TYPE_CHECKING:
     from ._config import EosConfig
-    from ._state._batch import BatchState
-    from ._state._global import GlobalStore, GlobalTable
-    from ._state._sessions import Session, SessionStore
-    from ._state._sliding import Sliding, SlidingStore
-    from ._state._store import Serde, Store
-    from ._state._tables import Table, TableStore
-    from ._state._timers import Timer, TimerStore
-    from ._state._windows import Window, WindowSpec, WindowStore
+    from ._state import (
+        BatchState,
+        GlobalStore,
+        GlobalTable,
+        Serde,
+        Session,
+        SessionStore,
+        Sliding,
+        SlidingStore,
+        Store,
+        Table,
+        TableStore,
+        Timer,
+        TimerStore,
+        Window,
+        WindowSpec,
+        WindowStore,
+    )
 
 
 class _StoresOfTheRecord(Protocol):

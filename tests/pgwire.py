@@ -9,7 +9,7 @@ import asyncio
 import struct
 from typing import Self
 
-from eosflow.testing._postgres import Postgres
+from eosflow._servers import Postgres
 
 COMMIT = b"Q\x00\x00\x00\x0cCOMMIT;\x00"  # asyncpg's COMMIT: a simple Query message
 

@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaProducer
 from kit import eventually
 
 import eosflow
-from eosflow.testing._postgres import Postgres
+from eosflow._servers import Postgres
 
 N, PARTS = 600, 3
 

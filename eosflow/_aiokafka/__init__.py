@@ -124,6 +124,7 @@ from ._groups import GroupView, Member, describe_group
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._partitioner import Partitioner
+from ._produce import flush, send_all, send_to_partition
 from ._requests import (
     Capabilities,
     capabilities,
@@ -169,6 +170,7 @@ __all__ = [
     "error_name",
     "fetch_committed",
     "fetch_wait",
+    "flush",
     "forced_heartbeat",
     "group_heartbeat",
     "group_identity",
@@ -194,6 +196,8 @@ __all__ = [
     "reinit_producer_id",
     "resume",
     "seek",
+    "send_all",
+    "send_to_partition",
     "start",
     "state_reader",
     "topic_ids",

@@ -21,7 +21,7 @@ from .._errors import (
     FatalError,
     TransientError,
 )
-from .._protocol import _codes as codes
+from .._protocol import codes
 
 UNKNOWN_SERVER_ERROR = codes.UNKNOWN_SERVER_ERROR
 REQUEST_TIMED_OUT = codes.REQUEST_TIMED_OUT

@@ -25,9 +25,7 @@ from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
 
 from .._errors import FatalError
-from .._protocol import _codes as codes
-from .._protocol import _specs
-from .._protocol._wire import SpecRequest
+from .._protocol import codes, specs, wire
 from .._security import KafkaSecurity
 from ._errors import error_for, map_error, mapped
 from ._security import connection_settings
@@ -111,7 +109,9 @@ async def _consumer_group(
     no group, or a broker without ConsumerGroupDescribe."""
     body = {"group_ids": [group_id], "include_authorized_operations": False}
     try:
-        resp = await admin._client.send(node, SpecRequest.of(_specs.CONSUMER_GROUP_DESCRIBE, body))
+        resp = await admin._client.send(
+            node, wire.SpecRequest.of(specs.CONSUMER_GROUP_DESCRIBE, body)
+        )
     except IncompatibleBrokerVersion:
         return None  # before Kafka 4.0
     (group,) = [g for g in resp.to_object()["groups"] if g["group_id"] == group_id]

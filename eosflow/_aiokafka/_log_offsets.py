@@ -34,7 +34,7 @@ from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
 from .._errors import TransientError
-from .._protocol import _codes, _specs, _wire
+from .._protocol import codes, specs, wire
 from .._timeouts import within
 from ._errors import error_for, error_name, map_error
 from ._requests import Backoff
@@ -44,14 +44,14 @@ EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps for a log's start and end
 READ_COMMITTED = 1
 RETRIED = frozenset(
     {
-        _codes.NOT_LEADER_OR_FOLLOWER,
-        _codes.LEADER_NOT_AVAILABLE,
-        _codes.UNKNOWN_TOPIC_OR_PARTITION,
-        _codes.FENCED_LEADER_EPOCH,
-        _codes.UNKNOWN_LEADER_EPOCH,
-        _codes.OFFSET_NOT_AVAILABLE,
-        _codes.REQUEST_TIMED_OUT,
-        _codes.UNKNOWN_SERVER_ERROR,
+        codes.NOT_LEADER_OR_FOLLOWER,
+        codes.LEADER_NOT_AVAILABLE,
+        codes.UNKNOWN_TOPIC_OR_PARTITION,
+        codes.FENCED_LEADER_EPOCH,
+        codes.UNKNOWN_LEADER_EPOCH,
+        codes.OFFSET_NOT_AVAILABLE,
+        codes.REQUEST_TIMED_OUT,
+        codes.UNKNOWN_SERVER_ERROR,
     }
 )
 
@@ -146,7 +146,7 @@ async def _ask(
         "isolation_level": READ_COMMITTED,
         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
     }
-    req = _wire.SpecRequest.of(_specs.LIST_OFFSETS, body, min_version=2)
+    req = wire.SpecRequest.of(specs.LIST_OFFSETS, body, min_version=2)
     try:
         # not on the fetcher's connection: a broker answers a connection's requests in
         # order, and one behind a long-polling fetch waited for it (up to

@@ -16,8 +16,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .._errors import AuthorizationError
-from .._protocol import _specs, _wire
-from .._protocol._codes import TOPIC_AUTHORIZATION_FAILED
+from .._protocol import codes, specs, wire
 from .._timeouts import within
 from ._clients import fetch_wait
 from ._errors import AUTHORIZATION, error_for, error_name, map_error
@@ -45,7 +44,7 @@ async def group_heartbeat(
     coordinator. Coordinator moves, timeouts and dropped connections are resent for at
     most ``timeout_s``, then ``TransientError``; a refused permission raises
     ``AuthorizationError``; any other error code is answered."""
-    req = _wire.SpecRequest.of(_specs.CONSUMER_GROUP_HEARTBEAT, body)
+    req = wire.SpecRequest.of(specs.CONSUMER_GROUP_HEARTBEAT, body)
     step = "ConsumerGroupHeartbeat"
     code, resp = await send_retrying(
         consumer._client,
@@ -56,7 +55,7 @@ async def group_heartbeat(
         step,
         timeout_s,
     )
-    if code == TOPIC_AUTHORIZATION_FAILED:  # the answer does not say which topic
+    if code == codes.TOPIC_AUTHORIZATION_FAILED:  # the answer does not say which topic
         topics = sorted(body["subscribed_topic_names"])
         names = ", ".join(topics)
         resource = f"topic {names}" if len(topics) == 1 else f"one of topics {names}"
@@ -84,7 +83,7 @@ async def topic_ids(
 ) -> dict[uuid.UUID, str]:
     """The id of each of ``topics`` that exists (Metadata v10+), as id -> name."""
     body = {"topics": [{"name": t} for t in topics], "allow_auto_topic_creation": False}
-    req = _wire.SpecRequest.of(_specs.METADATA, body, min_version=10)
+    req = wire.SpecRequest.of(specs.METADATA, body, min_version=10)
     client = consumer._client
     step = "Metadata (topic ids)"
     try:

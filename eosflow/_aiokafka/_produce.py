@@ -33,17 +33,19 @@ from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
-from .. import _aiokafka as ak
 from .._errors import FatalError, TransientError
 from .._records import Output
 from .._timeouts import within
+from ._clients import Batch, max_request_bytes
+from ._errors import map_error, mapped
+from ._partitioner import Partitioner
 
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 
 
 async def send_all(
     producer: AIOKafkaProducer,
-    partitioner: ak.Partitioner,
+    partitioner: Partitioner,
     outputs: Sequence[Output],
     sends: list[asyncio.Future[object]],
     metadata_timeout_s: float,
@@ -51,10 +53,10 @@ async def send_all(
 ) -> None:
     """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
     batch to ``sends``; the hand-overs wait at most ``queue_timeout_s`` in all."""
-    max_bytes = ak.max_request_bytes(producer)
+    max_bytes = max_request_bytes(producer)
     until = asyncio.get_running_loop().time() + queue_timeout_s
-    open_: dict[tuple[str, int], ak.Batch] = {}
-    with ak.mapped("producing outputs", "WRITE"):
+    open_: dict[tuple[str, int], Batch] = {}
+    with mapped("producing outputs", "WRITE"):
         for o in outputs:
             topic, partition = o.topic, o.partition
             if partition is None:
@@ -64,7 +66,7 @@ async def send_all(
             batch = open_.get((topic, partition))
             if batch is None:  # first output to this partition in this call
                 await _check_partition(partitioner, topic, partition, metadata_timeout_s)
-                batch = open_[(topic, partition)] = ak.Batch(producer)
+                batch = open_[(topic, partition)] = Batch(producer)
             headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
             try:
                 meta = batch.append(o.key, o.value, headers)
@@ -75,7 +77,7 @@ async def send_all(
                 # stop rather than drop the record.
                 full = batch.builder(full=True)
                 sends.append(await _hand_over(producer, full, topic, partition, until))
-                batch = open_[(topic, partition)] = ak.Batch(producer)
+                batch = open_[(topic, partition)] = Batch(producer)
                 try:
                     meta = batch.append(o.key, o.value, headers)
                 except TypeError as exc:
@@ -115,7 +117,7 @@ async def _hand_over(
         ) from None
 
 
-async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> None:
+async def _ready(partitioner: Partitioner, topic: str, timeout_s: float) -> None:
     """Metadata of ``topic``, or a ``FatalError`` naming it when the cluster answered
     without it for ``timeout_s`` (aiokafka alone would wait its request timeout, then the
     transaction would abort and retry forever). No answer at all in that time -- brokers
@@ -134,14 +136,14 @@ async def _ready(partitioner: ak.Partitioner, topic: str, timeout_s: float) -> N
             "exist (and the broker does not create topics automatically)"
         ) from None
     except Exception as exc:
-        error = ak.map_error(exc, f"metadata of output topic {topic!r}", "WRITE")
+        error = map_error(exc, f"metadata of output topic {topic!r}", "WRITE")
         if error.retriable:  # UNKNOWN_TOPIC_OR_PARTITION after aiokafka's own wait
             raise FatalError(f"output topic {topic!r} does not exist ({error})") from exc
         raise error from exc
 
 
 async def _check_partition(
-    partitioner: ak.Partitioner, topic: str, partition: int, timeout_s: float
+    partitioner: Partitioner, topic: str, partition: int, timeout_s: float
 ) -> None:
     """An output naming a partition the topic does not have can never be produced
     (``send_batch`` would fail an assertion deep in aiokafka): stop, saying so."""
@@ -167,7 +169,7 @@ async def flush(
     commit, and the caller replaces the producer to drop them."""
     if not sends:
         return
-    with ak.mapped("Produce", "WRITE"):
+    with mapped("Produce", "WRITE"):
         try:
             await within(_acknowledged(producer, sends), timeout_s)
         except TimeoutError:
@@ -200,16 +202,16 @@ async def send_to_partition(
     base offset plus that count minus one (a changelog's position record is last). The
     hand-overs wait at most ``queue_timeout_s`` in all."""
     assert records, "nothing to send"
-    max_bytes = ak.max_request_bytes(producer)
+    max_bytes = max_request_bytes(producer)
     until = asyncio.get_running_loop().time() + queue_timeout_s
-    with ak.mapped("producing changelog records", "WRITE"):
-        batch = ak.Batch(producer)
+    with mapped("producing changelog records", "WRITE"):
+        batch = Batch(producer)
         for key, value in records:
             meta = batch.append(key, value, _NO_HEADERS)
             if meta is None:  # full: send it, start the next
                 full = batch.builder(full=True)
                 sends.append(await _hand_over(producer, full, topic, partition, until))
-                batch = ak.Batch(producer)
+                batch = Batch(producer)
                 meta = batch.append(key, value, _NO_HEADERS)
                 if meta is None:
                     raise FatalError(f"aiokafka refused a record for {topic} into an empty batch")

@@ -18,7 +18,7 @@ from aiokafka.client import ConnectionGroup
 from aiokafka.errors import KafkaError
 
 from .._errors import TransientError
-from .._protocol import _codes, _specs, _wire
+from .._protocol import codes, specs, wire
 from .._timeouts import within
 from ._clients import GroupIdentity, group_identity, producer_identity
 from ._coordinators import coordinator as _coordinator
@@ -107,12 +107,12 @@ async def capabilities(producer: AIOKafkaProducer) -> Capabilities:
     the finalized features), asked of any broker."""
     client = producer.client
     node = client.get_random_node()
-    resp = await client.send(node, _wire.SpecRequest.of(_specs.API_VERSIONS, _CLIENT))
+    resp = await client.send(node, wire.SpecRequest.of(specs.API_VERSIONS, _CLIENT))
     if resp.error_code:
         raise map_error(error_for(resp.error_code), "ApiVersions")
     top = {key: hi for key, _lo, hi, *_tags in resp.api_versions}
     tags = getattr(resp, "tags", None) or {}
-    features = tuple(sorted(_wire.finalized_features(tags).items()))
+    features = tuple(sorted(wire.finalized_features(tags).items()))
     return Capabilities(
         top.get(28, -1),
         top.get(9, -1),
@@ -136,8 +136,8 @@ async def forced_heartbeat(
     ident = identity or current
     if current.coordinator_id is None or ident.generation < 0:
         return UNKNOWN_MEMBER_ID  # not in the group as far as we know
-    req = _wire.SpecRequest.of(
-        _specs.HEARTBEAT,
+    req = wire.SpecRequest.of(
+        specs.HEARTBEAT,
         {
             "group_id": group_id,
             "generation_id": ident.generation,
@@ -201,7 +201,7 @@ async def commit_offsets_in_txn(
         )
     # v3 until transactions v2, which takes v5 (the group joins implicitly)
     low, high = (5, 5) if v2 else (None, 3)
-    commit = _wire.SpecRequest.of(_specs.TXN_OFFSET_COMMIT, body, min_version=low, max_version=high)
+    commit = wire.SpecRequest.of(specs.TXN_OFFSET_COMMIT, body, min_version=low, max_version=high)
 
     def first_error(resp: Any) -> int:
         for topic in resp.to_object()["topics"]:
@@ -230,7 +230,7 @@ async def _add_offsets(
 ) -> int:
     """AddOffsetsToTxn (transactions v1): 0 or the error code; a refusal raises."""
     body = {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch}
-    add = _wire.SpecRequest.of(_specs.ADD_OFFSETS_TO_TXN, {**body, "group_id": group_id})
+    add = wire.SpecRequest.of(specs.ADD_OFFSETS_TO_TXN, {**body, "group_id": group_id})
     code, _ = await send_retrying(
         client, _TRANSACTION, txn_id, add, lambda r: int(r.error_code), "AddOffsetsToTxn", timeout_s
     )
@@ -242,7 +242,7 @@ async def _add_offsets(
 # a consumer-protocol member's OffsetFetch v9 answered for a past epoch or a member the
 # coordinator does not know (yet): retried with the member's identity read again
 _MEMBER_RETRY = frozenset(
-    {_codes.STALE_MEMBER_EPOCH, _codes.UNKNOWN_MEMBER_ID, _codes.FENCED_MEMBER_EPOCH}
+    {codes.STALE_MEMBER_EPOCH, codes.UNKNOWN_MEMBER_ID, codes.FENCED_MEMBER_EPOCH}
 )
 
 
@@ -296,9 +296,7 @@ async def fetch_committed(
             ],
             "require_stable": require_stable,
         }
-        req = _wire.SpecRequest.of(
-            _specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1
-        )
+        req = wire.SpecRequest.of(specs.OFFSET_FETCH, body, min_version=7 if require_stable else 1)
         left = max(0.0, deadline - time.monotonic())
         try:
             resp = await within(_ask(client, group_id, req), min(left, attempt_s or left))
@@ -359,8 +357,8 @@ async def reinit_producer_id(
     then ``TransientError``."""
     client = producer.client
     pid, epoch = producer_identity(producer)
-    req = _wire.SpecRequest.of(
-        _specs.INIT_PRODUCER_ID,
+    req = wire.SpecRequest.of(
+        specs.INIT_PRODUCER_ID,
         {
             "transactional_id": transactional_id,
             "transaction_timeout_ms": int(transaction_timeout_s * 1000),

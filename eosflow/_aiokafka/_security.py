@@ -30,7 +30,7 @@ from aiokafka.errors import KafkaError, UnsupportedSaslMechanismError
 from aiokafka.protocol.admin import SaslAuthenticateRequest, SaslHandShakeRequest
 
 from .._errors import AuthenticationError, ConfigError
-from .._protocol import _codes as codes
+from .._protocol import codes
 from .._security import KafkaSecurity, TokenProvider, secret
 from .._timeouts import within
 from ._errors import is_refused_login

@@ -25,7 +25,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 
 from .._errors import AuthorizationError, ConfigError, FatalError, TransientError
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._errors import TRANSIENT_CODES, error_name, mapped
 from ._partitioner import wait_on_metadata
 

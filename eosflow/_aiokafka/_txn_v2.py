@@ -34,7 +34,7 @@ from aiokafka.errors import ConcurrentTransactions, IllegalOperation, KafkaError
 from aiokafka.producer.sender import EndTxnHandler, SendProduceReqHandler
 from aiokafka.producer.transaction_manager import PidAndEpoch
 
-from .._protocol import _codes, _specs, _wire
+from .._protocol import codes, specs, wire
 
 _V2 = "_eosflow_transactions_v2"  # set on a producer switched over
 
@@ -99,7 +99,7 @@ class _ProduceV12(SendProduceReqHandler):  # type: ignore[misc]
             "timeout": self._sender._request_timeout_ms,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         }
-        req = _wire.SpecRequest.of(_specs.PRODUCE, body, min_version=12, max_version=12)
+        req = wire.SpecRequest.of(specs.PRODUCE, body, min_version=12, max_version=12)
         req.required_acks = self._sender._acks  # what the handler checks for acks=0
         return req
 
@@ -152,7 +152,7 @@ class _EndTxnV5(EndTxnHandler):  # type: ignore[misc]
             "producer_epoch": txn.producer_epoch,
             "transaction_result": bool(self._commit_result),
         }
-        return _wire.SpecRequest.of(_specs.END_TXN, body, min_version=5, max_version=5)
+        return wire.SpecRequest.of(specs.END_TXN, body, min_version=5, max_version=5)
 
     def handle_response(self, resp: Any) -> Any:
         txn = self._sender._txn_manager
@@ -162,6 +162,6 @@ class _EndTxnV5(EndTxnHandler):  # type: ignore[misc]
                 txn._sequence_numbers.clear()  # a new epoch's sequences start at 0
             txn.complete_transaction()
             return None
-        if resp.error_code == _codes.PRODUCER_FENCED:
+        if resp.error_code == codes.PRODUCER_FENCED:
             raise ProducerFenced()
         return super().handle_response(resp)

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._security import KafkaSecurity
-from .._state._changelog import decode_position
-from .._state._store import BYTES, RESERVED_KEY, Serde
+from .._state import BYTES, RESERVED_KEY, Serde, decode_position
 from ._checker import offsets_behind, read_records, read_topic
 
 
@@ -130,7 +129,7 @@ async def check_counts(
     committed state equals each key's number of input records, each key's committed
     outputs are exactly the counts 1..n (none lost, none twice), and ``group_id``'s
     offsets reached the input's end."""
-    from .._state._store import JSON
+    from .._state import JSON
 
     inputs = await read_topic(bootstrap, input_topic, security=security)
     want = Counter(key or b"" for _p, _o, key, _v in inputs)

@@ -25,9 +25,7 @@ from typing import Any
 
 from .._records import Record
 from .._security import KafkaSecurity
-from .._state._sessions import Session
-from .._state._sliding import Sliding
-from .._state._windows import WindowSpec
+from .._state import Session, Sliding, WindowSpec
 from ._checker import read_records
 
 Final = tuple[bytes, int]  # (key, window start in ms)

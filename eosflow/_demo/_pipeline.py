@@ -186,7 +186,7 @@ async def run_demo(
             if pipeline is not SINK:
                 ok = await _run(cluster, pipeline, records, instances, spark, state_dir)
             else:
-                from ..testing._postgres import Postgres
+                from .._servers import Postgres
                 from . import _sink
 
                 async with Postgres() as pg:

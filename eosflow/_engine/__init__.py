@@ -21,6 +21,7 @@ Below it: the adapter (``_aiokafka``), the stores (``_state``), the observer sea
 (``_observe``). Above it: the app, the command line.
 """
 
+from ._collector import collecting
 from ._cycle import Engine, dead_letter
 
-__all__ = ["Engine", "dead_letter"]
+__all__ = ["Engine", "collecting", "dead_letter"]

@@ -19,7 +19,7 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import FatalError, TransientError
 from .._observe import Abort, AbortReason
-from .._protocol import _codes as codes
+from .._protocol import codes
 from .._state import Stores
 from .._timeouts import within
 from ._transaction import Transaction

@@ -40,7 +40,7 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import EosflowError, FatalError, TransientError
 from .._observe import Abort, AbortReason
-from .._protocol import _codes as codes
+from .._protocol import codes
 from .._timeouts import within
 from ._commit import confirm_membership
 

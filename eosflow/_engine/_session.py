@@ -27,7 +27,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._aiokafka import _produce
 from .._config import EosConfig
 from .._errors import (
     AuthenticationError,
@@ -302,7 +301,7 @@ class TransactSession:
         partitioner = self._producers.partitioner
         assert partitioner is not None
         try:
-            await _produce.send_all(
+            await ak.send_all(
                 self.producer,
                 partitioner,
                 outputs,
@@ -451,7 +450,7 @@ class TransactSession:
                     timeout_s = txn.time_left_s(self.config.transaction_timeout_s)
                     await send_changelog(self.stores, self.producer, txn, timeout_s)
                     why = txn.doomed
-                await _produce.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
+                await ak.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
         except TransientError as exc:
             # A failed batch leaves the idempotent producer's sequence numbers out of step
             # with the broker's: aborting alone would fail every later transaction the

@@ -17,6 +17,20 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
   topic's committed records out (for trying eosflow and looking at what it wrote).
 """
 
+from ._logs import JsonLines, summarised_aiokafka_logs
+from ._logs import configure as configure_logs
+from ._metrics import PrometheusMetrics
+from ._runner import Operations
+from ._status import group_status
 from ._topic_io import consume_command, produce_command
 
-__all__ = ["consume_command", "produce_command"]
+__all__ = [
+    "JsonLines",
+    "Operations",
+    "PrometheusMetrics",
+    "configure_logs",
+    "consume_command",
+    "group_status",
+    "produce_command",
+    "summarised_aiokafka_logs",
+]

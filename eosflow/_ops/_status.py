@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._checks._checker import partitions_of
+from .._checks import partitions_of
 from .._errors import ConfigError
 from .._observe import Partition
 from .._security import KafkaSecurity

@@ -6,10 +6,19 @@ groups with ``force_rebalance``/``expire_member``. It is a test double, never a 
 path: the broker-contract tests hold it against genuine Kafka.
 """
 
-from .._checks._checker import CheckReport, check_exactly_once, read_topic
-from .._checks._join_check import expected_join, join_of
-from .._checks._state_check import StateReport, check_counts, check_state
-from .._checks._window_check import WindowReport, check_windows, expected_windows
+from .._checks import (
+    CheckReport,
+    StateReport,
+    WindowReport,
+    check_counts,
+    check_exactly_once,
+    check_state,
+    check_windows,
+    expected_join,
+    expected_windows,
+    join_of,
+    read_topic,
+)
 from ._broker import PROFILES, ClusterSettings
 from ._cluster import FakeCluster
 from ._faults import FaultRule

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._broker import Broker
 from ._codec import API_KEYS, Frame
 from ._groups import Partition

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from . import _codec
 from ._groups import GroupCoordinator, GroupSettings
 from ._groups_consumer import ConsumerGroups

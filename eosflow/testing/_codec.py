@@ -20,8 +20,7 @@ from aiokafka.protocol.api import RequestStruct, Response
 from aiokafka.protocol.struct import Struct
 from aiokafka.protocol.types import Array, Schema, String, TaggedFields, UnsignedVarInt32
 
-from .._protocol import _codes as codes
-from .._protocol import _specs, _wire
+from .._protocol import codes, specs, wire
 
 _MODULES = (
     "admin",
@@ -54,9 +53,9 @@ def _registry() -> dict[tuple[int, int], tuple[type[RequestStruct], type[Respons
                 suffix = cls.__name__.rpartition("_v")[2]
                 version = int(suffix) if suffix.isdigit() else cls.API_VERSION
                 reg[(cls.API_KEY, version)] = (cls, _response(cls.RESPONSE_TYPE, version))
-    for spec in _specs.SPECS.values():
+    for spec in specs.SPECS.values():
         for v in range(spec.versions[0], spec.versions[1] + 1):
-            reg[(spec.api_key, v)] = _wire.spec_classes(spec, v)
+            reg[(spec.api_key, v)] = wire.spec_classes(spec, v)
     return reg
 
 
@@ -212,7 +211,7 @@ def encode_response(frame: Frame, body: dict[str, Any]) -> bytes:
     header = struct.pack(">i", frame.correlation_id)
     if frame.flexible and frame.api_key != 18:  # ApiVersions always answers with header v0
         header += UnsignedVarInt32.encode(0)
-    payload = resp_cls.SCHEMA.encode(_wire.to_values(resp_cls.SCHEMA, body))
+    payload = resp_cls.SCHEMA.encode(wire.to_values(resp_cls.SCHEMA, body))
     out: bytes = struct.pack(">i", len(header) + len(payload)) + header + payload
     return out
 
@@ -227,7 +226,7 @@ def encode_api_versions_error(correlation_id: int, versions: list[tuple[int, int
         ],
     }
     payload = struct.pack(">i", correlation_id) + resp_cls.SCHEMA.encode(
-        _wire.to_values(resp_cls.SCHEMA, body)
+        wire.to_values(resp_cls.SCHEMA, body)
     )
     frame: bytes = struct.pack(">i", len(payload)) + payload
     return frame

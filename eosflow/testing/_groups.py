@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 
 Partition = tuple[str, int]  # (topic, partition), as eosflow._transaction.Partition
 

@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._groups import (
     MEMBER_STABLE,
     MEMBER_UNRELEASED,

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import uuid
 
-from .._protocol import _codes as codes
-from .._protocol import _wire
+from .._protocol import codes, wire
 from ._api import Body, handles
 from ._broker import RETENTION_MS, Broker
 from ._codec import Frame
@@ -29,7 +28,7 @@ async def api_versions(c: Broker, f: Frame, host: str) -> Body:
         "api_versions": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in c.api_versions()
         ],
-        "tags": _wire.features_tags(finalized) if finalized else {},
+        "tags": wire.features_tags(finalized) if finalized else {},
     }
 
 

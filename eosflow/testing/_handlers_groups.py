@@ -4,7 +4,7 @@ protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, List
 
 from __future__ import annotations
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._api import Body, by_topic, handles, sorted_out, tp_offsets
 from ._broker import Broker
 from ._codec import Frame

@@ -6,7 +6,7 @@ import asyncio
 import time
 from typing import Any
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._api import Body, handles
 from ._broker import Broker
 from ._codec import Frame

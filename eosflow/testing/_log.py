@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 from aiokafka.record.util import calc_crc32c
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 
 # Offsets within the v2 batch header (see the Kafka protocol's RecordBatch layout).
 _HEADER = struct.Struct(">qiibIhiqqqhii")

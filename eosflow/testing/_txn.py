@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .._protocol import _codes as codes
+from .._protocol import codes
 from ._groups import GroupCoordinator, Partition
 from ._log import PartitionLog
 

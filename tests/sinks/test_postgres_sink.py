@@ -31,10 +31,10 @@ from sinkkit import (
 
 import eosflow
 from eosflow._protocol import _codes as codes
+from eosflow._servers import Postgres
 from eosflow.sinks._offsets import OffsetsTable, PartitionLost
 from eosflow.testing import FakeCluster, spawn_run
 from eosflow.testing._ladder import Broker
-from eosflow.testing._postgres import Postgres
 from examples import orders_sink
 
 ROOT = Path(__file__).parents[2]

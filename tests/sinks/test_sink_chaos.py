@@ -26,8 +26,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from fleet import Fleet, chaos_env, chaos_schedule, committed_total, seed
 from kit import create_topic
 
+from eosflow._servers import Postgres
 from eosflow.testing._ladder import Broker
-from eosflow.testing._postgres import Postgres
 
 RECORDS, PARTS, INSTANCES = 12_000, 6, 3
 

@@ -17,9 +17,9 @@ from pgwire import CommitOutcomeUnknown, CommitReplyLost, FatalOutOfTurn
 from sinkkit import PARTS, N, Rows, at_the_end, exactly_once, rows, rows_database, seed, written
 
 import eosflow
+from eosflow._servers import Postgres
 from eosflow.sinks._offsets import OffsetsTable
 from eosflow.testing import FakeCluster
-from eosflow.testing._postgres import Postgres
 
 
 @pytest.fixture

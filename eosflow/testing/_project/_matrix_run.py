@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 from aiokafka import AIOKafkaProducer
 
 from ..._app import EosApp
-from ..._checks._checker import read_topic
+from ..._checks import read_topic
 from ..._config import EosConfig
 from ..._errors import EosflowError
 from ..._processor import Processor
-from ..._protocol import _codes as codes
+from ..._protocol import codes
 from ..._timeouts import within
 from .._cluster import FakeCluster
 from .._faults import FaultRule
