@@ -29,7 +29,9 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 
 Private names of aiokafka used here (``tests/unit/test_public_api.py`` checks that no other
 module uses any, but ``_protocol/_wire.py``'s ``_CLASSES``, and that this list is complete), read
-only unless said: ``consumer._client``, ``consumer._coordinator`` (generation, member_id,
+only unless said: ``consumer._client`` (written: its ``send``, replaced by one that
+writes a connection's ``_request_timeout`` -- found in its ``_conns`` -- for the one call
+that sends a JoinGroup: ``_long_joins``), ``consumer._coordinator`` (generation, member_id,
 coordinator_id, _group_instance_id, and whether its ``_coordination_task``,
 ``_heartbeat_task`` or ``_commit_refresh_task`` ended on an error; written: its
 ``_maybe_refresh_commit_offsets``, replaced by one that sends nothing, since eosflow

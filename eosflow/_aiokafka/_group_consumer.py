@@ -1,9 +1,9 @@
 """The group consumer of the classic protocol: aiokafka's consumer in aiokafka's group,
-built with eosflow's rebalance listener, and two parts of aiokafka's group handling
+built with eosflow's rebalance listener, and three parts of aiokafka's group handling
 replaced on it -- its committed-offset refresh (eosflow positions every partition
-itself: ``_own_positions``) and the tolerance of its heartbeat (``_patient``) -- both
+itself: ``_own_positions``) and the tolerance of its heartbeat (``_patient``), both
 found by the fault sweep (issue 50) to stop or hang an app under a failing group
-coordinator."""
+coordinator; and the request timeout of its JoinGroup (``_long_joins``)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.client import AIOKafkaClient, ConnectionGroup
+from aiokafka.conn import CloseReason
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, RequestTimedOutError
 
 from .._config import EosConfig
 from ._clients import reading_settings
 
 log = logging.getLogger("eosflow.adapter")
+
+_JOIN_GROUP = 11  # the API key
+_JOIN_MARGIN_S = 5.0  # past the rebalance timeout, as Kafka's Java consumer waits
 
 
 Partitions = Callable[[set[TopicPartition]], Awaitable[None]]
@@ -125,4 +130,40 @@ def consumer_for(
     )
     consumer.subscribe(list(cfg.input_topics), listener=listener)
     listener.consumer = consumer
+    _long_joins(consumer._client, cfg.rebalance_timeout_s + _JOIN_MARGIN_S)
     return consumer
+
+
+def _long_joins(client: AIOKafkaClient, join_timeout_s: float) -> None:
+    """Give the group consumer's JoinGroup requests ``join_timeout_s`` (the rebalance
+    timeout and 5 s, as Kafka's Java consumer does) instead of aiokafka's request
+    timeout, 40 s, for all of them. The coordinator answers a JoinGroup only once every
+    member has rejoined, or the rebalance timeout (60 s by default) has passed; a join
+    given up at 40 s is sent again and the rebalance starts over (issue 51: a two-minute
+    rebalance). Other requests keep aiokafka's timeout. The connection's
+    ``_request_timeout`` is read once, when a request is written (``conn.send``); it is
+    set for that call alone. A timed-out join closes the connection and raises
+    ``RequestTimedOutError``, as aiokafka's ``send`` does."""
+    send = client.send
+
+    async def send_joins_long(
+        node_id: int, request: Any, *, group: ConnectionGroup = ConnectionGroup.DEFAULT
+    ) -> Any:
+        if getattr(request, "API_KEY", None) != _JOIN_GROUP or not await client.ready(
+            node_id, group=group
+        ):
+            return await send(node_id, request, group=group)  # (not ready: its error)
+        conn = client._conns[(node_id, group)]
+        usual = conn._request_timeout
+        conn._request_timeout = max(usual, join_timeout_s)
+        try:
+            answer = conn.send(request)
+        finally:
+            conn._request_timeout = usual
+        try:
+            return await answer
+        except TimeoutError as exc:
+            conn.close(reason=CloseReason.CONNECTION_TIMEOUT)
+            raise RequestTimedOutError() from exc
+
+    client.send = send_joins_long

@@ -156,3 +156,27 @@ async def test_heartbeats_answered_unknown_server_error_are_sent_again(
         await rule.matched()
         await until(app, lambda: rule.exhausted and all_done(app, c), "all committed")
     await assert_exactly_once(c)
+
+
+# Issue 51.10: under the classic protocol a JoinGroup is answered only once every member
+# has rejoined or the rebalance timeout (60 s) has passed, but aiokafka gave it its
+# request timeout, 40 s, like any request: a join answered later was given up, the
+# connection closed and the join sent again (the rebalance starting over: two minutes in
+# one run). Here the coordinator answers the first JoinGroup after 42 s. Now it is waited
+# for (``_long_joins``: the rebalance timeout and 5 s) and no JoinGroup is sent again;
+# without it the join times out at 40 s and a second one goes out.
+async def test_a_join_answered_after_aiokafkas_request_timeout_is_waited_for(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c)
+    slow = c.intercept("JoinGroup", delay_s=42.0, times=1)
+    later = c.intercept("JoinGroup", times=None)  # counts the JoinGroups after the first
+    app = eosflow.EosApp(Gate("out"), cfg(c, rebalance_timeout_s=60.0))
+    async with app:
+        await slow.matched()
+        await until(app, lambda: all_done(app, c), "all committed", timeout_s=60)
+    assert slow.hits == 1
+    joins_again = [b for b in later.bodies if b.get("member_id")]
+    assert later.hits == len(joins_again) <= 1, later.bodies  # KIP-394: one more, with its id
+    await assert_exactly_once(c)
