@@ -174,6 +174,30 @@ def test_the_tooling_extras_resolve(dist: tuple[Path, Path], venv: Path) -> None
         assert wanted, extra  # something to install: the venv does not have the tooling
 
 
+def test_the_spark_extra_alone_brings_what_sparks_arrow_path_needs(
+    dist: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``eosflow[spark]`` alone, into an empty venv (a dry run), brings pandas and NumPy
+    with PyArrow: Spark 4 makes Python UDFs Arrow-optimized by default, and without
+    pandas it falls back, warning "Arrow optimization failed to enable because PyArrow
+    or Pandas is not installed" on every UDF (issue 51.11: the demo's Spark variant in
+    a venv with that extra alone). Fails with the extra as pyspark and pyarrow only."""
+    home = tmp_path / "empty"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    report = _run(
+        [
+            *(sys.executable, "-m", "pip", "--python", str(home / "bin" / "python"), "install"),
+            *("--dry-run", "--quiet", "--disable-pip-version-check", "--report", "-"),
+            f"eosflow[spark] @ {dist[0].as_uri()}",
+        ],
+        tmp_path,
+        600,
+    )
+    assert report.returncode == 0, report.stderr[-2000:]
+    wanted = {i["metadata"]["name"].lower() for i in json.loads(report.stdout)["install"]}
+    assert {"pyspark", "pyarrow", "pandas", "numpy"} <= wanted, sorted(wanted)
+
+
 def test_eosflow_runs_from_the_wheel(venv: Path, tmp_path: Path) -> None:
     probe = _run(
         [

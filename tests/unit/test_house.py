@@ -2,7 +2,7 @@
 name, no room (a package of eosflow's) is entered but through its face, each of
 eosflow's modules goes by one alias wherever it is imported under one, and
 docs/design.md's file map names every file the project tracks in its code folders (and
-nothing that is gone)."""
+nothing that is gone); README.md stays under 150 lines."""
 
 from __future__ import annotations
 
@@ -230,3 +230,10 @@ def test_no_import_circle_and_at_most_twelve_modules_at_the_root() -> None:
     assert circles == []
     root = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(root) <= 12, root
+
+
+def test_the_readme_stays_under_150_lines() -> None:
+    """README.md is the front door: what eosflow is, the two commands, a first processor,
+    pointers to the rest. Detail belongs in docs/ (issue 52: it had grown to 175)."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) < 150, f"README.md has {len(lines)} lines: move detail to docs/"
