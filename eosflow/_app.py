@@ -79,7 +79,7 @@ class EosApp:
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
-        self._engine: Runtime | None = None  # one per run()
+        self._runtime: Runtime | None = None  # one per run()
 
     # --- public -----------------------------------------------------------------------
 
@@ -90,7 +90,7 @@ class EosApp:
         finally:  # also when the set-up before the loop failed: no port left open
             await self.ops.stop()
 
-    def _runtime(self) -> Runtime:
+    def _new_runtime(self) -> Runtime:
         """The engine of Kafka transactions, or a sink's own runtime (``eosflow/sinks``):
         a sink's unit of atomicity is a database transaction."""
         args = (self.config, self.observers, self._stopping, self._assigned, self._revoked)
@@ -100,8 +100,8 @@ class EosApp:
         return Engine(self.processor, *args)
 
     async def _run(self) -> None:
-        engine = self._runtime()
-        self._engine = engine
+        engine = self._new_runtime()
+        self._runtime = engine
         try:
             self.ops.start(engine.lag, engine.reader)
             self.processor.configure(self.config)
@@ -158,12 +158,12 @@ class EosApp:
     @property
     def in_transaction(self) -> bool:
         """Whether a transaction is open (records processed but not yet committed)."""
-        return self._engine is not None and self._engine.in_transaction
+        return self._runtime is not None and self._runtime.in_transaction
 
     @property
     def last_outcome(self) -> Outcome | None:
         """How the last transaction ended (None before the first)."""
-        return None if self._engine is None else self._engine.last_outcome
+        return None if self._runtime is None else self._runtime.last_outcome
 
     @property
     def failure(self) -> BaseException | None:

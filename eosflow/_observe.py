@@ -31,10 +31,9 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-log = logging.getLogger("eosflow.observe")
+from ._records import Partition
 
-Partition = tuple[str, int]
-"""(topic, partition): the one shape of a partition key from poll to commit."""
+log = logging.getLogger("eosflow.observe")
 
 
 class Outcome(enum.Enum):

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+Partition = tuple[str, int]
+"""(topic, partition): the one shape of a partition key, from poll to commit (eosflow's
+own; aiokafka's ``TopicPartition`` stays in the adapter)."""
+
 
 @dataclass(slots=True)
 class Record:

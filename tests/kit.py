@@ -37,7 +37,7 @@ _LOADING = (
 
 def session_of(app: eosflow.EosApp) -> TransactSession | None:
     """The app's ``TransactSession``, once its engine runs (None before)."""
-    engine = app._engine
+    engine = app._runtime
     return None if engine is None else engine.session
 
 

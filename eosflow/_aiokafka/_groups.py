@@ -26,11 +26,10 @@ from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBroke
 
 from .._errors import FatalError
 from .._protocol import codes, specs, wire
+from .._records import Partition
 from .._security import KafkaSecurity
 from ._errors import error_for, map_error, mapped
 from ._security import connection_settings
-
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True)

@@ -20,11 +20,11 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ProducerFencedError, TransientError
 from ._protocols import Protocols, detect, recheck
-from ._reinit import Claim, reinit
+from ._reinit import IdClaim, reinit
 
 
 class ProducerSlot:
-    def __init__(self, config: EosConfig, claim: Claim) -> None:
+    def __init__(self, config: EosConfig, claim: IdClaim) -> None:
         self.config = config
         self.claim = claim  # our start, as the group shows it (``_reinit``)
         self.producer: AIOKafkaProducer | None = None

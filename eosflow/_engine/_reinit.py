@@ -37,7 +37,7 @@ log = logging.getLogger("eosflow.session")
 
 
 @dataclass
-class Claim:
+class IdClaim:
     """This instance's hold on its transactional id: when it started (its group member's
     client id says so) and when it last took the id afresh after a refusal."""
 
@@ -50,7 +50,7 @@ async def reinit(
     config: EosConfig,
     caps: ak.Capabilities | None,
     fenced: str | None,
-    claim: Claim,
+    claim: IdClaim,
 ) -> None:
     """Re-initialise ``producer``'s id after an unknown outcome, a failed produce or a
     fencing answer (``fenced``: the answer). With KIP-360 an InitProducerId with the

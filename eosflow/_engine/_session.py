@@ -46,7 +46,7 @@ from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
 from ._producer import ProducerSlot
 from ._protocols import Protocols
-from ._reinit import Claim
+from ._reinit import IdClaim
 from ._transaction import Transaction, report_of
 
 log = logging.getLogger("eosflow.session")
@@ -83,7 +83,7 @@ class TransactSession:
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
         # the transactional producer and its replacement; our start, in the member's
         # client id (_reinit); the cluster's capabilities and protocols
-        self._producers = ProducerSlot(config, Claim())
+        self._producers = ProducerSlot(config, IdClaim())
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         self.stores = Stores(

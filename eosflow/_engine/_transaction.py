@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 
 from .._aiokafka import GroupIdentity
 from .._errors import FatalError
-from .._observe import Abort, AbortReason, Outcome, Partition, TransactionReport
+from .._observe import Abort, AbortReason, Outcome, TransactionReport
+from .._records import Partition
 
 
 @dataclass(eq=False, slots=True)

@@ -22,7 +22,8 @@ import time
 from collections.abc import Mapping
 
 from .._config import OpsSettings
-from .._observe import Observer, Outcome, Partition, TransactionReport
+from .._observe import Observer, Outcome, TransactionReport
+from .._records import Partition
 
 
 class Health(Observer):

@@ -24,15 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import ConfigError
-from .._observe import (
-    PHASES,
-    AbortReason,
-    Observer,
-    Outcome,
-    Partition,
-    SparkJobReport,
-    TransactionReport,
-)
+from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
+from .._records import Partition
 
 try:
     import prometheus_client as prom

@@ -22,7 +22,8 @@ import logging
 import time
 from collections.abc import Mapping
 
-from .._observe import Observer, Outcome, Partition, TransactionReport
+from .._observe import Observer, Outcome, TransactionReport
+from .._records import Partition
 
 log = logging.getLogger("eosflow.progress")
 

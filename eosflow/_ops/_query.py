@@ -32,7 +32,8 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
-Partition = tuple[str, int]
+from .._records import Partition
+
 Found = tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]
 Read = Callable[[str, bytes], Found]
 Answer = tuple[int, str, bytes]

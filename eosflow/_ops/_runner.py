@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable, Mapping
 
 from .._config import OpsSettings
-from .._observe import Observers, Partition
+from .._observe import Observers
+from .._records import Partition
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus

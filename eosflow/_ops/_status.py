@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from .. import _aiokafka as ak
 from .._checks import partitions_of
 from .._errors import ConfigError
-from .._observe import Partition
+from .._records import Partition
 from .._security import KafkaSecurity
 
 

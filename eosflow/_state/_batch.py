@@ -35,6 +35,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigError, TransactionError
+from .._records import Partition
 from ._store import Store, store_key
 from ._windows import LateRecord, WindowSpec, WindowStore, data_key, event_time
 
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 V = TypeVar("V")
 P = TypeVar("P")
-Partition = tuple[str, int]
 Outputs = list[Any]
 Failed = Callable[[Sequence["Record"], Exception], Outputs]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .._errors import TransactionError
+from .._records import Partition
 from ._global import GlobalStore, GlobalTables
 from ._store import Serde, Store
 from ._tables import Table, TableStore
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
     from ._timers import TimerStore
     from ._windows import WindowStore
 
-Partition = tuple[str, int]
 # a sibling partition revoked while records that read it were in hand (a rebalance)
 _GONE = "is no longer held here: the transaction is aborted and its records redone"
 

@@ -55,13 +55,13 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import EosflowError, FatalError, TransientError
+from .._records import Partition
 from ._changelog import decode_position
 from ._local import EMPTY, Checkpoint, LocalPartition
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
 
-Partition = tuple[str, int]
 _REPORT_EVERY_S = 5.0
 _REFETCH_EVERY_S = 0.25  # a store ahead: how often the committed offset is asked again
 _POLL_MS = 100

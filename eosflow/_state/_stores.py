@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
 from .._errors import ConfigError, TransactionError
+from .._records import Partition
 from ._batch import BatchState, run_batch
 from ._changelog import (
     changelog_topic,
@@ -72,7 +73,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("eosflow.state")
 _METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
-Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
 
 

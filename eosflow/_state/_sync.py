@@ -53,12 +53,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
+from .._records import Partition
+
 if TYPE_CHECKING:
     from .._records import Record
 
 log = logging.getLogger("eosflow.state")
 
-Partition = tuple[str, int]
 _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long again)
 MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
 

@@ -36,12 +36,12 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import EosflowError, FatalError, TransientError
+from .._records import Partition
 from ._local import Checkpoint, LocalPartition
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
 
-Partition = tuple[str, int]
 _REPORT_EVERY_S = 5.0
 _POLL_MS = 100
 _MAX_RECORDS = 20_000

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
+from .._records import Partition
 from ._global import GlobalTable
 from ._layers import MISSING
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store, store_key
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from .._records import Record
 
 V = TypeVar("V")
-Partition = tuple[str, int]
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
+from .._records import Partition
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
 from ._store import Store
@@ -32,7 +33,6 @@ from ._windows import Hopping, LateRecord, Tumbling, WindowSpec, WindowStore, ev
 if TYPE_CHECKING:
     from .._records import Record
 
-Partition = tuple[str, int]
 Process = Callable[["Record"], Awaitable[Any]]
 AnySpec = WindowSpec | Session | Sliding
 Windowed = WindowStore[Any] | SessionStore[Any] | SlidingStore[Any]

@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     from .._records import Record
 
 V = TypeVar("V")
-Partition = tuple[str, int]
 
 TIME_KEY = b"\x01eosflow.stream-time"
 """The key of a window store's stream time (8 bytes, signed big-endian milliseconds)."""

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import ConfigError
+from .._records import Partition
 from ._sql import table_name
 
-__all__ = ["Claim", "OffsetsTable", "PartitionLost"]
+__all__ = ["OffsetsTable", "PartitionClaim", "PartitionLost"]
 
-Partition = tuple[str, int]
 # the shape checked at start: name -> PostgreSQL's data type
 _COLUMNS = {
     "group_id": "text",
@@ -46,14 +46,16 @@ class PartitionLost(Exception):
     ``moved``: still this instance's, at another position (a write whose outcome was
     unknown did commit) -- where they stand now."""
 
-    def __init__(self, partitions: Iterable[Partition], moved: Mapping[Partition, Claim]) -> None:
+    def __init__(
+        self, partitions: Iterable[Partition], moved: Mapping[Partition, PartitionClaim]
+    ) -> None:
         self.partitions, self.moved = frozenset(partitions), dict(moved)
         names = ", ".join(f"{t}[{p}]" for t, p in sorted(self.partitions | set(self.moved)))
         super().__init__(f"not where this instance left them: {names}")
 
 
 @dataclass(frozen=True)
-class Claim:
+class PartitionClaim:
     """A partition as this instance claimed it: where to start, and the epoch that its
     write transactions must still find."""
 
@@ -95,7 +97,9 @@ class OffsetsTable:
                 f"{', '.join(wrong)} (found {', '.join(f'{c} {t}' for c, t in found.items())})"
             )
 
-    async def claim(self, conn: Any, starts: Mapping[Partition, int]) -> dict[Partition, Claim]:
+    async def claim(
+        self, conn: Any, starts: Mapping[Partition, int]
+    ) -> dict[Partition, PartitionClaim]:
         """Raise each partition's epoch and return where it stands; one never written
         starts at ``starts`` (its log's start or end, per the reset policy), stored now,
         so its position is an offset from here on. Waits for a write transaction of
@@ -113,9 +117,11 @@ class OffsetsTable:
             [p for _, p in tps],
             [starts[tp] for tp in tps],
         )
-        return {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
+        return {
+            (r["topic"], r["partition"]): PartitionClaim(r["next_offset"], r["epoch"]) for r in rows
+        }
 
-    async def check(self, conn: Any, held: Mapping[Partition, Claim]) -> None:
+    async def check(self, conn: Any, held: Mapping[Partition, PartitionClaim]) -> None:
         """Inside a write transaction, before anything is written: lock the rows of
         ``held`` (what this instance claimed, with the offsets it has written up to)
         and raise ``PartitionLost`` if an epoch or an offset moved."""
@@ -129,7 +135,9 @@ class OffsetsTable:
             [t for t, _ in tps],
             [p for _, p in tps],
         )
-        now = {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
+        now = {
+            (r["topic"], r["partition"]): PartitionClaim(r["next_offset"], r["epoch"]) for r in rows
+        }
         lost = [tp for tp in tps if tp not in now or now[tp].epoch != held[tp].epoch]
         moved = {tp: now[tp] for tp in tps if tp not in lost and now[tp] != held[tp]}
         if lost or moved:
@@ -148,7 +156,9 @@ class OffsetsTable:
             [offsets[tp] for tp in tps],
         )
 
-    async def read(self, conn: Any, partitions: Iterable[Partition]) -> dict[Partition, Claim]:
+    async def read(
+        self, conn: Any, partitions: Iterable[Partition]
+    ) -> dict[Partition, PartitionClaim]:
         """Where ``partitions`` stand now (after a failure whose outcome is unknown)."""
         tps = sorted(partitions)
         rows = await conn.fetch(
@@ -159,4 +169,6 @@ class OffsetsTable:
             [t for t, _ in tps],
             [p for _, p in tps],
         )
-        return {(r["topic"], r["partition"]): Claim(r["next_offset"], r["epoch"]) for r in rows}
+        return {
+            (r["topic"], r["partition"]): PartitionClaim(r["next_offset"], r["epoch"]) for r in rows
+        }

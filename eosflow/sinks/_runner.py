@@ -32,11 +32,11 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from .._observe import AbortReason, Observer, Outcome, TransactionReport
-from .._records import Record
+from .._records import Partition, Record
 from .._timeouts import within
 from ._connection import Database
 from ._errors import DRIVER_ERRORS
-from ._offsets import Claim, OffsetsTable, PartitionLost
+from ._offsets import OffsetsTable, PartitionClaim, PartitionLost
 from ._postgres import PostgresSink
 from ._retries import Retries
 
@@ -55,7 +55,6 @@ def _user_code(what: str) -> Iterator[None]:
         raise FatalError(f"{what} raised {type(exc).__name__}: {exc}") from exc
 
 
-Partition = tuple[str, int]
 PartitionsCall = Callable[[frozenset[Partition]], Awaitable[None]]
 
 
@@ -84,7 +83,7 @@ class SinkRunner:
         self.offsets = OffsetsTable(sink.offsets_table, config.group_id)
         self._consumer: AIOKafkaConsumer | None = None
         self._lock = asyncio.Lock()  # one database transaction at a time
-        self._held: dict[Partition, Claim] = {}  # claimed, with the position written
+        self._held: dict[Partition, PartitionClaim] = {}  # claimed, with the position written
         self._generation = 0  # moves with every assignment change: older batches are void
         self._failure: BaseException | None = None
         self.in_transaction = False
@@ -300,14 +299,17 @@ class SinkRunner:
             # ``end_on_cancel``: it was rolled back, unless it ended in COMMIT
             self.in_transaction, self._in_flight = False, None
             for tp, end in ends.items():
-                self._held[tp] = Claim(end, claims[tp].epoch)
+                self._held[tp] = PartitionClaim(end, claims[tp].epoch)
             self._owed.clear()  # the database works again
             self._retries.went_right()
             self._report(Outcome.COMMITTED, None, None, kept, began, began_at)
         await self._tell_kafka(ends)
 
     async def _transaction(
-        self, held: Mapping[Partition, Claim], records: list[Record], ends: Mapping[Partition, int]
+        self,
+        held: Mapping[Partition, PartitionClaim],
+        records: list[Record],
+        ends: Mapping[Partition, int],
     ) -> None:
         """One database transaction: the claims checked (rows locked), the rows written,
         the positions moved, COMMIT."""
@@ -333,7 +335,9 @@ class SinkRunner:
             log.warning("%s; retrying", exc)
             await self._rewind()
             return Outcome.ABORTED
-        committed = all(now.get(tp) == Claim(end, self._held[tp].epoch) for tp, end in ends.items())
+        committed = all(
+            now.get(tp) == PartitionClaim(end, self._held[tp].epoch) for tp, end in ends.items()
+        )
         gone = [tp for tp, claim in self._held.items() if now.get(tp, claim).epoch != claim.epoch]
         for tp, claim in now.items():
             if tp not in gone and tp in self._held:
@@ -398,7 +402,7 @@ class SinkRunner:
         log.info("assigned %s", sorted(f"{t}[{p}]" for t, p in new))
         await self._on_assigned(frozenset(new))
 
-    async def _claim(self, new: list[Partition]) -> dict[Partition, Claim]:
+    async def _claim(self, new: list[Partition]) -> dict[Partition, PartitionClaim]:
         consumer = self._consumer
         assert consumer is not None
         deadline = time.monotonic() + self.config.retry_timeout_s

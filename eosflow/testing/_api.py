@@ -12,9 +12,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._protocol import codes
+from .._records import Partition
 from ._broker import Broker
 from ._codec import API_KEYS, Frame
-from ._groups import Partition
 
 Body = dict[str, Any]
 Handler = Callable[[Broker, Frame, str], Awaitable[Body]]

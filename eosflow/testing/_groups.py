@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._protocol import codes
-
-Partition = tuple[str, int]  # (topic, partition), as eosflow._transaction.Partition
+from .._records import Partition
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"

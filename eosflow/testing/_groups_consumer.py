@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._protocol import codes
+from .._records import Partition
 from ._groups import (
     MEMBER_STABLE,
     MEMBER_UNRELEASED,
@@ -53,7 +54,6 @@ from ._groups import (
     Group,
     GroupCoordinator,
     GroupError,
-    Partition,
 )
 
 ASSIGNORS = ("uniform", "range")  # Kafka's order: the first is the default

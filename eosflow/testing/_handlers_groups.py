@@ -5,10 +5,11 @@ protocol, ``_groups_consumer``), OffsetCommit, OffsetFetch, DescribeGroups, List
 from __future__ import annotations
 
 from .._protocol import codes
+from .._records import Partition
 from ._api import Body, by_topic, handles, sorted_out, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
-from ._groups import MEMBER_STABLE, GroupError, Partition
+from ._groups import MEMBER_STABLE, GroupError
 from ._groups_consumer import Heartbeat
 
 

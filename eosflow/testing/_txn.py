@@ -49,7 +49,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._protocol import codes
-from ._groups import GroupCoordinator, Partition
+from .._records import Partition
+from ._groups import GroupCoordinator
 from ._log import PartitionLog
 
 EMPTY = "Empty"

@@ -534,7 +534,7 @@ async def test_a_poll_failing_during_work_ahead_loses_nothing(cluster: FakeClust
 
         async def poll(max_records: int, timeout_s: float) -> list[eosflow.Record]:
             nonlocal raised
-            if app._engine._ending is None or raised:
+            if app._runtime._ending is None or raised:
                 return await original(max_records, timeout_s)
             if len(ahead) >= 10:  # ten processed ahead: this poll fails
                 raised = True

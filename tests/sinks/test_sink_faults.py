@@ -85,14 +85,14 @@ async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres:
         await seed(c.bootstrap_servers, "in", N, PARTS)  # more to write, none written
 
         async def lagging() -> bool:
-            return sum(app._engine.lag().values()) >= N  # type: ignore[union-attr]
+            return sum(app._runtime.lag().values()) >= N  # type: ignore[union-attr]
 
         await eventually(lagging, timeout_s=20, what="the new records counted as lag")
         await postgres.start()
         await written(postgres, 2 * N)
 
         async def no_lag() -> bool:
-            lag = app._engine.lag()  # type: ignore[union-attr]
+            lag = app._runtime.lag()  # type: ignore[union-attr]
             return len(lag) == PARTS and set(lag.values()) == {0}
 
         await eventually(no_lag, timeout_s=20, what="lag 0 on every partition")

@@ -237,3 +237,19 @@ def test_the_readme_stays_under_150_lines() -> None:
     pointers to the rest. Detail belongs in docs/ (issue 52: it had grown to 175)."""
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) < 150, f"README.md has {len(lines)} lines: move detail to docs/"
+
+
+def test_one_partition_type_defined_once() -> None:
+    """``Partition`` ((topic, partition)) is defined in ``_records`` alone and imported
+    everywhere else (issue 52: it was defined 15 times)."""
+    defined = sorted(
+        str(f.relative_to(ROOT))
+        for f in PACKAGE.rglob("*.py")
+        for node in ast.parse(f.read_text()).body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and any(
+            isinstance(t, ast.Name) and t.id == "Partition"
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    )
+    assert defined == ["eosflow/_records.py"]
