@@ -10,7 +10,7 @@ import logging
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from aiokafka import AIOKafkaProducer
 
@@ -482,8 +482,3 @@ def _is_input(pos: bytes | None, t: Timing) -> bool:
         and parts[2].isdigit()
         and int(parts[2]) < t.records
     )
-
-
-def run_cases(cases: Sequence[Case], timing: Timing | None = None) -> list[Result]:
-    """Run ``cases`` one after another, each in its own event loop."""
-    return [asyncio.run(run_case(case, timing)) for case in cases]
