@@ -144,19 +144,8 @@ async def test_a_restore_waits_for_commit_markers_still_in_flight(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # a long restore logs progress
-    c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 1)
-    c.create_topic(f"{src}-counts", 1)
-    await seed_keys(c.bootstrap_servers, src, 300, 10)
-    first = eosflow.EosApp(
-        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
-    )
-    async with first:
-        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
-        c.delay_markers(changelog("g", src), 3.0)
-        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
-        await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
+    c, src = eosflow_cluster, "in"
+    await _markers_held_back(c, tmp_path, 3.0)
     # the first instance is gone; its last transaction's changelog marker is not there yet
     c.delay_markers(changelog("g", src), 0)
     with (
@@ -481,19 +470,8 @@ async def test_a_stop_during_a_restore_is_prompt(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # the restore says it is on
-    c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 1)
-    c.create_topic(f"{src}-counts", 1)
-    await seed_keys(c.bootstrap_servers, src, 300, 10)
-    first = eosflow.EosApp(
-        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
-    )
-    async with first:
-        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
-        c.delay_markers(changelog("g", src), 60.0)
-        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
-        await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
+    c, src = eosflow_cluster, "in"
+    await _markers_held_back(c, tmp_path, 60.0)
     second = eosflow.EosApp(
         Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
     )
@@ -508,5 +486,22 @@ async def test_a_stop_during_a_restore_is_prompt(
         took = asyncio.get_running_loop().time() - began
         assert took < 2.0, f"the restoring instance took {took:.1f} s to stop"
         assert second.stats.committed == 0
+        await asyncio.wait_for(running, 10)  # run() returns: its clients closed
     finally:
         c.delay_markers(changelog("g", src), 0)
+
+
+async def _markers_held_back(c: FakeCluster, tmp_path: Path, hold_s: float) -> None:
+    """A first instance counts 300 records of ``in``, then 50 more whose transaction's
+    changelog marker the cluster holds back ``hold_s``; it stops (the marker not there)."""
+    c.create_topic("in", 1)
+    c.create_topic("in-counts", 1)
+    await seed_keys(c.bootstrap_servers, "in", 300, 10)
+    first = eosflow.EosApp(
+        Count(), state_config(c.bootstrap_servers, "g", "in", "tx-1", tmp_path / "a")
+    )
+    async with first:
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 300, (first,))
+        c.delay_markers(changelog("g", "in"), hold_s)
+        await seed_keys(c.bootstrap_servers, "in", 50, 10, start=300)
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 350, (first,))
