@@ -435,3 +435,18 @@ def ladder_config(b: Broker, src: str, group: str, **kw: object) -> eosflow.EosC
     )
     base.update(kw)
     return eosflow.EosConfig(**base)  # type: ignore[arg-type]
+
+
+def key_in(partition: int, partitions: int, name: str) -> bytes:
+    """A key Kafka's default partitioner puts in ``partition`` of ``partitions``:
+    ``name``, or ``name`` with the first suffix (``~1``, ``~2``, ...) that lands there --
+    for tests that place keyed records by hand in co-partitioned topics, which eosflow
+    checks (``_state/_placement.py``)."""
+    from eosflow._aiokafka import default_partition
+
+    i = 0
+    while True:
+        key = (name if i == 0 else f"{name}~{i}").encode()
+        if partitions == 1 or default_partition(key, partitions) == partition:
+            return key
+        i += 1

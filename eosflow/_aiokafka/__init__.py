@@ -125,7 +125,7 @@ from ._group_consumer import consumer_for
 from ._groups import GroupView, Member, describe_group
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
-from ._partitioner import Partitioner
+from ._partitioner import Partitioner, default_partition
 from ._produce import flush, send_all, send_to_partition
 from ._requests import (
     Capabilities,
@@ -166,6 +166,7 @@ __all__ = [
     "commit_offsets_in_txn",
     "consumer_failure",
     "consumer_for",
+    "default_partition",
     "describe_group",
     "ensure_compacted",
     "error_for",

@@ -66,6 +66,13 @@ def murmur2(data: bytes) -> int:
     return h ^ (h >> 15)
 
 
+def default_partition(key: bytes, partitions: int) -> int:
+    """The partition of ``partitions`` that Kafka's default partitioner gives a record
+    keyed ``key`` (the Java client's, franz-go's and aiokafka's, and ``Partitioner``'s):
+    murmur2 of the key, its low 31 bits, modulo the count."""
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
 async def wait_on_metadata(client: Any, topic: str) -> None:
     """Wait until ``client`` has ``topic``'s metadata, tracking the topic from now on.
     aiokafka's ``_wait_on_metadata`` returns at once for a topic the last full metadata

@@ -187,6 +187,8 @@ class Stores(Reads):
         global_topics = [t.topic for t in self.globals.specs.values()]
         counts = await ak.partition_counts(producer, [*cfg.input_topics, *global_topics], timeout)
         check_partitions(self.tables, self._streams, counts, self.copartitioned)
+        if isinstance(self.sync, Sync):  # co-partitioned: keys checked as they are read
+            self.sync.placement.expect({t: counts[t] for t in cfg.input_topics})
         if not self.stateful:
             return
         await self.globals.start(counts)  # read to their ends before the first record

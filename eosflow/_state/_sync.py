@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from .._records import Partition
+from ._placement import Placement
 
 if TYPE_CHECKING:
     from .._records import Record
@@ -120,6 +121,7 @@ class Sync:
         self._paused: set[Partition] = set()  # by ``throttle``, their buffers full
         self.more = False  # the last admit stopped at its max_records: more may go now
         self._forgets = self._lent = 0  # forgets so far; so far at the last admit
+        self.placement = Placement()  # keys where the default partitioner puts them
         # set by the session once its consumer exists: whether a partition is held,
         # ready and read up to its last stable offset; pause (True) or resume one
         self.caught_up: Callable[[Partition], bool] = lambda partition: False
@@ -144,6 +146,7 @@ class Sync:
         for run in runs:
             if not run:
                 continue
+            self.placement.check(run)
             first = run[0]
             key = (first.topic, first.partition)
             buf = buffers.get(key)

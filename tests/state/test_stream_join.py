@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kit import T0_MS, create_topic, eventually, session_of
+from kit import T0_MS, create_topic, eventually, key_in, session_of
 from stateful import state_config, until_committed
 from test_tables import produce
 
@@ -64,7 +64,7 @@ def history(partitions: int, orders: int, seed: int = 1) -> tuple[list[Event], l
     for p in range(partitions):
         pays = []
         for i in range(orders):
-            key, t = f"o{p}-{i}".encode(), T0_MS + 10 * i
+            key, t = key_in(p, partitions, f"o{p}-{i}"), T0_MS + 10 * i
             os.append((p, key, t, json.dumps({"order": i}).encode()))
             for j in range(rng.choice((0, 1, 1, 2))):
                 at = t + rng.randrange(-150, 300)

@@ -11,6 +11,7 @@ import json
 import shutil
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 
 import pytest
 from aiokafka import AIOKafkaProducer
-from kit import T0_MS, create_topic, eventually, session_of
+from kit import T0_MS, create_topic, eventually, key_in, session_of
 from stateful import state_config, until_committed
 
 import eosflow
@@ -66,9 +67,10 @@ def history(
     joined with any row but the one just before it shows. (partition, key, ts, value)."""
     rows, orders = [], []
     for p in range(partitions):
+        placed = [key_in(p, partitions, f"c{p}-{k}") for k in range(keys)]
         for v in range(versions):
             for k in range(keys):
-                key = f"c{p}-{k}".encode()
+                key = placed[k]
                 t = start_ms + v * 10 + k
                 rows.append((p, key, t, json.dumps({"v": v}).encode()))
                 orders.append((p, key, t + 5, json.dumps({"id": f"o-{p}-{k}-{v}"}).encode()))
@@ -309,6 +311,33 @@ async def test_a_table_with_another_partition_count_is_one_line(
         await asyncio.wait_for(app.run(), 60)
     assert n.customers in str(err.value) and "3 partitions" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+# A table topic produced with librdkafka's default partitioner (consistent_random: CRC32
+# of the key) holds keys in other partitions than the orders' (murmur2): partition p of
+# both is read together, so orders would silently miss their rows (issue 51.6). The app
+# stops at the first misplaced row it reads, with one line naming the topic, the
+# partition, the offset and the partitioner to use. Caught: Sync.admit without the
+# placement check (the app ran on and joined nothing).
+async def test_a_table_keyed_by_another_partitioner_stops_with_one_line(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b, n = eosflow_broker, Names.of(eosflow_broker)
+    await topics(b, n)
+    by_crc32 = [
+        (zlib.crc32(k) % 2, k, T0_MS + i, b'{"v": 0}')
+        for i, k in enumerate(f"c{i}".encode() for i in range(20))
+    ]
+    misplaced = [e for e in by_crc32 if key_in(e[0], 2, e[1].decode()) != e[1]]
+    assert misplaced  # CRC32 and murmur2 disagree on some of these keys
+    await produce(b.bootstrap_servers, n.customers, by_crc32)
+    app = eosflow.EosApp(enrich(n), config(b, n, tmp_path))
+    with pytest.raises(eosflow.FatalError) as err:
+        await asyncio.wait_for(app.run(), 60)
+    said = str(err.value)
+    assert f"{n.customers}[" in said and "murmur2_random" in said and "offset" in said, said
+    assert "\n" not in said
+    assert app.stats.committed == 0
 
 
 class TwoTables(eosflow.Processor):
