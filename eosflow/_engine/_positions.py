@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._records import Record
+from .._records import Partition, Record
 
 log = logging.getLogger("eosflow.session")
 
@@ -48,7 +48,7 @@ class Positions:
         self.config = config
         self.ready: set[TopicPartition] = set()
         self.held: set[TopicPartition] = set()  # assigned, set up, stores restoring
-        self.committed: dict[TopicPartition, int | None] = {}
+        self.committed: dict[Partition, int | None] = {}  # TopicPartition keys are tuples too
         self.metadata: dict[TopicPartition, str] = {}  # the committed offsets' metadata
         self.polled: dict[TopicPartition, int] = {}  # past the last record polled (lag)
         # bumped whenever partitions come or go (or positions are re-read after recovery)

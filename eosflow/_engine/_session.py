@@ -329,7 +329,7 @@ class TransactSession:
         txn = self._txn
         assert txn is not None, "mark_consumed outside a transaction"
         current = txn.epoch == self._pos.epoch
-        txn.mark(offsets, self._pos.committed if current else {})  # type: ignore[arg-type]
+        txn.mark(offsets, self._pos.committed if current else {})
         txn.records += records
         txn.dead_lettered += dead_lettered
 
@@ -543,7 +543,7 @@ class TransactSession:
         await self._producers.replace(fenced)
         await self._pos.reread(self.consumer)
         # the stores catch up too: the changelog knows whether that transaction committed
-        committed = {(tp.topic, tp.partition): off for tp, off in self._pos.committed.items()}
+        committed = {(t, p): off for (t, p), off in self._pos.committed.items()}
         self._pos.hold_back(self.consumer, self.stores.recovered(committed))
         self._broken = False
         self.observer.producer_reinitialised(cause)
@@ -554,7 +554,7 @@ class TransactSession:
         async with self._lock:  # waits for an EndTxn in flight and the post-commit delay
             txn, incremental = self._txn, self._group is not None and self._group.incremental
             consumed = (txn.consumed if txn else {}) if incremental else None  # else eager
-            gone, moved = self._pos.revoke(revoked, consumed)  # type: ignore[arg-type]
+            gone, moved = self._pos.revoke(revoked, consumed)
             if moved:
                 self.doom(AbortReason.REVOKED, "partitions revoked")
             self.stores.revoked((tp.topic, tp.partition) for tp in gone)
