@@ -26,6 +26,8 @@
   join, and the restore of a million-row table (``join_bench.py``);
 - ``sink``: exactly once into PostgreSQL against the plain at-least-once loops on asyncpg
   and psycopg, and the pass-through (``sink_bench.py``);
+- ``join-latency``: a stream-table join's latency per ``Table.max_idle_s`` and table
+  update rate (``join_latency.py``);
 - ``kip939``: what genuine Kafka answers at each step of a KIP-939 two-phase commit
   (prepare, client death, KeepPreparedTxn, completion), with and without the broker
   setting (``kip939_probe.py``).
@@ -54,6 +56,7 @@ COMMANDS = {
     "join": "benchmarks.join_bench",
     "sink": "benchmarks.sink_bench",
     "kip939": "benchmarks.kip939_probe",
+    "join-latency": "benchmarks.join_latency",
 }
 
 if __name__ == "__main__":
