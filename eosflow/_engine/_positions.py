@@ -44,12 +44,23 @@ log = logging.getLogger("eosflow.session")
 
 
 class Positions:
-    def __init__(self, config: EosConfig) -> None:
+    def __init__(
+        self,
+        config: EosConfig,
+        metadata: dict[TopicPartition, str] | None = None,
+        moved: Callable[[tuple[str, int]], None] = lambda partition: None,
+        tasks: bool = False,
+    ) -> None:
+        """``metadata``: the committed offsets' metadata, kept here and read by the stores;
+        ``moved``: told of each partition positioned again or given up (records polled
+        of it and not processed will come again: ``Sync.forget``); ``tasks``:
+        co-partitioned (tables, ``Processor.copartitioned``), partition p of every topic
+        one task, whose records read one another's state."""
         self.config = config
         self.ready: set[TopicPartition] = set()
         self.held: set[TopicPartition] = set()  # assigned, set up, stores restoring
         self.committed: dict[Partition, int | None] = {}  # TopicPartition keys are tuples too
-        self.metadata: dict[TopicPartition, str] = {}  # the committed offsets' metadata
+        self.metadata: dict[TopicPartition, str] = {} if metadata is None else metadata
         self.polled: dict[TopicPartition, int] = {}  # past the last record polled (lag)
         # bumped whenever partitions come or go (or positions are re-read after recovery)
         self.epoch = 0
@@ -57,12 +68,7 @@ class Positions:
         self.stable = False  # RequireStable fetches; set once the broker's caps are known
         # the member a fetch names (OffsetFetch v9, the consumer protocol); None: none
         self.member: Callable[[], tuple[str, int] | None] | None = None
-        # told of each partition positioned again or given up: records polled of it
-        # and not processed will come again (``Stores.forget``)
-        self.moved: Callable[[tuple[str, int]], None] = lambda partition: None
-        # co-partitioned (tables, ``Processor.copartitioned``): partition p of every topic
-        # is one task, whose records read one another's state
-        self.tasks = False
+        self.moved, self.tasks = moved, tasks
 
     def stale(self, epoch: int, consumed: Iterable[tuple[str, int]]) -> str | None:
         """Why a transaction begun under ``epoch`` that consumed from ``consumed`` may not

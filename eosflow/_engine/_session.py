@@ -72,7 +72,6 @@ class TransactSession:
         self._on_revoked = on_revoked
         self._lock = asyncio.Lock()
         self._txn: Transaction | None = None  # the open transaction
-        self._pos = Positions(config)  # held, committed, epoch and identity: _positions
         self._consumer: AIOKafkaConsumer | None = None
         self._group: Membership | None = None  # classic or consumer protocol: _membership
         self._broken = False  # a recovery did not finish: new producer, positions re-read
@@ -86,6 +85,7 @@ class TransactSession:
         self._producers = ProducerSlot(config, IdClaim())
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
+        metadata: dict[TopicPartition, str] = {}  # what each partition's commit wrote last
         self.stores = Stores(
             config,
             stores or {},
@@ -94,10 +94,12 @@ class TransactSession:
             on_late,
             tables,
             copartitioned,
+            metadata,
         )
-        self.stores.metadata = self._pos.metadata  # what each partition's commit wrote last
-        self._pos.moved = self.stores.sync.forget  # a partition positioned again: its buffer goes
-        self._pos.tasks = self.stores.copartitioned  # a revocation touches its task
+        # held, committed, epoch and identity; buffers dropped, tasks kept (_positions)
+        self._pos = Positions(
+            config, metadata, self.stores.sync.forget, tasks=self.stores.copartitioned
+        )
 
     # --- lifecycle ----------------------------------------------------------------------
 

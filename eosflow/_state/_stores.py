@@ -90,11 +90,13 @@ class Stores(Reads):
         on_late: Callable[[str, int], None] | None = None,
         tables: Mapping[str, Table | GlobalTable] | None = None,
         copartitioned: bool = False,
+        metadata: Mapping[Any, str] | None = None,
     ) -> None:
         """``on_late(window, records)``: late records a committed transaction counted.
         ``tables``: the processor's (``_tables``), whose topics ``config`` subscribes
         to beside the input topics. ``copartitioned``: the processor's, the input topics
-        one stream of tasks (tables make them so too)."""
+        one stream of tasks (tables make them so too). ``metadata``: each partition's
+        committed offset's metadata, kept current by the session's positions."""
         self.config = config
         self.specs = dict(specs)
         tables = tables or {}
@@ -131,7 +133,7 @@ class Stores(Reads):
         self._ready: set[Partition] = set()  # held, and restored: processed
         # each partition's committed offset's metadata (the session's, kept current by
         # its offset fetches): what the restore must read past (``_changelog``)
-        self.metadata: Mapping[Any, str] = {}
+        self.metadata: Mapping[Any, str] = {} if metadata is None else metadata
 
         self._on_ready = on_ready
         wait_s = max(config.retry_timeout_s, 1.0)
