@@ -48,7 +48,7 @@ class Positions:
         self,
         config: EosConfig,
         metadata: dict[TopicPartition, str] | None = None,
-        moved: Callable[[tuple[str, int]], None] = lambda partition: None,
+        moved: Callable[[Partition], None] = lambda partition: None,
         tasks: bool = False,
     ) -> None:
         """``metadata``: the committed offsets' metadata, kept here and read by the stores;

@@ -7,7 +7,7 @@ the one Kafka's default partitioner gives it (murmur2 of the key, as the Java cl
 franz-go, aiokafka and eosflow's own outputs place it). A topic whose producer used
 another -- librdkafka's default ``consistent_random`` is CRC32 -- holds keys elsewhere,
 and the join would silently miss their rows: only partition counts are checked at
-start. So the first ``FIRST`` keyed records of each partition read, and one in
+start. So the first ``FIRST`` records of each partition read, and one in
 ``EVERY`` after them, are checked; one out of place stops the app with a line naming
 the topic, the partition, the offset and the partitioner to produce with. Records
 without a key are not joined, and a topic of one partition cannot misplace one: neither
@@ -22,7 +22,7 @@ from .. import _aiokafka as ak
 from .._errors import FatalError
 from .._records import Partition, Record
 
-FIRST = 16  # keyed records checked at the start of each partition read
+FIRST = 16  # records checked at the start of each partition read (keyless ones skipped)
 EVERY = 1024  # then one record in this many
 
 

@@ -1,5 +1,5 @@
 """``Placement`` (``_state/_placement.py``): which records of a co-partitioned topic it
-checks -- the first 16 keyed records of each partition read, then one in 1024 -- and
+checks -- the first 16 records of each partition read, then one in 1024 -- and
 what it lets by (keys where murmur2 puts them, records without a key, topics of one
 partition or not co-partitioned)."""
 
