@@ -207,7 +207,9 @@ class Engine:
             self._retry_smaller(exc, self._held)
             session.doom(AbortReason.PROCESSING_ERROR, str(exc))
         session.seal()  # store writes from here on are work done ahead
-        last = self._stopping.is_set()  # the app's last transaction: not recovered
+        # the app's last transaction (its stop asked before a recovery starts) is not
+        # recovered: the app is about to close its clients
+        last = self._stopping.is_set
         ending = self._ending = asyncio.ensure_future(session.end(commit=True, last=last))
         failure: Exception | None = None
         try:
@@ -219,7 +221,7 @@ class Engine:
         except TransientError as exc:  # the outcome unknown, and recovery did not finish
             if ahead is not None:  # the next begin recovers and rewinds: redone
                 self.observers.work_dropped(len(ahead.records))
-            if last:
+            if last():
                 raise FatalError(
                     "stopped with the last transaction not ended (the broker did not answer; "
                     "the warning above says where): not committed unless its EndTxn reached "

@@ -14,6 +14,8 @@ cluster may be upgraded or downgraded under a running app).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiokafka import AIOKafkaProducer
 
 from .. import _aiokafka as ak
@@ -31,7 +33,14 @@ class ProducerSlot:
         self.partitioner: ak.Partitioner | None = None  # the producer's, for whole batches
         self.caps: ak.Capabilities | None = None
         self.protocols: Protocols | None = None  # None: detected by the next ``open``
-        self.last = False  # the app's last transaction is ending: no replacement
+        # whether the transaction ending is the app's last (its stop was asked): then no
+        # replacement; read when one would start, so a stop asked mid-end counts too
+        self.last: Callable[[], bool] = ProducerSlot.never
+
+    @staticmethod
+    def never() -> bool:
+        """``last`` outside an app's last transaction."""
+        return False
 
     async def open(self) -> AIOKafkaProducer:
         """Start a producer (InitProducerId) into the empty slot; with no protocols yet
@@ -69,7 +78,7 @@ class ProducerSlot:
         old one's re-initialisation would hold the stop up for several transaction
         timeouts. ``TransientError`` says so; the broker aborts a transaction left open
         once its timeout passes, and the next instance's InitProducerId at once."""
-        if self.last and fenced is None:
+        if self.last() and fenced is None:
             raise TransientError("ending the last transaction", "not recovered: stopping")
         old, self.producer, self.partitioner = self.producer, None, None
         if old is not None:

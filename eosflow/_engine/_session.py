@@ -357,21 +357,21 @@ class TransactSession:
         commit: bool,
         reason: AbortReason = AbortReason.STOPPED,
         detail: str = "",
-        last: bool = False,
+        last: Callable[[], bool] | None = None,
     ) -> Outcome:
         """End the open transaction: commit if ``commit`` and every check passes, else
         abort (for ``reason``). Returns the outcome, which the observer is told with the
         transaction's report. Raises ``ProducerFencedError`` when a newer instance owns
         the transactional id, ``TransientError`` when the outcome was unknown and the
         recovery could not reach the broker (the next ``begin`` recovers again) -- or,
-        ``last`` (the app stops), was not attempted: no new producer for a session
+        ``last()`` (the app stops), was not attempted: no new producer for a session
         about to close (``ProducerSlot.replace``) -- and ``FatalError`` for what no
         retry can fix (e.g. a refused authorization)."""
         txn = self._txn
         if txn is None:
             return Outcome.EMPTY
         self.seal()
-        self._producers.last = last
+        self._producers.last = last or ProducerSlot.never
         await self._lock.acquire()
         hold = flushed = False
         outcome: Outcome | None = None
@@ -413,7 +413,7 @@ class TransactSession:
             escaped = exc
             raise
         finally:
-            self._txn, self._producers.last = None, False
+            self._txn, self._producers.last = None, ProducerSlot.never
             if outcome is None and not isinstance(escaped, FatalError):
                 # cut short: resolved by a recovery now (or by the next begin's) -- unless
                 # the app is stopping on a fatal error, which is then the report

@@ -182,10 +182,13 @@ async def test_sigterm_ends_a_standby_eosflow_run_at_once(
 # run to return as if the stop were clean: exit 0, the transaction's fate unsaid.
 # Without the engine's ``last`` the run returns without an error; without the producer
 # slot refusing a replacement for the last transaction, the stop waits for a KIP-360
-# re-initialisation and a closing producer, past the bound.
+# re-initialisation and a closing producer, past the bound. The stop is asked before
+# the transaction's end, or while its flush waits: with ``last`` read when the end
+# began, the second case recovered and returned without an error.
+@pytest.mark.parametrize("when", ["before the end", "during the end"])
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 async def test_a_stop_with_the_brokers_gone_says_the_transaction_was_not_ended(
-    cluster: FakeCluster, protocol: str
+    cluster: FakeCluster, protocol: str, when: str
 ) -> None:
     from test_mechanisms import Gate, cfg, seed
 
@@ -200,6 +203,9 @@ async def test_a_stop_with_the_brokers_gone_says_the_transaction_was_not_ended(
     await asyncio.wait_for(gate.parked.wait(), 20)
     await c.stop()
     began = time.monotonic()
+    if when == "during the end":  # the stop asked while the transaction's flush waits
+        gate.gate.set()
+        await eventually(lambda: _ending(app), what="the transaction's end under way")
     stopping = asyncio.create_task(app.stop())
     gate.gate.set()
     with pytest.raises(eosflow.FatalError, match="stopped with the last transaction not ended"):
@@ -209,3 +215,7 @@ async def test_a_stop_with_the_brokers_gone_says_the_transaction_was_not_ended(
     # the flush's transaction timeout, then closing both clients (2 s for a producer whose
     # broker did not answer)
     assert took < txn_s + 7, f"the stop took {took:.1f} s"
+
+
+async def _ending(app: eosflow.EosApp) -> bool:
+    return getattr(app._runtime, "_ending", None) is not None
