@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import Any, Protocol
@@ -26,8 +27,8 @@ from ._engine import Engine, collecting
 from ._errors import ConfigError, EosflowError, FatalError
 from ._observe import Observer, Observers, Outcome, Stats
 from ._ops import Operations, summarised_aiokafka_logs
-from ._processor import Processor, overrides_batch
-from ._state import batch_ready
+from ._processor import Lifecycle, Processor, overrides_batch
+from ._state import Seat, batch_ready, seated
 from .sinks import PostgresSink, runner
 
 
@@ -61,7 +62,10 @@ class EosApp:
     """
 
     def __init__(
-        self, processor: Processor, config: EosConfig, observers: Sequence[Observer] = ()
+        self,
+        processor: Processor | PostgresSink,
+        config: EosConfig,
+        observers: Sequence[Observer] = (),
     ) -> None:
         self.processor = processor
         self.config = config
@@ -69,13 +73,16 @@ class EosApp:
         self.observers = Observers([self.stats, *observers])
         # health, progress, and metrics / tracing when configured: observers too
         self.ops = Operations(config.ops, self.observers)
-        if not isinstance(vars(processor).get("observer", Observer()), Observer):
-            raise ConfigError(
+        if inspect.getattr_static(processor, "observer") is not Lifecycle.observer:
+            raise ConfigError(  # (an instance's own is refused by the property itself)
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
                 "Processor.observer): name your attribute otherwise"
             )
-        batch_ready(processor, overrides_batch(processor))
-        processor.observer = self.observers
+        if isinstance(processor, Processor):
+            batch_ready(processor, overrides_batch(processor))
+        # what the runtime gives the processor -- the observers, its stores -- is kept
+        # here, not written into the user's object (``_seat``)
+        self._seat = Seat(processor, self.observers)
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -86,18 +93,19 @@ class EosApp:
     async def run(self) -> None:
         try:
             with summarised_aiokafka_logs(), collecting(self.config.gc_threshold):
-                await self._run()
+                with seated(self._seat):  # the processor's seam, for the whole run
+                    await self._run()
         finally:  # also when the set-up before the loop failed: no port left open
             await self.ops.stop()
 
     def _new_runtime(self) -> Runtime:
         """The engine of Kafka transactions, or a sink's own runtime (``eosflow/sinks``):
         a sink's unit of atomicity is a database transaction."""
-        args = (self.config, self.observers, self._stopping, self._assigned, self._revoked)
+        hooks = (self._stopping, self._assigned, self._revoked)
         if isinstance(self.processor, PostgresSink):
-            sink: Runtime = runner(self.processor, *args)
+            sink: Runtime = runner(self.processor, self.config, self.observers, *hooks)
             return sink
-        return Engine(self.processor, *args)
+        return Engine(self.processor, self._seat, self.config, *hooks)
 
     async def _run(self) -> None:
         engine = self._new_runtime()

@@ -35,6 +35,7 @@ from ._ops import JsonLines, configure_logs
 from ._processor import Processor
 from ._security import KafkaSecurity
 from ._version import __version__
+from .sinks import PostgresSink
 
 log = logging.getLogger("eosflow.cli")
 
@@ -378,7 +379,7 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
     return values
 
 
-def load_processor(target: str, app_dir: str | None = None) -> Processor:
+def load_processor(target: str, app_dir: str | None = None) -> Processor | PostgresSink:
     """An instance of the ``Processor`` subclass ``package.module:ClassName``, its module
     looked for in ``app_dir`` first when given (``eosflow run`` gives the current folder,
     as ``python -m`` and uvicorn's ``--app-dir`` do: the installed ``eosflow`` script's
@@ -400,8 +401,8 @@ def load_processor(target: str, app_dir: str | None = None) -> Processor:
             f"cannot import {module_name!r} for {target!r}: {_describe(exc)}"
         ) from None
     cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, Processor)):
-        raise ConfigError(f"{target!r} is not an eosflow.Processor subclass")
+    if not (isinstance(cls, type) and issubclass(cls, (Processor, PostgresSink))):
+        raise ConfigError(f"{target!r} is not an eosflow.Processor subclass (or a PostgresSink)")
     needed = _required_parameters(cls)
     if needed:
         raise ConfigError(

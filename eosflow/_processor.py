@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
 
+from ._errors import ConfigError
 from ._observe import Observer
 from ._records import Output, Record
+from ._state import CURRENT, seat_of
 
 if TYPE_CHECKING:
     from ._config import EosConfig
@@ -51,8 +52,46 @@ class _StoresOfTheRecord(Protocol):
 
 ProcessResult = Output | Iterable[Output] | None
 
+_NO_OBSERVER = Observer()  # what ``observer`` is outside a running app
 
-class Processor:
+
+class Lifecycle:
+    """What every object an ``EosApp`` runs has -- a ``Processor`` and a
+    ``PostgresSink`` alike: the lifecycle hooks and the app's observers. The runtime
+    keeps its own state in a ``Seat`` (``_seat``), never in the instance."""
+
+    @property
+    def observer(self) -> Observer:
+        """The running app's observers (``EosApp``'s): report events of your own to them;
+        the Spark offload reports each job (``Observer.spark_job``). Outside a running
+        app, an observer that ignores everything. Read only."""
+        seat = seat_of(self)
+        return _NO_OBSERVER if seat is None else seat.observer
+
+    @observer.setter
+    def observer(self, value: object) -> NoReturn:
+        raise ConfigError(
+            f"{type(self).__name__}.observer is eosflow's (the app's observers, "
+            "Processor.observer): name your attribute otherwise"
+        )
+
+    def configure(self, config: EosConfig) -> None:
+        """Called once with the app's config, before ``on_start``."""
+
+    async def on_start(self) -> None:
+        """Called once before the first record."""
+
+    async def on_stop(self) -> None:
+        """Called once after the last transaction ended."""
+
+    async def on_assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
+        """Partitions newly assigned, after their committed offsets were fetched."""
+
+    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+        """Partitions about to move away, after any transaction in flight has ended."""
+
+
+class Processor(Lifecycle):
     """Transforms consumed records into outputs, inside eosflow's transactions.
 
     ``process`` is called once per record (in offset order within a partition) and
@@ -125,6 +164,11 @@ class Processor:
     and ``self.state_of(topic, name)`` reads another input's store of the record's
     partition number. Each input writes its own stores; a stream-stream join reads the
     other side's (``examples/payments.py``).
+
+    eosflow writes nothing into a processor: what these methods return is kept by the
+    running app (its seat, ``_state/_seat.py``) and found from ``process``, the hooks
+    and the tasks they start (``asyncio.to_thread`` included); a thread started with
+    ``loop.run_in_executor`` does not see it.
     """
 
     stores: ClassVar[Mapping[str, Serde | None]] = {}
@@ -135,40 +179,33 @@ class Processor:
     #: in timestamp order; ``state_of`` reads a sibling's store. Off: each input
     #: partition is on its own, assigned round robin.
     copartitioned: ClassVar[bool] = False
-    _eosflow_state: _StoresOfTheRecord | None = None  # set on the instance by the runtime
-    _eosflow_batch: BatchState | None = None  # set by the runtime during process_batch
-    # the record's tumbling and hopping windows by name, set by the runtime around process()
-    _eosflow_windows: Mapping[str, WindowStore[Any]] = MappingProxyType({})
-    # the tables of the record's partition number read so far, likewise
-    _eosflow_tables: Mapping[str, TableStore[Any]] = MappingProxyType({})
-    #: the running app's observers (set by ``EosApp``): report events of your own to
-    #: them; the Spark offload reports each job (``Observer.spark_job``)
-    observer: Observer = Observer()
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed
         (declared in ``stores``). Only valid inside ``process``."""
-        return self._runtime("state", name, "store", "stores").store(name)
+        return _stores(self, "state", name, "store", "stores").store(name)
 
     def window(self, name: str) -> WindowStore[Any]:
         """The windowed store ``name`` of the input partition of the record being
         processed (declared in ``windows``). Only valid inside ``process``."""
-        handle = self._eosflow_windows.get(name)
-        if handle is not None:
-            return handle
-        return self._runtime("window", name, "window", "windows").window(name)
+        seat = CURRENT.get()  # the per-record path of windowed apps: seat_of inline
+        if seat is not None and seat.processor is self:
+            handle: WindowStore[Any] | None = seat.windows.get(name)
+            if handle is not None:
+                return handle
+        return _stores(self, "window", name, "window", "windows").window(name)
 
     def session(self, name: str) -> SessionStore[Any]:
         """The session-windowed store ``name`` (declared in ``windows`` with
         ``eosflow.Session``) of the input partition of the record being processed. Only
         valid inside ``process``."""
-        return self._runtime("session", name, "window", "windows").session(name)
+        return _stores(self, "session", name, "window", "windows").session(name)
 
     def sliding(self, name: str) -> SlidingStore[Any]:
         """The sliding-windowed store ``name`` (declared in ``windows`` with
         ``eosflow.Sliding``) of the input partition of the record being processed:
         ``add(key, value)``. Only valid inside ``process``."""
-        return self._runtime("sliding", name, "window", "windows").sliding(name)
+        return _stores(self, "sliding", name, "window", "windows").sliding(name)
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name`` (declared in ``tables``) as of the record being processed:
@@ -177,13 +214,12 @@ class Processor:
         timestamp order, the row as of the record's time; a late record sees rows newer
         than itself); for a ``GlobalTable``, the whole topic as read so far. Only valid
         inside ``process``."""
-        view = self._eosflow_tables.get(name)
-        if view is not None:
-            return view
-        stores = self._eosflow_state
-        if stores is not None:
-            return stores.table(name)
-        return self._runtime("table", name, "table", "tables").table(name)
+        seat = CURRENT.get()  # a join's per-record path: seat_of inline
+        if seat is not None and seat.processor is self:
+            view: TableStore[Any] | None = seat.tables.get(name)
+            if view is not None:
+                return view
+        return _stores(self, "table", name, "table", "tables").table(name)
 
     def state_of(self, topic: str, name: str) -> TableStore[Any]:
         """Read only: the store ``name`` of input ``topic``'s partition with the record's
@@ -191,7 +227,7 @@ class Processor:
         ``copartitioned``, a stream-stream join's other side. Records of both partitions
         are taken in timestamp order, so it holds what that input had up to the
         record's timestamp. Only valid inside ``process``."""
-        return self._runtime("state_of", name, "store", "stores").state_of(topic, name)
+        return _stores(self, "state_of", name, "store", "stores").state_of(topic, name)
 
     @property
     def batch(self) -> BatchState:
@@ -199,22 +235,14 @@ class Processor:
         and hopping windows declared: ``windows(name)`` gives each record's open
         windows, ``merge(...)`` folds a key's partial aggregate into a window or a
         store. Windows the batch closed go to ``closed`` after ``process_batch``."""
-        batch = self._eosflow_batch
+        seat = seat_of(self)
+        batch: BatchState | None = None if seat is None else seat.batch
         if batch is None:
             raise RuntimeError(
                 f"Processor.batch: no batch is open; declare stores or windows in "
                 f"{type(self).__name__} and use it from process_batch()"
             )
         return batch
-
-    def _runtime(self, call: str, name: str, what: str, declared: str) -> _StoresOfTheRecord:
-        stores = self._eosflow_state
-        if stores is None:
-            raise RuntimeError(
-                f"Processor.{call}({name!r}): no {what} is open; declare it in "
-                f"{type(self).__name__}.{declared} and call {call}() from process()"
-            )
-        return stores
 
     def timestamp(self, record: Record) -> int:
         """A record's event time in milliseconds since the epoch, for its windows: its
@@ -229,7 +257,8 @@ class Processor:
         ``after(seconds, key, payload)`` on the wall clock, ``get(key)``,
         ``cancel(key)`` (``wall_clock=True`` for the latter kind). Override ``fire`` to
         have them."""
-        stores = self._eosflow_state
+        seat = seat_of(self)
+        stores: _StoresOfTheRecord | None = None if seat is None else seat.stores
         if stores is None:
             raise RuntimeError(
                 f"Processor.timers: none is open; override {type(self).__name__}.fire "
@@ -264,20 +293,20 @@ class Processor:
             out.extend(as_outputs(await self.process(record)))
         return out
 
-    def configure(self, config: EosConfig) -> None:
-        """Called once with the app's config, before ``on_start``."""
 
-    async def on_start(self) -> None:
-        """Called once before the first record."""
-
-    async def on_stop(self) -> None:
-        """Called once after the last transaction ended."""
-
-    async def on_assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
-        """Partitions newly assigned, after their committed offsets were fetched."""
-
-    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
-        """Partitions about to move away, after any transaction in flight has ended."""
+def _stores(
+    processor: Processor, call: str, name: str, what: str, declared: str
+) -> _StoresOfTheRecord:
+    """The stores the runtime gave ``processor`` (its seat's), or a ``RuntimeError``
+    saying what to declare: ``call`` is the method asked, outside ``process``."""
+    seat = seat_of(processor)
+    stores: _StoresOfTheRecord | None = None if seat is None else seat.stores
+    if stores is None:
+        raise RuntimeError(
+            f"Processor.{call}({name!r}): no {what} is open; declare it in "
+            f"{type(processor).__name__}.{declared} and call {call}() from process()"
+        )
+    return stores
 
 
 def as_outputs(result: object) -> list[Output]:

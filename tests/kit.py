@@ -17,6 +17,7 @@ import eosflow
 from eosflow._engine._session import TransactSession
 from eosflow._protocol import _codes as codes
 from eosflow._protocol import _specs
+from eosflow._state import Seat, seated
 from eosflow.testing import read_topic
 from eosflow.testing._ladder import Broker
 
@@ -39,6 +40,14 @@ def session_of(app: eosflow.EosApp) -> TransactSession | None:
     """The app's ``TransactSession``, once its engine runs (None before)."""
     engine = app._runtime
     return None if engine is None else engine.session
+
+
+@contextlib.contextmanager
+def seat_for(processor: eosflow.Processor) -> Iterator[Seat]:
+    """A seat for ``processor`` outside an app, as ``EosApp.run`` gives one (``_seat``):
+    bind the runtime's pieces to it; the processor finds them inside the block."""
+    with seated(Seat(processor, eosflow.Observer())) as seat:
+        yield seat
 
 
 def app_config(c: Any, **kw: Any) -> eosflow.EosConfig:

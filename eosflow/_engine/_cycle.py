@@ -44,10 +44,10 @@ from typing import Any
 
 from .._config import EosConfig
 from .._errors import FatalError, ProcessingError, TransactionError, TransientError
-from .._observe import AbortReason, Observers, Outcome
+from .._observe import AbortReason, Outcome
 from .._processor import Processor, as_outputs, overrides_batch
 from .._records import Output, Record
-from .._state import Timer, copartitioned, declared, declared_tables
+from .._state import Seat, Timer, copartitioned, declared, declared_tables
 from ._failures import Failures
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
@@ -83,7 +83,8 @@ class _Work:
 
 
 class Engine:
-    """The transaction cycle of ``processor`` under ``config``, told to ``observers``.
+    """The transaction cycle of ``processor`` under ``config``, told to the observer of
+    its ``seat`` (the app's: where the processor finds what the runtime gives it).
     ``run()`` turns it until ``stopping`` is set (a stop: the open transaction commits)
     or an error no retry fixes; ``session`` is its ``TransactSession`` (started and
     stopped by the app around ``run()``)."""
@@ -91,15 +92,16 @@ class Engine:
     def __init__(
         self,
         processor: Processor,
+        seat: Seat,
         config: EosConfig,
-        observers: Observers,
         stopping: asyncio.Event,
         on_assigned: PartitionsHook,
         on_revoked: PartitionsHook,
     ) -> None:
         self.processor = processor
+        self._seat = seat
         self.config = config
-        self.observers = observers
+        self.observers = observers = seat.observer
         tables = declared_tables(processor, config.input_topics)
         self.session = TransactSession(
             config,
@@ -125,7 +127,7 @@ class Engine:
         self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
         # with state: bound by the session's stores (state() then knows the partition)
         self._process_record: Callable[[Record], Awaitable[object]] = self.session.stores.bind(
-            processor, as_outputs
+            seat, as_outputs
         )
 
     @property
@@ -416,7 +418,7 @@ class Engine:
         # with its stores and windows, if declared (the finals the batch closed follow);
         # a failing batch goes to the error policy (_failed)
         work.outputs, work.dead_lettered = await session.stores.run_batch(
-            self.processor, batch, as_outputs, self._failed
+            self._seat, batch, as_outputs, self._failed
         )
         await self._send(session, work)
 

@@ -11,29 +11,38 @@ beside the transaction. Its face is this list; the parts:
 - tables: ``_tables``, ``_global``, ``_table_restore``, ``_sync`` (records in time order
   across a stream and its tables);
 - ``_batch``: ``BatchState``, what a whole-batch processor reads; ``_declare``: what a
-  processor declared.
+  processor declared;
+- ``_seat``: ``Seat``, what the runtime gives the processor it runs (its stores, the
+  record's windows and tables, the batch, the app's observers), kept off the user's
+  object: ``Processor`` reads it through ``seat_of`` (``seated`` by ``EosApp.run``).
 """
 
 from ._batch import BatchState
 from ._changelog import decode_position
 from ._declare import batch_ready, copartitioned, declared
 from ._global import GlobalStore, GlobalTable
+from ._seat import CURRENT, NOTHING, Seat, seat_of, seated
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
 from ._stores import Stores
+from ._sync import Feed
 from ._tables import Table, TableStore, declared_tables, subscribed
 from ._timers import Timer, TimerStore
 from ._windows import Hopping, Tumbling, Window, WindowSpec, WindowStore
 
 __all__ = [
     "BYTES",
+    "CURRENT",
     "JSON",
+    "NOTHING",
     "RESERVED_KEY",
     "BatchState",
+    "Feed",
     "GlobalStore",
     "GlobalTable",
     "Hopping",
+    "Seat",
     "Serde",
     "Session",
     "SessionStore",
@@ -54,5 +63,7 @@ __all__ = [
     "declared",
     "declared_tables",
     "decode_position",
+    "seat_of",
+    "seated",
     "subscribed",
 ]

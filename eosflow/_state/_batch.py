@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigError, TransactionError
 from .._records import Partition
+from ._seat import Seat
 from ._store import Store, store_key
 from ._windows import LateRecord, WindowSpec, WindowStore, data_key, event_time
 
@@ -235,7 +236,7 @@ class BatchState:
 
 
 async def run_batch(
-    processor: Any,
+    seat: Seat,
     state: BatchState,
     step: Callable[[BatchState, Failed], Outputs],
     layers: Layers,
@@ -253,7 +254,8 @@ async def run_batch(
         dead = len(out)
         if not state.records:
             return out, dead
-        processor._eosflow_batch = state
+        processor: Any = seat.processor
+        seat.batch = state  # Processor.batch
         try:
             out.extend(check(await processor.process_batch(state.records)))
             out.extend(await state.close(processor.closed, check))
@@ -264,7 +266,7 @@ async def run_batch(
                 layers.revert(undo)
             return out[:dead] + failed(state.records, exc), dead + len(state.records)
         finally:
-            processor._eosflow_batch = None
+            seat.batch = None
         return out, dead
     finally:
         layers.undo = None

@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
@@ -55,10 +54,11 @@ from ._layers import Layers
 from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._reads import Reads
 from ._restore import Job, Restorer
+from ._seat import NOTHING, Seat
 from ._store import RESERVED_KEY, Serde, Store
-from ._sync import Sync, Unsynced
+from ._sync import Feed, Sync, Unsynced
 from ._table_restore import TableJob, TableRestorer, at
-from ._tables import Table, TableStore, apply, check_partitions
+from ._tables import Table, apply, check_partitions
 from ._time import EventTime
 from ._timers import STORE as TIMERS
 from ._timers import Timer, wall_ms
@@ -80,6 +80,9 @@ async def _nothing() -> None:
     """What a table's record gives the engine: no output (it updated the table)."""
 
 
+_NO_HANDLES: dict[str, Store[Any]] = {}  # what ``state()`` finds outside process (never filled)
+
+
 class Stores(Reads):
     def __init__(
         self,
@@ -91,12 +94,15 @@ class Stores(Reads):
         tables: Mapping[str, Table | GlobalTable] | None = None,
         copartitioned: bool = False,
         metadata: Mapping[Any, str] | None = None,
+        feed: Feed | None = None,
     ) -> None:
         """``on_late(window, records)``: late records a committed transaction counted.
         ``tables``: the processor's (``_tables``), whose topics ``config`` subscribes
         to beside the input topics. ``copartitioned``: the processor's, the input topics
         one stream of tasks (tables make them so too). ``metadata``: each partition's
-        committed offset's metadata, kept current by the session's positions."""
+        committed offset's metadata, kept current by the session's positions. ``feed``:
+        the consumer's side as the sync asks for it (``_sync.Feed``; none: nothing is
+        caught up)."""
         self.config = config
         self.specs = dict(specs)
         tables = tables or {}
@@ -110,13 +116,17 @@ class Stores(Reads):
         self.copartitioned = copartitioned or bool(self.tables)
         idle_s = max((t.max_idle_s for t in self.tables.values()), default=0.0)
         # the session's poll goes through it (``admit``, ``give_back``, ``forget``)
-        sync = Sync(self._streams, self._table_of, idle_s) if self.copartitioned else None
+        sync = (
+            Sync(self._streams, self._table_of, idle_s, feed=feed or Feed())
+            if self.copartitioned
+            else None
+        )
         self.sync = sync or Unsynced()
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
         # called by the engine whenever no record is in process() (see ``_bind``)
-        self.idle: Callable[[], None] = lambda: None  # each wrapper resets what it set
+        self._seat: Seat | None = None  # the processor's, once bound
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
         self._held: set[Partition] = set()
@@ -392,14 +402,14 @@ class Stores(Reads):
 
     # --- processing ----------------------------------------------------------------
 
-    def bind(self, processor: Any, check: Callable[[Any], Any]) -> Process:
-        """``processor.process`` (a ``Processor``'s), made to know its record's partition
-        for ``state()`` (``check``: what the app does with a result, raising for a wrong
-        one)
+    def bind(self, seat: Seat, check: Callable[[Any], Any]) -> Process:
+        """The seat's ``processor.process`` (a ``Processor``'s), made to know its record's
+        partition for ``state()`` -- the seat is where the processor finds its stores
+        (``check``: what the app does with a result, raising for a wrong one)
         and, when failing records are dead-lettered, to take back the writes of one that
         raises (without a dead-letter topic a raise stops the app: its transaction aborts,
         and its writes with it). A table's record updates the table's copy instead."""
-        process, rows = self._bind(processor, check)
+        process, rows = self._bind(seat, check)
         table_of = self._table_of
         if not table_of or rows:
             return process
@@ -414,16 +424,27 @@ class Stores(Reads):
 
         return process_or_apply
 
+    def idle(self) -> None:
+        """No record is in process: ``table()`` and ``state()`` find nothing. The engine
+        calls it before anything else may run (a join's wrapper has no frame of its own
+        around ``process`` to reset what it set); the other wrappers reset on their way
+        out, so it finds nothing to do for them."""
+        self.current = None
+        self._now = _NO_HANDLES
+        if self._seat is not None:
+            self._seat.tables = NOTHING
+
     def _row(self, table: str, record: Record) -> None:
         """A table's record into its partition's copy, in the open transaction."""
         apply(self._handle(table, (record.topic, record.partition)), record)
 
-    def _bind(self, processor: Any, check: Callable[[Any], Any]) -> tuple[Process, bool]:
+    def _bind(self, seat: Seat, check: Callable[[Any], Any]) -> tuple[Process, bool]:
         """``bind``'s wrapper, and whether it applies tables' records itself."""
+        processor: Any = seat.processor
         process: Process = processor.process
         if not self.stateful:
             return process, False
-        processor._eosflow_state = self
+        seat.stores, self._seat = self, seat
         layers, handles = self._layers, self._handles
         empty: dict[str, Store[Any]] = {}
 
@@ -431,13 +452,13 @@ class Stores(Reads):
             self.current = partition
             self._now = empty if partition is None else handles.get(partition, empty)
 
-        timed = self._time.bind(processor, process, check, has_timers(processor), enter)
+        timed = self._time.bind(seat, process, check, has_timers(processor), enter)
         if timed is not process and self.config.dead_letter_topic is None:
             return timed, False  # it says which partition is in process itself (enter)
         process = timed
         table_of = self._table_of
         tables_at = self._tables_at
-        no_tables: Mapping[str, TableStore[Any]] = MappingProxyType({})
+        no_tables = NOTHING
 
         stores = bool(self.specs)  # else state() finds none: ``_now`` stays empty
 
@@ -451,13 +472,8 @@ class Stores(Reads):
             self.current = partition = (record.topic, record.partition)
             if stores:
                 self._now = handles.get(partition, empty)
-            processor._eosflow_tables = tables_at.get(partition[1], no_tables)
+            seat.tables = tables_at.get(partition[1], no_tables)
             return process(record)
-
-        def idle() -> None:  # table() and state() outside process() find nothing
-            self.current = None
-            self._now = empty
-            processor._eosflow_tables = no_tables
 
         async def process_with_state(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
@@ -485,21 +501,22 @@ class Stores(Reads):
         if self.config.dead_letter_topic is not None:
             return process_undoing, False
         if table_of:
-            self.idle = idle
             return process_with_tables, True
         return process_with_state, False
 
     async def run_batch(
         self,
-        processor: Any,
+        seat: Seat,
         records: Sequence[Record],
         check: Callable[[Any], list[Any]],
         failed: Callable[[Sequence[Record], Exception], list[Any]],
     ) -> tuple[list[Any], int]:
-        """``processor.process_batch(records)`` with its stores and windows (``_batch``):
+        """The seat's ``processor.process_batch(records)`` with its stores and windows
+        (``_batch``; the seat holds the call's ``BatchState``):
         returns the outputs (the finals of the windows the batch closed after its own)
         and how many records were dead-lettered. ``check``: a result as outputs;
         ``failed``: the app's error policy (dead letters, or a raise)."""
+        processor: Any = seat.processor
         if not self.specs:
             try:
                 return check(await processor.process_batch(records)), 0
@@ -517,7 +534,7 @@ class Stores(Reads):
             return state.take(processor, records, windows, late, failed, self._layers)
 
         dlt = self.config.dead_letter_topic is not None
-        return await run_batch(processor, state, step, self._layers, check, failed, dlt)
+        return await run_batch(seat, state, step, self._layers, check, failed, dlt)
 
     # --- wall-clock timers (asked by the engine, ``_timers``) ---------------------------
 

@@ -51,6 +51,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._records import Partition
@@ -71,16 +72,31 @@ def _head_key(entry: tuple[deque[Record], int]) -> tuple[int, int]:
     return queue[0].timestamp, rank
 
 
+def _never(partition: Partition) -> bool:
+    return False
+
+
+def _nothing(partition: Partition, paused: bool) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Feed:
+    """What the sync asks of the consumer's side -- the session's positions on its
+    consumer, read when asked (the consumer exists only once the session started):
+    whether a partition is held, ready and read up to its last stable offset; pause a
+    partition (True) or resume it. By default nothing is caught up, nothing paused."""
+
+    caught_up: Callable[[Partition], bool] = _never
+    throttle: Callable[[Partition, bool], None] = _nothing
+
+
 class Unsynced:
     """The sync of an app whose inputs are not co-partitioned (no tables): records go
     on as polled, nothing is buffered or given back."""
 
     more = False
     drains = False  # the poll asks the consumer for at most what it may process
-
-    def __init__(self) -> None:
-        self.caught_up: Callable[[Partition], bool] = lambda partition: False
-        self.throttle: Callable[[Partition, bool], None] = lambda partition, paused: None
 
     def admit(self, runs: Sequence[Sequence[Record]], max_records: int) -> list[Record]:
         out: list[Record] = []
@@ -109,6 +125,7 @@ class Sync:
         tables: Iterable[str],
         idle_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        feed: Feed = Feed(),
     ) -> None:
         self._tables = frozenset(tables)
         # a task's topics, tables first: the tie-break (lower rank first)
@@ -122,10 +139,8 @@ class Sync:
         self.more = False  # the last admit stopped at its max_records: more may go now
         self._forgets = self._lent = 0  # forgets so far; so far at the last admit
         self.placement = Placement()  # keys where the default partitioner puts them
-        # set by the session once its consumer exists: whether a partition is held,
-        # ready and read up to its last stable offset; pause (True) or resume one
-        self.caught_up: Callable[[Partition], bool] = lambda partition: False
-        self.throttle: Callable[[Partition, bool], None] = lambda partition, paused: None
+        # whether a partition is caught up; pause (True) or resume one
+        self.caught_up, self.throttle = feed.caught_up, feed.throttle
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values())

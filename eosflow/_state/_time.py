@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
 from .._records import Partition
+from ._seat import Seat
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
 from ._store import Store
@@ -89,7 +90,7 @@ class EventTime:
 
     def bind(
         self,
-        processor: Any,
+        seat: Seat,
         process: Process,
         check: Callable[[Any], Any],
         timers: bool,
@@ -102,28 +103,31 @@ class EventTime:
 
         The per-record path of every windowed app, kept lean: the event time read
         without a call when ``timestamp`` is not overridden, the record's tumbling and
-        hopping windows handed to the processor as a dict (``Processor.window``'s one
-        lookup), ``closing`` asked only when the record moved a window's ``closed``. The
-        commonest app, one window and no timers, gets a path of its own (``_one``):
-        without the lists and loops of several handles it costs 7% less a record (56,533
-        -> 52,415 instructions on the window path alone)."""
+        hopping windows handed to the processor as a dict in its seat
+        (``Processor.window``'s one lookup), ``closing`` asked only when the record
+        moved a window's ``closed``. The commonest app, one window and no timers, gets a
+        path of its own (``_one``): without the lists and loops of several handles it
+        costs 7% less a record (56,533 -> 52,415 instructions on the window path
+        alone)."""
+        processor: Any = seat.processor
         self._specs = declared_windows(processor)
         self._has_timers = timers
         if not self._specs and not timers:
             return process
         self._fire = processor.fire
         if len(self._specs) == 1 and not timers:
-            return self._one(processor, process, check, enter)
-        return self._many(processor, process, check, timers, enter)
+            return self._one(seat, process, check, enter)
+        return self._many(seat, process, check, timers, enter)
 
     def _one(
         self,
-        processor: Any,
+        seat: Seat,
         process: Process,
         check: Callable[[Any], Any],
         enter: Callable[[Partition | None], None],
     ) -> Process:
         """``bind``'s path for one window and no timers: ``_many``'s steps for one handle."""
+        processor: Any = seat.processor
         closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
         own_time = _own_time(processor)
 
@@ -137,11 +141,11 @@ class EventTime:
             before = h.advance(t, record.offset)
             enter(partition)
             try:
-                processor._eosflow_windows = plain.get(partition, none)
+                seat.windows = plain.get(partition, none)
                 try:
                     result = await process(record)
                 finally:  # window() outside process() must not find the last record's
-                    processor._eosflow_windows = none
+                    seat.windows = none
                 if h.late:
                     self._late_record(h, t)
                 if h.closed == before:  # no window closed: closing(before) is empty
@@ -155,13 +159,14 @@ class EventTime:
 
     def _many(
         self,
-        processor: Any,
+        seat: Seat,
         process: Process,
         check: Callable[[Any], Any],
         timers: bool,
         enter: Callable[[Partition | None], None],
     ) -> Process:
         """``bind``'s path for several windows, or timers."""
+        processor: Any = seat.processor
         closed, fire = processor.closed, processor.fire
         none, lists, plain = self._none, self._lists, self._plain
         own_time = _own_time(processor)
@@ -180,11 +185,11 @@ class EventTime:
                 clock.advance(t)
             enter(partition)
             try:
-                processor._eosflow_windows = plain.get(partition, none)
+                seat.windows = plain.get(partition, none)
                 try:
                     result = await process(record)
                 finally:  # window() outside process() must not find the last record's
-                    processor._eosflow_windows = none
+                    seat.windows = none
                 out: list[Any] | None = None
                 for h, b in zip(handles, before):  # noqa: B905 (one list from the other)
                     if h.late:

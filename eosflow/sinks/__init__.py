@@ -49,8 +49,9 @@ def stateless(sink: PostgresSink) -> None:
     name = type(sink).__name__
     stores = sorted(declared(sink))  # stores, windows and timers, by store name
     kept = ["stores " + ", ".join(stores)] if stores else []
-    if getattr(sink, "tables", None):
-        kept.append("tables " + ", ".join(sorted(sink.tables)))
+    tables = getattr(sink, "tables", None)
+    if tables:
+        kept.append("tables " + ", ".join(sorted(tables)))
     if copartitioned(sink):
         kept.append("copartitioned = True")
     if kept:

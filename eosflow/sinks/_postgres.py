@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from .._errors import ConfigError
-from .._processor import Processor
+from .._processor import Lifecycle
 from .._records import Record
 from ._dsn import Dsn
 from ._tables import TableWrite
@@ -22,7 +22,7 @@ __all__ = ["PostgresSink"]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?")
 
 
-class PostgresSink(Processor):
+class PostgresSink(Lifecycle):
     """Write each batch of input records into PostgreSQL, exactly once.
 
     Subclass it and override ``write``, which gets an asyncpg connection inside an open
@@ -55,6 +55,10 @@ class PostgresSink(Processor):
     (``commit_interval_s``, ``max_records_per_txn``). What ``write`` does outside the
     connection (a call to another service) is not undone by a rollback: keep it
     idempotent. The sink runs the classic group protocol.
+
+    It has a ``Processor``'s lifecycle hooks and ``observer``, and none of its state
+    surface (``state()``, windows, tables, timers): its state is the database's, kept by
+    ``write`` (a subclass declaring some is refused at start: ``sinks.stateless``).
     """
 
     offsets_table: ClassVar[str] = "eosflow_offsets"

@@ -41,6 +41,7 @@ from .._errors import TransactionError
 from .._observe import SparkJobReport
 from .._processor import Processor
 from .._records import Output, Record
+from .._state import seat_of
 from .._timeouts import within
 from . import _session
 from ._arrow import INPUT_DDL, arrow_to_outputs, records_to_arrow
@@ -185,7 +186,8 @@ class SparkProcessor(Processor):
         if not records:
             return []
         table = records_to_arrow(records)
-        state = self._eosflow_batch
+        seat = seat_of(self)
+        state = None if seat is None else seat.batch  # with stores or windows declared
         inputs = frames(table, state, self._state_names) if state is not None else {}
         tag = f"eosflow-{uuid.uuid4().hex[:12]}"
         started = time.monotonic()

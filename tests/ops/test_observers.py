@@ -4,6 +4,7 @@ fan-out dropping an observer that raises, the JSON log line)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -137,9 +138,43 @@ def test_a_processor_attribute_named_observer_is_refused_not_overwritten() -> No
     )
     with pytest.raises(eosflow.ConfigError, match=r"Mine.observer is eosflow's"):
         eosflow.EosApp(Mine(), cfg)
-    proc = eosflow.Processor()
-    first, again = eosflow.EosApp(proc, cfg), eosflow.EosApp(proc, cfg)  # a restart
-    assert proc.observer is again.observers is not first.observers
+
+    class Theirs(eosflow.Processor):
+        observer = "a class attribute"  # type: ignore[assignment]
+
+    with pytest.raises(eosflow.ConfigError, match=r"Theirs.observer is eosflow's"):
+        eosflow.EosApp(Theirs(), cfg)
+
+
+# The app writes nothing into the user's processor: its observers are the processor's
+# through the app's seat while the app runs (on_start here), and two apps of one
+# processor (a restart) each give their own. Caught: EosApp setting processor.observer
+# (the instance's __dict__ changes), the seat not set around the run (on_start sees the
+# idle observer).
+def test_the_app_writes_nothing_into_the_processor_and_lends_it_its_observers() -> None:
+    import asyncio
+
+    seen: list[eosflow.Observer] = []
+
+    class Watch(eosflow.Processor):
+        async def on_start(self) -> None:
+            seen.append(self.observer)
+            raise RuntimeError("enough")  # the app stops here, before any broker
+
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1", group_id="g", input_topics=("in",), transactional_id="t"
+    )
+    proc = Watch()
+    before = dict(vars(proc))
+    outside = proc.observer
+    apps = [eosflow.EosApp(proc, cfg), eosflow.EosApp(proc, cfg)]
+    for app in apps:
+        with contextlib.suppress(eosflow.FatalError):
+            asyncio.run(app.run())
+    assert vars(proc) == before
+    assert len(seen) == 2 and seen[0] is apps[0].observers and seen[1] is apps[1].observers
+    assert seen[0] is not seen[1] and all(s is not outside for s in seen)
+    assert proc.observer is outside  # after the runs: the idle one again
 
 
 def test_an_idle_service_says_so_at_most_once_a_minute(caplog: object) -> None:

@@ -21,6 +21,7 @@ from stateful import clicks_at, produce_at, steady
 import eosflow
 from eosflow._demo import OUT, Enrich
 from eosflow._demo._spark import SparkEnrich
+from eosflow._state import Seat, seated
 from eosflow.spark import SparkJobTimeout
 from eosflow.testing import FakeCluster, check_exactly_once, check_windows, read_topic, spawn_run
 from eosflow.testing._ladder import Broker
@@ -222,12 +223,11 @@ async def test_job_past_its_budget_is_cancelled_and_its_rows_stop(
         def spark_job(self, report: eosflow.SparkJobReport) -> None:
             jobs.append(report)
 
-    proc.observer = Jobs()
     await proc.on_start()
     proc._job_timeout_s = 1.5  # one Spark partition: 20 rows x 0.25 s = a 5 s job
     try:
         started = time.monotonic()
-        with pytest.raises(SparkJobTimeout):
+        with pytest.raises(SparkJobTimeout), seated(Seat(proc, Jobs())):  # as EosApp.run
             await proc.process_batch(orders(20))
         # watch past the time an uncancelled job would have written its last row
         await asyncio.sleep(max(0.0, started + 7.0 - time.monotonic()))

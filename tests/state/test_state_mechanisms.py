@@ -505,3 +505,45 @@ async def _markers_held_back(c: FakeCluster, tmp_path: Path, hold_s: float) -> N
         c.delay_markers(changelog("g", "in"), hold_s)
         await seed_keys(c.bootstrap_servers, "in", 50, 10, start=300)
         await until_committed(c.bootstrap_servers, "in", 1, "g", 350, (first,))
+
+
+class _Everything(eosflow.Processor):
+    """A store, a window and timers, each used per record; outputs tell what it saw."""
+
+    stores = {"n": eosflow.JSON}
+    windows = {"w": eosflow.Tumbling(size_s=3600)}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        n = self.state("n").get(record.key, 0) + 1
+        self.state("n").put(record.key, n)
+        self.window("w").update(record.key, lambda v: v + 1, 0)
+        self.timers.at(record.timestamp + 3_600_000, record.key, b"")
+        self.observer.late_records(0, 0)  # the app's, through the seat
+        return eosflow.Output("seen", str(n), key=record.key)
+
+    async def fire(self, timer: eosflow.Timer) -> None:
+        return None
+
+
+# The runtime keeps what it gives a processor -- its stores, the record's windows and
+# timers, the app's observers -- in a seat of its own (``_state/_seat.py``) and writes
+# nothing into the user's instance: after a run its ``__dict__`` is what it was, and the
+# stores it reached counted each key right. Caught: ``Stores`` binding itself onto the
+# processor (``processor._eosflow_state = self``); the windows set on the instance
+# around ``process`` (either adds to its ``__dict__``).
+async def test_the_runtime_writes_nothing_into_the_processor(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("in", 1)
+    c.create_topic("seen", 1)
+    await seed_keys(c.bootstrap_servers, "in", 60, 6)
+    proc = _Everything()
+    before = dict(vars(proc))
+    config = state_config(c.bootstrap_servers, "g", "in", "t-seat", tmp_path)
+    app = eosflow.EosApp(proc, config)
+    async with app:
+        await until_committed(c.bootstrap_servers, "in", 1, "g", 60, (app,))
+    assert vars(proc) == before
+    seen = await read_topic(c.bootstrap_servers, "seen")
+    assert sorted(Counter(value for _p, _o, _k, value in seen).values()) == [6] * 10

@@ -178,9 +178,10 @@ def watched(n: Names) -> Any:
     return Watched()
 
 
-# Another task of the app asks for the table whenever it gets to run: it must find one
-# only while a record is in process(). A join's record has no frame of its own around
-# process() (``Stores._bind``): the engine says no record is in process itself
+# Another task of the app -- started by a hook, so inside the app's run, where the
+# processor's seat is seen -- asks for the table whenever it gets to run: it must find
+# one only while a record is in process(). A join's record has no frame of its own
+# around process() (``Stores._bind``): the engine says no record is in process itself
 # (``Stores.idle``), before it lets other tasks run and when its run of records ends.
 # Caught: no idle() before the engine's yield, and none when its run ends (the task
 # found the last record's table between records).
@@ -189,10 +190,14 @@ async def test_table_outside_process_finds_none_while_the_app_runs(
 ) -> None:
     b, n = eosflow_broker, Names.of(eosflow_broker)
     orders = await seeded(b, n, keys=3, versions=150)
-    processor = watched(n)
     seen = {"inside": 0, "none": 0, "stale": 0}
+    watchers: list[asyncio.Task[None]] = []
 
-    async def watch() -> None:
+    class Watching(type(watched(n))):  # type: ignore[misc]
+        async def on_start(self) -> None:
+            watchers.append(asyncio.create_task(watch(self)))
+
+    async def watch(processor: Any) -> None:
         while True:
             try:
                 processor.table("customers")
@@ -202,13 +207,14 @@ async def test_table_outside_process_finds_none_while_the_app_runs(
                 seen["inside" if processor.busy else "stale"] += 1
             await asyncio.sleep(0)
 
-    app = eosflow.EosApp(processor, config(b, n, tmp_path))
+    app = eosflow.EosApp(Watching(), config(b, n, tmp_path))
     async with app:
-        watcher = asyncio.create_task(watch())
         try:
             await until_committed(b.bootstrap_servers, n.orders, 2, n.group, len(orders), (app,))
         finally:
-            watcher.cancel()
+            for watcher in watchers:
+                watcher.cancel()
+    assert len(watchers) == 1
     assert seen["stale"] == 0 and seen["inside"] > 0 and seen["none"] > 0, seen
     await check_join(b, n, len(orders))
 

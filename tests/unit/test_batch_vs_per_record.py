@@ -17,6 +17,7 @@ import pytest
 
 import eosflow
 from eosflow._processor import as_outputs
+from eosflow._state import Seat, seated
 from eosflow._state._batch import BatchState, run_batch
 from eosflow._state._layers import Layers
 from eosflow._state._local import Env, LocalPartition
@@ -72,12 +73,13 @@ class Run:
         self.layers, self.proc = Layers(), processor
         self.local = LocalPartition(tmp, P, ["clicks"], Env())
         self.time = EventTime(self.backing, "dlq" if dead_letters else None, None)
+        self.seat = Seat(processor, eosflow.Observer())
+        self.seat.stores = self  # as Stores is: its window()
         self.process = self.time.bind(
-            processor, processor.process, as_outputs, False, lambda partition: None
+            self.seat, processor.process, as_outputs, False, lambda partition: None
         )
         self.dead_letters = dead_letters
         self.current = P
-        processor._eosflow_state = self  # type: ignore[assignment]  # Stores' window()
         self.failures: list[str] = []
 
     def backing(self, name: str, partition: tuple[str, int]) -> Store[Any]:
@@ -95,15 +97,16 @@ class Run:
     async def one_by_one(self, records: list[eosflow.Record]) -> list[str]:
         self.layers.begin(adopted=False)
         out: list[eosflow.Output] = []
-        for r in records:
-            undo: list[Any] = []
-            self.layers.undo = undo
-            try:
-                out += as_outputs(await self.process(r))
-            except Exception:
-                self.layers.revert(undo)
-            finally:
-                self.layers.undo = None
+        with seated(self.seat):
+            for r in records:
+                undo: list[Any] = []
+                self.layers.undo = undo
+                try:
+                    out += as_outputs(await self.process(r))
+                except Exception:
+                    self.layers.revert(undo)
+                finally:
+                    self.layers.undo = None
         return self._commit(out)
 
     async def in_batch(self, records: list[eosflow.Record]) -> list[str]:
@@ -114,9 +117,10 @@ class Run:
             windows, late = self.time.window_stores, self.time.count_late
             return state.take(self.proc, records, windows, late, failed, self.layers)
 
-        out, _dead = await run_batch(
-            self.proc, state, step, self.layers, as_outputs, self.failed, self.dead_letters
-        )
+        with seated(self.seat):
+            out, _dead = await run_batch(
+                self.seat, state, step, self.layers, as_outputs, self.failed, self.dead_letters
+            )
         return self._commit(out)
 
     def _commit(self, out: list[eosflow.Output]) -> list[str]:

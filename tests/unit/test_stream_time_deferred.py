@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import eosflow
-from eosflow._state import Stores, declared
+from eosflow._state import Seat, Stores, declared, seated
 from eosflow._state._layers import Layers
 from eosflow._state._local import Env, LocalPartition
 from eosflow._state._store import BYTES, Store
@@ -291,19 +291,26 @@ def test_a_partition_restored_under_its_handles_is_read_again(tmp_path: Path) ->
         stores._held.add(P)
         stores._ready.add(P)
         local.apply({"w": {TIME_KEY: struct.pack(">q", 90_000)}}, {})  # committed before
-        process = stores.bind(processor, lambda r: [] if r is None else [r])
+        seat = Seat(processor, eosflow.Observer())
+        process = stores.bind(seat, lambda r: [] if r is None else [r])
 
         def record(t: int) -> eosflow.Record:
             return eosflow.Record("in", 0, t, b"k", b"v", (), t)
 
         stores.begin(adopted=False)
-        asyncio.run(process(record(2_000)))  # late against 90 s
+        asyncio.run(seated_run(seat, process(record(2_000))))  # late against 90 s
         local.wipe("w")  # restored again, from a changelog with nothing
         stores._ready.discard(P)
         stores._restored(P)
-        asyncio.run(process(record(3_000)))
+        asyncio.run(seated_run(seat, process(record(3_000))))
         stores.seal()
         stores.committed()
         assert late == [1], "the record after the restore was late against the old time"
     finally:
         local.close()
+
+
+async def seated_run(seat: Seat, step: Awaitable[Any]) -> Any:
+    """``step`` with ``seat`` current, as inside ``EosApp.run``."""
+    with seated(seat):
+        return await step

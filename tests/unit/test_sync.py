@@ -10,7 +10,7 @@ import pytest
 
 from eosflow import Record
 from eosflow._state import _sync
-from eosflow._state._sync import Sync
+from eosflow._state._sync import Feed, Sync
 
 Partition = tuple[str, int]
 
@@ -27,10 +27,8 @@ class Consumer:
         self.paused: set[Partition] = set()
         self.calls: list[tuple[Partition, bool]] = []
 
-    def bind(self, sync: Sync) -> Sync:
-        sync.caught_up = self.caught.__contains__
-        sync.throttle = self.throttle
-        return sync
+    def feed(self) -> Feed:
+        return Feed(self.caught.__contains__, self.throttle)
 
     def throttle(self, partition: Partition, paused: bool) -> None:
         self.calls.append((partition, paused))
@@ -55,7 +53,7 @@ def order(out: list[Record]) -> list[tuple[str, int]]:
 # records do not wait for this one. Caught: heads compared by offset (the poll's order).
 def test_a_task_hands_on_by_timestamp_a_row_first_on_a_tie() -> None:
     c = Consumer()
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     polled = [rec("orders", 0, 0, 10), rec("orders", 0, 1, 20), rec("orders", 0, 2, 30)]
     polled += [rec("customers", 0, 0, 5), rec("customers", 0, 1, 20), rec("customers", 0, 2, 40)]
     out = admit(s, polled, 100)
@@ -75,7 +73,7 @@ def test_a_task_hands_on_by_timestamp_a_row_first_on_a_tie() -> None:
 # it goes once the table caught up. Caught: an empty partition taken as caught up.
 def test_a_record_waits_for_its_table_to_catch_up() -> None:
     c = Consumer()
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     assert admit(s, [rec("orders", 1, 0, 10)], 100) == []
     assert s.buffered() == 1
     c.caught.add(("customers", 1))
@@ -86,7 +84,7 @@ def test_a_record_waits_for_its_table_to_catch_up() -> None:
 # order. Caught: the cap ignored (a transaction's record limit exceeded).
 def test_an_admit_stops_at_its_max_records() -> None:
     c = Consumer([("customers", 0)])
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     out = admit(s, [rec("orders", 0, i, i) for i in range(10)], 4)
     assert order(out) == [("orders", i) for i in range(4)] and s.more
     assert order(admit(s, [], 100)) == [("orders", i) for i in range(4, 10)] and not s.more
@@ -98,7 +96,7 @@ def test_an_admit_stops_at_its_max_records() -> None:
 def test_a_full_buffer_pauses_its_partition(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_sync, "MAX_BUFFERED", 4)
     c = Consumer()
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     assert admit(s, [rec("orders", 0, i, i) for i in range(6)], 100) == []
     assert c.paused == {("orders", 0)}
     c.caught.add(("customers", 0))
@@ -116,7 +114,7 @@ def test_a_full_buffer_pauses_its_partition(monkeypatch: pytest.MonkeyPatch) -> 
 def test_idle_waits_once_per_stretch() -> None:
     now = [0.0]
     c = Consumer([("customers", 0)])
-    s = c.bind(Sync(["orders"], ["customers"], idle_s=1.0, clock=lambda: now[0]))
+    s = Sync(["orders"], ["customers"], idle_s=1.0, clock=lambda: now[0], feed=c.feed())
     assert admit(s, [rec("orders", 0, 0, 1)], 100) == []
     now[0] = 1.5
     assert order(admit(s, [], 100)) == [("orders", 0)]
@@ -130,7 +128,7 @@ def test_idle_waits_once_per_stretch() -> None:
 # records put back at the tail (handed on after newer ones), or in reverse order.
 def test_records_given_back_go_first_in_their_order() -> None:
     c = Consumer([("customers", 0), ("orders", 0)])
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     polled = [rec("orders", 0, i, 2 * i) for i in range(6)]
     polled += [rec("customers", 0, i, 2 * i + 1) for i in range(3)]
     out = admit(s, polled, 5)
@@ -158,7 +156,7 @@ def test_records_given_back_go_first_in_their_order() -> None:
 # admit's). Caught: the forget not counted, the head not compared.
 def test_a_give_back_after_a_seek_or_out_of_order_takes_nothing() -> None:
     c = Consumer([("customers", 0), ("orders", 0)])
-    s = c.bind(Sync(["orders"], ["customers"]))
+    s = Sync(["orders"], ["customers"], feed=c.feed())
     out = admit(s, [rec("orders", 0, i, i) for i in range(4)], 2)
     s.forget(("orders", 0))
     assert not s.give_back(out) and s.buffered() == 0
@@ -189,7 +187,7 @@ def test_a_task_hands_on_the_head_merge_of_its_partitions(tables: list[str], see
     rng = random.Random(seed)
     topics = [*tables, "orders"]
     caught = [(t, p) for t in topics for p in (0, 1)]
-    s = Consumer(caught).bind(Sync(["orders"], tables))
+    s = Sync(["orders"], tables, feed=Consumer(caught).feed())
     rank = {t: i for i, t in enumerate([*sorted(tables), "orders"])}
     ref: dict[Partition, list[Record]] = {k: [] for k in caught}
     offsets = dict.fromkeys(caught, 0)

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from kit import seat_for
 
 import eosflow
 from eosflow._state import Stores
@@ -72,8 +73,11 @@ def held(
 # partition 1 joined partition 0's row).
 def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: Path) -> None:
     processor = _Join()
-    with held(tmp_path, processor, {0: b"row of 0", 1: b"row of 1"}) as stores:
-        process = stores.bind(processor, lambda r: r)
+    with (
+        held(tmp_path, processor, {0: b"row of 0", 1: b"row of 1"}) as stores,
+        seat_for(processor) as seat,
+    ):
+        process = stores.bind(seat, lambda r: r)
         stores.begin(adopted=False)
         got = []
         for p in (0, 1, 0, 1):
@@ -93,8 +97,8 @@ def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
     tmp_path: Path,
 ) -> None:
     processor = _Join()
-    with held(tmp_path, processor, {0: b"on disk"}) as stores:
-        process = stores.bind(processor, lambda r: r)
+    with held(tmp_path, processor, {0: b"on disk"}) as stores, seat_for(processor) as seat:
+        process = stores.bind(seat, lambda r: r)
 
         async def step(topic: str, value: bytes | None) -> bytes | None:
             out = await process(eosflow.Record(topic, 0, 0, b"k", value, (), 1))
@@ -120,8 +124,11 @@ def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
 # outside process finds none. Caught: idle leaving the store handles in place.
 def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
     processor = _JoinAndCount()
-    with held(tmp_path, processor, {0: b"row"}, {"seen": eosflow.BYTES}) as stores:
-        process = stores.bind(processor, lambda r: r)
+    with (
+        held(tmp_path, processor, {0: b"row"}, {"seen": eosflow.BYTES}) as stores,
+        seat_for(processor) as seat,
+    ):
+        process = stores.bind(seat, lambda r: r)
         stores.begin(adopted=False)
         out = asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
         assert out.value == b"row"

@@ -1,0 +1,77 @@
+"""The seat: what a running app gives the processor it runs, kept in an object of its
+own -- never written into the user's instance.
+
+A ``Processor`` reaches its runtime through one seam, ``seat_of(self)``: the ``Seat``
+of the app running it, found in a context variable that ``EosApp.run`` sets for its
+whole run (``seated``) and that every task and ``asyncio.to_thread`` call started
+inside the run inherits. The seat holds the processor it was made for, so another
+processor's methods called from inside the run find nothing (a seat is not shared by
+accident), and two apps in one event loop -- each run in a task of its own -- each see
+their own.
+
+What the runtime keeps there, and who writes it:
+
+- ``observer``: the app's observers (``EosApp``), for ``Processor.observer``;
+- ``stores``: the stores of the record in process (``_state.Stores``, set when the
+  engine binds ``process``), for ``state()``, ``window()``, ``session()``,
+  ``sliding()``, ``table()``, ``state_of()`` and ``timers``;
+- ``windows`` and ``tables``: the record's tumbling and hopping windows and the tables
+  of its partition number, set around each ``process`` (the per-record path: one
+  attribute write, as when they lived on the processor);
+- ``batch``: the ``BatchState`` of the ``process_batch`` call in progress.
+
+The trade-off: a context variable costs one ``get`` per call of those methods (tens of
+nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
+unlike ``asyncio.to_thread``, does not copy the context); the gain is a user's object
+with nothing of eosflow's written into it, whatever its own attribute names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from types import MappingProxyType
+from typing import Any
+
+from .._observe import Observer
+
+__all__ = ["CURRENT", "NOTHING", "Seat", "seat_of", "seated"]
+
+#: what ``windows`` and ``tables`` hold outside ``process``
+NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+class Seat:
+    """What the runtime gives ``processor`` while an app runs it (the module's doc)."""
+
+    __slots__ = ("batch", "observer", "processor", "stores", "tables", "windows")
+
+    def __init__(self, processor: object, observer: Observer) -> None:
+        self.processor = processor
+        self.observer = observer
+        self.stores: Any = None  # _state.Stores, once bound
+        self.batch: Any = None  # _state.BatchState, during process_batch
+        self.windows: Mapping[str, Any] = NOTHING
+        self.tables: Mapping[str, Any] = NOTHING
+
+
+#: the running app's seat (``seat_of`` reads it; a hot path may read it inline)
+CURRENT: ContextVar[Seat | None] = ContextVar("eosflow_seat", default=None)
+
+
+def seat_of(processor: object) -> Seat | None:
+    """The seat of the app running ``processor`` in this context, or None (not running,
+    or running in another app)."""
+    seat = CURRENT.get()
+    return seat if seat is not None and seat.processor is processor else None
+
+
+@contextmanager
+def seated(seat: Seat) -> Iterator[Seat]:
+    """``seat`` is the current one inside the block (and in the tasks started there)."""
+    token = CURRENT.set(seat)
+    try:
+        yield seat
+    finally:
+        CURRENT.reset(token)
