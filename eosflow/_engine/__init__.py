@@ -8,7 +8,9 @@ What the engine holds:
 - ``_cycle``: ``Engine``, the transaction loop (chunked processing, work done ahead of a
   commit, the error policy per record, the retry of a transaction a processor asked for);
 - ``_session``: ``TransactSession``, the group membership, the read_committed consumer
-  and the transactional producer of one instance; the commit path and its recovery;
+  and the transactional producer of one instance; the decision to commit or abort, and
+  the recovery; ``_end``: the end's steps (flush, offsets, heartbeat, EndTxn) and what
+  an unknown outcome becomes;
 - ``_positions``: which partitions are held and ready, their committed offsets, the
   assignment epoch; ``_transaction``: the one open transaction;
 - ``_membership`` and ``_commit``: the two group protocols, and the commit's membership

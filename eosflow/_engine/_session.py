@@ -19,7 +19,6 @@ commit holds the lock ``post_commit_delay_s`` more. aiokafka only through ``_aio
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -39,9 +38,9 @@ from .._errors import (
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
-from .._state import GlobalTable, Serde, Stores, Table, subscribed
-from .._timeouts import outlived, step_timeout_s, within
-from ._commit import commit_offsets, send_changelog
+from .._state import Feed, GlobalTable, Serde, Stores, Table, subscribed
+from .._timeouts import outlived, step_timeout_s
+from ._end import Ending, decide_and_end
 from ._membership import Membership, MembershipStopped, membership_for
 from ._positions import Positions
 from ._producer import ProducerSlot
@@ -95,6 +94,7 @@ class TransactSession:
             tables,
             copartitioned,
             metadata,
+            Feed(self._caught_up, self._throttle),  # tables: the sync's view of the consumer
         )
         # held, committed, epoch and identity; buffers dropped, tasks kept (_positions)
         self._pos = Positions(
@@ -143,9 +143,6 @@ class TransactSession:
         )
         self._consumer, self._pos.member = self._group.consumer, self._group.offsets_member
         self.stores.refetch_offsets(self._pos.refetcher(self._consumer))
-        pos, consumer, sync = self._pos, self._consumer, self.stores.sync  # tables: its view
-        sync.caught_up = functools.partial(pos.caught_up, consumer)
-        sync.throttle = functools.partial(pos.throttle, consumer)
         await self._group.start()
 
     async def stop(self) -> None:
@@ -387,7 +384,7 @@ class TransactSession:
                 why = txn.doomed or (Abort(AbortReason.REVOKED, stale) if stale else None)
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
             try:
-                outcome, why = await self._decide_and_end(txn, why, offsets)
+                outcome, why = await decide_and_end(self._ending(), txn, why, offsets)
             except ak.Fenced as fenced:
                 # A timed-out transaction also bumps the epoch: KIP-360 tells the two apart.
                 log.warning("producer epoch fenced (%s): trying KIP-360 recovery", fenced)
@@ -433,97 +430,13 @@ class TransactSession:
             else:
                 self._lock.release()
 
-    async def _decide_and_end(
-        self, txn: Transaction, why: Abort | None, offsets: dict[TopicPartition, int]
-    ) -> tuple[Outcome, Abort | None]:
-        """Flush, offsets, forced heartbeat, EndTxn: each step timed in ``txn.phases``;
-        a step that fails makes the rest abort (``_commit``)."""
-        failure = ak.producer_failure(self.producer)
-        if failure is not None:
-            if ak.is_fencing(failure):
-                raise ak.Fenced(repr(failure))
-            log.warning("producer failed (%r): recovering", failure)
-            txn.doom(AbortReason.PRODUCE_FAILED, f"producer failed: {failure!r}")
-            await self._recover(AbortReason.PRODUCE_FAILED)
-            return Outcome.RECOVERED, txn.doomed
-        try:
-            with txn.phase("flush"):  # the store writes first, then every send answered
-                if why is None:
-                    timeout_s = txn.time_left_s(self.config.transaction_timeout_s)
-                    await send_changelog(self.stores, self.producer, txn, timeout_s)
-                    why = txn.doomed
-                await ak.flush(self.producer, txn.sends, self.config.transaction_timeout_s)
-        except TransientError as exc:
-            # A failed batch leaves the idempotent producer's sequence numbers out of step
-            # with the broker's: aborting alone would fail every later transaction the
-            # same way. A new epoch (KIP-360) aborts this one and starts them afresh.
-            log.warning("produce failed (%s): re-initialising the producer", exc)
-            txn.doom(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
-            await self._recover(AbortReason.PRODUCE_FAILED)
-            return Outcome.RECOVERED, txn.doomed
-        caps, step_s, group = (
-            self.caps,
-            step_timeout_s(self.config.transaction_timeout_s),
-            self._group,
-        )
+    def _ending(self) -> Ending:
+        """The clients, stores and recovery the end of a transaction works with."""
+        caps, group = self.caps, self._group
         assert caps is not None and group is not None
-        async with group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
-            if why is None and offsets:
-                with txn.phase("offsets"):
-                    written = self.stores.written()
-                    why = (
-                        Abort(AbortReason.PRODUCE_FAILED, "a changelog offset is unknown")
-                        if written is None
-                        else await commit_offsets(
-                            self.producer,
-                            self.consumer,
-                            self.config,
-                            caps,
-                            offsets,
-                            ident,
-                            step_s,
-                            written,
-                        )
-                    )
-            if why is None and offsets:
-                with txn.phase("heartbeat"):
-                    why = await group.confirm(caps, ident, step_s)
-        why = why or txn.doomed
-        with txn.phase("end_txn"):
-            outcome = await self._end_txn(why is None)
-        if outcome is Outcome.RECOVERED:
-            why = Abort(AbortReason.UNKNOWN_OUTCOME, f"EndTxn outcome unknown ({why or 'commit'})")
-        return outcome, why
-
-    async def _end_txn(self, commit: bool) -> Outcome:
-        """EndTxn. Any failure but a fencing answer leaves the outcome unknown: it is never
-        retried as a commit, but resolved by re-initialising the producer (``_recover``)."""
-        producer = self.producer
-        op = asyncio.ensure_future(
-            producer.commit_transaction() if commit else producer.abort_transaction()
+        return Ending(
+            self.config, self.producer, self.consumer, self.stores, caps, group, self._recover
         )
-        # an EndTxn that outlives the wait ends later on its own; its error is accounted
-        # for by the recovery, not reported as "never retrieved"
-        op.add_done_callback(outlived)
-        try:
-            with ak.mapped("EndTxn"):
-                await within(asyncio.shield(op), self.config.transaction_timeout_s)
-        except ak.Fenced:
-            raise
-        except (EosflowError, asyncio.CancelledError) as exc:
-            if isinstance(exc, AuthorizationError):
-                raise
-            cancelled = isinstance(exc, asyncio.CancelledError)
-            log.warning(
-                "EndTxn(%s) outcome unknown (%s): re-initialising the producer",
-                "commit" if commit else "abort",
-                "cancelled" if cancelled else exc,
-            )
-            await self._recover(AbortReason.UNKNOWN_OUTCOME)
-            if cancelled:
-                raise
-            return Outcome.RECOVERED
-        return Outcome.COMMITTED if commit else Outcome.ABORTED
 
     # --- recovery -------------------------------------------------------------------
 
@@ -549,6 +462,16 @@ class TransactSession:
         self._pos.hold_back(self.consumer, self.stores.recovered(committed))
         self._broken = False
         self.observer.producer_reinitialised(cause)
+
+    # --- what a sync asks of the consumer (tables: ``_state.Feed``) ----------------------
+
+    def _caught_up(self, partition: tuple[str, int]) -> bool:
+        consumer = self._consumer
+        return consumer is not None and self._pos.caught_up(consumer, partition)
+
+    def _throttle(self, partition: tuple[str, int], paused: bool) -> None:
+        if self._consumer is not None:
+            self._pos.throttle(self._consumer, partition, paused)
 
     # --- rebalances (called by the listener) ----------------------------------------
 
