@@ -28,7 +28,7 @@ import sys
 import time
 from collections import Counter
 
-from eosflow.testing._project._matrix import (
+from testbed._matrix import (
     ARMS,
     MODES,
     Case,
@@ -37,7 +37,7 @@ from eosflow.testing._project._matrix import (
     ci_cases,
     skipped,
 )
-from eosflow.testing._project._matrix_run import run_case
+from testbed._matrix_run import run_case
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -274,13 +274,13 @@ async def main(args: argparse.Namespace) -> int:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="payoff-")))
             cores = os.cpu_count() or 2
             if "standalone" in args.modes:
-                from eosflow.testing._project._spark_clusters import standalone
+                from testbed._spark_clusters import standalone
 
                 started = time.monotonic()
                 master = stack.enter_context(standalone(home, cores=cores, memory="6g"))
                 print(f"  standalone master and worker up in {time.monotonic() - started:.1f} s")
             if "connect" in args.modes:
-                from eosflow.testing._project._spark_clusters import connect_server
+                from testbed._spark_clusters import connect_server
 
                 started = time.monotonic()
                 remote = stack.enter_context(connect_server(home, cores=cores, memory="4g"))

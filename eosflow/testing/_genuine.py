@@ -11,6 +11,12 @@ the error when the start failed. Processes are stopped by pid (``_genuine_procs`
 
     async with GenuineKafka("4.4.0", brokers=3) as k:
         k.bootstrap_servers; k.kill(2); await k.restart(2); k.log_tail(50)
+
+What a test adds to every broker beyond ``config`` -- listeners of other security
+protocols, the files they need, Java system properties, arguments to the storage
+format -- comes through one seam: ``prepare``, a function called once per start with a
+folder of the cluster's, answering ``BrokerAddons``. eosflow's own secured broker
+(TLS, SASL, mutual TLS, ACLs: the project's tests, outside the package) plugs in there.
 """
 
 from __future__ import annotations
@@ -19,36 +25,26 @@ import asyncio
 import base64
 import contextlib
 import os
-import secrets
 import shutil
 import signal
 import subprocess
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
 from . import _genuine_procs as procs
 from ._genuine_jars import GenuineUnavailable, check_tools, resolve, uses_zookeeper
-from ._project._genuine_security import (
-    LISTENERS,
-    OIDC_ALLOWED_URLS,
-    SCRAM_USER,
-    secured_properties,
-)
-
-if TYPE_CHECKING:
-    from ._project._pki import Pki
 
 __all__ = [
     "DEFAULT_VERSION",
     "OLD_VERSION",
+    "BrokerAddons",
     "GenuineKafka",
     "GenuineStartError",
     "GenuineUnavailable",
@@ -68,6 +64,27 @@ class GenuineStartError(RuntimeError):
     """A broker (or its ZooKeeper) did not start; the message has the log's tail."""
 
 
+@dataclass(frozen=True)
+class BrokerAddons:
+    """What ``GenuineKafka(prepare=...)``'s function adds to every broker (KRaft only
+    when it adds listeners or format arguments):
+
+    - ``listeners``: more listeners, name -> security protocol (``{"TLS": "SSL"}``): each
+      gets a free port on every broker, added to ``listeners``, ``advertised.listeners``
+      and ``listener.security.protocol.map``; ``listener_servers(name)`` lists them. The
+      brokers keep talking to each other over PLAINTEXT;
+    - ``properties``: server properties (``config`` still has the last word);
+    - ``jvm_properties``: Java system properties (``-Dkey=value``) of every Java process
+      the cluster starts;
+    - ``format_args``: arguments added to ``kafka.tools.StorageTool format`` (e.g.
+      ``--add-scram``)."""
+
+    listeners: Mapping[str, str] = field(default_factory=dict)
+    properties: Mapping[str, str] = field(default_factory=dict)
+    jvm_properties: Mapping[str, str] = field(default_factory=dict)
+    format_args: tuple[str, ...] = ()
+
+
 @dataclass
 class _Node:
     node_id: int
@@ -76,7 +93,7 @@ class _Node:
     home: Path
     proc: subprocess.Popen[bytes] | None = None
     stopped: bool = False  # SIGSTOPped
-    secure_ports: dict[str, int] = field(default_factory=dict)  # secured listeners by name
+    listener_ports: dict[str, int] = field(default_factory=dict)  # BrokerAddons.listeners
 
     @property
     def log(self) -> Path:
@@ -85,7 +102,10 @@ class _Node:
 
 class GenuineKafka:
     """``brokers`` brokers of Kafka ``version``, from ``start()`` (or entering the
-    context) to ``stop()``. ``config`` overrides or adds broker properties."""
+    context) to ``stop()``. ``config`` overrides or adds broker properties. ``prepare``,
+    when given, is called once in ``start()`` (in a worker thread) with a folder of the
+    cluster's for its files -- removed at ``stop()`` -- before any broker is formatted
+    or started; the ``BrokerAddons`` it answers go into every broker."""
 
     def __init__(
         self,
@@ -97,13 +117,12 @@ class GenuineKafka:
         heap_mb: int = 512,
         start_timeout_s: float = 180.0,
         config: Mapping[str, str] | None = None,
-        secured: bool = False,
         features: Mapping[str, int] | None = None,
+        prepare: Callable[[Path], BrokerAddons] | None = None,
     ) -> None:
         self.version, self.brokers = version, brokers
-        self.secured = secured  # TLS/SASL/mTLS listeners and ACLs (_project._genuine_security)
-        self.pki: Pki | None = None
-        self.scram_password = secrets.token_urlsafe(12) if secured else ""
+        self.prepare = prepare
+        self.addons = BrokerAddons()  # prepare's answer, once started
         self.auto_create_topics, self.default_partitions = auto_create_topics, default_partitions
         self.heap_mb, self.start_timeout_s = heap_mb, start_timeout_s
         self.config = dict(config or {})
@@ -123,11 +142,11 @@ class GenuineKafka:
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{n.port}" for n in self._nodes.values())
 
-    def secured_servers(self, listener: str = "SASL_SSL") -> str:
-        """The bootstrap servers of a secured listener: SASL_SSL, MTLS or EXPIRED."""
-        if not self.secured:
-            raise RuntimeError("GenuineKafka(secured=True) has the secured listeners")
-        return ",".join(f"127.0.0.1:{n.secure_ports[listener]}" for n in self._nodes.values())
+    def listener_servers(self, listener: str) -> str:
+        """The bootstrap servers of one of ``BrokerAddons.listeners``, by its name."""
+        if listener not in self.addons.listeners:
+            raise KeyError(f"no listener {listener!r}; added: {sorted(self.addons.listeners)}")
+        return ",".join(f"127.0.0.1:{n.listener_ports[listener]}" for n in self._nodes.values())
 
     @property
     def node_ids(self) -> list[int]:
@@ -154,7 +173,7 @@ class GenuineKafka:
 
     def settings(self, node: int) -> dict[str, str]:
         """Broker ``node``'s server.properties: replication to match the cluster size
-        (3 brokers: RF 3, min ISR 2), test timings, then ``config``."""
+        (3 brokers: RF 3, min ISR 2), test timings, the addons, then ``config``."""
         n = self._nodes[node]
         rf, min_isr = min(3, self.brokers), 2 if self.brokers >= 3 else 1
         props = {
@@ -201,19 +220,19 @@ class GenuineKafka:
                 "share.coordinator.state.topic.replication.factor": str(rf),
                 "share.coordinator.state.topic.min.isr": str(min_isr),
             })  # fmt: skip
-        if self.secured:
-            assert self.pki is not None
-            sec = secured_properties(self.pki, n.secure_ports)
-            for key in ("listeners", "advertised.listeners", "listener.security.protocol.map"):
-                props[key] += "," + sec.pop(key)
-            props.update(sec)
+        if n.listener_ports:
+            added = ",".join(f"{name}://127.0.0.1:{p}" for name, p in n.listener_ports.items())
+            props["listeners"] += "," + added
+            props["advertised.listeners"] += "," + added
+            props["listener.security.protocol.map"] += "".join(
+                f",{name}:{protocol}" for name, protocol in self.addons.listeners.items()
+            )
+        props.update(self.addons.properties)
         props.update(self.config)
         return props
 
     def _java(self, main: str, *args: str, heap_mb: int, level: str = "INFO") -> list[str]:
         assert self._dir is not None and self._libs is not None
-        # Kafka 4 reads an OAUTHBEARER key set only from URLs this property allows
-        system = {OIDC_ALLOWED_URLS: self.pki.jwks.as_uri()} if self.pki is not None else {}
         return procs.java_command(
             self._libs,
             self._dir,
@@ -222,7 +241,7 @@ class GenuineKafka:
             heap_mb=heap_mb,
             log4j1=self.zookeeper,
             level=level,
-            system=system,
+            system=dict(self.addons.jvm_properties),
         )
 
     async def __aenter__(self) -> GenuineKafka:
@@ -240,22 +259,20 @@ class GenuineKafka:
         began = time.monotonic()
         deadline = began + self.start_timeout_s
         self._dir = procs.make_home(f"eosflow-kafka-{self.version}-")
-        if self.secured and self.zookeeper:
-            raise GenuineStartError("the secured mode needs KRaft (Kafka 4)")
-        extra = len(LISTENERS) if self.secured else 0
-        ports = procs.free_ports((2 + extra) * self.brokers + 1)
-        if self.secured:
-            from ._project._pki import make_pki  # needs cryptography (the test extra)
-
-            self.pki = await asyncio.to_thread(make_pki, self._dir / "pki")
-        for i in range(1, self.brokers + 1):
-            home = self._dir / f"node-{i}"
-            (home / "data").mkdir(parents=True)
-            mine = ports[(2 + extra) * (i - 1) : (2 + extra) * i]
-            self._nodes[i] = _Node(i, mine[0], mine[1], home)
-            if self.secured:
-                self._nodes[i].secure_ports = dict(zip(LISTENERS, mine[2:], strict=True))
         try:
+            if self.prepare is not None:
+                (self._dir / "addons").mkdir()
+                self.addons = await asyncio.to_thread(self.prepare, self._dir / "addons")
+            if self.zookeeper and (self.addons.listeners or self.addons.format_args):
+                raise ValueError("BrokerAddons' listeners and format_args need KRaft")
+            extra = len(self.addons.listeners)
+            ports = procs.free_ports((2 + extra) * self.brokers + 1)
+            for i in range(1, self.brokers + 1):
+                home = self._dir / f"node-{i}"
+                (home / "data").mkdir(parents=True)
+                mine = ports[(2 + extra) * (i - 1) : (2 + extra) * i]
+                added = dict(zip(self.addons.listeners, mine[2:], strict=True))
+                self._nodes[i] = _Node(i, mine[0], mine[1], home, listener_ports=added)
             if self.zookeeper:
                 await self._start_zookeeper(ports[-1], deadline)
             else:
@@ -298,10 +315,7 @@ class GenuineKafka:
         started = []
         for i, node in self._nodes.items():
             props = str(self._write_properties(i))
-            args: tuple[str, ...] = ("format", "-c", props, "-t", cluster_id)
-            if self.secured:
-                user = f"SCRAM-SHA-512=[name={SCRAM_USER},password={self.scram_password}]"
-                args += ("--add-scram", user)
+            args = ("format", "-c", props, "-t", cluster_id, *self.addons.format_args)
             for name, level in sorted(self.features.items()):
                 args += ("--feature", f"{name}={level}")
             cmd = self._java("kafka.tools.StorageTool", *args, heap_mb=256, level="WARN")

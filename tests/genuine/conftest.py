@@ -13,6 +13,7 @@ import pytest
 
 from eosflow.testing._genuine import GenuineKafka, GenuineUnavailable
 from eosflow.testing._ladder import genuine_version
+from testbed._genuine_security import SecuredKafka
 
 ASK = "genuine Kafka tests run only with -m genuine or EOSFLOW_TEST_BROKER=genuine[:version]"
 
@@ -41,7 +42,10 @@ async def genuine(
     config: dict[str, str] | None = None,
     features: dict[str, int] | None = None,
 ) -> AsyncIterator[GenuineKafka]:
-    kafka = GenuineKafka(version, brokers, secured=secured, config=config, features=features)
+    """Genuine brokers for one test; ``secured``: a ``SecuredKafka`` (its listeners, SCRAM
+    user, PKI and ACLs)."""
+    kind = SecuredKafka if secured else GenuineKafka
+    kafka = kind(version, brokers, config=config, features=features)
     try:
         await kafka.start()
     except GenuineUnavailable as exc:

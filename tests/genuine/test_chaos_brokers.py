@@ -19,7 +19,7 @@ run where it adds the most):
 - over PLAINTEXT, under the consumer group protocol (KIP-848, the broker's 6 s
   consumer-group session) with transactions v2 (KIP-890 part 2): the newest paths meet
   a dying coordinator;
-- over SASL_SSL (SCRAM-SHA-512, with the documented ACLs, ``GenuineKafka(secured=True)``)
+- over SASL_SSL (SCRAM-SHA-512, with the documented ACLs, ``SecuredKafka``)
   under the classic protocol and transactions v1: there a dying broker cuts TLS
   connections mid-record, which must stay a retried network failure, and every
   reconnection logs in again;

@@ -24,8 +24,8 @@ from test_security import topics
 import eosflow
 from eosflow import AuthenticationError, KafkaSecurity
 from eosflow.testing import CheckReport, check_exactly_once
-from eosflow.testing._genuine import GenuineKafka
-from eosflow.testing._project._genuine_security import (
+from testbed._genuine_security import (
+    SecuredKafka,
     app_acls,
     create_acls,
     set_scram_password,
@@ -37,9 +37,10 @@ N = 4000
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kafka() -> AsyncIterator[GenuineKafka]:
+async def kafka() -> AsyncIterator[SecuredKafka]:
     config = {"connections.max.reauth.ms": str(SESSION_MS)}
     async with genuine(version(), secured=True, config=config) as k:
+        assert isinstance(k, SecuredKafka)
         yield k
 
 
@@ -59,7 +60,7 @@ class User:
     """A SCRAM-SHA-512 user of its own (the module's tests rotate its password) with
     the documented ACLs on fresh topics, group and transactional id."""
 
-    def __init__(self, k: GenuineKafka, tag: str) -> None:
+    def __init__(self, k: SecuredKafka, tag: str) -> None:
         self.k, self.tag, self.name = k, tag, f"{tag}-user"
 
     async def create(self, password: str) -> None:
@@ -108,7 +109,7 @@ async def until(
         await asyncio.sleep(0.2)
 
 
-async def test_exactly_once_while_the_broker_ends_each_login_session(kafka: GenuineKafka) -> None:
+async def test_exactly_once_while_the_broker_ends_each_login_session(kafka: SecuredKafka) -> None:
     """aiokafka's connections are closed every SESSION_MS; the run spans several."""
     user = User(kafka, "sessions")
     await user.create("pw-one")
@@ -127,7 +128,7 @@ async def test_exactly_once_while_the_broker_ends_each_login_session(kafka: Genu
 
 
 async def _rotated(
-    k: GenuineKafka, tag: str, when: str, caplog: pytest.LogCaptureFixture
+    k: SecuredKafka, tag: str, when: str, caplog: pytest.LogCaptureFixture
 ) -> tuple[User, str, float]:
     """Run an app, rotate its password ``when`` ("busy": mid-copy, "idle": after all was
     copied); return the user, the app's error and the seconds from rotation to error."""
@@ -154,7 +155,7 @@ async def _rotated(
 
 
 async def test_a_password_rotated_mid_run_stops_the_app_and_the_new_one_resumes(
-    kafka: GenuineKafka, caplog: pytest.LogCaptureFixture
+    kafka: SecuredKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Without the bound on the flush the app waits for ever: a transactional aiokafka
     producer resends a batch to a broker that refuses it until the end of time."""
@@ -177,7 +178,7 @@ async def test_a_password_rotated_mid_run_stops_the_app_and_the_new_one_resumes(
 
 
 async def test_a_password_rotated_while_idle_stops_the_app(
-    kafka: GenuineKafka, caplog: pytest.LogCaptureFixture
+    kafka: SecuredKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Nothing to produce, so nothing but the consumer's fetches meets the refusal,
     which aiokafka only logs: without the login watch the app idles for ever."""

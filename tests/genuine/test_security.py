@@ -1,4 +1,4 @@
-"""eosflow on a secured genuine Kafka (``GenuineKafka(secured=True)``): SASL_SSL with
+"""eosflow on a secured genuine Kafka (``SecuredKafka``): SASL_SSL with
 SCRAM-SHA-512 and mutual TLS, each with exactly the ACLs docs/howto/security.md lists;
 each missing ACL a fatal one-line ``AuthorizationError`` with nothing committed; a wrong
 password, an untrusted CA and an expired broker certificate each an
@@ -24,8 +24,8 @@ from kit import Upper, create_topic, read_all
 import eosflow
 from eosflow import AuthenticationError, AuthorizationError, KafkaSecurity
 from eosflow.testing import check_counts, check_exactly_once
-from eosflow.testing._genuine import GenuineKafka
-from eosflow.testing._project._genuine_security import (
+from examples.counting import Count
+from testbed._genuine_security import (
     MTLS_PRINCIPAL,
     READ,
     SCRAM_PRINCIPAL,
@@ -33,11 +33,11 @@ from eosflow.testing._project._genuine_security import (
     TOPIC,
     WRITE,
     Acl,
+    SecuredKafka,
     app_acls,
     create_acls,
     state_acls,
 )
-from examples.counting import Count
 
 pytestmark = [pytest.mark.genuine, pytest.mark.asyncio(loop_scope="module")]
 N = 2000
@@ -45,12 +45,13 @@ CONNECT_BUDGET_S = 15.0  # a refused login or handshake must end the app within 
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kafka() -> AsyncIterator[GenuineKafka]:
+async def kafka() -> AsyncIterator[SecuredKafka]:
     async with genuine(version(), secured=True) as k:
+        assert isinstance(k, SecuredKafka)
         yield k
 
 
-def scram(k: GenuineKafka, password: str | None = None) -> KafkaSecurity:
+def scram(k: SecuredKafka, password: str | None = None) -> KafkaSecurity:
     assert k.pki is not None
     return KafkaSecurity(
         security_protocol="SASL_SSL",
@@ -61,7 +62,7 @@ def scram(k: GenuineKafka, password: str | None = None) -> KafkaSecurity:
     )
 
 
-def oauth(k: GenuineKafka, token: Callable[[], str] | None = None) -> KafkaSecurity:
+def oauth(k: SecuredKafka, token: Callable[[], str] | None = None) -> KafkaSecurity:
     """OAUTHBEARER as the SCRAM user's principal, with tokens the test identity provider
     signs (``token`` overrides them)."""
     pki = k.pki
@@ -74,7 +75,7 @@ def oauth(k: GenuineKafka, token: Callable[[], str] | None = None) -> KafkaSecur
     )
 
 
-def mtls(k: GenuineKafka) -> KafkaSecurity:
+def mtls(k: SecuredKafka) -> KafkaSecurity:
     assert k.pki is not None
     return KafkaSecurity(
         security_protocol="SSL",
@@ -84,7 +85,7 @@ def mtls(k: GenuineKafka) -> KafkaSecurity:
     )
 
 
-async def topics(k: GenuineKafka, tag: str, n: int = N) -> tuple[str, str, str, str, str]:
+async def topics(k: SecuredKafka, tag: str, n: int = N) -> tuple[str, str, str, str, str]:
     """Fresh input (seeded with ``n`` records), output and dead-letter topics, group and
     transactional id, created by the super user over PLAINTEXT."""
     src, dst, dlq = (f"{tag}-{x}-{time.monotonic_ns()}" for x in ("in", "out", "dlq"))
@@ -120,7 +121,7 @@ def config(
 
 
 async def _exactly_once_over(
-    k: GenuineKafka, listener: str, principal: str, security: KafkaSecurity
+    k: SecuredKafka, listener: str, principal: str, security: KafkaSecurity
 ) -> None:
     src, dst, dlq, group, txn = await topics(k, listener.lower())
     await create_acls(
@@ -150,23 +151,23 @@ async def _exactly_once_over(
 
 
 async def test_exactly_once_over_sasl_ssl_scram_with_the_documented_acls(
-    kafka: GenuineKafka,
+    kafka: SecuredKafka,
 ) -> None:
     await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, scram(kafka))
 
 
-async def test_exactly_once_over_sasl_ssl_oauthbearer(kafka: GenuineKafka) -> None:
+async def test_exactly_once_over_sasl_ssl_oauthbearer(kafka: SecuredKafka) -> None:
     """The token hook's tokens (unsigned, for Kafka's unsecured validator) log in as the
     same principal as the SCRAM user."""
     await _exactly_once_over(kafka, "SASL_SSL", SCRAM_PRINCIPAL, oauth(kafka))
 
 
-async def test_exactly_once_over_mutual_tls_with_the_documented_acls(kafka: GenuineKafka) -> None:
+async def test_exactly_once_over_mutual_tls_with_the_documented_acls(kafka: SecuredKafka) -> None:
     await _exactly_once_over(kafka, "MTLS", MTLS_PRINCIPAL, mtls(kafka))
 
 
 async def test_exactly_once_state_over_sasl_ssl_with_the_documented_acls(
-    kafka: GenuineKafka, tmp_path: Path
+    kafka: SecuredKafka, tmp_path: Path
 ) -> None:
     """The running count over SASL_SSL with the documented ACLs, its changelog grant included;
     without that grant, the start stops with one line naming CREATE on the changelog."""
@@ -223,7 +224,7 @@ async def test_exactly_once_state_over_sasl_ssl_with_the_documented_acls(
     ],
 )
 async def test_a_missing_acl_stops_the_app_with_one_line_and_commits_nothing(
-    kafka: GenuineKafka, missing: str, says: str, caplog: pytest.LogCaptureFixture
+    kafka: SecuredKafka, missing: str, says: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     k = kafka
     src, dst, dlq, group, txn = await topics(k, "acl", n=200)
@@ -249,7 +250,7 @@ async def test_a_missing_acl_stops_the_app_with_one_line_and_commits_nothing(
     assert report.offsets_behind and sum(report.offsets_behind.values()) == 200
 
 
-async def _refused(k: GenuineKafka, servers: str, security: KafkaSecurity) -> str:
+async def _refused(k: SecuredKafka, servers: str, security: KafkaSecurity) -> str:
     src, dst, _dlq, group, txn = await topics(k, "auth", n=1)
     app = eosflow.EosApp(Upper(dst), config(servers, security, src, group, txn, None))
     began = time.monotonic()
@@ -262,7 +263,7 @@ async def _refused(k: GenuineKafka, servers: str, security: KafkaSecurity) -> st
 
 
 async def test_a_wrong_password_is_an_authentication_error_naming_the_user(
-    kafka: GenuineKafka, caplog: pytest.LogCaptureFixture
+    kafka: SecuredKafka, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.DEBUG):
         text = await _refused(kafka, kafka.secured_servers(), scram(kafka, "wrong-pw-123"))
@@ -272,7 +273,7 @@ async def test_a_wrong_password_is_an_authentication_error_naming_the_user(
 
 @pytest.mark.parametrize("token", ["signed by a key the broker never saw", "expired"])
 async def test_an_oauthbearer_token_the_broker_refuses_is_an_authentication_error(
-    kafka: GenuineKafka, token: str
+    kafka: SecuredKafka, token: str
 ) -> None:
     """The broker's OIDC validator checks the signature against the identity provider's
     key set, and the expiry; either refusal ends the app at once, not in a retry loop."""
@@ -286,7 +287,7 @@ async def test_an_oauthbearer_token_the_broker_refuses_is_an_authentication_erro
     assert "authentication failed for an OAUTHBEARER token" in text, text
 
 
-async def test_an_untrusted_ca_is_an_authentication_error(kafka: GenuineKafka) -> None:
+async def test_an_untrusted_ca_is_an_authentication_error(kafka: SecuredKafka) -> None:
     assert kafka.pki is not None
     security = scram(kafka).model_copy(update={"ssl_cafile": kafka.pki.other_ca})
     text = await _refused(kafka, kafka.secured_servers(), security)
@@ -296,7 +297,7 @@ async def test_an_untrusted_ca_is_an_authentication_error(kafka: GenuineKafka) -
 
 
 async def test_an_expired_broker_certificate_is_an_authentication_error(
-    kafka: GenuineKafka,
+    kafka: SecuredKafka,
 ) -> None:
     assert kafka.pki is not None
     security = KafkaSecurity(security_protocol="SSL", ssl_cafile=kafka.pki.ca)
@@ -304,7 +305,7 @@ async def test_an_expired_broker_certificate_is_an_authentication_error(
     assert "certificate has expired" in text, text
 
 
-async def test_mutual_tls_without_a_client_certificate_is_refused(kafka: GenuineKafka) -> None:
+async def test_mutual_tls_without_a_client_certificate_is_refused(kafka: SecuredKafka) -> None:
     assert kafka.pki is not None
     security = KafkaSecurity(security_protocol="SSL", ssl_cafile=kafka.pki.ca)
     text = await _refused(kafka, kafka.secured_servers("MTLS"), security)
@@ -312,7 +313,7 @@ async def test_mutual_tls_without_a_client_certificate_is_refused(kafka: Genuine
     assert "the broker refused the connection" in text and "ssl_certfile" in text, text
 
 
-async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: GenuineKafka) -> None:
+async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: SecuredKafka) -> None:
     assert kafka.pki is not None
     src, _dst, _dlq, group, txn = await topics(kafka, "cli", n=1)
     env = {
@@ -336,7 +337,7 @@ async def test_eosflow_run_exits_1_with_one_line_on_a_wrong_password(kafka: Genu
     assert b"wrong-pw-456" not in out + err
 
 
-async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
+async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: SecuredKafka) -> None:
     """The instance chaos of ``tests/runtime/test_chaos.py`` (three ``eosflow run``
     instances, SIGKILLs and restarts, a zombie) over SASL_SSL with the documented ACLs."""
     k, rng = kafka, random.Random(20261123)
@@ -353,7 +354,7 @@ async def test_chaos_over_sasl_ssl_is_exactly_once(kafka: GenuineKafka) -> None:
     await run_chaos(fleet, rng, instances, session_s, in_parts, records)
 
 
-def scram_env(k: GenuineKafka) -> dict[str, str]:
+def scram_env(k: SecuredKafka) -> dict[str, str]:
     """`eosflow run`'s settings for the SASL_SSL listener as the SCRAM user."""
     assert k.pki is not None
     return {
@@ -365,7 +366,7 @@ def scram_env(k: GenuineKafka) -> dict[str, str]:
     }
 
 
-async def grant_fleet(k: GenuineKafka, fleet: Fleet, instances: int) -> None:
+async def grant_fleet(k: SecuredKafka, fleet: Fleet, instances: int) -> None:
     """The documented ACLs for each of the fleet's instances, as the SCRAM user."""
     for i in range(instances):
         acls = app_acls(
@@ -379,7 +380,7 @@ async def grant_fleet(k: GenuineKafka, fleet: Fleet, instances: int) -> None:
 
 
 async def test_a_producer_closed_by_force_over_tls_does_not_cancel_its_closer(
-    kafka: GenuineKafka,
+    kafka: SecuredKafka,
 ) -> None:
     """A producer whose broker stopped answering is closed by force once ``stop()`` runs
     out of time. Over TLS, closing a connection waits for the broker's close_notify, so

@@ -39,7 +39,7 @@ def _bare_python(home: Path) -> str:
 async def test_executors_without_pyarrow_stop_the_start_with_one_line(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    from eosflow.testing._project._spark_clusters import standalone
+    from testbed._spark_clusters import standalone
 
     python = _bare_python(tmp_path / "bare")
     eosflow_cluster.create_topic("lines", 1)

@@ -1,6 +1,6 @@
 """The fault matrix in CI: every request the runtime sends, every fault class, both modes.
 
-The full product of requests x faults x modes (``eosflow.testing._project._matrix``) takes longer
+The full product of requests x faults x modes (``testbed._matrix``) takes longer
 than CI should; ``python -m benchmarks fault-sweep`` runs it and prints every outcome.
 Here runs the cover ``CI_COVER``: in each mode every request once and every fault class
 at least once, and (``CI_EXTRA``) the other cases the full sweep found failing on the
@@ -24,7 +24,7 @@ from aiokafka import AIOKafkaProducer
 
 import eosflow
 from eosflow.testing import FakeCluster
-from eosflow.testing._project._matrix import (
+from testbed._matrix import (
     CI_COVER,
     CI_EXTRA,
     FAULT_CLASSES,
@@ -41,7 +41,7 @@ from eosflow.testing._project._matrix import (
     faults_for,
     skipped,
 )
-from eosflow.testing._project._matrix_run import check_positions, classify_exit, run_case
+from testbed._matrix_run import check_positions, classify_exit, run_case
 
 CASES = ci_cases()
 

@@ -21,6 +21,7 @@ import eosflow
 from eosflow import _aiokafka as ak
 from eosflow.testing import FakeCluster, spawn_run
 from eosflow.testing._ladder import Broker
+from testbed._matrix import POSITION_COPY, run_env
 
 # one second for the stop itself (the idle poll's wait, then leaving the group and
 # closing both clients), and one for a loaded CI machine (a process: one more, to exit)
@@ -122,17 +123,19 @@ async def test_sigterm_ends_a_standby_eosflow_run_at_once(
     b = eosflow_broker
     src, dst, group = await _one_partition(b, protocol)
     timing = ladder_config(b, src, group)
-    env = {
-        "EOSFLOW_GROUP_PROTOCOL": protocol,
-        "EOSFLOW_SESSION_TIMEOUT_S": str(timing.session_timeout_s),
-        "EOSFLOW_HEARTBEAT_INTERVAL_S": str(timing.heartbeat_interval_s),
-        "EOSFLOW_TRANSACTION_TIMEOUT_S": str(timing.transaction_timeout_s),
-        "MATRIX_OUT": dst,
-    }
+    env = run_env(
+        {  # run_env: the child imports testbed from this checkout
+            "EOSFLOW_GROUP_PROTOCOL": protocol,
+            "EOSFLOW_SESSION_TIMEOUT_S": str(timing.session_timeout_s),
+            "EOSFLOW_HEARTBEAT_INTERVAL_S": str(timing.heartbeat_interval_s),
+            "EOSFLOW_TRANSACTION_TIMEOUT_S": str(timing.transaction_timeout_s),
+            "MATRIX_OUT": dst,
+        }
+    )
     ids = [f"{group}-{i}" for i in range(2)]
     procs = [
         await spawn_run(
-            "eosflow.testing._project._matrix:PositionCopy",
+            POSITION_COPY,
             bootstrap_servers=b.bootstrap_servers,
             group_id=group,
             input_topics=(src,),

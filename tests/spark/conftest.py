@@ -3,7 +3,7 @@ mode ``EOSFLOW_TEST_SPARK`` names:
 
 - ``local`` (the default): local Spark in this process;
 - ``standalone``: a standalone master and worker started here
-  (``eosflow.testing._project._spark_clusters``);
+  (``testbed._spark_clusters``);
 - ``connect``: a Spark Connect server started here.
 
 On both clusters the processors' code reaches the Python workers only by being shipped
@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from eosflow.spark import SparkSettings, _session, _ship
-from eosflow.testing._project._spark_clusters import connect_server, standalone
+from testbed._spark_clusters import connect_server, standalone
 
 MODES = ("local", "standalone", "connect")
 MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")

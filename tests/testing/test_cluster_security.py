@@ -19,7 +19,7 @@ from eosflow import AuthenticationError, KafkaSecurity
 from eosflow._aiokafka import plain_producer
 from eosflow._protocol import _codes as codes
 from eosflow.testing import ClusterSecurity, ClusterSettings, FakeCluster, check_exactly_once
-from eosflow.testing._project._pki import Pki, make_pki
+from testbed._pki import Pki, make_pki
 
 USERS = {"app": "app-secret", "other": "x"}
 

@@ -1,6 +1,7 @@
 """The house's rules, read from the tree: no eosflow module reaches for another's private
 name, no room (a package of eosflow's) is entered but through its face, each of
-eosflow's modules goes by one alias wherever it is imported under one, and
+eosflow's modules goes by one alias wherever it is imported under one, nothing in the
+package imports what only the project runs (``testbed/``, beside it), and
 docs/design.md's file map names every file the project tracks in its code folders (and
 nothing that is gone); README.md stays under 150 lines."""
 
@@ -18,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "eosflow"
-MAPPED_FOLDERS = ("eosflow/", "benchmarks/", "scripts/", "examples/", ".ci/")
+TESTBED = ROOT / "testbed"  # what only the project's tests and benchmarks run: not shipped
+MAPPED_FOLDERS = ("eosflow/", "testbed/", "benchmarks/", "scripts/", "examples/", ".ci/")
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +95,7 @@ def private_reaches(source: Path) -> list[str]:
 def test_no_module_imports_another_modules_private_name() -> None:
     reaches = {
         str(f.relative_to(ROOT)): private_reaches(f)
-        for f in sorted(PACKAGE.rglob("*.py"))
+        for f in sorted([*PACKAGE.rglob("*.py"), *TESTBED.rglob("*.py")])
         if private_reaches(f)
     }
     assert reaches == {}, "make the name public within the package, or move it"
@@ -146,11 +148,51 @@ def test_no_room_is_entered_but_through_its_face() -> None:
 
 def test_each_eosflow_module_goes_by_one_alias() -> None:
     aliases: dict[str, set[str]] = collections.defaultdict(set)
-    for f in [*PACKAGE.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
+    for f in [*PACKAGE.rglob("*.py"), *TESTBED.rglob("*.py"), *(ROOT / "tests").rglob("*.py")]:
         for _node, where, alias in eosflow_imports(f):
             if alias.asname and _is_module(where / alias.name):
                 aliases[(where / alias.name).relative_to(ROOT).as_posix()].add(alias.asname)
     assert {m: sorted(a) for m, a in aliases.items() if len(a) > 1} == {}
+
+
+def reaches_for_testbed(source: Path) -> list[str]:
+    """Where ``source`` imports ``testbed`` -- ``import testbed...``, ``from testbed...
+    import``, or ``importlib.import_module("testbed...")`` -- at any depth (inside a
+    function, under ``TYPE_CHECKING``)."""
+    found = []
+    for node in ast.walk(ast.parse(source.read_text())):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            f = node.func
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if called in ("import_module", "__import__") and isinstance(node.args[0].value, str):
+                names = [node.args[0].value]
+        found += [f"{node.lineno}: {n}" for n in names if n.split(".")[0] == TESTBED.name]
+    return found
+
+
+def test_the_package_never_imports_the_testbed() -> None:
+    """The wheel holds ``eosflow/`` alone (issue 52): a module of it importing
+    ``testbed`` would fail on every user's machine. The secured broker plugs into
+    ``GenuineKafka``'s ``prepare`` seam from outside instead."""
+    reaches = {
+        str(f.relative_to(ROOT)): reaches_for_testbed(f)
+        for f in sorted(PACKAGE.rglob("*.py"))
+        if reaches_for_testbed(f)
+    }
+    assert reaches == {}
+    assert not list(PACKAGE.glob("testing/_project/*.py"))  # it moved to testbed/
+    # the checker itself sees an import where there is one
+    assert reaches_for_testbed(ROOT / "tests" / "runtime" / "test_stop.py")
+
+
+def test_the_testbed_modules_stay_small() -> None:
+    sizes = {p.name: len(p.read_text().splitlines()) for p in TESTBED.rglob("*.py")}
+    assert sizes and max(sizes.values()) < 600, sizes
 
 
 def file_map() -> set[str]:

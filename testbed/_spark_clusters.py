@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyspark
 
-from .._genuine_procs import free_ports, spawn, tail, terminate
+from eosflow.testing._genuine_procs import free_ports, spawn, tail, terminate
 
 SPARK_HOME = Path(pyspark.__file__).parent
 START_TIMEOUT_S = 120.0

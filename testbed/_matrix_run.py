@@ -14,19 +14,26 @@ from collections.abc import Callable
 
 from aiokafka import AIOKafkaProducer
 
-from ..._app import EosApp
-from ..._checks import read_topic
-from ..._config import EosConfig
-from ..._errors import EosflowError
-from ..._processor import Processor
-from ..._protocol import codes
-from ..._timeouts import within
-from .._cluster import FakeCluster
-from .._faults import FaultRule
-from .._ladder import fake_settings
-from .._procs import spawn_run
-from .._txn import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
-from ._matrix import GROUP, IN, OK_KINDS, OUT, TXN_ID, Case, PositionCopy, Result, Timing
+from eosflow import EosApp, EosConfig, EosflowError, Processor
+from eosflow._protocol import codes
+from eosflow._timeouts import within
+from eosflow.testing import FakeCluster, FaultRule, read_topic, spawn_run
+from eosflow.testing._ladder import fake_settings
+from eosflow.testing._txn import COMPLETE_ABORT, COMPLETE_COMMIT, EMPTY
+
+from ._matrix import (
+    GROUP,
+    IN,
+    OK_KINDS,
+    OUT,
+    POSITION_COPY,
+    TXN_ID,
+    Case,
+    PositionCopy,
+    Result,
+    Timing,
+    run_env,
+)
 
 
 class _Runner:
@@ -121,6 +128,7 @@ class _Children(_Runner):
         self.c = c
         self.env = {f"EOSFLOW_{k.upper()}": v for k, v in t.settings(modern).items()}
         self.env.update(MATRIX_OUT=OUT, MATRIX_RECORD_COST_S=str(t.record_cost_s))
+        self.env = run_env(self.env)  # the child imports testbed from this checkout
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr: list[str] = []
         self._drains: list[asyncio.Task[None]] = []
@@ -128,7 +136,7 @@ class _Children(_Runner):
     async def start(self) -> None:
         self.stderr = []
         self.proc = await spawn_run(
-            "eosflow.testing._project._matrix:PositionCopy",
+            POSITION_COPY,
             bootstrap_servers=self.c.bootstrap_servers,
             group_id=GROUP,
             input_topics=(IN,),

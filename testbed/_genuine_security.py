@@ -1,7 +1,8 @@
-"""The secured mode of ``GenuineKafka``: TLS, SASL SCRAM-SHA-512, mutual TLS and ACLs.
+"""The secured genuine broker: TLS, SASL SCRAM-SHA-512, mutual TLS and ACLs.
 
-With ``GenuineKafka(secured=True)`` (KRaft, Kafka 4) every broker gets, beside the
-PLAINTEXT listener the brokers and the test's own admin use:
+``SecuredKafka`` is a ``GenuineKafka`` (KRaft, Kafka 4) whose ``prepare`` makes the
+throwaway PKI in the cluster's folder and answers the ``BrokerAddons`` below: every
+broker gets, beside the PLAINTEXT listener the brokers and the test's own admin use:
 
 - ``SASL_SSL``: SCRAM-SHA-512; user ``SCRAM_USER`` is created when the storage is
   formatted (``--add-scram``), with a password drawn per cluster (``scram_password``);
@@ -25,18 +26,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import secrets
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from io import BytesIO
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..._protocol import wire
-from ..._timeouts import within
+from eosflow._protocol import wire
+from eosflow._timeouts import within
+from eosflow.testing._genuine import DEFAULT_VERSION, BrokerAddons, GenuineKafka
+
 from ._identities import CLIENT_CN, TOKEN_AUDIENCE, TOKEN_ISSUER
 
 field = wire.field
 
-if TYPE_CHECKING:  # _pki needs the cryptography package: imported only when secured
+if TYPE_CHECKING:  # _pki needs the cryptography package: imported when a cluster starts
     from ._pki import Pki
 
 SCRAM_USER = "app"
@@ -228,8 +234,9 @@ async def _admin_request(
     return resp.SCHEMA.decode(buf)
 
 
-def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
-    """The broker properties added for the secured listeners on ``ports`` (by name)."""
+def secured_properties(pki: Pki) -> dict[str, str]:
+    """The broker properties of the secured listeners (``LISTENERS``, added by
+    ``GenuineKafka`` from ``BrokerAddons.listeners``)."""
     props = {
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,OAUTHBEARER",
         "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
@@ -256,10 +263,42 @@ def secured_properties(pki: Pki, ports: dict[str, int]) -> dict[str, str]:
         "super.users": "User:ANONYMOUS",
         "allow.everyone.if.no.acl.found": "false",
     }
-    props["listeners"] = ",".join(f"{name}://127.0.0.1:{p}" for name, p in ports.items())
-    props["advertised.listeners"] = props["listeners"]
-    props["listener.security.protocol.map"] = ",".join(f"{n}:{p}" for n, p in LISTENERS.items())
     return props
+
+
+class SecuredKafka(GenuineKafka):
+    """``GenuineKafka`` with the secured listeners (``LISTENERS``), the SCRAM user
+    ``SCRAM_USER`` (its password drawn per cluster: ``scram_password``) and the PKI
+    (``pki``, made in the cluster's folder when it starts)."""
+
+    def __init__(
+        self,
+        version: str = DEFAULT_VERSION,
+        brokers: int = 1,
+        *,
+        config: Mapping[str, str] | None = None,
+        features: Mapping[str, int] | None = None,
+    ) -> None:
+        super().__init__(version, brokers, config=config, features=features, prepare=self._secure)
+        self.pki: Pki | None = None
+        self.scram_password = secrets.token_urlsafe(12)
+
+    def _secure(self, folder: Path) -> BrokerAddons:
+        from ._pki import make_pki  # needs cryptography (the dev extra)
+
+        self.pki = pki = make_pki(folder / "pki")
+        user = f"SCRAM-SHA-512=[name={SCRAM_USER},password={self.scram_password}]"
+        return BrokerAddons(
+            listeners=LISTENERS,
+            properties=secured_properties(pki),
+            # Kafka 4 reads an OAUTHBEARER key set only from URLs this property allows
+            jvm_properties={OIDC_ALLOWED_URLS: pki.jwks.as_uri()},
+            format_args=("--add-scram", user),  # the user exists from the first start
+        )
+
+    def secured_servers(self, listener: str = "SASL_SSL") -> str:
+        """The bootstrap servers of a secured listener: SASL_SSL, MTLS or EXPIRED."""
+        return self.listener_servers(listener)
 
 
 MTLS_PRINCIPAL = f"User:{CLIENT_CN}"

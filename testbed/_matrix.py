@@ -51,13 +51,13 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
-from ..._processor import Processor
-from ..._protocol import codes
-from ..._records import Output, Record
+from eosflow import Output, Processor, Record
+from eosflow._protocol import codes
 
 Mode = Literal["survive", "kill"]
 Phase = Literal["start", "steady", "rebalance"]
@@ -68,6 +68,17 @@ ARMS: tuple[Arm, ...] = ("due", "start", "recover")
 IN, OUT, GROUP, TXN_ID = "in", "out", "g", "tx-matrix"
 OK_KINDS = frozenset({"committed-all", "recovered", "fatal"})
 COUNTED_KINDS = frozenset({"DUPLICATES", "LOST", "STRAYS"})  # "LOST 3", not "LOST: 3"
+POSITION_COPY = "testbed._matrix:PositionCopy"  # the target of the matrix's `eosflow run`s
+CHECKOUT = str(Path(__file__).resolve().parents[1])  # the folder holding testbed/
+
+
+def run_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for an ``eosflow run`` child of ``POSITION_COPY``: the checkout put first
+    on the child's PYTHONPATH, so that it imports ``testbed`` whatever folder it starts
+    in (the editable install brings ``eosflow`` alone; ``eosflow run`` adds the current
+    folder, which is the checkout only when the tests run from there)."""
+    inherited = os.environ.get("PYTHONPATH", "")
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in (CHECKOUT, inherited) if p)}
 
 
 # --- the matrix ---------------------------------------------------------------------
@@ -415,8 +426,9 @@ class Timing:
 class PositionCopy(Processor):
     """Writes each input record's position (``topic/partition/offset``) under its key, so
     the check can tell, per input offset, whether its output is there exactly once.
-    ``eosflow run eosflow.testing._project._matrix:PositionCopy`` reads MATRIX_OUT and
-    MATRIX_RECORD_COST_S from the environment."""
+    ``eosflow run testbed._matrix:PositionCopy`` (``POSITION_COPY``; its child's
+    environment from ``run_env``) reads MATRIX_OUT and MATRIX_RECORD_COST_S from the
+    environment."""
 
     def __init__(self, out: str | None = None, cost_s: float | None = None) -> None:
         self.out = out if out is not None else os.environ.get("MATRIX_OUT", OUT)
