@@ -10,6 +10,7 @@ from ._errors import (
     AuthenticationError,
     AuthorizationError,
     ConfigError,
+    DecodeError,
     EosflowError,
     FatalError,
     ProcessingError,
@@ -42,6 +43,7 @@ from ._state import (
     Window,
     WindowStore,
 )
+from ._typed import Model, Topic
 from ._version import __version__
 from .sinks import PostgresSink
 
@@ -53,6 +55,7 @@ __all__ = [
     "AuthorizationError",
     "BatchState",
     "ConfigError",
+    "DecodeError",
     "EosApp",
     "EosConfig",
     "EosflowError",
@@ -61,6 +64,7 @@ __all__ = [
     "GlobalTable",
     "Hopping",
     "KafkaSecurity",
+    "Model",
     "Observer",
     "OpsSettings",
     "Outcome",
@@ -83,6 +87,7 @@ __all__ = [
     "TableStore",
     "Timer",
     "TimerStore",
+    "Topic",
     "TransactionError",
     "TransactionReport",
     "Tumbling",

@@ -1,7 +1,8 @@
 """eosflow's errors. Every third-party error (aiokafka's exceptions, Kafka error codes,
 pydantic's validation errors, asyncpg's) is mapped into this tree in one place each --
-the adapter (``_aiokafka.map_error``), the config loader and the sinks' boundary
-(``sinks/_errors.py``) -- and nothing else leaves ``EosApp.run()`` (cancellation aside).
+the adapter (``_aiokafka.map_error``), the config loader, the typed records' decoder
+(``_typed``) and the sinks' boundary (``sinks/_errors.py``) -- and nothing else leaves
+``EosApp.run()`` (cancellation aside).
 
     EosflowError                  base; ``retriable`` says whether running again can help
     ├── ConfigError               invalid settings (names the field), a changelog
@@ -13,6 +14,9 @@ the adapter (``_aiokafka.map_error``), the config loader and the sinks' boundary
     │   │                         certificate (ours or the broker's); names which
     │   ├── AuthorizationError    the broker refused a permission (names it and the resource)
     │   └── ProcessingError       the processor raised and the policy is "stop"
+    ├── DecodeError               a record's key or value does not decode as its topic
+    │                             declares (names the field): dead-lettered, or the
+    │                             policy "stop" makes it a ProcessingError
     └── TransactionError          retriable: the transaction was aborted and its input
         └── TransientError        will be consumed again. A broker or network failure
                                   of one step (names it); retried with a growing
@@ -88,8 +92,9 @@ class ProcessingError(FatalError):
             if timer is None
             else f"firing the wall-clock timer of key {timer!r} of {topic}[{partition}]"
         )
+        what = "record did not decode" if isinstance(cause, DecodeError) else "processor failed"
         super().__init__(
-            f"processor failed {on}: "
+            f"{what} {on}: "
             f"{type(cause).__name__}: {cause}; transaction aborted, nothing past it "
             "committed (a restart meets the same record: set dead_letter_topic -- "
             "EOSFLOW_DEAD_LETTER_TOPIC, --dead-letter-topic -- to send such records there "
@@ -99,6 +104,21 @@ class ProcessingError(FatalError):
         self.partition = partition
         self.offset = offset
         self.__cause__ = cause
+
+
+class DecodeError(EosflowError, ValueError):
+    """A consumed record's key or value does not decode as its topic declares
+    (``Processor.topics``). Raised before ``process`` runs and taken as any processing
+    error: dead-lettered (the record as written, ``field`` in the ``eosflow.error.field``
+    header) or, without a dead-letter topic, the app stops naming the record and the
+    field. ``field``: ``key`` or ``value``, then the path inside it (``value.items.0.qty``)."""
+
+    def __init__(
+        self, topic: str, partition: int, offset: int, field: str, expected: str, reason: str
+    ) -> None:
+        super().__init__(f"{field} is not {expected}: {reason}")
+        self.topic, self.partition, self.offset = topic, partition, offset
+        self.field, self.expected, self.reason = field, expected, reason
 
 
 class TransactionError(EosflowError):

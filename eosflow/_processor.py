@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+
+from pydantic import BaseModel
 
 from ._errors import ConfigError
 from ._observe import Observer
 from ._records import Output, Record
 from ._state import CURRENT, seat_of
+from ._typed import model_json
 
 if TYPE_CHECKING:
     from ._config import EosConfig
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
         WindowSpec,
         WindowStore,
     )
+    from ._typed import Topic
 
 
 class _StoresOfTheRecord(Protocol):
@@ -51,6 +55,7 @@ class _StoresOfTheRecord(Protocol):
 
 
 ProcessResult = Output | Iterable[Output] | None
+Encode = Callable[[Output], Output]  # an output's key and value, by its topic's declaration
 
 _NO_OBSERVER = Observer()  # what ``observer`` is outside a running app
 
@@ -179,6 +184,10 @@ class Processor(Lifecycle):
     #: in timestamp order; ``state_of`` reads a sibling's store. Off: each input
     #: partition is on its own, assigned round robin.
     copartitioned: ClassVar[bool] = False
+    #: what topics' keys and values are (name -> ``eosflow.Topic``): an input topic's
+    #: records reach ``process`` decoded (``Record[K, V]``), an output topic's
+    #: ``Output`` takes the objects; undeclared topics are bytes as before
+    topics: ClassVar[Mapping[str, Topic]] = {}
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed
@@ -309,14 +318,15 @@ def _stores(
     return stores
 
 
-def as_outputs(result: object) -> list[Output]:
-    """``process``'s result as a list of outputs whose keys and values are bytes (a
-    ``str`` is encoded as UTF-8). Anything else is a ``TypeError`` saying what was
-    returned; the caller names the record and applies the error policy."""
+def as_outputs(result: object, encode: Encode | None = None) -> list[Output]:
+    """``process``'s result as a list of outputs whose keys and values are bytes:
+    ``encode`` first (the topics' declarations: ``_typed.Typing.encode``), then a
+    ``str`` as UTF-8, a pydantic model as its JSON. Anything else is a ``TypeError``
+    saying what was returned; the caller names the record and applies the error policy."""
     if result is None:
         return []
     if isinstance(result, Output):
-        return [normalised(result)]
+        return [normalised(result, encode)]
     if isinstance(result, (str, bytes, bytearray, dict)) or not isinstance(result, Iterable):
         raise TypeError(
             f"process() returned {type(result).__name__}; expected an Output, "
@@ -329,27 +339,41 @@ def as_outputs(result: object) -> list[Output]:
                 f"process() returned an iterable holding {type(item).__name__} "
                 f"(item {i}); expected Outputs"
             )
-        out[i] = normalised(item)
+        out[i] = normalised(item, encode)
     return out
 
 
-def normalised(o: Output) -> Output:
-    """``o`` with a ``str`` key or value encoded as UTF-8; other non-bytes types are a
+def normalised(o: Output, encode: Encode | None = None) -> Output:
+    """``o`` with its key and value as bytes: ``encode`` first (the topic's declaration),
+    then a ``str`` as UTF-8 and a pydantic model as its JSON; other types are a
     ``TypeError`` naming the field."""
     key, value = o.key, o.value
     if (key is None or type(key) is bytes) and (value is None or type(value) is bytes):
         return o
-    for field, v in (("key", key), ("value", value)):
-        if v is not None and not isinstance(v, (bytes, str)):
-            raise TypeError(
-                f"Output.{field} for {o.topic} is {type(v).__name__}; expected bytes, str or None"
-            )
+    if encode is not None:
+        o = encode(o)
+        key, value = o.key, o.value
     return Output(
         o.topic,
-        value.encode() if isinstance(value, str) else value,
-        key=key.encode() if isinstance(key, str) else key,
+        _as_bytes(value, "value", o.topic),
+        key=_as_bytes(key, "key", o.topic),
         headers=o.headers,
         partition=o.partition,
+    )
+
+
+def _as_bytes(v: object, field: str, topic: str) -> bytes | None:
+    if v is None or type(v) is bytes:
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, BaseModel):
+        return model_json(v)
+    if isinstance(v, (bytes, bytearray)):
+        return bytes(v)
+    raise TypeError(
+        f"Output.{field} for {topic} is {type(v).__name__}; expected bytes, str, a "
+        "pydantic model or None (or what the topic declares: Processor.topics)"
     )
 
 

@@ -107,7 +107,8 @@ class Partitioner:
         cluster = self._producer.client.cluster
         return bool(cluster._last_successful_refresh_ms >= when_ms)
 
-    def partition(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
+    def partition(self, topic: str, key: object, value: object) -> int:
+        """The partition of a record of ``topic`` (key and value: bytes, once normalised)."""
         if type(key) is bytes and self._default:
             current = self._producer.client.cluster._partitions.get(topic)
             listed = self._lists.get(topic)
@@ -134,7 +135,7 @@ class Partitioner:
         self._new[key] = h
         return h
 
-    def _aiokafka(self, topic: str, key: bytes | str | None, value: bytes | str | None) -> int:
+    def _aiokafka(self, topic: str, key: object, value: object) -> int:
         return int(self._producer._partition(topic, None, key, value, key, value))
 
     def partitions(self, topic: str) -> set[int]:

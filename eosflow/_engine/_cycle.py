@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -43,11 +44,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._config import EosConfig
-from .._errors import FatalError, ProcessingError, TransactionError, TransientError
+from .._errors import (
+    ConfigError,
+    DecodeError,
+    FatalError,
+    ProcessingError,
+    TransactionError,
+    TransientError,
+)
 from .._observe import AbortReason, Outcome
 from .._processor import Processor, as_outputs, overrides_batch
 from .._records import Output, Record
 from .._state import Seat, Timer, copartitioned, declared, declared_tables
+from .._typed import Typing
 from ._failures import Failures
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
@@ -103,6 +112,12 @@ class Engine:
         self.config = config
         self.observers = observers = seat.observer
         tables = declared_tables(processor, config.input_topics)
+        # typed records (``_typed``): declared inputs decoded first -- the stores'
+        # wrappers, windows and timers see what ``process`` sees -- and outputs encoded
+        # by their topic's declaration where they are not bytes
+        table_topics = [t.topic for t in tables.values()]
+        name, inputs = type(processor).__name__, config.input_topics
+        typed = Typing(name, processor.topics, inputs, table_topics)
         self.session = TransactSession(
             config,
             on_assigned,
@@ -123,11 +138,20 @@ class Engine:
         # the whole transaction in one process_batch call (batch engines such as Spark).
         # Both fill the transaction through one loop (_fill) and share the error policy.
         batch = overrides_batch(processor)
+        if batch and typed.decodes:
+            raise ConfigError(
+                f"{type(processor).__name__} declares typed input topics and overrides "
+                "process_batch: typed records are decoded for process() only, so far"
+            )
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
         self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
-        # with state: bound by the session's stores (state() then knows the partition)
-        self._process_record: Callable[[Record], Awaitable[object]] = self.session.stores.bind(
-            seat, as_outputs
+        # with state: bound by the session's stores (state() then knows the partition);
+        # typed records decoded before them (``typed``)
+        self._check = (
+            functools.partial(as_outputs, encode=typed.encode) if typed.encodes else as_outputs
+        )
+        self._process_record: Callable[[Record], Awaitable[object]] = typed.decoding(
+            self.session.stores.bind(seat, self._check)
         )
 
     @property
@@ -301,7 +325,7 @@ class Engine:
         for partition in stores.clock_due():
             if room > 0 and session.touch(partition):
                 outputs, fired = await stores.fire_clock(
-                    partition, as_outputs, self._timer_failed, room
+                    partition, self._check, self._timer_failed, room
                 )
                 room -= fired
                 await session.send_all(outputs)
@@ -418,7 +442,7 @@ class Engine:
         # with its stores and windows, if declared (the finals the batch closed follow);
         # a failing batch goes to the error policy (_failed)
         work.outputs, work.dead_lettered = await session.stores.run_batch(
-            self._seat, batch, as_outputs, self._failed
+            self._seat, batch, self._check, self._failed
         )
         await self._send(session, work)
 
@@ -446,7 +470,7 @@ class Engine:
         says no record is in process -- before the loop yields, before a result other
         than an ``Output`` is read, and when the run ends -- for a join's record has no
         frame of its own that could (``Stores._bind``)."""
-        process = self._process_record
+        process, check = self._process_record, self._check
         idle = self.session.stores.idle  # no record in process: state() finds none
         outputs, offsets = work.outputs, work.offsets
         mono = time.monotonic
@@ -473,7 +497,7 @@ class Engine:
                         outputs.append(result)
                     elif result is not None:
                         idle()  # a lazy result is read outside process(): as such
-                        outputs.extend(as_outputs(result))  # checked: a TypeError names it
+                        outputs.extend(check(result))  # checked: a TypeError names it
                 except TransactionError:  # retriable: the transaction aborts, all is redone
                     work.records.extend(records[:done])  # processed, now to be dropped
                     raise
@@ -534,11 +558,14 @@ def _all_room(room: int, remaining_s: float) -> int:
 
 
 def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:
-    """The dead-letter copy of ``record``: same key and value, original headers plus the
-    error and the record's coordinates."""
+    """The dead-letter copy of ``record`` (as read: a record that did not decode goes as
+    it was written): same key and value, original headers plus the error, the record's
+    coordinates and, for a ``DecodeError``, the field."""
     headers = (
         *record.headers,
         ("eosflow.error", f"{type(exc).__name__}: {exc}".encode()),
         ("eosflow.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
     )
+    if isinstance(exc, DecodeError):  # where it did not decode: key, value, a field's path
+        headers = (*headers, ("eosflow.error.field", exc.field.encode()))
     return Output(topic=topic, value=record.value, key=record.key, headers=headers)

@@ -1,0 +1,163 @@
+"""Typed records: what a processor declares of its topics (``Processor.topics``), applied.
+
+``Typing`` is built once per app from the declarations. On the way in, ``decoding``
+wraps the processor's bound ``process``: a record of a declared input topic reaches
+``process`` -- and ``timestamp``, windows and timers on the way -- with its key and
+value decoded (a tombstone stays None); the engine keeps the record as read, so a
+record that does not decode is dead-lettered as it was written. On the way out,
+``encode`` turns an ``Output``'s key and value into bytes by its topic's declaration
+(an object the codec does not take is a ``TypeError`` naming the topic).
+
+A record that does not decode raises ``DecodeError`` (``_errors``) from the wrapper,
+before ``process`` runs: the engine's error policy takes it as any processing error --
+dead-lettered in the same transaction with the field in its headers, or, without a
+dead-letter topic, the app stops with one line naming ``topic[partition]@offset`` and
+the field.
+
+Cost: none for an app without declarations (``decoding`` hands ``process`` back), and
+for records of undeclared topics one dict lookup; a declared record is one new
+``Record`` plus its codecs' work.
+
+Tables' topics are not decoded here (their rows are kept as bytes; a table's declared
+type is for a later step) -- a declaration naming one is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from .._errors import ConfigError, DecodeError
+from .._records import Output, Record
+from .._state import Serde
+from ._codecs import codec_of
+
+__all__ = ["Topic", "Typing"]
+
+Process = Callable[[Record], Awaitable[Any]]
+_Codecs = tuple[Serde | None, Serde | None]  # key's, value's (None: bytes)
+
+
+@dataclass(frozen=True)
+class Topic:
+    """What a topic's keys and values are, for ``Processor.topics``: ``bytes`` (as read,
+    the default), ``str`` (UTF-8), a pydantic model class (its JSON, validated), or a
+    ``Serde`` (``eosflow.JSON``, ``eosflow.Model(M)``, anything with ``dumps`` and
+    ``loads``). An input topic's records reach ``process`` decoded; an output topic's
+    ``Output`` takes the objects and is encoded on its way out."""
+
+    value: object = bytes
+    key: object = bytes
+
+
+class Typing:
+    """``processor``'s declared topics (name -> ``Topic``), checked in one line each:
+    ``inputs`` are the app's input topics, ``tables`` its tables' topics."""
+
+    def __init__(
+        self,
+        processor: str,
+        topics: Mapping[str, object],
+        inputs: Collection[str],
+        tables: Collection[str] = (),
+    ) -> None:
+        if not isinstance(topics, Mapping):
+            raise ConfigError(f"{processor}.topics is {type(topics).__name__}: expected a dict")
+        self._codecs: dict[str, _Codecs] = {}
+        for name, topic in topics.items():
+            where = f"{processor}.topics[{name!r}]"
+            if not isinstance(topic, Topic):
+                raise ConfigError(
+                    f"{where} is {topic!r}: expected eosflow.Topic(value=..., key=...)"
+                )
+            if name in tables:
+                raise ConfigError(f"{where}: {name!r} is a table's topic; tables keep bytes")
+            codecs = (codec_of(topic.key, f"{where}.key"), codec_of(topic.value, f"{where}.value"))
+            if codecs != (None, None):
+                self._codecs[name] = codecs
+        self._inputs = {t: c for t, c in self._codecs.items() if t in inputs}
+
+    @property
+    def decodes(self) -> bool:
+        """Whether any input topic is declared (its records are decoded)."""
+        return bool(self._inputs)
+
+    @property
+    def encodes(self) -> bool:
+        """Whether any topic declares a codec (else outputs take the defaults alone)."""
+        return bool(self._codecs)
+
+    def decoding(self, process: Process) -> Process:
+        """``process`` taking records of declared input topics decoded."""
+        inputs = self._inputs
+        if not inputs:
+            return process
+
+        def typed(record: Record) -> Awaitable[Any]:  # no frame of its own per record
+            codecs = inputs.get(record.topic)
+            if codecs is None:
+                return process(record)
+            return process(decoded(record, codecs))
+
+        return typed
+
+    def encode(self, o: Output) -> Output:
+        """``o`` with its key and value encoded by its topic's declaration where they are
+        not bytes already (None stays None); what no declaration covers is left as is."""
+        codecs = self._codecs.get(o.topic)
+        if codecs is None:
+            return o
+        kc, vc = codecs
+        key, value = o.key, o.value
+        try:
+            if kc is not None and key is not None and type(key) is not bytes:
+                key = kc.dumps(key)
+            if vc is not None and value is not None and type(value) is not bytes:
+                value = vc.dumps(value)
+        except Exception as exc:
+            raise TypeError(f"Output for {o.topic}: {exc}") from exc
+        return Output(o.topic, value, key=key, headers=o.headers, partition=o.partition)
+
+
+def decoded(record: Record, codecs: _Codecs) -> Record:
+    """``record`` with its key and value decoded, or the ``DecodeError`` saying which
+    side and field did not."""
+    kc, vc = codecs
+    key, value = record.key, record.value
+    if kc is not None and key is not None:
+        try:
+            key = kc.loads(key)
+        except Exception as exc:
+            raise _error(record, "key", kc, exc) from exc
+    if vc is not None and value is not None:
+        try:
+            value = vc.loads(value)
+        except Exception as exc:
+            raise _error(record, "value", vc, exc) from exc
+    return Record(
+        record.topic, record.partition, record.offset, key, value, record.headers, record.timestamp
+    )
+
+
+def _error(record: Record, part: str, codec: Serde, exc: Exception) -> DecodeError:
+    """The one-line error of ``part`` not decoding: the field and the first problem (a
+    model's validation error names where; others say what failed)."""
+    expected = getattr(getattr(codec, "model", None), "__name__", None) or repr(codec)
+    field, reason = part, f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, ValidationError):
+        problems = exc.errors(include_url=False, include_input=False)
+        first = problems[0] if problems else None
+        if first is not None:
+            field = ".".join((part, *_locations(first["loc"])))
+            reason = first["msg"] + (
+                f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            )
+    reason = " ".join(reason.split())  # one line, whatever the codec's message held
+    return DecodeError(record.topic, record.partition, record.offset, field, expected, reason)
+
+
+def _locations(loc: Iterable[int | str]) -> list[str]:
+    return [str(step) for step in loc]

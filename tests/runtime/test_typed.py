@@ -1,0 +1,112 @@
+"""Typed records end to end on the broker ladder's default: ``examples/typed_orders.py``
+declares its topics (``Processor.topics``), reads models, keeps a model in a store and
+writes models; a record that does not decode follows the error policy -- dead-lettered
+as written, in the same transaction, with the field in its headers, or the app stops
+naming it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from test_mechanisms import cfg, until
+
+import eosflow
+from eosflow.testing import FakeCluster
+from examples.typed_orders import Doubled, Doubles
+
+N = 20
+BAD, TOMBSTONE = 5, 9  # the record that does not validate, the one without a value
+
+
+def value(i: int) -> bytes | None:
+    if i == TOMBSTONE:
+        return None
+    if i == BAD:
+        return json.dumps({"id": i, "qty": "many"}).encode()
+    return json.dumps({"id": i, "qty": i}).encode()
+
+
+async def seeded(c: FakeCluster) -> None:
+    for topic in ("orders", "doubled", "dlq"):
+        c.create_topic(topic, 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    try:
+        for i in range(N):
+            await p.send_and_wait("orders", value(i), key=f"c{i % 4}".encode(), partition=0)
+    finally:
+        await p.stop()
+
+
+async def read(
+    c: FakeCluster, topic: str
+) -> list[tuple[bytes | None, bytes | None, dict[str, bytes]]]:
+    consumer = AIOKafkaConsumer(
+        topic,
+        bootstrap_servers=c.bootstrap_servers,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
+    await consumer.start()
+    try:
+        got = await consumer.getmany(timeout_ms=2000)
+        return [(r.key, r.value, dict(r.headers)) for rs in got.values() for r in rs]
+    finally:
+        await consumer.stop()
+
+
+# With a dead-letter topic the record that does not validate goes there as written, with
+# the field that failed, and the app goes on: every other record's model is written, the
+# store of models read back, the tombstone skipped. Caught: the field's header left out;
+# a tombstone handed to the model (dead-lettered too).
+async def test_typed_records_with_a_bad_one_dead_lettered(cluster: FakeCluster) -> None:
+    c = cluster
+    await seeded(c)
+    app = eosflow.EosApp(Doubles(), cfg(c, input_topics=("orders",), dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "orders").values()) >= N, "all committed")
+    dlq = await read(c, "dlq")
+    assert [(k, v) for k, v, _ in dlq] == [(b"c1", value(BAD))]
+    assert dlq[0][2]["eosflow.error.field"] == b"value.qty"
+    assert dlq[0][2]["eosflow.error"].startswith(b"DecodeError: value.qty is not Order:")
+    out = [(k, Doubled.model_validate_json(v or b"")) for k, v, _ in await read(c, "doubled")]
+    want, last = [], {}
+    for i in range(N):
+        if i in (BAD, TOMBSTONE):
+            continue
+        key = f"c{i % 4}"
+        want.append((key.encode(), Doubled(id=i, qty=2 * i, before=last.get(key, 0))))
+        last[key] = i
+    assert out == want
+
+
+# Without one, the app stops at the record with one line naming it and the field, and
+# commits nothing past it.
+async def test_a_record_that_does_not_decode_stops_the_app_naming_it(cluster: FakeCluster) -> None:
+    c = cluster
+    await seeded(c)
+    app = eosflow.EosApp(Doubles(), cfg(c, input_topics=("orders",)))
+    said = r"^record did not decode on orders\[0\]@5: DecodeError: value.qty is not Order"
+    with pytest.raises(eosflow.ProcessingError, match=said) as e:
+        async with app:
+            await until(app, lambda: False, "never", timeout_s=20)
+    assert "\n" not in str(e.value)
+    assert c.committed("g").get(("orders", 0), 0) <= BAD
+
+
+# Typed inputs are decoded for process() only: a processor that overrides process_batch
+# and declares an input topic is refused at start, in one line, rather than handed bytes.
+async def test_typed_inputs_with_process_batch_are_refused_in_one_line(
+    cluster: FakeCluster,
+) -> None:
+    class Batched(Doubles):
+        async def process_batch(self, records: Sequence[eosflow.Record]) -> list[eosflow.Output]:
+            return []
+
+    app = eosflow.EosApp(Batched(), cfg(cluster, input_topics=("orders",)))
+    with pytest.raises(eosflow.ConfigError, match=r"^Batched declares typed input topics"):
+        await app.run()
