@@ -108,7 +108,9 @@ class Kind(Protocol[J_contra, T]):
         ...
 
     async def check(self, consumer: AIOKafkaConsumer, job: J_contra) -> bool:
-        """Whether ``job`` is done (its final line logged); raise to fail every job."""
+        """Whether ``job`` is done: every record its partition needs is in the local copy
+        (its final line logged). True lets the partition be processed (``on_ready``):
+        early, its state misses writes. Raise to fail every job."""
         ...
 
 
@@ -134,6 +136,8 @@ def report_due(job: Job, now: float) -> bool:
 
 
 class Restoring(Generic[J, T]):
+    """The mechanism (the module's docstring) for the jobs of one restorer, ``kind``."""
+
     def __init__(
         self,
         config: EosConfig,
