@@ -5,7 +5,8 @@ beside the transaction. Its face is this list; the parts:
   and of the group's (its docstring tells the whole cycle);
 - stores and their restore: ``_store`` (``Store``, ``Serde``), ``_local`` (a partition's
   local copy), ``_layers`` (the open transaction's writes), ``_changelog`` (the records
-  a changelog holds), ``_restore``;
+  a changelog holds), ``_restore`` (with ``_restoring``, the mechanism it shares with
+  ``_table_restore``);
 - time: ``_time`` (event time, ``closed``, ``fire``), ``_windows``, ``_sessions``,
   ``_sliding``, ``_timers``;
 - tables: ``_tables``, ``_global``, ``_table_restore``, ``_sync`` (records in time order

@@ -38,34 +38,42 @@ Per store partition (a **target**):
    there) for up to ``transaction_timeout_s`` before the app stops. Processing from
    the older offset would count those records twice.
 
-Progress is logged every ``_REPORT_EVERY_S`` on long restores.
+Progress is logged every few seconds on long restores. The one task, the consumer, the
+loop, retries and the jobs' bookkeeping are ``_restoring``'s (shared with the table
+restore): this module says where a target reads (1), what a fetched record does (1, 2)
+and when a job is done (3).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._errors import EosflowError, FatalError, TransientError
+from .._errors import FatalError
 from .._records import Partition
 from ._changelog import decode_position
 from ._local import EMPTY, Checkpoint, LocalPartition
+from ._restoring import Restoring, Words, report_due
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
 
-_REPORT_EVERY_S = 5.0
 _REFETCH_EVERY_S = 0.25  # a store ahead: how often the committed offset is asked again
-_POLL_MS = 100
-_MAX_RECORDS = 20_000
+_POSITIONING = "restoring state (positioning the changelog)"
+_WORDS = Words(
+    step="restoring state",
+    fetching="restoring state (fetching the changelog)",
+    positioning=_POSITIONING,
+    what="stores",
+    role="restore",
+    task="eosflow-restore",
+)
 
 
 @dataclass(eq=False)
@@ -99,6 +107,8 @@ class Job:
 
 
 class Restorer:
+    """The store restore: ``_restoring.Kind`` for ``Restoring``, which runs it."""
+
     def __init__(
         self,
         config: EosConfig,
@@ -107,13 +117,10 @@ class Restorer:
         wait_s: float,
     ) -> None:
         self.config = config
-        self._on_ready, self._on_failed, self._wait_s = on_ready, on_failed, wait_s
-        self._jobs: dict[Partition, Job] = {}
-        self._by_tp: dict[TopicPartition, tuple[Job, _Target]] = {}
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._closed = False
+        self._wait_s = wait_s
+        self._restoring: Restoring[Job, _Target] = Restoring(
+            config, self, _WORDS, on_ready, on_failed, wait_s
+        )
         # set where offset fetches are not stable: a partition's committed offset and
         # metadata fetched again (the partition moved there), when a store is ahead
         self.refetch: Callable[[Partition], Awaitable[tuple[int | None, dict[str, int]]]] | None
@@ -121,158 +128,62 @@ class Restorer:
 
     @property
     def restoring(self) -> frozenset[Partition]:
-        return frozenset(self._jobs)
+        return frozenset(self._restoring.jobs)
 
     def add(self, job: Job, changelogs: dict[str, str]) -> None:
         """Restore ``job`` (replacing a job of the same partition). ``changelogs``: store
         -> changelog topic."""
-        if self._closed:
-            return  # stopped: a rebalance that ends after the stop restores nothing
-        self.remove([job.partition])
-        _topic, p = job.partition
-        for store in job.local.stores:
-            cp = job.local.checkpoint(store)
-            verify = cp.marker >= 0
-            if cp.offset > 0 and not verify:  # data without a position record: unverifiable
-                job.local.wipe(store)
-                cp = EMPTY
-            target = _Target(
-                store,
-                TopicPartition(changelogs[store], p),
-                cp,
-                verifying=verify,
-                position=cp.position,
-                marker=cp.marker,
-            )
-            job.targets.append(target)
-            self._by_tp[target.tp] = (job, target)
-        self._jobs[job.partition] = job
-        self._changed.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="eosflow-restore")
+
+        def prepare() -> bool:
+            _topic, p = job.partition
+            for store in job.local.stores:
+                cp = job.local.checkpoint(store)
+                verify = cp.marker >= 0
+                if cp.offset > 0 and not verify:  # data without a position record: unverifiable
+                    job.local.wipe(store)
+                    cp = EMPTY
+                target = _Target(
+                    store,
+                    TopicPartition(changelogs[store], p),
+                    cp,
+                    verifying=verify,
+                    position=cp.position,
+                    marker=cp.marker,
+                )
+                job.targets.append(target)
+            return False  # read from the changelog, always
+
+        self._restoring.add(job, prepare)
 
     def remove(self, partitions: list[Partition]) -> None:
-        for partition in partitions:
-            job = self._jobs.pop(partition, None)
-            if job is not None:
-                for t in job.targets:
-                    self._by_tp.pop(t.tp, None)
-                self._changed.set()
+        self._restoring.remove(partitions)
 
     async def stop(self) -> None:
-        self._closed = True
-        self._jobs.clear()
-        self._by_tp.clear()
-        task, self._task = self._task, None
-        try:
-            if task is not None:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if current is not None and current.cancelling():
-                        raise  # our own cancellation, not the task's
-                except Exception as exc:
-                    log.debug("the restore task ended on %r while stopping", exc)
-        finally:
-            consumer, self._consumer = self._consumer, None
-            if consumer is not None:
-                await ak.close_consumer(consumer, timeout_s=10.0)
+        await self._restoring.stop()
 
-    # --- the one task ----------------------------------------------------------------
+    # --- what the loop asks (``_restoring.Kind``) -------------------------------------
 
-    async def _run(self) -> None:
-        """The loop: (re)assign when jobs changed, fetch, apply, check. A broker failure
-        is retried with a growing backoff, every target repositioned from its local
-        checkpoint; failures that go on for ``wait_s`` fail every job."""
-        failing_since: float | None = None
-        backoff = self.config.retry_backoff_s
-        while self._jobs:
-            try:
-                consumer = await self._client()
-                if self._changed.is_set():
-                    self._changed.clear()
-                    await self._assign(consumer)
-                with ak.mapped("restoring state (fetching the changelog)", "READ"):
-                    batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
-                for tp, msgs in batch.items():
-                    found = self._by_tp.get(tp)
-                    # a target added (a job replaced) while this fetch ran is not yet
-                    # positioned: what came is from the old position, read again later
-                    if found is not None and msgs and found[1].assigned:
-                        await self._apply(consumer, *found, msgs)
-                for job in list(self._jobs.values()):
-                    await self._check(consumer, job)
-                failing_since, backoff = None, self.config.retry_backoff_s
-            except asyncio.CancelledError:
-                raise
-            except TransientError as exc:
-                now = time.monotonic()
-                if failing_since is None:
-                    failing_since = now
-                    log.warning("restoring state: %s; retrying", exc)
-                if now - failing_since > self._wait_s:
-                    self._fail(exc)
-                    return
-                self._changed.set()  # reposition every target from its checkpoint
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.config.retry_backoff_max_s)
-            except EosflowError as exc:
-                self._fail(exc)
-                return
-            except Exception as exc:  # the boundary: nothing else leaves the task unseen
-                self._fail(ak.map_error(exc, "restoring state"))
-                return
-        self._idle()
+    def targets(self, job: Job) -> Sequence[_Target]:
+        return job.targets
 
-    def _idle(self) -> None:
-        """Nothing left to restore: stop fetching the changelogs (this instance writes
-        them now; their records would only pile up in the consumer's buffer)."""
-        if self._consumer is not None:
-            with contextlib.suppress(Exception):
-                self._consumer.assign([])
+    def offset(self, job: Job, t: _Target) -> int:
+        """A target still to verify at its checkpoint's position record, one with local
+        data at its checkpoint, a fresh one at the changelog's start."""
+        return t.checkpoint.marker if t.verifying else job.local.checkpoint(t.store).offset
 
-    def _fail(self, exc: Exception) -> None:
-        failed = sorted(f"{t}[{p}]" for t, p in self._jobs)
-        self._jobs.clear()
-        self._by_tp.clear()
-        self._idle()
-        log.error("restoring the stores of %s failed: %s", ", ".join(failed), exc)
-        self._on_failed(exc)
+    async def positioned(self, consumer: AIOKafkaConsumer, targets: list[_Target]) -> None:
+        """A new target's last stable offset (read_committed): what it reads up to until
+        its fetches give one -- at -1, a target not fetched yet would look read to its
+        end (a fresh store with no committed offset: done at once)."""
+        fresh = [t.tp for t in targets if t.lso < 0]
+        if fresh:
+            ends = await consumer.end_offsets(fresh)  # read_committed: last stable offsets
+            for tp, end in ends.items():
+                found = self._restoring.found(tp)  # (a job may have gone during the await)
+                if found is not None:
+                    found[1].lso = end
 
-    async def _client(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            self._consumer = await ak.state_reader(self.config, "restore", _POLL_MS)
-        return self._consumer
-
-    async def _assign(self, consumer: AIOKafkaConsumer) -> None:
-        """Assign every active target's changelog partition and put each where it reads
-        next (an assign forgets every position): a target still to verify at its
-        checkpoint's position record, one with local data at its checkpoint, a fresh one
-        at the changelog's start."""
-        active = [(job, t) for job, t in self._by_tp.values() if not t.done]
-        with ak.mapped("restoring state (positioning the changelog)", "READ"):
-            consumer.assign([t.tp for _job, t in active])
-            for job, t in active:
-                if self._by_tp.get(t.tp) != (job, t):
-                    continue  # removed or replaced during an await of this loop
-                local = job.local.checkpoint(t.store)
-                offset = t.checkpoint.marker if t.verifying else local.offset
-                if offset > 0:
-                    consumer.seek(t.tp, offset)
-                else:
-                    await consumer.seek_to_beginning(t.tp)
-                t.assigned = True
-            fresh = [t.tp for _job, t in active if t.lso < 0]
-            if fresh:
-                ends = await consumer.end_offsets(fresh)  # read_committed: last stable offsets
-                for tp, end in ends.items():
-                    found = self._by_tp.get(tp)  # (a job may have gone during the await)
-                    if found is not None:
-                        found[1].lso = end
-
-    async def _apply(
+    async def apply(
         self, consumer: AIOKafkaConsumer, job: Job, t: _Target, msgs: list[object]
     ) -> None:
         first = msgs[0]
@@ -314,12 +225,12 @@ class Restorer:
         )
         job.local.wipe(t.store)
         t.checkpoint, t.position, t.marker, t.applied = EMPTY, None, -1, 0
-        with ak.mapped("restoring state (positioning the changelog)", "READ"):
+        with ak.mapped(_POSITIONING, "READ"):
             await consumer.seek_to_beginning(t.tp)
 
-    async def _check(self, consumer: AIOKafkaConsumer, job: Job) -> None:
+    async def check(self, consumer: AIOKafkaConsumer, job: Job) -> bool:
         if not all(t.assigned for t in job.targets):
-            return  # added during the fetch: assigned and positioned on the next round
+            return False  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
         waited = job.pending_since is not None and now - job.pending_since > self._wait_s
         pending = ahead = False
@@ -364,10 +275,10 @@ class Restorer:
             pending = True  # the previous owner's commit markers have not landed yet
         if ahead and self.refetch is not None:
             if now < job.refetch_at:
-                return  # asked again at most every _REFETCH_EVERY_S
+                return False  # asked again at most every _REFETCH_EVERY_S
             committed, written = await self.refetch(job.partition)
-            if self._jobs.get(job.partition) is not job:
-                return
+            if not self._restoring.current(job):
+                return False
             job.refetch_at = time.monotonic() + _REFETCH_EVERY_S
             if committed != job.committed:
                 # a store found done at the old offset is not done at the new one: it
@@ -375,7 +286,7 @@ class Restorer:
                 for target in job.targets:
                     target.done = target.done and target.position == committed
             job.committed, job.written = committed, written
-            return  # checked again once the next fetch from the changelog is in
+            return False  # checked again once the next fetch from the changelog is in
         job.ahead_since = None
         if not pending:
             job.pending_since = None
@@ -388,15 +299,14 @@ class Restorer:
             )
         else:
             job.pending_since = job.pending_since or now
-        if self._jobs.get(job.partition) is not job:
-            return
+        if not self._restoring.current(job):
+            return False
         if all(t.done for t in job.targets):
-            self.remove([job.partition])
             self._report(job, now, final=True)
-            self._on_ready(job.partition)
-        elif now - job.reported >= _REPORT_EVERY_S:
-            job.reported = now
+            return True
+        if report_due(job, now):
             self._report(job, now, final=False)
+        return False
 
     def _refetching(self, job: Job, t: _Target, now: float) -> bool:
         """Whether ``t``'s store, ahead of the committed offset with nothing pending on

@@ -19,32 +19,38 @@ read_committed consumer serve every job, so a rebalance never waits for a long r
    behind for ``wait_s`` with nothing left to read (the topic recreated, or truncated
    below the offset) the app stops with one line.
 
-Progress is logged every ``_REPORT_EVERY_S`` on long restores.
+Progress is logged every few seconds on long restores. The one task, the consumer, the
+loop, retries and the jobs' bookkeeping are ``_restoring``'s (shared with the store
+restore); a job is its own target (its one partition).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._errors import EosflowError, FatalError, TransientError
+from .._errors import FatalError
 from .._records import Partition
 from ._local import Checkpoint, LocalPartition
+from ._restoring import Restoring, Words, report_due
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
 
-_REPORT_EVERY_S = 5.0
-_POLL_MS = 100
-_MAX_RECORDS = 20_000
+_WORDS = Words(
+    step="restoring a table",
+    fetching="restoring a table (fetching its topic)",
+    positioning="restoring a table (positioning its topic)",
+    what="tables",
+    role="tables",
+    task="eosflow-table-restore",
+)
 
 
 def at(offset: int) -> Checkpoint:
@@ -64,9 +70,16 @@ class TableJob:
     started: float = field(default_factory=time.monotonic)
     reported: float = field(default_factory=time.monotonic)
     stuck_since: float | None = None
+    done: bool = False  # at the committed offset (and no longer restoring)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(*self.partition)
 
 
 class TableRestorer:
+    """The table restore: ``_restoring.Kind`` for ``Restoring``, which runs it."""
+
     def __init__(
         self,
         config: EosConfig,
@@ -75,143 +88,56 @@ class TableRestorer:
         wait_s: float,
     ) -> None:
         self.config = config
-        self._on_ready, self._on_failed, self._wait_s = on_ready, on_failed, wait_s
-        self._jobs: dict[Partition, TableJob] = {}
-        self._soon: dict[Partition, TableJob] = {}  # ready at once, told on the next turn
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._consumer: AIOKafkaConsumer | None = None
-        self._closed = False
+        self._wait_s = wait_s
+        self._restoring: Restoring[TableJob, TableJob] = Restoring(
+            config, self, _WORDS, on_ready, on_failed, wait_s
+        )
 
     def add(self, job: TableJob) -> None:
         """Restore ``job`` (replacing one of the same partition); ready at once when the
         local copy is already at the committed offset."""
-        if self._closed:
-            return
-        self.remove([job.partition])
-        cp = job.local.checkpoint(job.store)
-        if job.committed is None or cp.offset > job.committed:
-            if cp.offset > 0:
-                topic, p = job.partition
-                log.info(
-                    "table %r of %s[%d]: the local copy (at %d) is past the committed "
-                    "offset (%s): rebuilt from the topic",
-                    job.store,
-                    topic,
-                    p,
-                    cp.offset,
-                    job.committed,
-                )
-                job.local.wipe(job.store)
-            cp = at(0)
-        job.next = cp.offset
-        if job.committed is None or job.next >= job.committed:
-            # ready, but never from within add(): its caller holds the partition back
-            # after this returns (a recovery, an assignment), and a release before
-            # that would leave it held forever
-            self._soon[job.partition] = job
-            asyncio.get_running_loop().call_soon(self._ready_now, job)
-            return
-        self._jobs[job.partition] = job
-        self._changed.set()
-        if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._run(), name="eosflow-table-restore")
 
-    def _ready_now(self, job: TableJob) -> None:
-        if self._soon.get(job.partition) is job:  # not removed or replaced meanwhile
-            del self._soon[job.partition]
-            self._on_ready(job.partition)
+        def prepare() -> bool:
+            cp = job.local.checkpoint(job.store)
+            if job.committed is None or cp.offset > job.committed:
+                if cp.offset > 0:
+                    topic, p = job.partition
+                    log.info(
+                        "table %r of %s[%d]: the local copy (at %d) is past the committed "
+                        "offset (%s): rebuilt from the topic",
+                        job.store,
+                        topic,
+                        p,
+                        cp.offset,
+                        job.committed,
+                    )
+                    job.local.wipe(job.store)
+                cp = at(0)
+            job.next = cp.offset
+            return job.committed is None or job.next >= job.committed
+
+        self._restoring.add(job, prepare)
 
     def remove(self, partitions: list[Partition]) -> None:
-        for partition in partitions:
-            self._soon.pop(partition, None)
-            if self._jobs.pop(partition, None) is not None:
-                self._changed.set()
+        self._restoring.remove(partitions)
 
     async def stop(self) -> None:
-        self._closed = True
-        self._jobs.clear()
-        self._soon.clear()
-        task, self._task = self._task, None
-        try:
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise asyncio.CancelledError  # our own cancellation, not the task's
-        finally:
-            consumer, self._consumer = self._consumer, None
-            if consumer is not None:
-                await ak.close_consumer(consumer, timeout_s=10.0)
+        await self._restoring.stop()
 
-    async def _run(self) -> None:
-        failing_since: float | None = None
-        backoff = self.config.retry_backoff_s
-        while self._jobs:
-            try:
-                consumer = await self._client()
-                if self._changed.is_set():
-                    self._changed.clear()
-                    await self._assign(consumer)
-                with ak.mapped("restoring a table (fetching its topic)", "READ"):
-                    batch = await consumer.getmany(timeout_ms=_POLL_MS, max_records=_MAX_RECORDS)
-                for tp, msgs in batch.items():
-                    job = self._jobs.get((tp.topic, tp.partition))
-                    if job is not None and job.assigned and msgs:
-                        self._apply(job, msgs)
-                for job in list(self._jobs.values()):
-                    self._check(consumer, job)
-                failing_since, backoff = None, self.config.retry_backoff_s
-            except asyncio.CancelledError:
-                raise
-            except TransientError as exc:
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > self._wait_s:
-                    self._fail(exc)
-                    return
-                log.warning("restoring a table: %s; retrying", exc)
-                self._changed.set()
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self.config.retry_backoff_max_s)
-            except EosflowError as exc:
-                self._fail(exc)
-                return
-            except Exception as exc:  # the boundary: nothing else leaves the task unseen
-                self._fail(ak.map_error(exc, "restoring a table"))
-                return
-        if self._consumer is not None:
-            with contextlib.suppress(Exception):
-                self._consumer.assign([])
+    # --- what the loop asks (``_restoring.Kind``) -------------------------------------
 
-    def _fail(self, exc: Exception) -> None:
-        failed = sorted(f"{t}[{p}]" for t, p in self._jobs)
-        self._jobs.clear()
-        log.error("restoring the tables of %s failed: %s", ", ".join(failed), exc)
-        self._on_failed(exc)
+    def targets(self, job: TableJob) -> Sequence[TableJob]:
+        return (job,)
 
-    async def _client(self) -> AIOKafkaConsumer:
-        if self._consumer is None:
-            self._consumer = await ak.state_reader(self.config, "tables", _POLL_MS)
-        return self._consumer
+    def offset(self, job: TableJob, target: TableJob) -> int:
+        return job.next
 
-    async def _assign(self, consumer: AIOKafkaConsumer) -> None:
-        """Assign every job's partition, each at its next offset (an assign forgets
-        every position)."""
-        jobs = list(self._jobs.values())
-        with ak.mapped("restoring a table (positioning its topic)", "READ"):
-            consumer.assign([TopicPartition(*job.partition) for job in jobs])
-            for job in jobs:
-                tp = TopicPartition(*job.partition)
-                if job.next > 0:
-                    consumer.seek(tp, job.next)
-                else:
-                    await consumer.seek_to_beginning(tp)
-                job.assigned = True
+    async def positioned(self, consumer: AIOKafkaConsumer, targets: list[TableJob]) -> None:
+        """Nothing more: the last stable offset comes with the fetches (``check``)."""
 
-    def _apply(self, job: TableJob, msgs: list[object]) -> None:
+    async def apply(
+        self, consumer: AIOKafkaConsumer, job: TableJob, target: TableJob, msgs: list[object]
+    ) -> None:
         """``msgs`` below the committed offset into the local copy, with the checkpoint
         after the last, in one batch."""
         assert job.committed is not None
@@ -231,22 +157,21 @@ class TableRestorer:
         job.local.apply({job.store: changes}, {job.store: at(job.next)})
         job.applied += len(changes)
 
-    def _check(self, consumer: AIOKafkaConsumer, job: TableJob) -> None:
+    async def check(self, consumer: AIOKafkaConsumer, job: TableJob) -> bool:
         if not job.assigned or job.committed is None:
-            return
-        tp = TopicPartition(*job.partition)
-        ends = ak.log_position(consumer, tp)  # never awaits (a reset may hang in an outage)
+            return False
+        ends = ak.log_position(consumer, job.tp)  # never awaits (a reset may hang in an outage)
         if ends is None:
-            return  # not fetched yet
+            return False  # not fetched yet
         stable, position = ends
         if position is None:
-            return
+            return False
         now = time.monotonic()
         if position >= job.committed:
             if job.next < job.committed:  # markers or aborted records up to it
                 job.next = job.committed
                 job.local.apply({}, {job.store: at(job.next)})
-            self.remove([job.partition])
+            job.done = True
             topic, p = job.partition
             log.info(
                 "restored table %r of %s[%d]: %d records in %.1f s",
@@ -256,8 +181,7 @@ class TableRestorer:
                 job.applied,
                 now - job.started,
             )
-            self._on_ready(job.partition)
-            return
+            return True
         if position >= stable:  # all there is, short of the offset
             job.stuck_since = job.stuck_since or now
             if now - job.stuck_since > self._wait_s:
@@ -269,8 +193,7 @@ class TableRestorer:
                 )
         else:
             job.stuck_since = None
-        if now - job.reported >= _REPORT_EVERY_S:
-            job.reported = now
+        if report_due(job, now):
             topic, p = job.partition
             log.info(
                 "restoring table %r of %s[%d]: %d records applied, at %d of %d",
@@ -281,3 +204,4 @@ class TableRestorer:
                 position,
                 job.committed,
             )
+        return False

@@ -8,10 +8,12 @@ import asyncio
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
+from kit import log_seen
 
 import eosflow
+from eosflow._protocol import _codes as codes
 from eosflow._state._changelog import encode_position
-from eosflow._state._local import Env, LocalPartition
+from eosflow._state._local import Checkpoint, Env, LocalPartition
 from eosflow._state._restore import Job, Restorer
 from eosflow._state._store import RESERVED_KEY
 from eosflow.testing import FakeCluster
@@ -144,5 +146,46 @@ async def test_metadata_past_the_changelogs_end_falls_back_to_the_position(
         r.restorer.add(Job(("in", 0), r.local, 10, {"s": 12_345}), {"s": "cl"})
         await r.until_ready(20, "waited for the metadata")
         assert r.local.get("s", b"k") == b"1"
+    finally:
+        await r.close()
+
+
+# A broker failure inside the restore loop is retried with every target positioned
+# again (``_restoring``): here the changelog's stable end, asked once the target is put at
+# its checkpoint's position record, fails once while the first fetch is slow. The retry
+# asks for the end again (answered behind the fetch, on the same connection); without it
+# the target, positioned but with no end and nothing fetched, looked read to its end
+# while still to verify -- its checkpoint distrusted, the local copy wiped. Caught: no
+# repositioning after a failure (the checkpoint distrusted).
+async def test_a_failure_while_positioning_positions_every_target_again(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("cl", 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    try:
+        for i in range(5):  # offsets 0-4, the position record 10 at 5, more, 12 at 8
+            await p.send("cl", b"%d" % i, key=b"k%d" % i, partition=0)
+        await p.send("cl", encode_position(10), key=RESERVED_KEY, partition=0)
+        await p.send("cl", b"5", key=b"k5", partition=0)
+        await p.send("cl", b"6", key=b"k6", partition=0)
+        await p.send("cl", encode_position(12), key=RESERVED_KEY, partition=0)
+        await p.flush()
+    finally:
+        await p.stop()
+    r = Restoring(c, tmp_path, "s", wait_s=30.0)
+    r.local.apply({"s": {b"k%d" % i: b"%d" % i for i in range(5)}}, {"s": Checkpoint(6, 5, 10)})
+    c.intercept("Fetch", client_id="eosflow-restore", delay_s=3.0)
+    c.intercept("ListOffsets", client_id="eosflow-restore", error=codes.UNKNOWN_SERVER_ERROR)
+    again = c.intercept("ListOffsets", client_id="eosflow-restore", delay_s=0.0)
+    try:
+        with log_seen("eosflow.state", "the local copy of store 's'") as distrusted:
+            r.restorer.add(Job(("in", 0), r.local, 12), {"s": "cl"})
+            await r.until_ready(30)
+        assert not distrusted.is_set(), "the checkpoint was distrusted"
+        assert again.hits == 1, "the stable end was not asked again"
+        assert [r.local.get("s", b"k%d" % i) for i in range(7)] == [b"%d" % i for i in range(7)]
+        assert r.local.checkpoint("s") == Checkpoint(9, 8, 12)
     finally:
         await r.close()

@@ -25,7 +25,7 @@ from stateful import (
 
 import eosflow
 from eosflow._protocol import _codes as codes
-from eosflow._state import _restore
+from eosflow._state import _restoring
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition, instance_dir
 from eosflow._state._store import RESERVED_KEY
@@ -143,7 +143,7 @@ async def test_restore_stops_at_the_last_stable_offset(
 async def test_a_restore_waits_for_commit_markers_still_in_flight(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # a long restore logs progress
+    monkeypatch.setattr(_restoring, "_REPORT_EVERY_S", 0.5)  # a long restore logs progress
     c, src = eosflow_cluster, "in"
     await _markers_held_back(c, tmp_path, 3.0)
     # the first instance is gone; its last transaction's changelog marker is not there yet
@@ -469,7 +469,7 @@ async def test_sigkill_during_a_restore_then_a_restart_is_exactly_once(
 async def test_a_stop_during_a_restore_is_prompt(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_restore, "_REPORT_EVERY_S", 0.5)  # the restore says it is on
+    monkeypatch.setattr(_restoring, "_REPORT_EVERY_S", 0.5)  # the restore says it is on
     c, src = eosflow_cluster, "in"
     await _markers_held_back(c, tmp_path, 60.0)
     second = eosflow.EosApp(
