@@ -38,7 +38,7 @@ from .._errors import (
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
 from .._records import Output, Record
-from .._state import Feed, GlobalTable, Serde, Stores, Table, subscribed
+from .._state import Feed, GlobalTable, Serde, Stores, Table, state_settings, subscribed
 from .._timeouts import outlived, step_timeout_s
 from ._end import Ending, decide_and_end
 from ._membership import Membership, MembershipStopped, membership_for
@@ -86,7 +86,7 @@ class TransactSession:
         # the processor's state stores: restored on assignment, written with each commit
         metadata: dict[TopicPartition, str] = {}  # what each partition's commit wrote last
         self.stores = Stores(
-            config,
+            state_settings(config),  # what the state room reads of them
             stores or {},
             self._restored,
             self._restore_failed,

@@ -13,6 +13,8 @@ beside the transaction. Its face is this list; the parts:
   across a stream and its tables);
 - ``_batch``: ``BatchState``, what a whole-batch processor reads; ``_declare``: what a
   processor declared;
+- ``_settings``: ``StateSettings``, the app's settings the room reads (never the whole
+  ``EosConfig``);
 - ``_seat``: ``Seat``, what the runtime gives the processor it runs (its stores, the
   record's windows and tables, the batch, the app's observers), kept off the user's
   object: ``Processor`` reads it through ``seat_of`` (``seated`` by ``EosApp.run``).
@@ -24,6 +26,7 @@ from ._declare import batch_ready, copartitioned, declared
 from ._global import GlobalStore, GlobalTable
 from ._seat import CURRENT, NOTHING, Seat, seat_of, seated
 from ._sessions import Session, SessionStore
+from ._settings import StateSettings, state_settings
 from ._sliding import Sliding, SlidingStore
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
 from ._stores import Stores
@@ -49,6 +52,7 @@ __all__ = [
     "SessionStore",
     "Sliding",
     "SlidingStore",
+    "StateSettings",
     "Store",
     "Stores",
     "Table",
@@ -66,5 +70,6 @@ __all__ = [
     "decode_position",
     "seat_of",
     "seated",
+    "state_settings",
     "subscribed",
 ]

@@ -32,17 +32,15 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from ._local import Checkpoint, Env, LocalPartition
+from ._settings import StateSettings
 from ._store import JSON, RESERVED_KEY, Serde, store_key
-
-if TYPE_CHECKING:
-    from .._config import EosConfig
 
 log = logging.getLogger("eosflow.state")
 
@@ -125,7 +123,7 @@ class GlobalTables:
 
     def __init__(
         self,
-        config: EosConfig,
+        config: StateSettings,
         specs: Mapping[str, GlobalTable],
         root: Path,
         env: Callable[[], Env],
@@ -152,7 +150,7 @@ class GlobalTables:
             local = LocalPartition(self._root / "global", (spec.topic, 0), [name], self._env())
             self._local[name] = local
             self._stores[name] = GlobalStore(name, local, spec.serde)
-        consumer = self._consumer = await ak.state_reader(cfg, "global", _POLL_MS)
+        consumer = self._consumer = await cfg.reader("global", _POLL_MS)
         tps = [
             TopicPartition(s.topic, p) for s in self.specs.values() for p in range(counts[s.topic])
         ]

@@ -54,12 +54,12 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._config import EosConfig
 from .._errors import FatalError
 from .._records import Partition
 from ._changelog import decode_position
 from ._local import EMPTY, Checkpoint, LocalPartition
 from ._restoring import Restoring, Words, report_due
+from ._settings import StateSettings
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
@@ -111,7 +111,7 @@ class Restorer:
 
     def __init__(
         self,
-        config: EosConfig,
+        config: StateSettings,
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],
         wait_s: float,

@@ -50,9 +50,9 @@ from typing import Generic, Protocol, TypeVar
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._config import EosConfig
 from .._errors import EosflowError, TransientError
 from .._records import Partition
+from ._settings import StateSettings
 
 log = logging.getLogger("eosflow.state")
 
@@ -140,7 +140,7 @@ class Restoring(Generic[J, T]):
 
     def __init__(
         self,
-        config: EosConfig,
+        config: StateSettings,
         kind: Kind[J, T],
         words: Words,
         on_ready: Callable[[Partition], None],
@@ -290,7 +290,7 @@ class Restoring(Generic[J, T]):
 
     async def _client(self) -> AIOKafkaConsumer:
         if self._consumer is None:
-            self._consumer = await ak.state_reader(self.config, self._words.role, _POLL_MS)
+            self._consumer = await self.config.reader(self._words.role, _POLL_MS)
         return self._consumer
 
     async def _assign(self, consumer: AIOKafkaConsumer) -> None:

@@ -55,6 +55,7 @@ from ._local import Checkpoint, Env, LocalPartition, instance_dir
 from ._reads import Reads
 from ._restore import Job, Restorer
 from ._seat import NOTHING, Seat
+from ._settings import StateSettings
 from ._store import RESERVED_KEY, Serde, Store
 from ._sync import Feed, Sync, Unsynced
 from ._table_restore import TableJob, TableRestorer, at
@@ -66,7 +67,6 @@ from ._timers import Timer, wall_ms
 if TYPE_CHECKING:
     from aiokafka import AIOKafkaProducer
 
-    from .._config import EosConfig
     from .._records import Record
 
 
@@ -86,7 +86,7 @@ _NO_HANDLES: dict[str, Store[Any]] = {}  # what ``state()`` finds outside proces
 class Stores(Reads):
     def __init__(
         self,
-        config: EosConfig,
+        config: StateSettings,
         specs: Mapping[str, Serde],
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],

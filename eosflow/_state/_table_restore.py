@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._config import EosConfig
 from .._errors import FatalError
 from .._records import Partition
 from ._local import Checkpoint, LocalPartition
 from ._restoring import Restoring, Words, report_due
+from ._settings import StateSettings
 from ._store import RESERVED_KEY
 
 log = logging.getLogger("eosflow.state")
@@ -82,7 +82,7 @@ class TableRestorer:
 
     def __init__(
         self,
-        config: EosConfig,
+        config: StateSettings,
         on_ready: Callable[[Partition], None],
         on_failed: Callable[[Exception], None],
         wait_s: float,

@@ -12,6 +12,7 @@ from kit import log_seen
 
 import eosflow
 from eosflow._protocol import _codes as codes
+from eosflow._state import state_settings
 from eosflow._state._changelog import encode_position
 from eosflow._state._local import Checkpoint, Env, LocalPartition
 from eosflow._state._restore import Job, Restorer
@@ -35,7 +36,9 @@ class Restoring:
         )
         self.ready: list[tuple[str, int]] = []
         self.failed: list[Exception] = []
-        self.restorer = Restorer(cfg, self.ready.append, self.failed.append, wait_s=wait_s)
+        self.restorer = Restorer(
+            state_settings(cfg), self.ready.append, self.failed.append, wait_s=wait_s
+        )
         self.local = LocalPartition(tmp_path, ("in", 0), [store], Env())
 
     async def until_ready(self, timeout_s: float, what: str = "not restored") -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import eosflow
-from eosflow._state import Stores, declared
+from eosflow._state import Stores, declared, state_settings
 from eosflow._state._changelog import check_names, decode_position, encode_position
 from eosflow._state._layers import Layers
 from eosflow._state._local import EMPTY, Checkpoint, Env, LocalPartition
@@ -166,7 +166,7 @@ def test_state_outside_process_and_batch_state_outside_a_batch() -> None:
     eosflow.EosApp(Batch(), cfg)  # a batch keeps stores: through Processor.batch
     with pytest.raises(RuntimeError, match="no batch is open"):
         _ = Batch().batch
-    stores = Stores(cfg, {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
+    stores = Stores(state_settings(cfg), {"counts": eosflow.JSON}, lambda p: None, lambda e: None)
     with pytest.raises(KeyError, match="no store 'nope'"):
         stores.store("nope")
 
@@ -184,7 +184,9 @@ def test_state_of_reads_a_held_sibling_and_redoes_once_it_went(tmp_path: Path) -
         transactional_id="t",
         state_dir=str(tmp_path),
     )
-    stores = Stores(cfg, {"s": eosflow.JSON}, lambda p: None, lambda e: None, copartitioned=True)
+    stores = Stores(
+        state_settings(cfg), {"s": eosflow.JSON}, lambda p: None, lambda e: None, copartitioned=True
+    )
     sibling = ("payments", 0)
     stores._local[sibling] = local = LocalPartition(tmp_path, sibling, ["s"], Env())
     try:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import eosflow
-from eosflow._state import Seat, Stores, declared, seated
+from eosflow._state import Seat, Stores, declared, seated, state_settings
 from eosflow._state._layers import Layers
 from eosflow._state._local import Env, LocalPartition
 from eosflow._state._store import BYTES, Store
@@ -280,7 +280,7 @@ def test_a_partition_restored_under_its_handles_is_read_again(tmp_path: Path) ->
     processor = _Count()
     late: list[int] = []
     stores = Stores(
-        cfg,
+        state_settings(cfg),
         declared(processor),
         lambda p: None,
         lambda e: None,

@@ -15,7 +15,7 @@ import pytest
 from kit import seat_for
 
 import eosflow
-from eosflow._state import Stores
+from eosflow._state import Stores, state_settings
 from eosflow._state._local import Env, LocalPartition
 
 
@@ -51,7 +51,9 @@ def held(
         transactional_id="t",
         state_dir=str(tmp_path),
     )
-    stores = Stores(cfg, specs or {}, lambda p: None, lambda e: None, tables=processor.tables)
+    stores = Stores(
+        state_settings(cfg), specs or {}, lambda p: None, lambda e: None, tables=processor.tables
+    )
     env = Env()
     locals_ = []
     try:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import eosflow
-from eosflow._state import Stores, declared
+from eosflow._state import Stores, declared, state_settings
 from eosflow.testing import expected_windows
 
 
@@ -167,6 +167,6 @@ def test_timers_with_stores_too_many_for_a_commits_metadata_are_one_line() -> No
         bootstrap_servers="127.0.0.1:9", group_id="g", input_topics=("in",), transactional_id="t"
     )
     with pytest.raises(eosflow.ConfigError, match=r"^with timers, a commit's offset metadata"):
-        Stores(cfg, declared(Many()), lambda p: None, lambda e: None)
+        Stores(state_settings(cfg), declared(Many()), lambda p: None, lambda e: None)
     few = {"counts": eosflow.JSON, "timers": eosflow.BYTES}
-    Stores(cfg, few, lambda p: None, lambda e: None)  # well under
+    Stores(state_settings(cfg), few, lambda p: None, lambda e: None)  # well under
