@@ -97,6 +97,7 @@ class TransactionReport:
     ended: float
     phases: tuple[tuple[str, float, float], ...] = ()
     partitions: tuple[Partition, ...] = ()
+    undecodable: int = 0  # of ``dead_lettered``: records that did not decode (``DecodeError``)
 
     @property
     def duration_s(self) -> float:
@@ -162,6 +163,7 @@ class Stats(Observer):
     aborted: int = 0
     recovered: int = 0
     dead_lettered: int = 0
+    undecodable: int = 0  # of those, records that did not decode as their topic declares
     # processed ahead while a commit was in flight, then dropped because that commit did
     # not succeed or partitions moved (they are processed again)
     dropped_ahead: int = 0
@@ -171,6 +173,7 @@ class Stats(Observer):
         self.records += report.records
         self.outputs += report.outputs
         self.dead_lettered += report.dead_lettered
+        self.undecodable += report.undecodable
         if report.outcome is Outcome.COMMITTED:
             self.committed += 1
         elif report.outcome is Outcome.ABORTED:

@@ -87,6 +87,7 @@ class _Work:
     offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
     pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
     dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
+    undecodable: int = 0  # of those, records that did not decode (``DecodeError``)
     failed: TransactionError | None = None  # work ahead: a retry asked, or a poll failed
     size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
@@ -349,7 +350,7 @@ class Engine:
     async def _send(self, session: TransactSession, work: _Work) -> None:
         """Put ``work`` into the open transaction: outputs produced, offsets marked."""
         await session.send_all(work.outputs)
-        session.mark_consumed(work.offsets, len(work.records), work.dead_lettered)
+        session.mark_consumed(work.offsets, len(work.records), work.dead_lettered, work.undecodable)
 
     async def _fill(
         self,
@@ -504,6 +505,8 @@ class Engine:
                 except Exception as exc:
                     outputs.extend(self._failed([r], exc))
                     work.dead_lettered += 1
+                    if isinstance(exc, DecodeError):
+                        work.undecodable += 1
                 if r.partition != part or r.topic != topic:
                     if last >= 0:
                         offsets[(topic, part)] = last + 1

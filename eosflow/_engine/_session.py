@@ -314,11 +314,16 @@ class TransactSession:
         txn.outputs += len(outputs)
 
     def mark_consumed(
-        self, offsets: dict[tuple[str, int], int], records: int = 0, dead_lettered: int = 0
+        self,
+        offsets: dict[tuple[str, int], int],
+        records: int = 0,
+        dead_lettered: int = 0,
+        undecodable: int = 0,
     ) -> None:
         """Record the next offset per (topic, partition) processed in this transaction;
         they commit with it. An offset that does not grow is a ``FatalError``.
-        ``records`` and ``dead_lettered`` count what they cover, for the report.
+        ``records``, ``dead_lettered`` and ``undecodable`` (of those, records that did
+        not decode) count what they cover, for the report.
 
         Committed offsets are the floor only while the transaction's assignment is
         current. A rebalance or recovery since its records were polled re-read them, and
@@ -331,6 +336,7 @@ class TransactSession:
         txn.mark(offsets, self._pos.committed if current else {})
         txn.records += records
         txn.dead_lettered += dead_lettered
+        txn.undecodable += undecodable
 
     def touch(self, partition: tuple[str, int]) -> bool:
         """``Transaction.touch`` while the assignment holds (False when it moved)."""

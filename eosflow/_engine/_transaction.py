@@ -52,6 +52,7 @@ class Transaction:
     records: int = 0
     outputs: int = 0
     dead_lettered: int = 0
+    undecodable: int = 0  # of those, records that did not decode
     phases: list[tuple[str, float, float]] = field(default_factory=list)  # name, start, end
 
     def doom(self, reason: AbortReason, detail: str) -> None:
@@ -125,4 +126,5 @@ def report_of(
         ended=ended,
         phases=tuple(txn.phases),
         partitions=tuple(txn.consumed),
+        undecodable=txn.undecodable,
     )

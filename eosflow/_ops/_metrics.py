@@ -70,6 +70,11 @@ class PrometheusMetrics(Observer):
         self.dead_lettered = counter(
             "eosflow_records_dead_lettered", "records sent to the dead-letter topic (committed)"
         )
+        self.undecodable = counter(
+            "eosflow_records_undecodable",
+            "records dead-lettered because they did not decode as their topic declares "
+            "(committed; counted in eosflow_records_dead_lettered too)",
+        )
         self.aborted_records = counter(
             "eosflow_records_aborted", "records of transactions that did not commit (redone)"
         )
@@ -162,6 +167,7 @@ class PrometheusMetrics(Observer):
             self.consumed.inc(report.records)
             self.produced.inc(report.outputs)
             self.dead_lettered.inc(report.dead_lettered)
+            self.undecodable.inc(report.undecodable)
             self.last_commit.set(time.time())
             return
         self.aborted_records.inc(report.records)

@@ -42,6 +42,7 @@ def report(
         started_at=time.time() - 0.2,
         ended=now,
         phases=(("flush", now - 0.1, now - 0.05), ("end_txn", now - 0.05, now)),
+        undecodable=1,
     )
 
 
@@ -63,6 +64,7 @@ def test_metrics_of_spark_jobs_reinits_and_a_revoked_partitions_lag() -> None:
     assert s[("eosflow_consumer_lag", (("partition", "0"), ("topic", "in")))] == 7
     assert ("eosflow_consumer_lag", (("partition", "3"), ("topic", "elsewhere"))) not in s
     assert s[("eosflow_records_consumed_total", ())] == 10  # the committed one only
+    assert s[("eosflow_records_undecodable_total", ())] == 1  # likewise
     assert s[("eosflow_records_aborted_total", ())] == 10
     assert s[("eosflow_transaction_aborts_total", (("reason", "unknown_outcome"),))] == 1
     assert s[("eosflow_commit_phase_seconds_count", (("phase", "flush"),))] == 2

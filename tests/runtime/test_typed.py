@@ -61,8 +61,8 @@ async def read(
 
 # With a dead-letter topic the record that does not validate goes there as written, with
 # the field that failed, and the app goes on: every other record's model is written, the
-# store of models read back, the tombstone skipped. Caught: the field's header left out;
-# a tombstone handed to the model (dead-lettered too).
+# store of models read back, the tombstone skipped; it is counted as undecodable. Caught:
+# the field's header left out; a tombstone handed to the model (dead-lettered too).
 async def test_typed_records_with_a_bad_one_dead_lettered(cluster: FakeCluster) -> None:
     c = cluster
     await seeded(c)
@@ -71,6 +71,7 @@ async def test_typed_records_with_a_bad_one_dead_lettered(cluster: FakeCluster) 
         await until(app, lambda: sum(c.committed("g", "orders").values()) >= N, "all committed")
     dlq = await read(c, "dlq")
     assert [(k, v) for k, v, _ in dlq] == [(b"c1", value(BAD))]
+    assert (app.stats.dead_lettered, app.stats.undecodable) == (1, 1)  # and in the metrics
     assert dlq[0][2]["eosflow.error.field"] == b"value.qty"
     assert dlq[0][2]["eosflow.error"].startswith(b"DecodeError: value.qty is not Order:")
     out = [(k, Doubled.model_validate_json(v or b"")) for k, v, _ in await read(c, "doubled")]
