@@ -5,7 +5,7 @@ input record affects the output exactly once, across crashes, rebalances and zom
 """
 
 from ._app import EosApp
-from ._config import EosConfig, OpsSettings, load_config
+from ._config import AppSettings, EosConfig, OpsSettings, load_config
 from ._errors import (
     AuthenticationError,
     AuthorizationError,
@@ -51,6 +51,7 @@ __all__ = [
     "BYTES",
     "JSON",
     "AbortReason",
+    "AppSettings",
     "AuthenticationError",
     "AuthorizationError",
     "BatchState",

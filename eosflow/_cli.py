@@ -29,7 +29,15 @@ from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
 from ._app import EosApp
-from ._config import ENV_PREFIX, NESTED, EosConfig, load_config, load_security
+from ._config import (
+    ENV_PREFIX,
+    NESTED,
+    EosConfig,
+    app_overrides,
+    check_app_settings,
+    load_config,
+    load_security,
+)
 from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
 from ._ops import JsonLines, configure_logs
 from ._processor import Processor
@@ -184,6 +192,14 @@ def _parser() -> argparse.ArgumentParser:
         default=".",
         help="look for the target's module in this folder first (default: the current "
         "folder, as python -m does)",
+    )
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="one of the processor's own settings (eosflow.AppSettings), over its "
+        "EOSFLOW_APP_<NAME> variable; repeat for more",
     )
     _add_config_flags(run)
     run.set_defaults(func=_cmd_run)
@@ -446,7 +462,9 @@ def _guarded(call: Callable[[], T]) -> T:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     config = load_config(**config_values(args))
+    flags = app_overrides(args.set)  # where the processor's AppSettings read them
     processor = load_processor(args.target, args.app_dir)
+    check_app_settings(flags, os.environ)
     _guarded(lambda: asyncio.run(_serve(EosApp(processor, config))))
     return 0
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -40,7 +40,10 @@ OTHER_ENV_VARS: Mapping[str, str] = {
     "EOSFLOW_POSTGRES_": "eosflow.PostgresSink's database (EOSFLOW_POSTGRES_DSN) and the test "
     "kit's PostgreSQL binaries (EOSFLOW_POSTGRES_BIN)",
     "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
+    "EOSFLOW_APP_": "the processor's own settings (eosflow.AppSettings; eosflow run --set)",
 }
+
+APP_PREFIX = ENV_PREFIX + "APP_"
 
 
 class OpsSettings(OneLineSettings):
@@ -382,3 +385,69 @@ def _is_other(var: str) -> bool:
     return any(
         var.startswith(name) if name.endswith("_") else var == name for name in OTHER_ENV_VARS
     )
+
+
+_BUILT: set[type[BaseSettings]] = set()  # the AppSettings classes built in this process
+
+
+class AppSettings(OneLineSettings):
+    """A processor's own settings -- an output topic's name, a threshold, a window's size
+    -- as a pydantic model read from ``EOSFLOW_APP_<FIELD>`` variables and ``eosflow run
+    --set field=value`` flags (a flag wins), with eosflow's one-line errors: a bad value
+    or an unknown name is a ``ConfigError`` naming the field. Subclass it with fields and
+    defaults, and build it in the processor's ``__init__`` (``eosflow run`` builds the
+    processor without arguments)::
+
+        class Clicks(eosflow.Processor):
+            class Settings(eosflow.AppSettings):
+                output: str = "clicks-5m"
+                window_s: float = 300
+
+            def __init__(self, settings: Settings | None = None) -> None:
+                self.settings = settings or self.Settings()
+                self.windows = {"clicks": eosflow.Tumbling(size_s=self.settings.window_s)}
+
+    Values are read as pydantic-settings reads the environment: text, or JSON for a list
+    or a mapping. ``eosflow run`` refuses a ``--set`` name or an ``EOSFLOW_APP_``
+    variable that no settings class the processor built has, naming the closest field.
+    Frozen: settings do not change while the app runs."""
+
+    model_config = SettingsConfigDict(env_prefix=APP_PREFIX, frozen=True, extra="forbid")
+    what: ClassVar[str] = "app settings"
+
+    def __init__(self, **values: object) -> None:
+        super().__init__(**values)
+        _BUILT.add(type(self))
+
+
+def app_overrides(pairs: Iterable[str]) -> dict[str, str]:
+    """``--set name=value`` flags as ``EOSFLOW_APP_<NAME>`` variables, put into this
+    process's environment (where ``AppSettings`` reads them); a flag without ``=`` is a
+    ``ConfigError``. Returns them, name -> value, for ``check_app_settings``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--set {pair!r}: expected name=value")
+        out[name.strip()] = value
+    for name, value in out.items():
+        os.environ[APP_PREFIX + name.upper()] = value
+    return out
+
+
+def check_app_settings(flags: Iterable[str], environ: Mapping[str, str]) -> None:
+    """After the processor is built: a ``ConfigError`` for a ``--set`` name (``flags``) or
+    an ``EOSFLOW_APP_*`` variable that no ``AppSettings`` class built so far has -- a
+    misspelt setting would otherwise be ignored -- naming the closest field."""
+    fields = sorted({f for cls in _BUILT for f in cls.model_fields})
+    given = [(f"--set {name}", name.lower()) for name in flags]
+    given += [(var, var[len(APP_PREFIX) :].lower()) for var in sorted(environ)
+              if var.upper().startswith(APP_PREFIX)]  # fmt: skip
+    for said, name in given:
+        if name in fields:
+            continue
+        if not fields:
+            raise ConfigError(f"{said}: the processor builds no eosflow.AppSettings")
+        close = difflib.get_close_matches(name, fields, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"its settings: {', '.join(fields)}"
+        raise ConfigError(f"{said}: no such app setting; {hint}")

@@ -9,14 +9,13 @@ across crashes and rebalances, and a duplicate is dropped whichever instance see
     eosflow run examples.dedup:Dedup --bootstrap-servers 127.0.0.1:9092 \
         --group-id dedup --input-topic events --transactional-id dedup-1
 
-``DEDUP_OUTPUT`` names the output topic (default ``<input>-unique``) and
-``DEDUP_WINDOW_S`` the window (default 3600 s). Duplicates must share a partition (they
-do when the id is the key).
+Its settings (``--set name=value`` or ``EOSFLOW_APP_<NAME>``): ``output``, the output
+topic (default ``<input>-unique``), and ``window_s``, the window (default 3600 s).
+Duplicates must share a partition (they do when the id is the key).
 """
 
 from __future__ import annotations
 
-import os
 import struct
 
 import eosflow
@@ -25,11 +24,16 @@ _TS = struct.Struct(">q")
 
 
 class Dedup(eosflow.Processor):
+    class Settings(eosflow.AppSettings):
+        output: str | None = None  # the output topic (None: <input>-unique)
+        window_s: float = 3600.0  # how long an id is remembered
+
     stores = {"seen": eosflow.JSON, "expiry": eosflow.BYTES}
 
-    def __init__(self) -> None:
-        self.output = os.environ.get("DEDUP_OUTPUT")
-        self.window_ms = int(float(os.environ.get("DEDUP_WINDOW_S", "3600")) * 1000)
+    def __init__(self, settings: Settings | None = None) -> None:
+        settings = settings or self.Settings()
+        self.output = settings.output
+        self.window_ms = int(settings.window_s * 1000)
 
     async def process(self, record: eosflow.Record) -> eosflow.Output | None:
         seen, expiry = self.state("seen"), self.state("expiry")

@@ -12,23 +12,28 @@ emits ``payment-without-order``.
     eosflow run examples.order_timeout:OrderTimeout --bootstrap-servers 127.0.0.1:9092 \
         --group-id orders --input-topic orders --transactional-id orders-1
 
-``ORDERS_OUTPUT`` names the output topic (default ``<input>-outcomes``) and
-``ORDERS_TIMEOUT_S`` the timeout (default 900 s).
+Its settings (``--set name=value`` or ``EOSFLOW_APP_<NAME>``): ``output``, the output
+topic (default ``<input>-outcomes``), and ``timeout_s``, the timeout (default 900 s).
 """
 
 from __future__ import annotations
 
 import json
-import os
 
 import eosflow
 
 
 class OrderTimeout(eosflow.Processor):
+    class Settings(eosflow.AppSettings):
+        output: str | None = None  # the output topic (None: <input>-outcomes)
+        timeout_s: float = 900.0  # how long an order waits for its payment
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or self.Settings()
+        self.timeout_ms = round(self.settings.timeout_s * 1000)
+
     def configure(self, config: eosflow.EosConfig) -> None:
-        default = f"{config.input_topics[0]}-outcomes"
-        self.topic = os.environ.get("ORDERS_OUTPUT") or default
-        self.timeout_ms = round(float(os.environ.get("ORDERS_TIMEOUT_S", "900")) * 1000)
+        self.topic = self.settings.output or f"{config.input_topics[0]}-outcomes"
 
     async def process(self, record: eosflow.Record) -> eosflow.Output | None:
         order = record.key or b""

@@ -182,11 +182,11 @@ async def test_exactly_once_state_over_sasl_ssl_with_the_documented_acls(
     cfg = config(k.secured_servers(), scram(k), src, group, txn, None).model_copy(
         update={"state_dir": str(tmp_path)}
     )
-    os.environ["COUNT_OUTPUT"] = dst
+    os.environ["EOSFLOW_APP_OUTPUT"] = dst
     try:
         counting = Count()
     finally:
-        del os.environ["COUNT_OUTPUT"]
+        del os.environ["EOSFLOW_APP_OUTPUT"]
     with pytest.raises(AuthorizationError) as info:
         await asyncio.wait_for(eosflow.EosApp(counting, cfg).run(), 60)
     changelog = f"{group}--{src}--counts--changelog"

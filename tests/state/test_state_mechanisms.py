@@ -428,7 +428,7 @@ async def test_sigkill_during_a_restore_then_a_restart_is_exactly_once(
     held = c.intercept("Fetch", client_id="eosflow-restore", hold=True, times=None)
     env = {
         "PYTHONPATH": str(ROOT),
-        "COUNT_OUTPUT": f"{src}-counts",
+        "EOSFLOW_APP_OUTPUT": f"{src}-counts",
         "EOSFLOW_STATE_DIR": str(tmp_path / "b"),
         "EOSFLOW_SESSION_TIMEOUT_S": "6",
         "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.6",

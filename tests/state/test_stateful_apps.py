@@ -112,13 +112,13 @@ async def test_dedup_passes_each_id_once_within_its_window(
         await p.flush()
     finally:
         await p.stop()
-    os.environ["DEDUP_WINDOW_S"] = "10"
+    os.environ["EOSFLOW_APP_WINDOW_S"] = "10"
     try:
         app = eosflow.EosApp(
             Dedup(), state_config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path)
         )
     finally:
-        del os.environ["DEDUP_WINDOW_S"]
+        del os.environ["EOSFLOW_APP_WINDOW_S"]
     async with app:
         await until_committed(b.bootstrap_servers, src, 1, group, len(events), (app,))
     out = [v for _p, _o, _k, v in await read_topic(b.bootstrap_servers, dst)]

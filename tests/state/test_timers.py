@@ -96,7 +96,7 @@ def config(c: FakeCluster, txn: str, state_dir: Path, **kw: object) -> eosflow.E
 async def test_each_timer_fires_once_on_its_partitions_stream_time(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ORDERS_TIMEOUT_S", str(TIMEOUT_S))
+    monkeypatch.setenv("EOSFLOW_APP_TIMEOUT_S", str(TIMEOUT_S))
     c = eosflow_cluster
     c.create_topic("orders", 2)
     c.create_topic("orders-outcomes", 1)
@@ -126,7 +126,7 @@ async def test_each_timer_fires_once_on_its_partitions_stream_time(
 async def test_timers_restore_and_fire_once(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ORDERS_TIMEOUT_S", str(TIMEOUT_S))
+    monkeypatch.setenv("EOSFLOW_APP_TIMEOUT_S", str(TIMEOUT_S))
     c = eosflow_cluster
     c.create_topic("orders", 1)
     c.create_topic("orders-outcomes", 1)
@@ -160,7 +160,7 @@ async def committed_keys(bootstrap: str, topic: str) -> set[bytes]:
 async def test_fire_may_cancel_a_timer_due_with_it_and_timers_is_a_plain_name(
     eosflow_cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ORDERS_TIMEOUT_S", str(TIMEOUT_S))
+    monkeypatch.setenv("EOSFLOW_APP_TIMEOUT_S", str(TIMEOUT_S))
     c = eosflow_cluster
     for topic in ("orders", "orders-outcomes", "notes"):
         c.create_topic(topic, 1)

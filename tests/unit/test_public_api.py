@@ -13,6 +13,7 @@ PKG = Path(eosflow.__file__).parent
 def test_all_is_pinned() -> None:
     assert sorted(eosflow.__all__) == [
         "AbortReason",
+        "AppSettings",
         "AuthenticationError",
         "AuthorizationError",
         "BYTES",
