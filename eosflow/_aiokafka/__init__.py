@@ -57,7 +57,9 @@ transaction manager's ``maybe_add_partition_to_txn`` is replaced by one that wri
 its ``_sequence_numbers``) and
 ``consumer._fetcher`` (its ``_pending_tasks`` are cancelled and awaited when a consumer
 whose ``stop()`` failed is closed by force; its ``_fetch_max_wait_ms`` is written, and
-the consumer's read, while a partition is paused: ``pause``), and
+the consumer's read, while a partition is paused: ``pause``; its
+``_proc_offset_request`` is wrapped so a ListOffsets refused for leadership forces a
+metadata update: ``_leaders``), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
 ``_unpack_records`` decodes eosflow ``Record``s for the group consumer -- reading
 ``_tp``, ``_records``, ``_check_crcs``, ``_isolation_level``, ``_aborted_producers``,

@@ -27,6 +27,7 @@ from .._timeouts import within
 from ._coordinators import forget_client
 from ._errors import map_error, mapped
 from ._fetch import AS_RECORD
+from ._leaders import refreshes_leaders
 from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
 log = logging.getLogger("eosflow.adapter")
@@ -161,6 +162,8 @@ async def start(
     is a ``TransientError``, retried like any broker failure."""
     try:
         await client.start()
+        if isinstance(client, AIOKafkaConsumer):
+            refreshes_leaders(client)  # a position reset finds a moved leader
     except Exception as exc:
         if reached and "Unable to bootstrap" in str(exc):
             raise TransientError(step, f"no bootstrap server answered ({exc!r})") from exc

@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from aiokafka import TopicPartition
 from kit import eventually, session_of
 from test_mechanisms import Gate, all_done, assert_exactly_once, cfg, seed, until
 
 import eosflow
+from eosflow import _aiokafka as ak
 from eosflow._protocol import _codes as codes
 from eosflow.testing import FakeCluster
 
@@ -180,3 +182,39 @@ async def test_a_join_answered_after_aiokafkas_request_timeout_is_waited_for(
     joins_again = [b for b in later.bodies if b.get("member_id")]
     assert later.hits == len(joins_again) <= 1, later.bodies  # KIP-394: one more, with its id
     await assert_exactly_once(c)
+
+
+# A position reset refused for leadership asks for metadata before it asks again.
+# aiokafka's fetcher alone retries the ListOffsets against the leader it knew: on genuine
+# Kafka 4.4.0 a restore consumer asked a resumed broker for 2 minutes while the stores
+# stood still (the broker chaos test). Here each refused ListOffsets of the restore
+# consumer is followed by a Metadata request, and the reset then succeeds. Caught:
+# refreshes_leaders not applied (no Metadata request at all).
+async def test_a_reset_refused_for_leadership_asks_for_metadata_first(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seed(c, n=5)
+    config = cfg(c)
+    consumer = await ak.state_reader(config, "restore", 100)
+    who = f"{config.client_id}-restore"
+    try:
+        tp = TopicPartition("in", 0)
+        metadata = c.intercept("Metadata", client_id=who, times=None)  # counted, answered
+        refused = c.intercept(
+            "ListOffsets", error=codes.NOT_LEADER_OR_FOLLOWER, client_id=who, times=3
+        )
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        got: list[object] = []
+
+        async def read() -> bool:
+            batch = await consumer.getmany(timeout_ms=100)
+            got.extend(r for rs in batch.values() for r in rs)
+            return len(got) == 5
+
+        await eventually(read, timeout_s=20, what="the log's records after the resets")
+        assert refused.hits == 3
+        assert metadata.hits >= 3, f"{metadata.hits} Metadata requests for 3 refusals"
+    finally:
+        await ak.close_consumer(consumer, timeout_s=5.0)
