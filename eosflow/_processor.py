@@ -363,14 +363,12 @@ def normalised(o: Output, encode: Encode | None = None) -> Output:
 
 
 def _as_bytes(v: object, field: str, topic: str) -> bytes | None:
-    if v is None or type(v) is bytes:
+    if v is None or isinstance(v, bytes):
         return v
     if isinstance(v, str):
         return v.encode()
     if isinstance(v, BaseModel):
         return model_json(v)
-    if isinstance(v, (bytes, bytearray)):
-        return bytes(v)
     raise TypeError(
         f"Output.{field} for {topic} is {type(v).__name__}; expected bytes, str, a "
         "pydantic model or None (or what the topic declares: Processor.topics)"
