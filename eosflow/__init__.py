@@ -13,14 +13,17 @@ from ._errors import (
     DecodeError,
     EosflowError,
     FatalError,
+    IncompatibleSchemaError,
     ProcessingError,
     ProducerFencedError,
+    SchemaRegistryError,
     TransactionError,
 )
 from ._observe import AbortReason, Observer, Outcome, SparkJobReport, Stats, TransactionReport
 from ._ops import PrometheusMetrics
 from ._processor import Processor
 from ._records import Output, Record
+from ._schemas import Avro, JsonSchema, SchemaRegistrySettings
 from ._security import KafkaSecurity
 from ._state import (
     BYTES,
@@ -54,6 +57,7 @@ __all__ = [
     "AppSettings",
     "AuthenticationError",
     "AuthorizationError",
+    "Avro",
     "BatchState",
     "ConfigError",
     "DecodeError",
@@ -64,6 +68,8 @@ __all__ = [
     "GlobalStore",
     "GlobalTable",
     "Hopping",
+    "IncompatibleSchemaError",
+    "JsonSchema",
     "KafkaSecurity",
     "Model",
     "Observer",
@@ -76,6 +82,8 @@ __all__ = [
     "ProducerFencedError",
     "PrometheusMetrics",
     "Record",
+    "SchemaRegistryError",
+    "SchemaRegistrySettings",
     "Serde",
     "Session",
     "SessionStore",

@@ -41,6 +41,8 @@ OTHER_ENV_VARS: Mapping[str, str] = {
     "kit's PostgreSQL binaries (EOSFLOW_POSTGRES_BIN)",
     "EOSFLOW_EXTRAS": "scripts/_venv.sh: the extras to install",
     "EOSFLOW_APP_": "the processor's own settings (eosflow.AppSettings; eosflow run --set)",
+    "EOSFLOW_SCHEMA_REGISTRY_": "eosflow.SchemaRegistrySettings (url, username, password, "
+    "ssl_cafile, auto_register, ...)",
 }
 
 APP_PREFIX = ENV_PREFIX + "APP_"

@@ -1,7 +1,8 @@
 """eosflow's errors. Every third-party error (aiokafka's exceptions, Kafka error codes,
-pydantic's validation errors, asyncpg's) is mapped into this tree in one place each --
-the adapter (``_aiokafka.map_error``), the config loader, the typed records' decoder
-(``_typed``) and the sinks' boundary (``sinks/_errors.py``) -- and nothing else leaves
+pydantic's validation errors, asyncpg's, httpx's) is mapped into this tree in one place
+each -- the adapter (``_aiokafka.map_error``), the config loader, the typed records'
+decoder (``_typed``), the schema registry's client (``_schemas/_client.py``) and the
+sinks' boundary (``sinks/_errors.py``) -- and nothing else leaves
 ``EosApp.run()`` (cancellation aside).
 
     EosflowError                  base; ``retriable`` says whether running again can help
@@ -13,7 +14,10 @@ the adapter (``_aiokafka.map_error``), the config loader, the typed records' dec
     │   ├── AuthenticationError   a connection was refused: SASL credentials, or a TLS
     │   │                         certificate (ours or the broker's); names which
     │   ├── AuthorizationError    the broker refused a permission (names it and the resource)
-    │   └── ProcessingError       the processor raised and the policy is "stop"
+    │   ├── ProcessingError       the processor raised and the policy is "stop"
+    │   └── SchemaRegistryError   the schema registry refused a request or did not answer
+    │       │                     within retry_timeout_s (names it, never its credentials)
+    │       └── IncompatibleSchemaError  a schema its subject's compatibility refuses
     ├── DecodeError               a record's key or value does not decode as its topic
     │                             declares (names the field): dead-lettered, or the
     │                             policy "stop" makes it a ProcessingError
@@ -104,6 +108,25 @@ class ProcessingError(FatalError):
         self.partition = partition
         self.offset = offset
         self.__cause__ = cause
+
+
+class SchemaRegistryError(FatalError):
+    """The schema registry refused a request -- credentials, a schema it finds invalid,
+    one not registered while ``auto_register`` is off -- or did not answer within
+    ``retry_timeout_s``. Names the registry (its URL, which carries no credentials), the
+    subject or schema id, and the registry's own reason."""
+
+
+class IncompatibleSchemaError(SchemaRegistryError):
+    """A schema the compatibility rule of its subject refuses (HTTP 409): ``subject``,
+    and the registry's reason (which field, which rule)."""
+
+    def __init__(self, url: str, subject: str, reason: str) -> None:
+        super().__init__(
+            f"schema registry {url} refused the schema of subject {subject!r} as "
+            f"incompatible with its registered versions: {reason}"
+        )
+        self.subject = subject
 
 
 class DecodeError(EosflowError, ValueError):

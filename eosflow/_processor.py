@@ -15,6 +15,7 @@ from ._typed import model_json
 
 if TYPE_CHECKING:
     from ._config import EosConfig
+    from ._schemas import SchemaRegistrySettings
     from ._state import (
         BatchState,
         GlobalStore,
@@ -188,6 +189,9 @@ class Processor(Lifecycle):
     #: records reach ``process`` decoded (``Record[K, V]``), an output topic's
     #: ``Output`` takes the objects; undeclared topics are bytes as before
     topics: ClassVar[Mapping[str, Topic]] = {}
+    #: the schema registry of ``eosflow.Avro``/``eosflow.JsonSchema`` declarations
+    #: (None: ``EOSFLOW_SCHEMA_REGISTRY_*``, read only if a declaration needs it)
+    schema_registry: ClassVar[SchemaRegistrySettings | None] = None
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed

@@ -118,7 +118,8 @@ class Engine:
         # by their topic's declaration where they are not bytes
         table_topics = [t.topic for t in tables.values()]
         name, inputs = type(processor).__name__, config.input_topics
-        typed = Typing(name, processor.topics, inputs, table_topics)
+        registry = processor.schema_registry
+        typed = self._typed = Typing(name, processor.topics, inputs, table_topics, registry)
         self.session = TransactSession(
             config,
             on_assigned,
@@ -160,10 +161,14 @@ class Engine:
         return self.session.in_transaction
 
     async def start(self) -> None:
+        await self._typed.prepare()  # outputs' schemas registered before joining the group
         await self.session.start()
 
     async def stop(self) -> None:
-        await self.session.stop()
+        try:
+            await self.session.stop()
+        finally:
+            await self._typed.close()
 
     def lag(self) -> dict[tuple[str, int], int]:
         return self.session.lag()

@@ -18,6 +18,14 @@ Cost: none for an app without declarations (``decoding`` hands ``process`` back)
 for records of undeclared topics one dict lookup; a declared record is one new
 ``Record`` plus its codecs' work.
 
+Schemas in a registry (``eosflow.Avro``, ``eosflow.JsonSchema``: the ``_schemas`` room):
+such a declaration is bound to the app's one ``Registry`` (``SchemaRegistrySettings``:
+the processor's ``schema_registry``, else ``EOSFLOW_SCHEMA_REGISTRY_*``) under its
+subject; ``prepare()`` registers (or looks up) the output topics' schemas before the
+first transaction, and a record naming a schema id not fetched yet has the wrapper
+await it once (``NeedsSchema``) before decoding -- the only step that is not
+synchronous, taken once per schema id. ``close()`` ends the registry's client.
+
 Tables' topics are not decoded here (their rows are kept as bytes; a table's declared
 type is for a later step) -- a declaration naming one is refused.
 """
@@ -32,6 +40,7 @@ from pydantic import ValidationError
 
 from .._errors import ConfigError, DecodeError
 from .._records import Output, Record
+from .._schemas import NeedsSchema, Registry, SchemaCodec, Schemaful, SchemaRegistrySettings
 from .._state import Serde
 from ._codecs import codec_of
 
@@ -55,7 +64,9 @@ class Topic:
 
 class Typing:
     """``processor``'s declared topics (name -> ``Topic``), checked in one line each:
-    ``inputs`` are the app's input topics, ``tables`` its tables' topics."""
+    ``inputs`` are the app's input topics, ``tables`` its tables' topics; ``registry``
+    the schema registry's settings (None: from ``EOSFLOW_SCHEMA_REGISTRY_*``, read only
+    if a declaration needs a registry)."""
 
     def __init__(
         self,
@@ -63,10 +74,13 @@ class Typing:
         topics: Mapping[str, object],
         inputs: Collection[str],
         tables: Collection[str] = (),
+        registry: SchemaRegistrySettings | None = None,
     ) -> None:
         if not isinstance(topics, Mapping):
             raise ConfigError(f"{processor}.topics is {type(topics).__name__}: expected a dict")
         self._codecs: dict[str, _Codecs] = {}
+        self._registry: Registry | None = None
+        self._bound: list[tuple[SchemaCodec, bool]] = []  # (codec, an output's)
         for name, topic in topics.items():
             where = f"{processor}.topics[{name!r}]"
             if not isinstance(topic, Topic):
@@ -75,10 +89,51 @@ class Typing:
                 )
             if name in tables:
                 raise ConfigError(f"{where}: {name!r} is a table's topic; tables keep bytes")
-            codecs = (codec_of(topic.key, f"{where}.key"), codec_of(topic.value, f"{where}.value"))
+            output = name not in inputs
+            codecs = (
+                self._codec(topic.key, f"{where}.key", f"{name}-key", registry, output),
+                self._codec(topic.value, f"{where}.value", f"{name}-value", registry, output),
+            )
             if codecs != (None, None):
                 self._codecs[name] = codecs
         self._inputs = {t: c for t, c in self._codecs.items() if t in inputs}
+
+    def _codec(
+        self,
+        spec: object,
+        where: str,
+        subject: str,
+        settings: SchemaRegistrySettings | None,
+        output: bool,
+    ) -> Serde | None:
+        if not isinstance(spec, Schemaful):
+            return codec_of(spec, where)
+        if self._registry is None:
+            settings = settings if settings is not None else SchemaRegistrySettings()
+            if settings.url is None:
+                raise ConfigError(
+                    f"{where} is {spec!r}: a schema registry is needed; set "
+                    "EOSFLOW_SCHEMA_REGISTRY_URL, or the processor's schema_registry"
+                )
+            self._registry = Registry(settings)
+        codec = spec.bind(self._registry, spec.subject or subject, where)
+        self._bound.append((codec, output))
+        return codec
+
+    async def prepare(self) -> None:
+        """The output topics' schemas registered (or looked up) in the registry: a
+        refusal (``SchemaRegistryError``) stops the app before its first transaction."""
+        for codec, output in self._bound:
+            await codec.prepare(output)
+
+    async def close(self) -> None:
+        if self._registry is not None:
+            await self._registry.close()
+
+    @property
+    def registry(self) -> Registry | None:
+        """The schema registry's client, if a declaration needs one."""
+        return self._registry
 
     @property
     def decodes(self) -> bool:
@@ -100,7 +155,10 @@ class Typing:
             codecs = inputs.get(record.topic)
             if codecs is None:
                 return process(record)
-            return process(decoded(record, codecs))
+            try:
+                return process(decoded(record, codecs))
+            except NeedsSchema as need:  # once per schema id: fetch it, then decode
+                return _fetched_first(need, record, codecs, process)
 
         return typed
 
@@ -122,6 +180,21 @@ class Typing:
         return Output(o.topic, value, key=key, headers=o.headers, partition=o.partition)
 
 
+async def _fetched_first(
+    need: NeedsSchema, record: Record, codecs: _Codecs, process: Process
+) -> Any:
+    """``process`` of ``record`` once the schemas it names are fetched (its key's and
+    its value's may both be new: each fetched in turn)."""
+    while True:
+        await need.fetch()
+        try:
+            typed = decoded(record, codecs)
+        except NeedsSchema as again:
+            need = again
+            continue
+        return await process(typed)
+
+
 def decoded(record: Record, codecs: _Codecs) -> Record:
     """``record`` with its key and value decoded, or the ``DecodeError`` saying which
     side and field did not."""
@@ -130,11 +203,15 @@ def decoded(record: Record, codecs: _Codecs) -> Record:
     if kc is not None and key is not None:
         try:
             key = kc.loads(key)
+        except NeedsSchema:
+            raise
         except Exception as exc:
             raise _error(record, "key", kc, exc) from exc
     if vc is not None and value is not None:
         try:
             value = vc.loads(value)
+        except NeedsSchema:
+            raise
         except Exception as exc:
             raise _error(record, "value", vc, exc) from exc
     return Record(
