@@ -3,7 +3,8 @@
 ``FakeCluster`` speaks the Kafka protocol on 127.0.0.1 so that aiokafka and eosflow's own
 protocol code run unchanged against it; tests inject faults with ``intercept`` and drive
 groups with ``force_rebalance``/``expire_member``. It is a test double, never a production
-path: the broker-contract tests hold it against genuine Kafka.
+path: the broker-contract tests hold it against genuine Kafka. ``SchemaRegistry`` runs a
+genuine schema registry (Apicurio Registry, its Confluent-compatible API) beside it.
 """
 
 from .._checks import (
@@ -24,6 +25,7 @@ from ._cluster import FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
 from ._procs import spawn_run
+from ._registry import SchemaRegistry
 from ._sasl import ClusterSecurity
 from ._txn import TxnSettings
 
@@ -35,6 +37,7 @@ __all__ = [
     "FakeCluster",
     "FaultRule",
     "GroupSettings",
+    "SchemaRegistry",
     "StateReport",
     "TxnSettings",
     "WindowReport",

@@ -8,22 +8,32 @@ with UNKNOWN_TOPIC_OR_PARTITION instead, as Kafka does with it set to false.
 ``--genuine [--version V] [--brokers N]`` runs Apache Kafka's own broker from the jars
 (resolved once with Maven, see ``_genuine_jars``) instead, and stops it on SIGTERM/SIGINT;
 the test-cluster-only options are refused with it.
+
+``--schema-registry`` adds a genuine schema registry beside either (Apicurio Registry,
+built once with Maven, see ``_registry``): once it answers too, ``SCHEMA_REGISTRY <url>``
+(its Confluent-compatible API) follows the ``BOOTSTRAP`` line; it is stopped with the
+brokers. Java or Maven missing, or a broker or the registry not starting: one line on
+stderr, exit 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import signal
 import sys
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from ._broker import PROFILES, ClusterSettings
 from ._cluster import FakeCluster
-from ._genuine import DEFAULT_VERSION, GenuineKafka
+from ._genuine import DEFAULT_VERSION, GenuineKafka, GenuineStartError, GenuineUnavailable
 from ._groups import GroupSettings
+from ._registry import SchemaRegistry
 from ._txn import TxnSettings
 
 # test-cluster-only options and their defaults (None in the parser, to tell if given)
@@ -44,6 +54,27 @@ def _stop_event() -> asyncio.Event:
     return stop
 
 
+@contextlib.asynccontextmanager
+async def _registry(args: argparse.Namespace) -> AsyncIterator[SchemaRegistry | None]:
+    """A schema registry when ``--schema-registry`` asks for one, else None."""
+    if not args.schema_registry:
+        yield None
+        return
+    async with SchemaRegistry() as registry:
+        print(
+            f"schema registry ready in {registry.started_in_s:.1f} s; log: {registry.log_path}",
+            file=sys.stderr,
+            flush=True,
+        )
+        yield registry
+
+
+def _announce(bootstrap: str, registry: SchemaRegistry | None) -> None:
+    print(f"BOOTSTRAP {bootstrap}", flush=True)
+    if registry is not None:
+        print(f"SCHEMA_REGISTRY {registry.url}", flush=True)
+
+
 def _topics(args: argparse.Namespace) -> list[tuple[str, int]]:
     return [(n, int(p or 1)) for n, _, p in (s.partition(":") for s in args.topic or [])]
 
@@ -58,10 +89,10 @@ async def _serve(args: argparse.Namespace) -> None:
         latency_s=args.latency_ms / 1000,
     )
     stop = _stop_event()
-    async with FakeCluster(settings, port=args.port) as cluster:
+    async with FakeCluster(settings, port=args.port) as cluster, _registry(args) as registry:
         for name, parts in _topics(args):
             cluster.create_topic(name, parts)
-        print(f"BOOTSTRAP {cluster.bootstrap_servers}", flush=True)
+        _announce(cluster.bootstrap_servers, registry)
         await stop.wait()
 
 
@@ -73,7 +104,7 @@ async def _serve_genuine(args: argparse.Namespace) -> None:
         auto_create_topics=args.auto_create_topics,
         default_partitions=args.default_partitions,
     )
-    async with kafka:
+    async with kafka, _registry(args) as registry:
         if args.topic:
             admin = AIOKafkaAdminClient(bootstrap_servers=kafka.bootstrap_servers)
             await admin.start()
@@ -89,7 +120,7 @@ async def _serve_genuine(args: argparse.Namespace) -> None:
             file=sys.stderr,
             flush=True,
         )
-        print(f"BOOTSTRAP {kafka.bootstrap_servers}", flush=True)
+        _announce(kafka.bootstrap_servers, registry)
         await stop.wait()
 
 
@@ -125,6 +156,11 @@ def main() -> None:
         default=None,
         help="delay every request by this much (a stand-in for network round trips)",
     )
+    p.add_argument(
+        "--schema-registry",
+        action="store_true",
+        help="also run a genuine schema registry (Apicurio; Java 17 and Maven); prints its URL",
+    )
     p.add_argument("--log-level", default="warning")
     args = p.parse_args()
     logging.basicConfig(level=args.log_level.upper())
@@ -134,14 +170,22 @@ def main() -> None:
             p.error(f"--{given[0].replace('_', '-')} applies to the test cluster, not --genuine")
         args.kafka_version = args.kafka_version or DEFAULT_VERSION
         args.brokers = args.brokers or 1
-        asyncio.run(_serve_genuine(args))
+        _run(_serve_genuine(args))
         return
     if args.kafka_version is not None or args.brokers is not None:
         p.error("--version and --brokers apply to --genuine only")
     for key, default in _FAKE_ONLY.items():
         if getattr(args, key) is None:
             setattr(args, key, default)
-    asyncio.run(_serve(args))
+    _run(_serve(args))
+
+
+def _run(serve: Coroutine[Any, Any, None]) -> None:
+    try:
+        asyncio.run(serve)
+    except (GenuineUnavailable, GenuineStartError) as exc:
+        print(f"python -m eosflow.testing: {exc}", file=sys.stderr, flush=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ RETENTION_CHECK_MS = 1000
 
 
 class GenuineStartError(RuntimeError):
-    """A broker (or its ZooKeeper) did not start; the message has the log's tail."""
+    """A broker (or its ZooKeeper, or the schema registry) did not start; the message has
+    the log's tail."""
 
 
 @dataclass(frozen=True)

@@ -173,10 +173,12 @@ async def port_open(port: int) -> bool:
 
 
 def make_home(prefix: str) -> Path:
-    """A fresh temp folder owned by this process; folders of the same kind whose owner
-    died without cleaning up (SIGKILLed) are removed first."""
+    """A fresh temp folder owned by this process; folders of the same kind (the first two
+    words of ``prefix``: ``eosflow-kafka``, ``eosflow-registry``) whose owner died without
+    cleaning up (SIGKILLed) are removed first."""
     root = Path(tempfile.gettempdir())
-    for old in root.glob("eosflow-kafka-*"):
+    kind = "-".join(prefix.split("-")[:2])
+    for old in root.glob(f"{kind}-*"):
         try:
             owner = int((old / "owner.pid").read_text())
             os.kill(owner, 0)

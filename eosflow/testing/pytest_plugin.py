@@ -9,20 +9,32 @@ The report header says which rung is in use and why the ones above it were not.
 A test that calls ``broker.require_fake(...)`` on a genuine broker is skipped with the
 reason, never silently passed.
 
-The fixtures are async and need pytest-asyncio. Installing eosflow registers this plugin
-for every pytest run in that environment, so it must load without pytest-asyncio: then
-the fixtures stand in as plain ones that fail the test with one line naming what to
-install, and nothing else changes for projects that never ask for them.
+- ``eosflow_schema_registry``: a genuine schema registry (``SchemaRegistry``: Apicurio
+  Registry, its Confluent-compatible API at ``.url``, global compatibility BACKWARD),
+  one for the whole run, started when a test first asks for it and stopped when the
+  run ends; subjects outlive a test, so each test names its own. It needs Java 17 and
+  Maven (built once, see ``SchemaRegistry``): where it cannot run, the test is skipped
+  with the reason, and fails in CI (``CI=true``). A plain fixture: async tests of any
+  loop scope take it, with or without pytest-asyncio.
+
+``eosflow_broker`` and ``eosflow_cluster`` are async and need pytest-asyncio. Installing
+eosflow registers this plugin for every pytest run in that environment, so it must load
+without pytest-asyncio: then those two stand in as plain fixtures that fail the test
+with one line naming what to install, and nothing else changes for projects that never
+ask for them.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from ._cluster import FakeCluster
+from ._genuine_jars import GenuineUnavailable
 from ._ladder import Broker, NotOnThisBroker, describe, fake_settings, open_broker, stop_shared
+from ._registry import SchemaRegistry
 
 try:
     import pytest_asyncio
@@ -54,6 +66,22 @@ else:
     @pytest.fixture(name="eosflow_cluster")
     def _cluster_without_asyncio() -> None:
         pytest.fail(NEEDS_ASYNCIO.format("eosflow_cluster"), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def eosflow_schema_registry() -> Iterator[SchemaRegistry]:
+    registry = SchemaRegistry()
+    try:
+        registry.start_sync()  # in pytest's own thread, which outlives the run's tests
+    except GenuineUnavailable as exc:
+        why = f"a genuine schema registry cannot run here: {exc}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"{why} (CI: no skipping)", pytrace=False)
+        pytest.skip(why)
+    try:
+        yield registry
+    finally:
+        registry.stop_sync()
 
 
 @pytest.hookimpl(hookwrapper=True)
