@@ -185,7 +185,7 @@ async def _fetched_first(
 ) -> Any:
     """``process`` of ``record`` once the schemas it names are fetched (its key's and
     its value's may both be new: each fetched in turn)."""
-    while True:
+    for _ in codecs:  # at most one fetch per side
         await need.fetch()
         try:
             typed = decoded(record, codecs)
@@ -193,6 +193,7 @@ async def _fetched_first(
             need = again
             continue
         return await process(typed)
+    raise RuntimeError(f"{record.topic}: a schema fetched is still asked for")  # a bug
 
 
 def decoded(record: Record, codecs: _Codecs) -> Record:

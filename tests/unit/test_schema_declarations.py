@@ -92,7 +92,8 @@ def test_a_type_without_an_avro_form_is_one_line_naming_the_field() -> None:
 
 
 # A record without the wire format's header does not decode, naming why. Caught: the
-# magic byte not checked (an unframed JSON body read as schema id 2065855593).
+# magic byte not checked (an unframed JSON body's first bytes read as a schema id,
+# then asked of a registry that is not there).
 def test_a_record_without_the_header_does_not_decode() -> None:
     settings = eosflow.SchemaRegistrySettings(url=nowhere())
     typing = Typing(
