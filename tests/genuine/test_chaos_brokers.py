@@ -28,7 +28,13 @@ run where it adds the most):
   keys, their changelogs replicated three times; then the count of every key must equal
   its input records, each key's outputs be exactly 1..n, no aborted changelog write be
   visible (``eosflow.testing.check_counts``), and every window's final and every timer
-  be emitted exactly once as the input alone gives them (``check_windows``).
+  be emitted exactly once as the input alone gives them (``check_windows``);
+- typed, over PLAINTEXT, consumer protocol and transactions v2: the input in Avro
+  through a genuine schema registry (written by confluent-kafka's ``AvroSerializer``),
+  a ``Tally`` model per key in a store, each record's new tally written in Avro
+  (``tests/procs/slow_typed.py``); then every output must decode (confluent-kafka's
+  ``AvroDeserializer``) and each key's tallies be exactly counts 1..n with the running
+  totals of its amounts in offset order -- every value decoded as written.
 
 Then a read_committed check must find every input exactly once (0 duplicates, 0
 losses, no strays) and the group's committed offsets at the input's end offsets; no
@@ -60,6 +66,7 @@ from fleet import Fleet, chaos_env, seed, until_committed
 from kit import broker_has_kip848, broker_has_txn_v2, create_topic
 from stateful import counts_ok, event_times, reminders_ok, seed_keys, time_ok
 from test_security import grant_fleet, scram_env
+from typed_chaos import seed_readings, tallies_ok
 
 from eosflow.testing import check_exactly_once
 from eosflow.testing._genuine import GenuineKafka
@@ -93,10 +100,11 @@ def _replication_is_for_three(k: GenuineKafka) -> None:
         ("PLAINTEXT", "copy", "consumer+v2"),
         ("SASL_SSL", "copy", "classic"),
         ("PLAINTEXT", "count", "consumer+v2"),
+        ("PLAINTEXT", "typed", "consumer+v2"),
     ],
 )
 async def test_exactly_once_under_broker_and_instance_chaos(
-    listener: str, work: str, protocol: str, tmp_path: Path
+    listener: str, work: str, protocol: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     v = version()
     if uses_zookeeper(v):
@@ -119,8 +127,12 @@ async def test_exactly_once_under_broker_and_instance_chaos(
             else (dst,)
         ):
             await create_topic(bs, topic, OUT_PARTS, replication=BROKERS)
+        typed = work == "typed"
+        registry = request.getfixturevalue("eosflow_schema_registry").url if typed else ""
         if counting:
             await seed_keys(bs, src, RECORDS, KEYS, timestamp_ms=event_times(rng))
+        elif typed:
+            await seed_readings(bs, src, RECORDS, KEYS, registry)
         else:
             await seed(bs, src, RECORDS)
         env = chaos_env(SESSION_S) | {
@@ -132,7 +144,11 @@ async def test_exactly_once_under_broker_and_instance_chaos(
         }
         servers = k.secured_servers() if secured else bs
         env |= scram_env(k) if secured else {}
-        target = "slow_time:SlowTime" if counting else "slow_copy:SlowCopy"
+        if typed:
+            env |= {"EOSFLOW_SCHEMA_REGISTRY_URL": registry, "CHAOS_IN": src}
+        target = {"count": "slow_time:SlowTime", "typed": "slow_typed:SlowTyped"}.get(
+            work, "slow_copy:SlowCopy"
+        )
         fleet = Fleet(
             servers, src, dst, group, Broker.unique("bchaos"), env, bs, target, log_dir=tmp_path
         )
@@ -202,6 +218,9 @@ async def test_exactly_once_under_broker_and_instance_chaos(
             assert state.found == KEYS, f"{state.summary()}\nevents: {events}"
             await time_ok(bs, src, dst)
             print(f"events: {events}\n{state.summary()}")
+            return
+        if typed:
+            await tallies_ok(bs, src, dst, registry, events)
             return
         report = await check_exactly_once(bs, src, dst, match="key", group_id=group)
         assert report.ok, report.summary() + f"\nevents: {events}"
