@@ -291,6 +291,12 @@ def _parser() -> argparse.ArgumentParser:
         "and check every order's row against the input",
     )
     demo.add_argument(
+        "--typed",
+        action="store_true",
+        help="orders in Avro through the test kit's schema registry (needs Java 17, Maven "
+        "and the schemas extra), validated into a model, one bad order dead-lettered",
+    )
+    demo.add_argument(
         "--sink",
         choices=["postgres"],
         help="write the orders into a PostgreSQL table (the test kit's server), and check "
@@ -559,10 +565,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    if args.spark + args.stateful + args.windows + args.join + bool(args.sink) > 1:
+    if args.spark + args.stateful + args.windows + args.join + args.typed + bool(args.sink) > 1:
         print(
-            "eosflow: --spark, --stateful, --windows, --join and --sink are separate demos; "
-            "pick one",
+            "eosflow: --spark, --stateful, --windows, --join, --typed and --sink are "
+            "separate demos; pick one",
             file=sys.stderr,
         )
         return 2
@@ -575,6 +581,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             args.windows,
             args.join,
             sink=bool(args.sink),
+            typed=args.typed,
         )
     )
     return 0 if ok else 1

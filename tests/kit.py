@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
@@ -459,3 +462,31 @@ def key_in(partition: int, partitions: int, name: str) -> bytes:
         if partitions == 1 or default_partition(key, partitions) == partition:
             return key
         i += 1
+
+
+async def demo(*args: str) -> str:
+    """``eosflow demo ARGS`` run to its end (exit 0, a SIGKILL on the way): its output."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        *("-m", "eosflow", "demo", *args),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), 180)
+    finally:
+        if proc.returncode is None:  # timed out: ^C stops it and what it started
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), 30)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+    assert proc.returncode == 0, out.decode() + err.decode()
+    assert "SIGKILL instance 0" in out.decode()
+    # every variant ends with one line of one form (issue 51.11)
+    last = out.decode().rstrip().splitlines()[-1]
+    assert last.startswith("EXACTLY ONCE: OK -- the ") and "SIGKILLed" in last, last
+    return out.decode()

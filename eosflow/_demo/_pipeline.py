@@ -21,6 +21,10 @@ every 100 ms of event time, all of it written first) and the orders keyed by cus
 checked against the rows the two topics alone give (``eosflow.testing.expected_join``):
 every order once, each with the row of its time.
 
+``--typed`` runs the orders in Avro through a genuine schema registry under it
+(``_typed``): validated into a model, one bad order dead-lettered; checked through the
+registry: every good order once, the bad one alone in the dead-letter topic.
+
 ``--sink postgres`` runs the orders into a PostgreSQL table under it (``_sink``): a
 ``PostgresSink`` naming the table, the test kit's PostgreSQL started for the demo;
 checked in the database: every order one row.
@@ -37,7 +41,7 @@ import shutil
 import signal
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -70,6 +74,9 @@ JOIN_OUT, JOIN_GROUP, TABLE, ROW_EVERY_MS = "orders-with-customers", "demo-join"
 T0_MS = int(time.time() // 86_400) * 86_400_000
 
 
+_Encode = Callable[[dict[str, Any]], bytes]
+
+
 @dataclass(frozen=True)
 class _Pipeline:
     """What one demo runs: its group, output, processor and how orders are keyed."""
@@ -91,6 +98,9 @@ JOIN = _Pipeline(
     JOIN_GROUP, JOIN_OUT, "eosflow._demo:OrdersWithCustomers", by_customer=True, timed=True
 )
 SINK = _Pipeline("demo-sink", "", "eosflow._demo:OrdersIntoPostgres", by_customer=False)
+TYPED = _Pipeline(
+    "demo-typed", "orders-enriched-typed", "eosflow._demo._typed:TypedEnrich", by_customer=False
+)
 _NAMES = {
     ENRICH.target: "enrichment",
     SPARK.target: "Spark enrichment",
@@ -98,6 +108,7 @@ _NAMES = {
     WINDOWS.target: "orders per minute (windows)",
     JOIN.target: "orders with their customers (join)",
     SINK.target: "orders into PostgreSQL (sink)",
+    TYPED.target: "typed orders in Avro through a schema registry",
 }
 
 
@@ -163,12 +174,16 @@ async def run_demo(
     windows: bool = False,
     join: bool = False,
     sink: bool = False,
+    typed: bool = False,
 ) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per registry request
     settings = cluster_settings(spark)
     pipeline = (
-        SINK
+        TYPED
+        if typed
+        else SINK
         if sink
         else JOIN
         if join
@@ -183,7 +198,9 @@ async def run_demo(
     state_dir = tempfile.mkdtemp(prefix="eosflow-demo-state-")
     try:
         async with FakeCluster(settings) as cluster:
-            if pipeline is not SINK:
+            if pipeline is TYPED:
+                ok = await _run_typed(cluster, records, instances, state_dir)
+            elif pipeline is not SINK:
                 ok = await _run(cluster, pipeline, records, instances, spark, state_dir)
             else:
                 from .._servers import Postgres
@@ -199,6 +216,36 @@ async def run_demo(
         shutil.rmtree(state_dir, ignore_errors=True)
     print(verdict(ok, pipeline, records, instances), flush=True)
     return ok
+
+
+async def _run_typed(cluster: FakeCluster, records: int, instances: int, state_dir: str) -> bool:
+    """The typed demo (``_typed``): the test kit's schema registry beside the cluster."""
+    from ..testing import SchemaRegistry
+    from . import _typed
+
+    registry = SchemaRegistry()
+    print("starting the test kit's schema registry (built once with Maven) ...", flush=True)
+    try:
+        await registry.start()
+    except Exception as exc:  # no Java or Maven, or a build that failed: said in one line
+        print(f"the typed demo needs the test kit's schema registry: {exc}", flush=True)
+        return False
+    try:
+        print(f"schema registry on {registry.url} (Apicurio, the test kit's)", flush=True)
+        client, orders, enriched = await _typed.codecs(registry.url)
+        try:
+            cluster.create_topic(_typed.DLQ, 1)
+            env = {
+                "EOSFLOW_SCHEMA_REGISTRY_URL": registry.url,
+                "EOSFLOW_DEAD_LETTER_TOPIC": _typed.DLQ,
+            }
+            encode = _typed.encoder(orders)
+            ran = await _run(cluster, TYPED, records, instances, False, state_dir, env, encode)
+            return ran and await _typed.check(cluster.bootstrap_servers, enriched, records)
+        finally:
+            await client.close()
+    finally:
+        await registry.stop()
 
 
 def verdict(ok: bool, pipeline: _Pipeline, records: int, instances: int) -> str:
@@ -220,9 +267,11 @@ async def _run(
     spark: bool,
     state_dir: str,
     extra_env: Mapping[str, str] | None = None,
+    encode: _Encode | None = None,
 ) -> bool:
-    """The instances under the crash, then the check of their output (a sink's rows are
-    checked by the caller: ``True`` here once every order is committed)."""
+    """The instances under the crash, then the check of their output (a sink's rows and
+    the typed demo's outputs are checked by the caller: ``True`` here once every order
+    is committed). ``encode``: an order's value (default: its JSON)."""
     cluster.create_topic(IN, 6)
     if pipeline.out:
         cluster.create_topic(pipeline.out, 3)
@@ -240,7 +289,7 @@ async def _run(
     # would see rows from after their time, and the check asks for the rows of their time)
     quarter = max(1, records // 4)
     upfront = records if pipeline is JOIN else quarter
-    await _seed(cluster.bootstrap_servers, upfront, pipeline)
+    await _seed(cluster.bootstrap_servers, upfront, pipeline, encode=encode)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
     env |= extra_env or {}
     logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
@@ -268,7 +317,9 @@ async def _run(
             if not killed and done >= quarter:
                 if upfront < records:
                     rest = asyncio.create_task(
-                        _seed(cluster.bootstrap_servers, records - upfront, pipeline, upfront)
+                        _seed(
+                            cluster.bootstrap_servers, records - upfront, pipeline, upfront, encode
+                        )
                     )
                 print("  >> SIGKILL instance 0 (mid-transaction, no cleanup)", flush=True)
                 procs[0].send_signal(signal.SIGKILL)
@@ -303,8 +354,8 @@ async def _run(
         await asyncio.gather(*_relays)  # their last lines, up to the processes' ends
         print(f"the instances' logs, aiokafka's lines included: {logs}", flush=True)
     bootstrap = cluster.bootstrap_servers
-    if pipeline is SINK:
-        return True  # its output is in the database
+    if pipeline is SINK or pipeline is TYPED:
+        return True  # its output is checked by the caller
     if pipeline is JOIN:
         return await _check_join(bootstrap, records)
     if pipeline.timed:
@@ -321,10 +372,12 @@ async def _run(
     return report.ok
 
 
-async def _seed(bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0) -> None:
-    """Orders ``first`` to ``first + n - 1`` as JSON, keyed by order id, or by customer for
-    the counting and windowed demos (the windowed one's ``EVENT_EVERY_MS`` apart in event
-    time)."""
+async def _seed(
+    bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0, encode: _Encode | None = None
+) -> None:
+    """Orders ``first`` to ``first + n - 1`` as JSON (or as ``encode`` writes them), keyed
+    by order id, or by customer for the counting and windowed demos (the windowed one's
+    ``EVENT_EVERY_MS`` apart in event time)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
     try:
@@ -334,7 +387,7 @@ async def _seed(bootstrap: str, n: int, pipeline: _Pipeline, first: int = 0) -> 
             order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
             key = customer if pipeline.by_customer else f"order-{i}"
             at = T0_MS + i * EVENT_EVERY_MS if pipeline.timed else None
-            value = json.dumps(order).encode()
+            value = json.dumps(order).encode() if encode is None else encode(order)
             futs.append(await producer.send(IN, value, key=key.encode(), timestamp_ms=at))
         await asyncio.gather(*futs)
     finally:

@@ -19,7 +19,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kit import create_topic, eventually, ladder_config
+from kit import create_topic, demo, eventually, ladder_config
 from pydantic import BaseModel
 
 import eosflow
@@ -222,3 +222,15 @@ def _avro(schema: dict[str, Any]) -> Any:
     from confluent_kafka.schema_registry import Schema
 
     return Schema(json.dumps(schema), "AVRO")
+
+
+async def test_the_typed_demo_checks_every_order_through_the_registry() -> None:
+    """``eosflow demo --typed``: Avro orders through the test kit's schema registry under
+    a SIGKILL, one bad order dead-lettered, every good one decoded once."""
+    out = await demo("--typed", "--records", "5000")
+    said = (
+        "typed: 4999 Avro orders decoded through the registry, each good order once; "
+        "order 7 (amount -1) dead-lettered as written, alone: OK"
+    )
+    assert said in out
+    assert "WARNING dead-lettering 1 record(s) from orders[" in out

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
-from kit import eventually
+from kit import demo, eventually
 
 from eosflow import _aiokafka as ak
 from eosflow._security import KafkaSecurity
@@ -183,34 +183,6 @@ async def test_embedded_example_runs_as_written() -> None:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     assert "EXACTLY ONCE: OK" in out.decode()
-
-
-async def demo(*args: str) -> str:
-    """``eosflow demo ARGS`` run to its end (exit 0, a SIGKILL on the way): its output."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("EOSFLOW_")}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        *("-m", "eosflow", "demo", *args),
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), 180)
-    finally:
-        if proc.returncode is None:  # timed out: ^C stops it and what it started
-            proc.send_signal(signal.SIGINT)
-            try:
-                await asyncio.wait_for(proc.wait(), 30)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-    assert proc.returncode == 0, out.decode() + err.decode()
-    assert "SIGKILL instance 0" in out.decode()
-    # every variant ends with one line of one form (issue 51.11)
-    last = out.decode().rstrip().splitlines()[-1]
-    assert last.startswith("EXACTLY ONCE: OK -- the ") and "SIGKILLed" in last, last
-    return out.decode()
 
 
 async def test_the_stateful_demo_checks_its_counts() -> None:
