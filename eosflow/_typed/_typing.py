@@ -26,8 +26,9 @@ first transaction, and a record naming a schema id not fetched yet has the wrapp
 await it once (``NeedsSchema``) before decoding -- the only step that is not
 synchronous, taken once per schema id. ``close()`` ends the registry's client.
 
-Tables' topics are not decoded here (their rows are kept as bytes; a table's declared
-type is for a later step) -- a declaration naming one is refused.
+Tables' topics are not decoded here: a table keeps its rows as written and decodes a
+row when it is read, by the table's own serde (``Table(topic, serde=eosflow.Model(M))``)
+-- a declaration naming a table's topic is refused, pointing there.
 """
 
 from __future__ import annotations
@@ -88,7 +89,10 @@ class Typing:
                     f"{where} is {topic!r}: expected eosflow.Topic(value=..., key=...)"
                 )
             if name in tables:
-                raise ConfigError(f"{where}: {name!r} is a table's topic; tables keep bytes")
+                raise ConfigError(
+                    f"{where}: {name!r} is a table's topic: declare its rows' type on the "
+                    f"table, eosflow.Table({name!r}, serde=eosflow.Model(M))"
+                )
             output = name not in inputs
             codecs = (
                 self._codec(topic.key, f"{where}.key", f"{name}-key", registry, output),

@@ -11,11 +11,12 @@ from collections.abc import Sequence
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from pydantic import BaseModel
 from test_mechanisms import cfg, until
 
 import eosflow
 from eosflow.testing import FakeCluster
-from examples.typed_orders import Doubled, Doubles
+from examples.typed_orders import Doubled, Doubles, Order
 
 N = 20
 BAD, TOMBSTONE = 5, 9  # the record that does not validate, the one without a value
@@ -111,3 +112,57 @@ async def test_typed_inputs_with_process_batch_are_refused_in_one_line(
     app = eosflow.EosApp(Batched(), cfg(cluster, input_topics=("orders",)))
     with pytest.raises(eosflow.ConfigError, match=r"^Batched declares typed input topics"):
         await app.run()
+
+
+class Customer(BaseModel):
+    tier: str
+
+
+class Tiered(BaseModel):
+    id: int
+    tier: str | None
+
+
+class WithTier(eosflow.Processor):
+    """A typed table: each order with its customer's row, read as a ``Customer`` model."""
+
+    topics = {"orders": eosflow.Topic(key=str, value=Order)}
+    tables = {"customers": eosflow.Table("customers", serde=eosflow.Model(Customer))}
+
+    async def process(self, record: eosflow.Record[str, Order]) -> eosflow.Output | None:
+        if record.value is None:
+            return None
+        row = self.table("customers").get(record.key or "")
+        assert row is None or isinstance(row, Customer)
+        tier = None if row is None else row.tier
+        return eosflow.Output("tiered", Tiered(id=record.value.id, tier=tier), key=record.key)
+
+
+# A table's rows read as a model (``Table(serde=eosflow.Model(M))``), and a row that does
+# not validate: the lookup raises, so the order that read it follows the error policy --
+# dead-lettered -- and the others go on. Caught: the table's serde not applied (bytes
+# handed to the processor: every order dead-lettered).
+async def test_a_tables_rows_are_read_as_models(cluster: FakeCluster) -> None:
+    c = cluster
+    for topic in ("orders", "customers", "tiered", "dlq"):
+        c.create_topic(topic, 1)
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
+    await p.start()
+    try:
+        rows = {"c0": {"tier": "gold"}, "c1": {"tier": 3}, "c2": {"tier": "bronze"}}
+        for key, row in rows.items():  # c1's row does not validate
+            await p.send_and_wait("customers", json.dumps(row).encode(), key=key.encode())
+        for i in range(8):
+            order = json.dumps({"id": i, "qty": i}).encode()
+            await p.send_and_wait("orders", order, key=f"c{i % 4}".encode())
+    finally:
+        await p.stop()
+    app = eosflow.EosApp(WithTier(), cfg(c, input_topics=("orders",), dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "orders").values()) >= 8, "all committed")
+    out = [Tiered.model_validate_json(v or b"") for _k, v, _h in await read(c, "tiered")]
+    tiers = {"c0": "gold", "c2": "bronze", "c3": None}
+    assert out == [Tiered(id=i, tier=tiers[f"c{i % 4}"]) for i in range(8) if i % 4 != 1]
+    dead = await read(c, "dlq")
+    assert [k for k, _v, _h in dead] == [b"c1", b"c1"]
+    assert b"tier" in dead[0][2]["eosflow.error"]
