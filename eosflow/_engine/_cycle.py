@@ -45,7 +45,6 @@ from typing import Any
 
 from .._config import EosConfig
 from .._errors import (
-    ConfigError,
     DecodeError,
     FatalError,
     ProcessingError,
@@ -140,11 +139,6 @@ class Engine:
         # the whole transaction in one process_batch call (batch engines such as Spark).
         # Both fill the transaction through one loop (_fill) and share the error policy.
         batch = overrides_batch(processor)
-        if batch and typed.decodes:
-            raise ConfigError(
-                f"{type(processor).__name__} declares typed input topics and overrides "
-                "process_batch: typed records are decoded for process() only, so far"
-            )
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
         self._works_ahead = config.process_ahead and not batch  # batch: nothing to overlap
         # with state: bound by the session's stores (state() then knows the partition);
@@ -445,11 +439,15 @@ class Engine:
         # a batch engine pays per call: its transactions fill to the interval
         await self._fill(session, records, deadline, limit, (0, 0), take, _all_room, deadline)
         work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
+        # typed inputs decoded first, each that does not to the error policy on its own
+        given, dead, failed = await self._typed.decode_batch(batch, self._failed)
         # with its stores and windows, if declared (the finals the batch closed follow);
-        # a failing batch goes to the error policy (_failed)
-        work.outputs, work.dead_lettered = await session.stores.run_batch(
-            self._seat, batch, self._check, self._failed
+        # a failing batch goes to the error policy (_failed), as written
+        outputs, work.dead_lettered = await session.stores.run_batch(
+            self._seat, given, self._check, failed
         )
+        work.outputs, work.undecodable = dead + outputs, len(batch) - len(given)
+        work.dead_lettered += work.undecodable
         await self._send(session, work)
 
     def _retry_smaller(self, exc: TransactionError, held: int) -> None:

@@ -33,7 +33,7 @@ row when it is read, by the table's own serde (``Table(topic, serde=eosflow.Mode
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,7 @@ from ._codecs import codec_of
 __all__ = ["Topic", "Typing"]
 
 Process = Callable[[Record], Awaitable[Any]]
+Failed = Callable[[Sequence[Record], Exception], list[Output]]  # the app's error policy
 _Codecs = tuple[Serde | None, Serde | None]  # key's, value's (None: bytes)
 
 
@@ -166,6 +167,38 @@ class Typing:
 
         return typed
 
+    async def decode_batch(
+        self, records: Sequence[Record], failed: Failed
+    ) -> tuple[list[Record], list[Output], Failed]:
+        """A batch's records for ``process_batch``: those of declared input topics
+        decoded (schemas fetched first where needed), each one that does not decode
+        handed to ``failed`` (the error policy: its dead letters, or a raise) on its
+        own. Returns the decoded records, those dead letters, and ``failed`` for the
+        decoded ones -- the batch failing as a whole is dead-lettered as written."""
+        inputs = self._inputs
+        if not inputs:
+            return list(records), [], failed
+        out: list[Record] = []
+        dead: list[Output] = []
+        raw: dict[int, Record] = {}
+        for record in records:
+            codecs = inputs.get(record.topic)
+            if codecs is None:
+                out.append(record)
+                continue
+            try:
+                typed = await _decoded_fetching(record, codecs)
+            except DecodeError as exc:
+                dead.extend(failed([record], exc))
+                continue
+            raw[id(typed)] = record
+            out.append(typed)
+
+        def failed_as_written(batch: Sequence[Record], exc: Exception) -> list[Output]:
+            return failed([raw.get(id(r), r) for r in batch], exc)
+
+        return out, dead, failed_as_written
+
     def encode(self, o: Output) -> Output:
         """``o`` with its key and value encoded by its topic's declaration where they are
         not bytes already (None stays None); what no declaration covers is left as is."""
@@ -182,6 +215,16 @@ class Typing:
         except Exception as exc:
             raise TypeError(f"Output for {o.topic}: {exc}") from exc
         return Output(o.topic, value, key=key, headers=o.headers, partition=o.partition)
+
+
+async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:
+    """``record`` decoded, the schemas it names fetched first if need be."""
+    for _ in range(3):  # at most one fetch per side
+        try:
+            return decoded(record, codecs)
+        except NeedsSchema as need:
+            await need.fetch()
+    raise RuntimeError(f"{record.topic}: a schema fetched is still asked for")  # a bug
 
 
 async def _fetched_first(

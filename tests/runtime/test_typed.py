@@ -100,18 +100,31 @@ async def test_a_record_that_does_not_decode_stops_the_app_naming_it(cluster: Fa
     assert c.committed("g").get(("orders", 0), 0) <= BAD
 
 
-# Typed inputs are decoded for process() only: a processor that overrides process_batch
-# and declares an input topic is refused at start, in one line, rather than handed bytes.
-async def test_typed_inputs_with_process_batch_are_refused_in_one_line(
+# A processor that takes the whole transaction (process_batch) gets its typed records
+# decoded too; one that does not decode is dead-lettered on its own, as written, and the
+# batch goes on without it. Caught: the batch handed over as read (bytes, not models).
+async def test_process_batch_takes_typed_records_and_dead_letters_the_undecodable(
     cluster: FakeCluster,
 ) -> None:
     class Batched(Doubles):
         async def process_batch(self, records: Sequence[eosflow.Record]) -> list[eosflow.Output]:
-            return []
+            return [
+                eosflow.Output("doubled", Doubled(id=o.id, qty=2 * o.qty, before=0), key=r.key)
+                for r in records
+                if isinstance(o := r.value, Order)
+            ]
 
-    app = eosflow.EosApp(Batched(), cfg(cluster, input_topics=("orders",)))
-    with pytest.raises(eosflow.ConfigError, match=r"^Batched declares typed input topics"):
-        await app.run()
+    c = cluster
+    await seeded(c)
+    app = eosflow.EosApp(Batched(), cfg(c, input_topics=("orders",), dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "orders").values()) >= N, "all committed")
+    dlq = await read(c, "dlq")
+    assert [(k, v) for k, v, _ in dlq] == [(b"c1", value(BAD))]
+    assert dlq[0][2]["eosflow.error.field"] == b"value.qty"
+    assert (app.stats.dead_lettered, app.stats.undecodable) == (1, 1)
+    out = [Doubled.model_validate_json(v or b"").id for _k, v, _ in await read(c, "doubled")]
+    assert out == [i for i in range(N) if i not in (BAD, TOMBSTONE)]
 
 
 class Customer(BaseModel):
