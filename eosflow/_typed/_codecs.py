@@ -24,7 +24,7 @@ from .._state import Serde
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["Model", "codec_of", "model_json"]
+__all__ = ["Model", "codec_of", "declared_model", "model_json"]
 
 
 class Model(Generic[M]):
@@ -90,3 +90,15 @@ def codec_of(spec: object, where: str) -> Serde | None:
         f"{where} is {spec!r}: expected bytes, str, a pydantic model class or a Serde "
         "(an object with dumps and loads, such as eosflow.JSON)"
     )
+
+
+def declared_model(spec: object) -> type[BaseModel] | None:
+    """The pydantic model a declaration's side decodes to: a model class itself, or the
+    ``model`` of ``eosflow.Model``, ``eosflow.Avro`` and ``eosflow.JsonSchema``; None for
+    bytes, ``str``, a model-less schema and other ``Serde``s."""
+    if isinstance(spec, type) and issubclass(spec, BaseModel):
+        return spec
+    model = getattr(spec, "model", None)
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return model
+    return None

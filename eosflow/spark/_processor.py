@@ -50,6 +50,7 @@ from ._jobs import Tags, is_connect, tags_for
 from ._session import SparkSettings
 from ._ship import ship
 from ._state import frames, merge_partials
+from ._typed import Typed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -84,6 +85,7 @@ class SparkProcessor(Processor):
         windows = dict(self.windows or {})  # the declared state, fed by aggregate()
         self._windowed = frozenset(windows)
         self._state_names = sorted({*(self.stores or {}), *windows})
+        self._typed: Typed | None = None  # typed frames (``_typed``), known at configure
 
     def transform(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError("override SparkProcessor.transform(df) -> df")
@@ -121,6 +123,8 @@ class SparkProcessor(Processor):
 
     def configure(self, config: EosConfig) -> None:
         self._owner = config.transactional_id
+        typed = Typed(type(self).__name__, self.topics, config.input_topics, self.output_topic)
+        self._typed = typed if typed.model is not None or typed.output is not None else None
         if config.commit_interval_s < 1.0:
             log.warning(
                 "commit_interval_s is %.2f s: every transaction pays a Spark job's "
@@ -185,7 +189,12 @@ class SparkProcessor(Processor):
     async def process_batch(self, records: Sequence[Record]) -> list[Output]:
         if not records:
             return []
-        table = records_to_arrow(records)
+        typed = self._typed
+        table = (
+            typed.to_arrow(records)
+            if typed is not None and typed.model is not None
+            else records_to_arrow(records)
+        )
         seat = seat_of(self)
         state = None if seat is None else seat.batch  # with stores or windows declared
         inputs = frames(table, state, self._state_names) if state is not None else {}
@@ -218,7 +227,11 @@ class SparkProcessor(Processor):
         if state is not None:
             for name, rows in partials.items():
                 merge_partials(state, name, rows, name in self._windowed, self.merge)
-        return [] if out is None else arrow_to_outputs(out, self.output_topic)
+        if out is None:
+            return []
+        if typed is not None and (models := typed.outputs(out, self.output_topic)) is not None:
+            return models
+        return arrow_to_outputs(out, self.output_topic)
 
     def _job(self, table: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The outputs (``transform``'s; None when state alone is kept) and each store's

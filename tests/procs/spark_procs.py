@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable
 
+from pydantic import BaseModel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
@@ -71,3 +72,35 @@ class TenSecondClicks(SparkClicks):
             open(mark, "a").close()
             time.sleep(float(os.environ.get("SLOW_AGGREGATE_S", "0")))
         return super().aggregate(name, df)
+
+
+class Order(BaseModel):
+    id: int
+    customer: str
+    amount: int
+
+
+class Total(BaseModel):
+    customer: str
+    orders: int
+    amount: int
+
+
+class TypedTotals(SparkProcessor):
+    """Typed frames: ``in`` holds ``Order`` models (JSON) keyed by ``str``, so the frame
+    has ``id``, ``customer`` and ``amount`` columns; each transaction's totals per
+    customer go to ``totals`` as ``Total`` rows (its fields as columns, no ``value``)."""
+
+    output_topic = "totals"
+    topics = {
+        "in": eosflow.Topic(key=str, value=Order),
+        "totals": eosflow.Topic(key=str, value=Total),
+    }
+
+    def transform(self, df: DataFrame) -> DataFrame:
+        return (
+            df.where(F.col("id").isNotNull())  # a tombstone's row: every field null
+            .groupBy("customer")
+            .agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"))
+            .select(F.col("customer").alias("key"), "customer", "orders", "amount")
+        )

@@ -15,7 +15,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from fleet import committed_total
 from kit import app_config, create_topic, eventually
-from spark_procs import Broken, Slow, TenSecondClicks
+from spark_procs import Broken, Slow, TenSecondClicks, Total, TypedTotals
 from stateful import clicks_at, produce_at, steady
 
 import eosflow
@@ -399,3 +399,50 @@ def test_import_without_pyspark_gives_an_install_hint() -> None:
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 1
     assert "pip install 'eosflow[spark]'" in run.stderr.splitlines()[-1]
+
+
+# Typed frames: a SparkProcessor over a model's topic gets its fields as columns and
+# returns rows of its output's model; a record that does not decode is dead-lettered on
+# its own, as written, and the rest of its batch goes on. Caught: the frame built from
+# the records as read (no `id` column: every job fails, its batch dead-lettered).
+async def test_a_typed_spark_processor_gets_the_models_fields_as_columns(
+    eosflow_cluster: FakeCluster,
+) -> None:
+    c = eosflow_cluster
+    for topic, parts in (("in", 3), ("totals", 1), ("dlq", 1)):
+        c.create_topic(topic, parts)
+    records = orders(300)
+    bad = {7, 150}  # an amount that is not a number
+    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, linger_ms=5)
+    await p.start()
+    try:
+        for r in records:
+            value = b'{"id": 1, "customer": "c1", "amount": "lots"}' if r.offset in bad else r.value
+            await p.send(r.topic, value, key=r.key, partition=r.partition)
+        await p.flush()
+    finally:
+        await p.stop()
+    app = eosflow.EosApp(TypedTotals(), cfg(c, dead_letter_topic="dlq"))
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return sum(c.committed("g", "in").values()) == 300
+
+        await eventually(done, timeout_s=120, what="all orders committed")
+    want: dict[str, list[int]] = {}
+    for r in records:
+        if r.offset not in bad:
+            o = json.loads(r.value or b"")
+            n, amount = want.setdefault(o["customer"], [0, 0])
+            want[o["customer"]] = [n + 1, amount + o["amount"]]
+    got: dict[str, list[int]] = {}
+    for _p, _o, key, value in await read_topic(c.bootstrap_servers, "totals"):
+        t = Total.model_validate_json(value or b"")
+        assert key == t.customer.encode()
+        n, amount = got.setdefault(t.customer, [0, 0])
+        got[t.customer] = [n + t.orders, amount + t.amount]
+    assert got == want
+    dead = await read_topic(c.bootstrap_servers, "dlq")
+    assert sorted(k or b"" for _p, _o, k, _v in dead) == [b"o150", b"o7"]
+    assert app.stats.undecodable == 2
