@@ -126,7 +126,9 @@ async def run_eosflow(
             return eosflow.Output(dst, str(c).encode(), key=key)
 
     class Windowed(Clicks):
-        windows = {"clicks": WINDOW}
+        def __init__(self) -> None:
+            super().__init__()
+            self.windows = {"clicks": WINDOW}  # over the one Clicks builds from its settings
 
         def configure(self, config: eosflow.EosConfig) -> None:
             self.topic = dst

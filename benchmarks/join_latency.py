@@ -43,7 +43,10 @@ def joiner(table_topic: str, idle_s: float) -> eosflow.Processor:
     """``examples/customers.py``'s join with ``max_idle_s`` set on its table."""
 
     class Timed(EnrichOrders):
-        tables = {"customers": eosflow.Table(table_topic, max_idle_s=idle_s)}
+        def __init__(self) -> None:
+            super().__init__()
+            # over the table EnrichOrders declares in its __init__
+            self.tables = {"customers": eosflow.Table(table_topic, max_idle_s=idle_s)}
 
     return Timed()
 

@@ -11,31 +11,37 @@ rebalances and zombies. Clicks arriving after their window closed are late: coun
     eosflow run examples.clicks:Clicks --bootstrap-servers 127.0.0.1:9092 \
         --group-id clicks --input-topic clicks --transactional-id clicks-1
 
-``CLICKS_OUTPUT`` names the output topic (default ``<input>-per-window``),
-``CLICKS_WINDOW_S`` and ``CLICKS_GRACE_S`` the window (default 300 s) and its grace
-(default 10 s). ``eosflow.testing.check_windows`` checks a run against the input.
+Its settings (``--set name=value`` or ``EOSFLOW_APP_<NAME>``): ``output``, the output
+topic (default ``<input>-per-window``), and ``window_s`` and ``grace_s``, the window
+(default 300 s) and its grace (default 10 s). The window depends on the settings, so it
+is declared in ``__init__``: eosflow reads ``windows`` from the processor it was given,
+where this instance's own mapping hides the class's. ``eosflow.testing.check_windows``
+checks a run against the input.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import eosflow
 
-WINDOW = eosflow.Tumbling(
-    size_s=float(os.environ.get("CLICKS_WINDOW_S", "300")),
-    grace_s=float(os.environ.get("CLICKS_GRACE_S", "10")),
-)
-
 
 class Clicks(eosflow.Processor):
-    windows = {"clicks": WINDOW}
+    class Settings(eosflow.AppSettings):
+        output: str | None = None  # the output topic (None: <input>-per-window)
+        window_s: float = 300.0  # the window's size
+        grace_s: float = 10.0  # how long a window stays open for late clicks
+
+        def window(self) -> eosflow.Tumbling:
+            return eosflow.Tumbling(size_s=self.window_s, grace_s=self.grace_s)
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or self.Settings()
+        self.windows = {"clicks": self.settings.window()}
 
     def configure(self, config: eosflow.EosConfig) -> None:
-        default = f"{config.input_topics[0]}-per-window"
-        self.topic = os.environ.get("CLICKS_OUTPUT") or default
+        self.topic = self.settings.output or f"{config.input_topics[0]}-per-window"
 
     async def process(self, record: eosflow.Record) -> None:
         self.window("clicks").update(record.key or b"", _plus_one, 0)

@@ -13,19 +13,26 @@ outputs on every run and after any crash, and the table's position commits with 
     eosflow run examples.customers:EnrichOrders --bootstrap-servers 127.0.0.1:9092 \
         --group-id enrich --input-topic orders --transactional-id enrich-1
 
-``CUSTOMERS_TOPIC`` names the table topic (default ``customers``).
+Its setting (``--set customers_topic=...`` or ``EOSFLOW_APP_CUSTOMERS_TOPIC``) names the
+table topic (default ``customers``). The table depends on it, so it is declared in
+``__init__``: eosflow reads ``tables`` from the processor it was given, where this
+instance's own mapping hides the class's.
 """
 
 from __future__ import annotations
 
 import json
-import os
 
 import eosflow
 
 
 class EnrichOrders(eosflow.Processor):
-    tables = {"customers": eosflow.Table(os.environ.get("CUSTOMERS_TOPIC", "customers"))}
+    class Settings(eosflow.AppSettings):
+        customers_topic: str = "customers"  # the table topic
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or self.Settings()
+        self.tables = {"customers": eosflow.Table(self.settings.customers_topic)}
 
     def configure(self, config: eosflow.EosConfig) -> None:
         self.topic = f"{config.input_topics[0]}-enriched"

@@ -4,19 +4,21 @@
         --bootstrap-servers 127.0.0.1:9092 --group-id copy --input-topic in \
         --transactional-id copy-1
 
-The output topic comes from ``PASSTHROUGH_OUTPUT`` (default ``<input>-copy``).
+The output topic is the setting ``output`` (``--set output=...`` or
+``EOSFLOW_APP_OUTPUT``; default ``<input>-copy``).
 """
 
 from __future__ import annotations
-
-import os
 
 import eosflow
 
 
 class PassThrough(eosflow.Processor):
-    def __init__(self) -> None:
-        self.output = os.environ.get("PASSTHROUGH_OUTPUT")
+    class Settings(eosflow.AppSettings):
+        output: str | None = None  # the output topic (None: <input>-copy)
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.output = (settings or self.Settings()).output
 
     async def process(self, record: eosflow.Record) -> eosflow.Output:
         topic = self.output or f"{record.topic}-copy"

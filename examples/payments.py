@@ -3,7 +3,8 @@
 Two input topics, orders and payments, keyed by order id and co-partitioned (the same
 partition count, keys partitioned alike): ``--input-topic orders --input-topic payments``
 (the first is the orders). Each order and each payment whose Kafka timestamps are at
-most ``PAYMENTS_WITHIN_S`` apart (default 900) is produced once, as a JSON object
+most ``within_s`` apart (a setting: ``--set within_s=...`` or ``EOSFLOW_APP_WITHIN_S``;
+default 900) is produced once, as a JSON object
 ``{"order": ..., "payment": ..., "gap_ms": ...}`` (the two values, decoded as JSON) to
 ``<orders>-paid``: an inner join, every pair of an order id within the window.
 
@@ -23,15 +24,20 @@ record arriving out of order may find its partner gone, and the pair is not prod
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import eosflow
 
 
 class PaidOrders(eosflow.Processor):
+    class Settings(eosflow.AppSettings):
+        within_s: float = 900.0  # the most an order and its payment may be apart
+
     copartitioned = True
     stores = {"orders": eosflow.JSON, "payments": eosflow.JSON}
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.within_ms = round((settings or self.Settings()).within_s * 1000)
 
     def configure(self, config: eosflow.EosConfig) -> None:
         if len(config.input_topics) != 2:
@@ -41,7 +47,6 @@ class PaidOrders(eosflow.Processor):
             )
         self.orders, self.payments = config.input_topics
         self.topic = f"{self.orders}-paid"
-        self.within_ms = round(float(os.environ.get("PAYMENTS_WITHIN_S", "900")) * 1000)
 
     async def process(self, record: eosflow.Record) -> list[eosflow.Output]:
         key, t = record.key, record.timestamp

@@ -14,33 +14,35 @@ when a dead-letter topic is set.
     eosflow run examples.sessions:Sessions --bootstrap-servers 127.0.0.1:9092 \
         --group-id sessions --input-topic visits --transactional-id sessions-1
 
-``SESSIONS_OUTPUT`` names the output topic (default ``<input>-sessions``),
-``SESSIONS_GAP_S`` and ``SESSIONS_GRACE_S`` the inactivity that ends a session (default
-1800 s) and the grace (default 60 s). ``eosflow.testing.check_windows`` checks a run
-against the input.
+Its settings (``--set name=value`` or ``EOSFLOW_APP_<NAME>``): ``output``, the output
+topic (default ``<input>-sessions``), and ``gap_s`` and ``grace_s``, the inactivity that
+ends a session (default 1800 s) and the grace (default 60 s). The session window depends
+on them, so it is declared in ``__init__``, as in ``examples/clicks.py``.
+``eosflow.testing.check_windows`` checks a run against the input.
 """
 
 from __future__ import annotations
 
 import json
 import operator
-import os
 from typing import Any
 
 import eosflow
 
-SESSION = eosflow.Session(
-    gap_s=float(os.environ.get("SESSIONS_GAP_S", "1800")),
-    grace_s=float(os.environ.get("SESSIONS_GRACE_S", "60")),
-)
-
 
 class Sessions(eosflow.Processor):
-    windows = {"visits": SESSION}
+    class Settings(eosflow.AppSettings):
+        output: str | None = None  # the output topic (None: <input>-sessions)
+        gap_s: float = 1800.0  # the inactivity that ends a session
+        grace_s: float = 60.0  # how long a session stays open for late visits
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or self.Settings()
+        session = eosflow.Session(gap_s=self.settings.gap_s, grace_s=self.settings.grace_s)
+        self.windows = {"visits": session}
 
     def configure(self, config: eosflow.EosConfig) -> None:
-        default = f"{config.input_topics[0]}-sessions"
-        self.topic = os.environ.get("SESSIONS_OUTPUT") or default
+        self.topic = self.settings.output or f"{config.input_topics[0]}-sessions"
 
     async def process(self, record: eosflow.Record) -> None:
         visits = self.session("visits")

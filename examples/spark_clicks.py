@@ -12,12 +12,13 @@ Stream time, grace, late clicks and restores are eosflow's, as on the per-record
     EOSFLOW_COMMIT_INTERVAL_S=2 eosflow run examples.spark_clicks:SparkClicks \\
         --group-id clicks --input-topic clicks --transactional-id clicks-1
 
-``CLICKS_OUTPUT``, ``CLICKS_WINDOW_S`` and ``CLICKS_GRACE_S`` as in ``examples/clicks.py``.
+Its settings are ``examples/clicks.py``'s (``output``, ``window_s``, ``grace_s``: ``--set
+name=value`` or ``EOSFLOW_APP_<NAME>``), and so is its window, declared in ``__init__``
+before ``SparkProcessor.__init__``, which reads the declared windows.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -25,16 +26,20 @@ from pyspark.sql import functions as F
 
 import eosflow
 from eosflow.spark import WINDOW_KEYS, SparkProcessor
-from examples.clicks import WINDOW, final
+from examples.clicks import Clicks, final
 
 
 class SparkClicks(SparkProcessor):
-    windows = {"clicks": WINDOW}
+    Settings = Clicks.Settings  # output, window_s, grace_s
+
+    def __init__(self, settings: Clicks.Settings | None = None) -> None:
+        self.settings = settings or self.Settings()
+        self.windows = {"clicks": self.settings.window()}
+        super().__init__()  # after the windows: it reads them
 
     def configure(self, config: eosflow.EosConfig) -> None:
         super().configure(config)
-        default = f"{config.input_topics[0]}-per-window"
-        self.topic = os.environ.get("CLICKS_OUTPUT") or default
+        self.topic = self.settings.output or f"{config.input_topics[0]}-per-window"
 
     def aggregate(self, name: str, df: DataFrame) -> DataFrame:
         # clicks without a key count for the user b"" (as examples/clicks.py does)

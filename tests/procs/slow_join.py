@@ -1,6 +1,6 @@
 """``examples/customers.py``'s join of orders with a table of customers, into
-``CHAOS_OUT``, the table topic ``CHAOS_TABLE``, each order slowed by ``CHAOS_DELAY_S``
-(5 ms by default) so chaos lands mid-stream."""
+``CHAOS_OUT``, the table topic its setting (``EOSFLOW_APP_CUSTOMERS_TOPIC``), each order
+slowed by ``CHAOS_DELAY_S`` (5 ms by default) so chaos lands mid-stream."""
 
 import asyncio
 import os
@@ -10,8 +10,6 @@ from examples.customers import EnrichOrders
 
 
 class SlowJoin(EnrichOrders):
-    tables = {"customers": eosflow.Table(os.environ.get("CHAOS_TABLE", "customers"))}
-
     def __init__(self) -> None:
         super().__init__()
         self.delay_s = float(os.environ.get("CHAOS_DELAY_S", "0.005"))

@@ -11,7 +11,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
-import eosflow
 from eosflow.spark import SparkProcessor
 from examples.spark_clicks import SparkClicks
 
@@ -64,7 +63,8 @@ class TenSecondClicks(SparkClicks):
     """``examples/spark_clicks.py`` with 10 s windows and a 2 s grace (``SLOW_MARK``: a
     file touched when an aggregate job is planned, so a test can kill it mid-job)."""
 
-    windows = {"clicks": eosflow.Tumbling(size_s=10, grace_s=2)}
+    def __init__(self) -> None:
+        super().__init__(SparkClicks.Settings(window_s=10, grace_s=2))
 
     def aggregate(self, name: str, df: DataFrame) -> DataFrame:
         mark = os.environ.get("SLOW_MARK")

@@ -67,16 +67,17 @@ async def test_the_enrichment_example_joins_and_marks_unknown_customers() -> Non
 async def test_the_spark_clicks_example_gives_the_inputs_finals(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
-    c, src = eosflow_cluster, "in"
+    c, src, proc = eosflow_cluster, "in", TenSecondClicks()
     app, clicks = await race_clicks(
         c,
-        TenSecondClicks(),
+        proc,
         tmp_path,
         session_s=20.0,
         max_records_per_txn=60,
         commit_interval_s=0.5,
     )
-    spec = TenSecondClicks.windows["clicks"]
+    spec = proc.windows["clicks"]
+    assert spec == eosflow.Tumbling(size_s=10, grace_s=2)
     report = await check_windows(c.bootstrap_servers, src, f"{src}-per-window", spec)
     assert report.ok, report.summary()
     assert report.expected > 0 and report.late == 1 and app.stats.late == 1

@@ -324,7 +324,7 @@ async def test_spark_windows_survive_a_sigkill_and_wiped_state(
         "PYTHONPATH": f"{ROOT}:{ROOT / 'tests' / 'procs'}",
         "SLOW_MARK": str(mark),
         "SLOW_AGGREGATE_S": "0.5",
-        "CLICKS_OUTPUT": out,
+        "EOSFLOW_APP_OUTPUT": out,
         "EOSFLOW_SESSION_TIMEOUT_S": "6",
         "EOSFLOW_HEARTBEAT_INTERVAL_S": "0.5",
         "EOSFLOW_TRANSACTION_TIMEOUT_S": "20",
@@ -382,7 +382,7 @@ async def test_spark_windows_survive_a_sigkill_and_wiped_state(
             proc.kill()
             await proc.wait()
             raise
-    spec = TenSecondClicks.windows["clicks"]
+    spec = TenSecondClicks().windows["clicks"]  # declared in its __init__, from its settings
     report = await check_windows(b.bootstrap_servers, src, out, spec)
     assert report.ok, report.summary()
     assert report.expected > 0

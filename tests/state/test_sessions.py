@@ -18,9 +18,12 @@ SPEC = eosflow.Session(gap_s=5, grace_s=1)
 
 
 class Visits(sessions.Sessions):
-    """``examples/sessions.py`` with a 5 s gap and a 1 s grace."""
+    """``examples/sessions.py`` with a 5 s gap and a 1 s grace (its settings: the window
+    is declared in its ``__init__``)."""
 
-    windows = {"visits": SPEC}
+    def __init__(self) -> None:
+        super().__init__(sessions.Sessions.Settings(gap_s=5, grace_s=1))
+        assert self.windows == {"visits": SPEC}
 
 
 # Visits of 20 users on two partitions, in bursts with pauses longer and shorter than
@@ -66,7 +69,9 @@ async def test_a_session_closed_by_a_record_is_not_extended_by_it(
     spec = eosflow.Session(gap_s=10)
 
     class NoGrace(Visits):
-        windows = {"visits": spec}
+        def __init__(self) -> None:
+            super().__init__()
+            self.windows = {"visits": spec}  # over the one Sessions builds from its settings
 
     events = [(0, b"a", 0), (0, b"a", 10_000), (0, b"b", 30_000)]
     await produce_at(c.bootstrap_servers, src, events, b"visit")

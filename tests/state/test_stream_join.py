@@ -48,11 +48,11 @@ class Names:
 
 
 class Paid(PaidOrders):
-    """``PaidOrders`` with this test's window."""
+    """``PaidOrders`` with this test's window (its setting ``within_s``)."""
 
-    def configure(self, config: eosflow.EosConfig) -> None:
-        super().configure(config)
-        self.within_ms = WITHIN_MS
+    def __init__(self) -> None:
+        super().__init__(PaidOrders.Settings(within_s=WITHIN_MS / 1000))
+        assert self.within_ms == WITHIN_MS
 
 
 def history(partitions: int, orders: int, seed: int = 1) -> tuple[list[Event], list[Event]]:

@@ -67,7 +67,7 @@ async def test_the_join_is_the_inputs_under_kills_wipes_and_a_zombie(
     session_s = max(b.min_session_timeout_s, 2.0)
     env = chaos_env(session_s) | {
         "EOSFLOW_STATE_DIR": str(tmp_path),
-        "CHAOS_TABLE": n.customers,
+        "EOSFLOW_APP_CUSTOMERS_TOPIC": n.customers,  # examples/customers.py's setting
         "CHAOS_DELAY_S": "0.01",  # ~12 s of orders over three instances: chaos lands mid-run
     }
     fleet = WipingFleet(

@@ -51,10 +51,9 @@ def enrich(n: Names) -> eosflow.Processor:
     """``examples/customers.py`` on this test's table topic, with a second table."""
 
     class Enrich(customers.EnrichOrders):
-        tables: ClassVar[Mapping[str, eosflow.Table]] = {
-            "customers": eosflow.Table(n.customers),
-            "accounts": eosflow.Table(n.accounts),
-        }
+        def __init__(self) -> None:
+            super().__init__(self.Settings(customers_topic=n.customers))
+            self.tables = {**self.tables, "accounts": eosflow.Table(n.accounts)}
 
     return Enrich()
 

@@ -32,9 +32,12 @@ SPEC = eosflow.Tumbling(size_s=10, grace_s=2)
 
 
 class Clicks(clicks.Clicks):
-    """``examples/clicks.py`` with 10 s windows and a 2 s grace."""
+    """``examples/clicks.py`` with 10 s windows and a 2 s grace (its settings: the window
+    is declared in its ``__init__``)."""
 
-    windows = {"clicks": SPEC}
+    def __init__(self) -> None:
+        super().__init__(clicks.Clicks.Settings(window_s=10, grace_s=2))
+        assert self.windows == {"clicks": SPEC}
 
 
 async def windows_ok(bootstrap: str, src: str) -> Any:
@@ -85,7 +88,9 @@ class TwoWindows(Clicks):
     """Two windows of one spec, each record in both: finals to ``in-per-window`` and
     ``in-again`` (the processor's with several windows, or timers, takes its own path)."""
 
-    windows = {"again": SPEC, "clicks": SPEC}
+    def __init__(self) -> None:
+        super().__init__()
+        self.windows = {"again": SPEC, "clicks": SPEC}  # over Clicks's own, in its __init__
 
     async def process(self, record: eosflow.Record) -> None:
         await super().process(record)
