@@ -23,7 +23,7 @@ from ._observe import AbortReason, Observer, Outcome, SparkJobReport, Stats, Tra
 from ._ops import PrometheusMetrics
 from ._processor import Processor
 from ._records import Output, Record
-from ._schemas import Avro, JsonSchema, SchemaRegistrySettings
+from ._schemas import Avro, JsonSchema, Protobuf, SchemaRegistrySettings
 from ._security import KafkaSecurity
 from ._state import (
     BYTES,
@@ -81,6 +81,7 @@ __all__ = [
     "Processor",
     "ProducerFencedError",
     "PrometheusMetrics",
+    "Protobuf",
     "Record",
     "SchemaRegistryError",
     "SchemaRegistrySettings",

@@ -44,10 +44,12 @@ class UnknownSchemaId(ValueError):
 
 class Schemaful:
     """A declaration of a topic side's schema: ``model`` (a pydantic model class, or
-    None: plain values) and ``schema`` (the schema; derived from the model when not
-    given). ``subject`` overrides ``<topic>-key``/``<topic>-value``."""
+    None: plain values; ``Protobuf``'s is a generated message class, checked by its own
+    ``__init__``) and ``schema`` (the schema; derived from the model when not given).
+    ``subject`` overrides ``<topic>-key``/``<topic>-value``."""
 
-    kind: ClassVar[str]  # the registry's schemaType: AVRO, JSON
+    kind: ClassVar[str]  # the registry's schemaType: AVRO, JSON, PROTOBUF
+    model: type[Any] | None
 
     def __init__(
         self,

@@ -18,13 +18,14 @@ Cost: none for an app without declarations (``decoding`` hands ``process`` back)
 for records of undeclared topics one dict lookup; a declared record is one new
 ``Record`` plus its codecs' work.
 
-Schemas in a registry (``eosflow.Avro``, ``eosflow.JsonSchema``: the ``_schemas`` room):
-such a declaration is bound to the app's one ``Registry`` (``SchemaRegistrySettings``:
-the processor's ``schema_registry``, else ``EOSFLOW_SCHEMA_REGISTRY_*``) under its
-subject; ``prepare()`` registers (or looks up) the output topics' schemas before the
-first transaction, and a record naming a schema id not fetched yet has the wrapper
-await it once (``NeedsSchema``) before decoding -- the only step that is not
-synchronous, taken once per schema id. ``close()`` ends the registry's client.
+Schemas in a registry (``eosflow.Avro``, ``eosflow.JsonSchema``, ``eosflow.Protobuf``:
+the ``_schemas`` room): such a declaration is bound to the app's one ``Registry``
+(``SchemaRegistrySettings``: the processor's ``schema_registry``, else
+``EOSFLOW_SCHEMA_REGISTRY_*``) under its subject; ``prepare()`` registers (or looks up)
+the output topics' schemas before the first transaction, and a record naming a schema
+id not fetched yet has the wrapper await it once (``NeedsSchema``) before decoding --
+the only step that is not synchronous, taken once per schema id. ``close()`` ends the
+registry's client.
 
 Tables' topics are not decoded here: a table keeps its rows as written and decodes a
 row when it is read, by the table's own serde (``Table(topic, serde=eosflow.Model(M))``)

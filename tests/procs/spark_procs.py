@@ -11,6 +11,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
+import eosflow
 from eosflow.spark import SparkProcessor
 from examples.spark_clicks import SparkClicks
 

@@ -42,6 +42,7 @@ def test_all_is_pinned() -> None:
         "Processor",
         "ProducerFencedError",
         "PrometheusMetrics",
+        "Protobuf",
         "Record",
         "SchemaRegistryError",
         "SchemaRegistrySettings",
