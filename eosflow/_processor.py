@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from pydantic import BaseModel
 
@@ -177,21 +177,24 @@ class Processor(Lifecycle):
     ``loop.run_in_executor`` does not see it.
     """
 
-    stores: ClassVar[Mapping[str, Serde | None]] = {}
-    windows: ClassVar[Mapping[str, WindowSpec | Session | Sliding]] = {}
-    tables: ClassVar[Mapping[str, Table | GlobalTable]] = {}
+    # The declarations are read from the processor object: a class sets them in its
+    # body, or an instance in ``__init__`` (from its settings) -- so they are plain
+    # attributes, not ClassVars, and an instance's assignment type-checks.
+    stores: Mapping[str, Serde | None] = {}
+    windows: Mapping[str, WindowSpec | Session | Sliding] = {}
+    tables: Mapping[str, Table | GlobalTable] = {}
     #: the inputs are co-partitioned (the same partition count, keyed alike): partition p
     #: of each is held by one instance (range assignment) and their records are taken
     #: in timestamp order; ``state_of`` reads a sibling's store. Off: each input
     #: partition is on its own, assigned round robin.
-    copartitioned: ClassVar[bool] = False
+    copartitioned: bool = False
     #: what topics' keys and values are (name -> ``eosflow.Topic``): an input topic's
     #: records reach ``process`` decoded (``Record[K, V]``), an output topic's
     #: ``Output`` takes the objects; undeclared topics are bytes as before
-    topics: ClassVar[Mapping[str, Topic]] = {}
+    topics: Mapping[str, Topic] = {}
     #: the schema registry of ``eosflow.Avro``/``eosflow.JsonSchema`` declarations
     #: (None: ``EOSFLOW_SCHEMA_REGISTRY_*``, read only if a declaration needs it)
-    schema_registry: ClassVar[SchemaRegistrySettings | None] = None
+    schema_registry: SchemaRegistrySettings | None = None
 
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed

@@ -31,7 +31,7 @@ class SlowTyped(eosflow.Processor):
         self.output = os.environ["CHAOS_OUT"]
         self.delay_s = float(os.environ.get("CHAOS_DELAY_S", "0.001"))
         # the topics' names are the test's: declared on the instance
-        self.topics = {  # type: ignore[misc]
+        self.topics = {
             os.environ["CHAOS_IN"]: eosflow.Topic(key=str, value=eosflow.Avro(Reading)),
             self.output: eosflow.Topic(key=str, value=eosflow.Avro(Tally)),
         }
