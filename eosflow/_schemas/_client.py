@@ -13,8 +13,9 @@ Three calls, each cached for the life of the app:
   one request); an id the registry does not know is ``None`` (that record does not
   decode), and is not asked again.
 
-Failure modes: a connection error, a timeout (``request_timeout_s``), a 5xx or 429 is
-retried with a backoff growing from 0.1 s to 2 s for ``retry_timeout_s``; past it,
+Failure modes: a server certificate that does not verify is a ``SchemaRegistryError``
+at once (no retry mends it); a connection error, a timeout (``request_timeout_s``), a
+5xx or 429 is retried with a backoff growing from 0.1 s to 2 s for ``retry_timeout_s``; past it,
 ``SchemaRegistryError`` (never a record let through undecoded). Any other refusal
 (401/403, 404, 409, 422) is raised at once, with the registry's own message. httpx's
 errors are mapped here and nowhere else; an error names the URL (credentials are never
@@ -168,6 +169,11 @@ class Registry:
                     method, self.url + path, json=body
                 )
             except self._httpx.HTTPError as exc:  # connect, read, timeouts, protocol
+                if (why := _untrusted(exc)) is not None:  # no retry mends a certificate
+                    raise SchemaRegistryError(
+                        f"schema registry {self.url}: its certificate is not trusted ({why}); "
+                        "set ssl_cafile to the CA that signed it"
+                    ) from None
                 last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if answer.status_code < 300:
@@ -184,6 +190,18 @@ class Registry:
                 )
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
+
+
+def _untrusted(exc: BaseException) -> str | None:
+    """The reason, if ``exc`` comes of the server's certificate failing verification."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return str(seen.verify_message or seen.reason or seen)
+        if "CERTIFICATE_VERIFY_FAILED" in str(seen):
+            return "certificate verify failed"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _schema_body(kind: str, text: str) -> dict[str, str]:

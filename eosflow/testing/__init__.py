@@ -25,7 +25,7 @@ from ._cluster import FakeCluster
 from ._faults import FaultRule
 from ._groups import GroupSettings
 from ._procs import spawn_run
-from ._registry import SchemaRegistry
+from ._registry import RegistryTls, SchemaRegistry
 from ._sasl import ClusterSecurity
 from ._txn import TxnSettings
 
@@ -37,6 +37,7 @@ __all__ = [
     "FakeCluster",
     "FaultRule",
     "GroupSettings",
+    "RegistryTls",
     "SchemaRegistry",
     "StateReport",
     "TxnSettings",

@@ -36,12 +36,14 @@ import json
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -60,7 +62,7 @@ CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 LEVELS = tuple(f"{k}{t}" for k in ("BACKWARD", "FORWARD", "FULL") for t in ("", "_TRANSITIVE"))
 LEVELS = ("NONE", *LEVELS)
 RUNNER = "eosflow-registry-1-runner.jar"
-_LISTENING = re.compile(r"Listening on: (http://127\.0\.0\.1:\d+)")
+_LISTENING = re.compile(r"Listening on: (https?://127\.0\.0\.1:\d+)")
 
 _POM = """<?xml version="1.0" encoding="UTF-8"?>
 <project xmlns="http://maven.apache.org/POM/4.0.0">
@@ -230,15 +232,27 @@ def _build(mvn: str, home: Path) -> None:
 _DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy on loopback
 
 
-def call(method: str, url: str, body: Any = None, timeout_s: float = 5.0) -> tuple[int, Any]:
+def call(
+    method: str,
+    url: str,
+    body: Any = None,
+    timeout_s: float = 5.0,
+    context: ssl.SSLContext | None = None,
+) -> tuple[int, Any]:
     """One HTTP request to the registry: the status and the decoded JSON answer (None when
-    empty). ``body`` is sent as JSON. Connection errors raise ``OSError``."""
+    empty). ``body`` is sent as JSON; ``context``: TLS settings of an https URL.
+    Connection errors raise ``OSError``."""
     data = None if body is None else json.dumps(body).encode()
     request = urllib.request.Request(url, data=data, method=method)
     request.add_header("Content-Type", CONTENT_TYPE)
     request.add_header("Accept", "application/json")
     try:
-        with _DIRECT.open(request, timeout=timeout_s) as answer:
+        opener = _DIRECT
+        if context is not None:
+            opener = urllib.request.build_opener(
+                urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+            )
+        with opener.open(request, timeout=timeout_s) as answer:
             status, raw = answer.status, answer.read()
     except urllib.error.HTTPError as exc:
         status, raw = exc.code, exc.read()
@@ -246,6 +260,16 @@ def call(method: str, url: str, body: Any = None, timeout_s: float = 5.0) -> tup
         return status, json.loads(raw) if raw.strip() else None
     except ValueError:
         return status, raw.decode(errors="replace")
+
+
+@dataclass(frozen=True)
+class RegistryTls:
+    """HTTPS for the registry: its ``certificate`` (PEM, the chain), its ``key`` (PEM),
+    and the ``ca`` (PEM) that signed it, which the readiness checks trust."""
+
+    certificate: Path
+    key: Path
+    ca: Path
 
 
 class SchemaRegistry:
@@ -265,11 +289,14 @@ class SchemaRegistry:
         compatibility: str = "BACKWARD",
         heap_mb: int = 256,
         start_timeout_s: float = 120.0,
+        tls: RegistryTls | None = None,
     ) -> None:
         if compatibility.upper() not in LEVELS:
             raise ValueError(f"compatibility {compatibility!r} is none of {', '.join(LEVELS)}")
         self.compatibility = compatibility.upper()
         self.heap_mb, self.start_timeout_s = heap_mb, start_timeout_s
+        self.tls = tls
+        self._context = None if tls is None else ssl.create_default_context(cafile=str(tls.ca))
         self.url = ""  # http://127.0.0.1:<port>/apis/ccompat/v7, once started
         self.started_in_s = 0.0  # from the process' start to its first answer
         self._proc: subprocess.Popen[bytes] | None = None
@@ -327,6 +354,13 @@ class SchemaRegistry:
         (self._dir / "tmp").mkdir()
         cmd = [java, f"-Xmx{self.heap_mb}m", f"-Djava.io.tmpdir={self._dir / 'tmp'}"]
         cmd += ["-Dquarkus.http.host=127.0.0.1", "-Dquarkus.http.port=0"]
+        if self.tls is not None:  # HTTPS only, on a port the OS picks
+            cmd += [
+                "-Dquarkus.http.ssl-port=0",
+                "-Dquarkus.http.insecure-requests=disabled",
+                f"-Dquarkus.http.ssl.certificate.files={self.tls.certificate}",
+                f"-Dquarkus.http.ssl.certificate.key-files={self.tls.key}",
+            ]
         if self.compatibility != "NONE":
             cmd += [f"-Dregistry.rules.global.compatibility={self.compatibility}"]
         self._began = time.monotonic()
@@ -355,13 +389,15 @@ class SchemaRegistry:
             self._base = found.group(1)
         url = self._base + CCOMPAT
         try:
-            status, _ = call("GET", f"{url}/subjects")
+            status, _ = call("GET", f"{url}/subjects", context=self._context)
         except OSError:
             return False
         if status != 200:
             return False
         if self.compatibility != "NONE":  # the property enforces it; this makes GET /config say so
-            status, answer = call("PUT", f"{url}/config", {"compatibility": self.compatibility})
+            status, answer = call(
+                "PUT", f"{url}/config", {"compatibility": self.compatibility}, context=self._context
+            )
             if status != 200:
                 raise GenuineStartError(f"PUT {url}/config answered {status}: {answer}")
         self.url, self.started_in_s = url, time.monotonic() - self._began

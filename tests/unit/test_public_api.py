@@ -80,6 +80,7 @@ def test_testing_all_is_pinned() -> None:
         "FaultRule",
         "GroupSettings",
         "PROFILES",
+        "RegistryTls",
         "SchemaRegistry",
         "StateReport",
         "TxnSettings",

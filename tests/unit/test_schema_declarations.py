@@ -157,3 +157,52 @@ def test_an_output_codec_writes_nothing_before_its_schema_is_registered() -> Non
     )
     with pytest.raises(TypeError, match="no registered schema"):
         typing.encode(eosflow.Output("out", Line(sku="a", qty=1, price=1.0)))
+
+
+# Basic auth: the credentials go in the Authorization header, and a refusal is one line
+# that names the registry and the setting, never the password -- nor does any log line.
+# (The server is a stand-in for an authenticating proxy in front of a registry: the
+# test kit's Apicurio authenticates with OIDC only.) Caught: the auth not passed to the
+# client (no header sent).
+async def test_basic_auth_is_sent_and_a_refusal_never_shows_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import base64
+    import http.server
+    import threading
+
+    seen: list[str | None] = []
+
+    class Refusing(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            body = b'{"error_code": 401, "message": "Unauthorized"}'
+            self.send_response(401)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refusing)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    settings = eosflow.SchemaRegistrySettings(url=url, username="bob", password="hunter2")
+    registry = Registry(settings)
+    caplog.set_level("DEBUG")
+    try:
+        with pytest.raises(eosflow.SchemaRegistryError) as caught:
+            await registry.register("orders-value", "AVRO", '"string"')
+    finally:
+        await registry.close()
+        server.shutdown()
+        server.server_close()
+    assert seen == ["Basic " + base64.b64encode(b"bob:hunter2").decode()]
+    message = str(caught.value)
+    assert message.startswith(f"schema registry {url} refused registering a schema")
+    assert "HTTP 401 error 401: Unauthorized (check username and password)" in message
+    assert "hunter2" not in message and "aHVudGVyMg" not in message
+    assert not [r for r in caplog.records if "hunter2" in r.getMessage()]
