@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ENV_CACHE = "EOSFLOW_TEST_KAFKA_CACHE"
@@ -160,23 +160,15 @@ def copy_dependencies(
     start = time.monotonic()
     cmd = [mvn, "-B", "-f", str(pom), "dependency:copy-dependencies"]
     cmd += [f"-DoutputDirectory={staging}", "-DincludeScope=runtime"]
-    with log.open("w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=home)
-        last = start
-        while proc.poll() is None:
-            time.sleep(0.2)
-            if time.monotonic() - last >= 10:
-                last = time.monotonic()
-                done = log.read_text(errors="replace").count("Downloaded from")
-                _say(f"still resolving: {last - start:.0f} s, {done} files downloaded")
+    returncode = run_maven(cmd, home, log, _say, "resolving")
     elapsed = time.monotonic() - start
     text = log.read_text(errors="replace")
     jars = sorted(staging.glob("*.jar"))
-    if proc.returncode != 0 or not any(j.name.startswith(expect) for j in jars):
+    if returncode != 0 or not any(j.name.startswith(expect) for j in jars):
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join([line for line in text.splitlines() if "ERROR" in line][-15:])
         raise GenuineUnavailable(
-            f"Maven could not resolve {what} (exit {proc.returncode}, log {log}):\n{tail}"
+            f"Maven could not resolve {what} (exit {returncode}, log {log}):\n{tail}"
         )
     size = sum(j.stat().st_size for j in jars)
     staging.rename(libs)
@@ -188,6 +180,29 @@ def copy_dependencies(
         f"{what}: {len(jars)} jars, {size / 1e6:.1f} MB in {elapsed:.1f} s "
         f"({downloaded / 1e6:.1f} MB downloaded by Maven, the rest from its local repository)"
     )
+
+
+def run_maven(cmd: list[str], cwd: Path, log: Path, say: Callable[[str], None], doing: str) -> int:
+    """Run Maven (``cmd``) in ``cwd``, its output into ``log``, saying every 10 s how
+    long it has been ``doing`` and how many files it downloaded; its exit code. An
+    interruption (^C, a test's timeout) stops Maven too."""
+    start = last = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=cwd
+        )
+        try:
+            while proc.poll() is None:
+                time.sleep(0.2)
+                if time.monotonic() - last >= 10:
+                    last = time.monotonic()
+                    done = log.read_text(errors="replace").count("Downloaded from")
+                    say(f"still {doing}: {last - start:.0f} s, {done} files downloaded")
+        finally:
+            if proc.poll() is None:  # interrupted: Maven goes too
+                proc.kill()
+                proc.wait()
+    return proc.returncode
 
 
 def _downloaded_bytes(mvn_output: str) -> int:

@@ -50,7 +50,7 @@ from typing import Any
 
 from . import _genuine_procs as procs
 from ._genuine import GenuineStartError
-from ._genuine_jars import GenuineUnavailable, check_tools, locked
+from ._genuine_jars import GenuineUnavailable, check_tools, locked, run_maven
 
 __all__ = ["APICURIO_VERSION", "SchemaRegistry", "build", "cache_root", "call"]
 
@@ -192,30 +192,17 @@ def _build(mvn: str, home: Path) -> None:
     _say(f"building Apicurio Registry {APICURIO_VERSION} with Maven in {home} (once)")
     start = time.monotonic()
     cmd = [mvn, "-B", "-s", "settings.xml", "package", "-DskipTests"]
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=project
-        )
-        try:
-            last = start
-            while proc.poll() is None:
-                time.sleep(0.2)
-                if time.monotonic() - last >= 10:
-                    last = time.monotonic()
-                    done = log.read_text(errors="replace").count("Downloaded from")
-                    _say(f"still building: {last - start:.0f} s, {done} files downloaded")
-        finally:
-            procs.kill(proc)  # interrupted: Maven goes too (a no-op once it has exited)
+    returncode = run_maven(cmd, project, log, _say, "building")
     elapsed = time.monotonic() - start
     target = project / "target"
     runners = sorted(target.glob("*-runner.jar"))
-    if proc.returncode != 0 or not runners or not (target / "lib").is_dir():
+    if returncode != 0 or not runners or not (target / "lib").is_dir():
         shutil.rmtree(project, ignore_errors=True)
         text = log.read_text(errors="replace")
         errors = "\n".join([line for line in text.splitlines() if "ERROR" in line][-15:])
         raise GenuineUnavailable(
             f"Maven could not build Apicurio Registry {APICURIO_VERSION} "
-            f"(exit {proc.returncode}, log {log}):\n{errors}"
+            f"(exit {returncode}, log {log}):\n{errors}"
         )
     app = project / "app"
     app.mkdir()
