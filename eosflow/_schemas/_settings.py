@@ -20,7 +20,10 @@ of its environment), or built in code and set as a processor's ``schema_registry
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import os
+from collections.abc import Mapping
 from types import ModuleType
 from typing import ClassVar
 from urllib.parse import urlsplit
@@ -36,7 +39,9 @@ ENV_PREFIX = "EOSFLOW_SCHEMA_REGISTRY_"
 
 class SchemaRegistrySettings(OneLineSettings):
     """How to reach the schema registry (see the module doc); frozen, validated on
-    construction with eosflow's one-line errors."""
+    construction with eosflow's one-line errors. ``from_environment()`` reads
+    ``EOSFLOW_SCHEMA_REGISTRY_*`` and refuses a variable of that prefix that names no
+    field (a misspelt setting is never ignored)."""
 
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, frozen=True, extra="forbid")
     what: ClassVar[str] = "schema registry settings"
@@ -59,6 +64,18 @@ class SchemaRegistrySettings(OneLineSettings):
     retry_timeout_s: float = Field(
         default=30.0, ge=0, description="how long an unanswering registry is retried"
     )
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> SchemaRegistrySettings:
+        environ = os.environ if environ is None else environ
+        known = [ENV_PREFIX + name.upper() for name in cls.model_fields]
+        for var in sorted(environ):
+            upper = var.upper()
+            if upper.startswith(ENV_PREFIX) and upper not in known:
+                close = difflib.get_close_matches(upper, known, n=1)
+                hint = f"did you mean {close[0]}?" if close else f"the settings: {known}"
+                raise ConfigError(f"unknown setting {var}; {hint}")
+        return cls()
 
     @field_validator("url")
     @classmethod

@@ -115,7 +115,8 @@ class Typing:
         if not isinstance(spec, Schemaful):
             return codec_of(spec, where)
         if self._registry is None:
-            settings = settings if settings is not None else SchemaRegistrySettings()
+            if settings is None:
+                settings = SchemaRegistrySettings.from_environment()
             if settings.url is None:
                 raise ConfigError(
                     f"{where} is {spec!r}: a schema registry is needed; set "

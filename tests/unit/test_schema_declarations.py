@@ -206,3 +206,18 @@ async def test_basic_auth_is_sent_and_a_refusal_never_shows_the_password(
     assert "HTTP 401 error 401: Unauthorized (check username and password)" in message
     assert "hunter2" not in message and "aHVudGVyMg" not in message
     assert not [r for r in caplog.records if "hunter2" in r.getMessage()]
+
+
+# A misspelt EOSFLOW_SCHEMA_REGISTRY_* variable is one line naming the closest setting,
+# never ignored. Caught: the check skipped (the settings built without the URL, and the
+# error then said the URL was missing).
+def test_a_misspelt_registry_variable_is_refused_naming_the_closest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("EOSFLOW_SCHEMA_REGISTRY_URLL", "http://r:8081")
+    with pytest.raises(
+        eosflow.ConfigError,
+        match=r"^unknown setting EOSFLOW_SCHEMA_REGISTRY_URLL; did you mean "
+        r"EOSFLOW_SCHEMA_REGISTRY_URL\?$",
+    ):
+        Typing("Shop", {"orders": eosflow.Topic(value=eosflow.Avro(Order))}, ("orders",))
