@@ -362,6 +362,8 @@ def normalised(o: Output, encode: Encode | None = None) -> Output:
     if encode is not None:
         o = encode(o)
         key, value = o.key, o.value
+        if (key is None or type(key) is bytes) and (value is None or type(value) is bytes):
+            return o  # encoded by its declaration: no second copy
     return Output(
         o.topic,
         _as_bytes(value, "value", o.topic),

@@ -74,11 +74,17 @@ class _AvroCodec(SchemaCodec):
         self._parsed = fastavro.parse_schema(schema, named_schemas={})
         self._write = fastavro.schemaless_writer
         model = declared.model
-        self._validate = model.model_validate if model is not None else None
+        # pydantic's compiled validator and serializer, called directly: model_validate
+        # and model_dump add a Python frame each per record (measured ~0.4 us a record)
+        self._validate = model.__pydantic_validator__.validate_python if model else None
 
     def encode(self, value: Any) -> bytes:
         out = io.BytesIO()
-        datum = value.model_dump() if isinstance(value, BaseModel) else value
+        datum = (
+            value.__pydantic_serializer__.to_python(value)
+            if isinstance(value, BaseModel)
+            else value
+        )
         self._write(out, self._parsed, datum)
         return out.getvalue()
 
@@ -91,9 +97,7 @@ class _AvroCodec(SchemaCodec):
         validate = self._validate
 
         def read(data: bytes) -> Any:
-            body = io.BytesIO(data)
-            body.seek(HEADER_SIZE)
-            datum = read_body(body, writer, resolve)
+            datum = read_body(io.BytesIO(memoryview(data)[HEADER_SIZE:]), writer, resolve)
             return datum if validate is None else validate(datum)
 
         return read
