@@ -54,7 +54,7 @@ class _JsonCodec(SchemaCodec):
         super().__init__(declared, registry, subject, json.dumps(schema, separators=(",", ":")))
         model = declared.model
         if model is not None:
-            validate_json = model.model_validate_json
+            validate_json = model.__pydantic_validator__.validate_json
 
             def parse(body: bytes) -> Any:
                 return validate_json(body)

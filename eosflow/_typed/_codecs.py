@@ -38,7 +38,7 @@ class Model(Generic[M]):
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ConfigError(f"eosflow.Model({model!r}): expected a pydantic model class")
         self.model = model
-        self._validate = model.model_validate_json
+        self._validate = model.__pydantic_validator__.validate_json  # no wrapper frame
 
     def loads(self, data: bytes, /) -> M:
         return self._validate(data)  # type: ignore[no-any-return]
