@@ -102,31 +102,7 @@ class JavaContender:
         return resolve_artifacts(f"{self._cache}-{version}", self._deps(version), what, expect)
 
     def _compile(self, libs: Path) -> Path:
-        javac = shutil.which("javac")
-        if javac is None:
-            raise GenuineUnavailable("javac not found on PATH (a JDK is needed)")
-        digest = hashlib.sha256(self.version.encode())
-        for source in self.sources:
-            digest.update(source.read_bytes())
-        classes = libs.parent / f"classes-{digest.hexdigest()[:12]}"
-        if (classes / f"{self.main}.class").exists():
-            return classes
-        with locked(libs.parent / "lock"):
-            if (classes / f"{self.main}.class").exists():
-                return classes
-            _say(f"compiling {self.main}.java against {self.name} {self.version}")
-            staging = Path(tempfile.mkdtemp(prefix="classes-tmp-", dir=libs.parent))
-            done = subprocess.run(
-                [javac, "-nowarn", "-d", str(staging), "-cp", f"{libs}/*", *map(str, self.sources)],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            if done.returncode != 0:
-                shutil.rmtree(staging, ignore_errors=True)
-                raise GenuineUnavailable(f"javac failed:\n{done.stdout}{done.stderr}")
-            staging.rename(classes)
-        return classes
+        return compile_sources(self.sources, libs, self.main, f"{self.name} {self.version}")
 
     def command(self, *args: str) -> list[str]:
         """The ``java`` command of one run (``prepare()`` first)."""
@@ -143,6 +119,38 @@ class JavaContender:
             classes=self._classes,
         )
         return [cmd[0], f"-Xms{HEAP_MB}m", *cmd[1:]]
+
+
+def compile_sources(sources: list[Path], libs: Path, main: str, against: str) -> Path:
+    """``sources`` compiled with ``javac`` against the jars of ``libs`` into
+    ``classes-<hash of the sources and against>`` beside ``libs`` (once, under its lock);
+    the folder of ``main``'s classes. ``against`` names the jars in the line said while
+    compiling (and goes into the hash: other jars, other classes)."""
+    javac = shutil.which("javac")
+    if javac is None:
+        raise GenuineUnavailable("javac not found on PATH (a JDK is needed)")
+    digest = hashlib.sha256(against.encode())
+    for source in sources:
+        digest.update(source.read_bytes())
+    classes = libs.parent / f"classes-{digest.hexdigest()[:12]}"
+    if (classes / f"{main}.class").exists():
+        return classes
+    with locked(libs.parent / "lock"):
+        if (classes / f"{main}.class").exists():
+            return classes
+        _say(f"compiling {main}.java against {against}")
+        staging = Path(tempfile.mkdtemp(prefix="classes-tmp-", dir=libs.parent))
+        done = subprocess.run(
+            [javac, "-nowarn", "-d", str(staging), "-cp", f"{libs}/*", *map(str, sources)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise GenuineUnavailable(f"javac failed:\n{done.stdout}{done.stderr}")
+        staging.rename(classes)
+    return classes
 
 
 def kafka_streams(version: str, fallback: str | None = None) -> JavaContender:
