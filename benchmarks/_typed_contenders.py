@@ -24,7 +24,8 @@ NAME:
   ``Order`` schema eosflow derives) on its ``SchemaRegistryClient``.
 
 The clock is ``compare.py``'s (``_clock.Finish``): from the first record processed to
-the group's committed offsets at the end of the input. Prints ``progress N`` lines while
+the group's committed offsets at the end of the input; ``cpu_s`` is the process's CPU
+time (every thread's: librdkafka's too) over the same span. Prints ``progress N`` lines while
 it runs (the parent echoes them) and one JSON line at the end. With PROFILE_PATH the run
 is sampled by pyinstrument (every thread's stack, 1 ms) and its text report written there.
 """
@@ -128,6 +129,7 @@ async def run_eosflow(
         async def process(self, record: eosflow.Record[bytes, Order]) -> eosflow.Output:
             if not first:
                 first.append(time.monotonic())
+                EXTRA["cpu0"] = time.process_time()
             return eosflow.Output(dst, record.value, key=record.key, partition=record.partition)
 
     config = eosflow.EosConfig(
@@ -148,6 +150,7 @@ async def run_eosflow(
         finish.begin()
         EXTRA["own_s"] = time.monotonic() - first[0]  # its last transaction ended
         done = await asyncio.to_thread(finish.at)
+        EXTRA["cpu_s"] = time.process_time() - EXTRA["cpu0"]
     EXTRA["commits"] = app.stats.committed
     return done - first[0]
 
@@ -186,7 +189,9 @@ def run_confluent_avro(
             msgs = _fetch(consumer, rule.room(), IDLE_MS / 1000)
             if not msgs:
                 continue
-            first = first or time.monotonic()
+            if not first:
+                first = time.monotonic()
+                EXTRA["cpu0"] = time.process_time()
             rule.begin()
             producer.begin_transaction()
             offsets: dict[int, int] = {}
@@ -215,7 +220,9 @@ def run_confluent_avro(
             rule.end()
             progress(done)
         finish.begin()
-        return finish.at() - first
+        done_at = finish.at()
+        EXTRA["cpu_s"] = time.process_time() - EXTRA["cpu0"]
+        return done_at - first
     finally:
         consumer.close()
 
@@ -244,6 +251,7 @@ def run_quixstreams(boot: str, src: str, dst: str, n: int, budget: Budget, group
     def count(value: Any) -> None:
         if not first:
             first.append(time.monotonic())
+            EXTRA["cpu0"] = time.process_time()
         seen[0] += 1
         if seen[0] % 10_000 == 0:
             progress(seen[0])
@@ -253,7 +261,9 @@ def run_quixstreams(boot: str, src: str, dst: str, n: int, budget: Budget, group
 
     app.dataframe(t_in).update(count).to_topic(t_out)
     app.run()
-    return finish.at() - first[0]
+    done = finish.at()
+    EXTRA["cpu_s"] = time.process_time() - EXTRA["cpu0"]
+    return done - first[0]
 
 
 def run(name: str, args: tuple[str, str, str, int, Budget, str], registry: str) -> float:

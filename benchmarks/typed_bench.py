@@ -2,7 +2,8 @@
 
     .venv/bin/python -m benchmarks typed --broker genuine --records 1000000 --reps 2
 
-1. **Throughput**, contenders in turns, each turn starting one place further on (A B C,
+1. **Throughput**, after an untimed warm-up turn of every contender over 20,000 records
+   (``--no-warmup`` skips it), contenders in turns, each turn starting one place further on (A B C,
    B C A, ... as ``python -m benchmarks run``), each in its own process, each into a
    fresh output topic and group, with ``compare.py``'s one transaction budget (eosflow's
    defaults: 20,000 records, 2 MiB, 100 ms, ended early once caught up and 20 ms old;
@@ -54,6 +55,7 @@ import time
 import timeit
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
@@ -68,6 +70,7 @@ from eosflow.testing._registry import call
 
 TIMEOUT_S = 1800.0
 SLICE = 100_000  # records seeded (and acknowledged) at a time
+WARMUP_RECORDS = 20_000  # each contender's untimed first turn (compare.py's)
 TARGETS = (  # (a, b, target ratio a / b)
     ("eosflow-json-model", "eosflow-bytes", 0.6),
     ("eosflow-json-model", "quixstreams-json", 3.0),
@@ -246,6 +249,15 @@ async def run_contender(
     return result
 
 
+def _machine_cpu() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot (``/proc/stat``): over a run,
+    how much of the machine's two cores was in use -- by the contender, the broker and
+    the registry together."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
 async def one_run(
     name: str,
     boot: str,
@@ -264,11 +276,15 @@ async def one_run(
     cmd = [sys.executable, "-m", "benchmarks._typed_contenders", name, boot, src, dst, str(n)]
     cmd += [group, args.registry_url, *budget.argv(), *([profile] if profile else [])]
     print(f"  {name}: {n:,} records from {src} ...", flush=True)
+    before = _machine_cpu()
     try:
         r = await run_contender(name, cmd, n)
     except (RuntimeError, TimeoutError) as exc:
         first = str(exc).strip().splitlines()[-1:] or [type(exc).__name__]
         return {"contender": name, "check": f"did not finish: {first[0]}", "rate": None}
+    busy, total = (a - b for a, b in zip(_machine_cpu(), before, strict=True))
+    r["machine_busy"] = busy / total if total else 0.0
+    r["cpu_us"] = r.get("cpu_s", 0.0) / n * 1e6
     print(f"  {name}: done in {r['seconds']:.1f} s; checking {dst} ...", flush=True)
     started = time.monotonic()
     r["check"] = await check(boot, dst, n, decode)
@@ -376,6 +392,32 @@ async def codec_costs(registry: str, number: int) -> list[tuple[str, float]]:
 # -- the run --------------------------------------------------------------------------
 
 
+async def warm_up(
+    boot: str, args: argparse.Namespace, registry: str, avro: Callable[[bytes], Order]
+) -> None:
+    """One untimed turn of every contender over ``WARMUP_RECORDS`` of topics seeded
+    alike, before the first timed one, as ``compare.py``'s: on a fresh genuine broker the
+    first transactional client pays for ``__transaction_state``, ``__consumer_offsets``
+    and the broker's JIT. Checked too: a contender that cannot copy them right stops the
+    benchmark here."""
+    n = min(args.records, WARMUP_RECORDS)
+    tag = uuid.uuid4().hex[:6]
+    started = time.monotonic()
+    sources: dict[str, str] = {}
+    for fmt in sorted({"avro" if c in AVRO else "json" for c in args.contenders}):
+        sources[fmt] = f"typed-warm-{fmt}-{tag}"
+        await create(boot, (sources[fmt], args.partitions))
+        encode = json_value if fmt == "json" else avro_encoder(registry, sources[fmt])
+        await seed(boot, sources[fmt], n, args.partitions, encode)
+    for name in args.contenders:
+        src = sources["avro" if name in AVRO else "json"]
+        decode = avro if name in AVRO else Order.model_validate_json
+        r = await one_run(name, boot, src, n, args, decode)
+        if r["check"] != "ok":
+            raise SystemExit(f"warm-up: {name} failed: {r['check']}")
+    print(f"warm-up turn ({n:,} records each, untimed): {time.monotonic() - started:.0f} s")
+
+
 async def main(args: argparse.Namespace) -> int:
     RESULTS.mkdir(exist_ok=True)
     tag = uuid.uuid4().hex[:6]
@@ -394,6 +436,8 @@ async def main(args: argparse.Namespace) -> int:
             encode = json_value if fmt == "json" else avro_encoder(registry.url, sources[fmt])
             await seed(boot, sources[fmt], n, args.partitions, encode)
         avro_reader = AvroReader(registry.url)
+        if args.warmup:
+            await warm_up(boot, args, registry.url, avro_reader)
 
         def source(name: str) -> tuple[str, Callable[[bytes], Order]]:
             if name in AVRO:
@@ -412,8 +456,9 @@ async def main(args: argparse.Namespace) -> int:
                 out["runs"].append(r)
                 if r["check"] == "ok":
                     print(
-                        f"  turn {rep + 1} {name}: {r['rate']:,.0f} rec/s, peak RSS "
-                        f"{r['rss_peak_mb']:.0f} MiB, check ok ({r['check_s']:.0f} s)",
+                        f"  turn {rep + 1} {name}: {r['rate']:,.0f} rec/s, its CPU "
+                        f"{r['cpu_us']:.1f} µs a record, machine {r['machine_busy']:.0%} busy, "
+                        f"peak RSS {r['rss_peak_mb']:.0f} MiB, check ok ({r['check_s']:.0f} s)",
                         flush=True,
                     )
                 else:
@@ -448,22 +493,27 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
             f"partitions, one budget ({Budget.defaults().describe()}), medians of "
             f"{args.reps} turn(s) (min-max); {out['broker']}; {out['registry']}\n"
         )
-        print("| contender | rec/s | per turn | peak RSS MiB | checks |")
-        print("|---|---:|---|---:|---|")
+        print(
+            "| contender | rec/s | per turn | its CPU µs/record | machine busy | peak RSS MiB "
+            "| checks |"
+        )
+        print("|---|---:|---|---:|---:|---:|---|")
         good: dict[str, list[dict[str, Any]]] = {}
         for name in args.contenders:
             mine = [r for r in runs if r["contender"] == name]
             failed = [r["check"] for r in mine if r["check"] != "ok"]
             if failed:  # a wrong output is never reported with a rate
-                print(f"| {name} | FAILED | | | {'; '.join(sorted(set(failed)))} |")
+                print(f"| {name} | FAILED | | | | | {'; '.join(sorted(set(failed)))} |")
                 continue
             good[name] = mine
             rates = [r["rate"] for r in mine]
             turns = " / ".join(f"{x:,.0f}" for x in rates)
             rss = _median([r["rss_peak_mb"] for r in mine])
+            cpu = _median([r["cpu_us"] for r in mine])
+            busy = _median([r["machine_busy"] for r in mine])
             print(
                 f"| {name} | {_median(rates):,.0f} ({min(rates):,.0f}-{max(rates):,.0f}) | "
-                f"{turns} | {rss:.0f} | all {len(mine)} ok |"
+                f"{turns} | {cpu:.1f} | {busy:.0%} | {rss:.0f} | all {len(mine)} ok |"
             )
         print()
         for a, b, target in TARGETS:
@@ -493,6 +543,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
     ap.add_argument(
         "--profile", nargs="+", default=[], choices=CONTENDERS, help="runs under pyinstrument"
+    )
+    ap.add_argument(
+        "--no-warmup", dest="warmup", action="store_false", help="skip the untimed first turn"
     )
     ap.add_argument("--no-codecs", action="store_true", help="skip the in-process codec costs")
     ap.add_argument("--codec-number", type=int, default=20_000, help="calls per timeit repeat")
