@@ -49,7 +49,10 @@ import argparse
 import asyncio
 import io
 import json
+import os
+import platform
 import statistics
+import subprocess
 import sys
 import time
 import timeit
@@ -422,7 +425,16 @@ async def main(args: argparse.Namespace) -> int:
     RESULTS.mkdir(exist_ok=True)
     tag = uuid.uuid4().hex[:6]
     n = args.records
-    out: dict[str, Any] = {"args": dict(vars(args)), "runs": [], "codecs": [], "profiles": {}}
+    out: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}",
+        "versions": _versions(),
+        "args": dict(vars(args)),
+        "runs": [],
+        "codecs": [],
+        "profiles": {},
+    }
     ok = True
     async with broker(args) as (boot, described, _version), SchemaRegistry() as registry:
         out["broker"] = described
@@ -481,6 +493,21 @@ async def main(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _versions() -> dict[str, str]:
+    """The libraries measured, and the code (``git describe``)."""
+    from importlib.metadata import version
+
+    found = {m: version(m) for m in ("pydantic", "fastavro", "confluent-kafka", "quixstreams")}
+    git = subprocess.run(
+        ["git", "describe", "--always", "--dirty"],
+        cwd=Path(__file__).parent,
+        capture_output=True,
+        text=True,
+    )
+    found["eosflow"] = git.stdout.strip() or "?"
+    return found
+
+
 def _median(values: list[float]) -> float:
     return float(statistics.median(values))
 
@@ -491,7 +518,10 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
         print(
             f"\n{args.records:,} Orders (JSON ~105 B, Avro ~40 B), {args.partitions} "
             f"partitions, one budget ({Budget.defaults().describe()}), medians of "
-            f"{args.reps} turn(s) (min-max); {out['broker']}; {out['registry']}\n"
+            f"{args.reps} turn(s) (min-max); {out['broker']}; {out['registry']}; "
+            f"{out['machine']}; {out['date']}; "
+            + ", ".join(f"{k} {v}" for k, v in out["versions"].items())
+            + "\n"
         )
         print(
             "| contender | rec/s | per turn | its CPU µs/record | machine busy | peak RSS MiB "
