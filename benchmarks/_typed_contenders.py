@@ -18,6 +18,9 @@ NAME:
   forwards, as ``compare.py``'s quixstreams contender;
 - ``eosflow-avro``: eosflow with ``eosflow.Avro(Order)`` in and out, through the
   registry at REGISTRY (the Confluent wire format);
+- ``eosflow-json-model-ahead``, ``eosflow-avro-ahead`` (not default contenders): the two
+  typed eosflow contenders with ``process_ahead`` on (the next records processed while a
+  commit is in flight), as ``compare.py``'s ``eosflow-ahead``;
 - ``confluent-avro``: ``compare.py``'s librdkafka transactional loop (``TxnRule``,
   ``_fetch``, its producer and consumer settings) with confluent-kafka's
   ``AvroDeserializer`` (the writer's schema, dicts) and ``AvroSerializer`` (the
@@ -25,9 +28,10 @@ NAME:
 
 The clock is ``compare.py``'s (``_clock.Finish``): from the first record processed to
 the group's committed offsets at the end of the input; ``cpu_s`` is the process's CPU
-time (every thread's: librdkafka's too) over the same span. Prints ``progress N`` lines while
-it runs (the parent echoes them) and one JSON line at the end. With PROFILE_PATH the run
-is sampled by pyinstrument (every thread's stack, 1 ms) and its text report written there.
+time (every thread's: librdkafka's too) over the same span. Prints ``progress N RSS``
+lines while it runs (records done, the RSS in MiB; the parent echoes them) and one JSON
+line at the end. With PROFILE_PATH the run is sampled by pyinstrument (the main thread's
+stack, 1 ms) and its text report written there.
 """
 
 from __future__ import annotations
@@ -59,8 +63,9 @@ CONTENDERS = [
     "eosflow-avro",
     "confluent-avro",
 ]
-AVRO = ("eosflow-avro", "confluent-avro")  # the contenders that read the Avro topic
-PROGRESS_S = 5.0
+AHEAD = ["eosflow-json-model-ahead", "eosflow-avro-ahead"]  # not default contenders
+AVRO = ("eosflow-avro", "confluent-avro", "eosflow-avro-ahead")  # they read the Avro topic
+PROGRESS_S = 2.0
 
 
 class Item(BaseModel):
@@ -98,7 +103,7 @@ class _Progress:
         now = time.monotonic()
         if now >= self._next:
             self._next = now + PROGRESS_S
-            print(f"progress {done}", flush=True)
+            print(f"progress {done} {_peak_rss_mb('VmRSS'):.0f}", flush=True)
 
 
 async def run_eosflow(
@@ -108,6 +113,8 @@ async def run_eosflow(
 
     first: list[float] = []
     finish = Finish(boot, group, src, n)
+    ahead = name.endswith("-ahead")
+    name = name.removesuffix("-ahead")
     if name == "eosflow-json-model":
         declared: dict[str, eosflow.Topic] = {
             src: eosflow.Topic(value=Order),
@@ -138,6 +145,7 @@ async def run_eosflow(
         input_topics=(src,),
         transactional_id=group,
         **eosflow_settings(budget),
+        **({"process_ahead": True} if ahead else {}),  # else eosflow's default
     )
     app = eosflow.EosApp(Copy(), config)
     progress = _Progress()
@@ -145,6 +153,8 @@ async def run_eosflow(
         while app.stats.records < n:
             if app.failure is not None:
                 raise app.failure
+            if "hwm_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
+                EXTRA["hwm_tenth_mb"] = _peak_rss_mb()
             progress(app.stats.records)
             await asyncio.sleep(0.005)
         finish.begin()
@@ -271,7 +281,7 @@ def run(name: str, args: tuple[str, str, str, int, Budget, str], registry: str) 
         return run_quixstreams(*args)
     if name == "confluent-avro":
         return run_confluent_avro(*args, registry)
-    if name in ("eosflow-bytes", "eosflow-json-model", "eosflow-avro"):
+    if name.startswith("eosflow-"):
         return asyncio.run(run_eosflow(name, *args, registry))
     raise SystemExit(f"unknown contender {name!r}")
 

@@ -66,7 +66,7 @@ from aiokafka import AIOKafkaProducer
 from benchmarks._bench_broker import broker
 from benchmarks._budget import Budget
 from benchmarks._harness import RESULTS, create, settle
-from benchmarks._typed_contenders import AVRO, CONTENDERS, Order, order
+from benchmarks._typed_contenders import AHEAD, AVRO, CONTENDERS, Order, order
 from eosflow._checks._checker import read_records
 from eosflow.testing import SchemaRegistry
 from eosflow.testing._registry import call
@@ -79,6 +79,10 @@ TARGETS = (  # (a, b, target ratio a / b)
     ("eosflow-json-model", "quixstreams-json", 3.0),
     ("eosflow-avro", "confluent-avro", 1.5),
     ("eosflow-avro", "eosflow-bytes", None),
+    ("eosflow-json-model-ahead", "eosflow-json-model", None),  # what process_ahead buys
+    ("eosflow-json-model-ahead", "eosflow-bytes", None),
+    ("eosflow-avro-ahead", "eosflow-avro", None),
+    ("eosflow-avro-ahead", "confluent-avro", None),
 )
 
 
@@ -227,9 +231,10 @@ async def run_contender(
         async for raw in proc.stdout:
             line = raw.decode(errors="replace").rstrip()
             if line.startswith("progress "):
-                done = int(line.split()[1])
+                done, rss = line.split()[1:3]
                 print(
-                    f"    {name}: {done:,} of {n:,} records ({time.monotonic() - started:.0f} s)",
+                    f"    {name}: {int(done):,} of {n:,} records "
+                    f"({time.monotonic() - started:.0f} s, RSS {rss} MiB)",
                     flush=True,
                 )
             else:
@@ -323,7 +328,10 @@ async def codec_costs(registry: str, number: int) -> list[tuple[str, float]]:
     def time_it(what: str, fn: Callable[[], object]) -> None:
         costs.append((what, _per_op_us(fn, number)))
 
-    # eosflow, JSON
+    # pydantic's own JSON calls, and eosflow's codec and typed path around them
+    serializer = Order.__pydantic_serializer__
+    time_it("pydantic Order.model_validate_json alone", lambda: Order.model_validate_json(as_json))
+    time_it("pydantic's serializer to_json alone", lambda: serializer.to_json(model))
     codec = Model(Order)
     time_it("eosflow Model(Order).loads (JSON -> Order)", lambda: codec.loads(as_json))
     time_it("eosflow Model(Order).dumps (Order -> JSON)", lambda: codec.dumps(model))
@@ -442,6 +450,8 @@ async def main(args: argparse.Namespace) -> int:
         out["registry"] = f"Apicurio Registry (test kit), {registry.url}"
         print(f"broker: {described}; schema registry at {registry.url}", flush=True)
         sources = {"json": f"typed-in-json-{tag}", "avro": f"typed-in-avro-{tag}"}
+        if not n:  # the codec costs alone
+            args.contenders, args.profile, args.reps, args.warmup = [], [], 0, False
         wanted = {"avro" if c in AVRO else "json" for c in args.contenders + args.profile}
         for fmt in sorted(wanted):
             await create(boot, (sources[fmt], args.partitions))
@@ -457,7 +467,7 @@ async def main(args: argparse.Namespace) -> int:
             return sources["json"], Order.model_validate_json
 
         names = list(args.contenders)
-        for rep in range(args.reps):
+        for rep in range(args.reps if names else 0):
             turn = names[rep % len(names) :] + names[: rep % len(names)]
             print(f"turn {rep + 1} of {args.reps}: {' '.join(turn)}", flush=True)
             for name in turn:
@@ -567,12 +577,16 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--broker", default="fake", help="fake, or genuine[:version]")
-    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--records", type=int, default=1_000_000, help="0: the codec costs alone")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--reps", type=int, default=1, help="turns of every contender")
-    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
+    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + AHEAD)
     ap.add_argument(
-        "--profile", nargs="+", default=[], choices=CONTENDERS, help="runs under pyinstrument"
+        "--profile",
+        nargs="+",
+        default=[],
+        choices=CONTENDERS + AHEAD,
+        help="runs under pyinstrument",
     )
     ap.add_argument(
         "--no-warmup", dest="warmup", action="store_false", help="skip the untimed first turn"
