@@ -139,6 +139,15 @@ async def run_eosflow(
                 EXTRA["cpu0"] = time.process_time()
             return eosflow.Output(dst, record.value, key=record.key, partition=record.partition)
 
+    class Phases(eosflow.Observer):
+        """Seconds in transactions and in each commit step (flush, offsets, heartbeat,
+        end_txn: ``TransactionReport.phases``), summed over the run."""
+
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            EXTRA["in_txn_s"] = EXTRA.get("in_txn_s", 0.0) + report.duration_s
+            for phase, began, ended in report.phases:
+                EXTRA[f"{phase}_s"] = EXTRA.get(f"{phase}_s", 0.0) + ended - began
+
     config = eosflow.EosConfig(
         bootstrap_servers=boot,
         group_id=group,
@@ -147,7 +156,7 @@ async def run_eosflow(
         **eosflow_settings(budget),
         **({"process_ahead": True} if ahead else {}),  # else eosflow's default
     )
-    app = eosflow.EosApp(Copy(), config)
+    app = eosflow.EosApp(Copy(), config, observers=[Phases()])
     progress = _Progress()
     async with app:
         while app.stats.records < n:
@@ -162,6 +171,7 @@ async def run_eosflow(
         done = await asyncio.to_thread(finish.at)
         EXTRA["cpu_s"] = time.process_time() - EXTRA["cpu0"]
     EXTRA["commits"] = app.stats.committed
+    EXTRA["dropped_ahead"] = app.stats.dropped_ahead
     return done - first[0]
 
 

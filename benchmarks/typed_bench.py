@@ -304,7 +304,7 @@ async def one_run(
 
 
 def _per_op_us(fn: Callable[[], object], number: int) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+    return min(timeit.repeat(fn, number=number, repeat=7)) / number * 1e6
 
 
 async def codec_costs(registry: str, number: int) -> list[tuple[str, float]]:
@@ -486,7 +486,7 @@ async def main(args: argparse.Namespace) -> int:
                 else:
                     print(f"  turn {rep + 1} {name}: FAILED: {r['check']}", flush=True)
         if not args.no_codecs:
-            print(f"codec costs, in-process (timeit, {args.codec_number:,} calls x 5) ...")
+            print(f"codec costs, in-process (timeit, {args.codec_number:,} calls x 7) ...")
             out["codecs"] = await codec_costs(registry.url, args.codec_number)
         for name in args.profile:
             path = RESULTS / f"typed-profile-{name}.txt"
@@ -567,6 +567,24 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
             if target is not None:
                 goal = f"; target >= {target:g}x: {'met' if ratio >= target else 'MISSED'}"
             print(f"{a} / {b}: {ratio:.2f}x (per turn {per_turn}){goal}")
+    eos = [r for r in runs if r["check"] == "ok" and "commits" in r]
+    if eos:
+        print(
+            "\n| eosflow run | rec/s | transactions | records a txn | commit steps, ms a txn "
+            "(flush / offsets / heartbeat / end_txn) | commit steps' share of the clock | "
+            "its CPU's share of the clock | dropped ahead |"
+        )
+        print("|---|---:|---:|---:|---|---:|---:|---:|")
+        for r in eos:
+            txns = max(r["commits"], 1)
+            steps = [r.get(f"{p}_s", 0.0) for p in ("flush", "offsets", "heartbeat", "end_txn")]
+            print(
+                f"| {r['contender']} turn {r['rep'] + 1} | {r['rate']:,.0f} | {r['commits']} | "
+                f"{r['records'] / txns:,.0f} | "
+                + " / ".join(f"{x / txns * 1000:.1f}" for x in steps)
+                + f" | {sum(steps) / r['seconds']:.0%} | {r['cpu_s'] / r['seconds']:.0%} | "
+                f"{r.get('dropped_ahead', 0):,} |"
+            )
     if out["codecs"]:
         print("\n| codec, one Order | µs per call |")
         print("|---|---:|")
