@@ -27,7 +27,7 @@
    registry, fastavro, ``Order.model_validate`` -- to the very ``Order`` that key was
    seeded with; the group's committed offsets reached the end of the input (the clock
    waits for them). A run whose check fails is reported as FAILED, never with a rate.
-3. **Codec costs per record**, in this process (``timeit``, the best of 5 repeats, on
+3. **Codec costs per record**, in this process (``timeit``, the best of 7 repeats, on
    one record): eosflow's ``Model(Order)`` loads/dumps and its typed path per record
    (the decode wrapper and the output's encoding), eosflow's bound Avro codec
    loads/dumps, confluent-kafka's ``AvroDeserializer``/``AvroSerializer`` (dicts, and
