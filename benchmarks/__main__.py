@@ -30,7 +30,10 @@
   update rate (``join_latency.py``);
 - ``kip939``: what genuine Kafka answers at each step of a KIP-939 two-phase commit
   (prepare, client death, KeepPreparedTxn, completion), with and without the broker
-  setting (``kip939_probe.py``).
+  setting (``kip939_probe.py``);
+- ``typed``: typed records -- pydantic models as JSON and Avro through a schema registry --
+  against the bytes pass-through, quixstreams' JSON pipeline and a confluent-kafka Avro
+  loop, every output checked, and each codec's cost per record (``typed_bench.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -57,6 +60,7 @@ COMMANDS = {
     "sink": "benchmarks.sink_bench",
     "kip939": "benchmarks.kip939_probe",
     "join-latency": "benchmarks.join_latency",
+    "typed": "benchmarks.typed_bench",
 }
 
 if __name__ == "__main__":
