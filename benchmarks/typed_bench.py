@@ -1,25 +1,29 @@
 """``python -m benchmarks typed``: typed records (issue 53), measured.
 
-    .venv/bin/python -m benchmarks typed --broker genuine --records 1000000 --reps 2
+    .venv/bin/python -m benchmarks typed --broker genuine --records 1000000 --reps 3
+    .venv/bin/python -m benchmarks typed --broker genuine --records 0   # codec costs alone
 
-1. **Throughput**, after an untimed warm-up turn of every contender over 20,000 records
-   (``--no-warmup`` skips it), contenders in turns, each turn starting one place further on (A B C,
-   B C A, ... as ``python -m benchmarks run``), each in its own process, each into a
-   fresh output topic and group, with ``compare.py``'s one transaction budget (eosflow's
-   defaults: 20,000 records, 2 MiB, 100 ms, ended early once caught up and 20 ms old;
-   ``_budget``) and its one clock (the first record processed to the group's offsets
-   committed at the end of the input; ``_clock``), the page cache written out before
-   each run (``sync``). The input: ``--records`` ``Order``s (4 fields, a list of 2
-   items; ``_typed_contenders.order``), keyed ``str(i)``, on ``--partitions``
-   partitions, seeded once per format: as JSON (~105 B), and in Avro in the Confluent
-   wire format (~40 B, written by confluent-kafka's ``AvroSerializer`` with the schema
-   eosflow derives from ``Order``) through a genuine schema registry (the test kit's
-   Apicurio 2.4.2, ``eosflow.testing.SchemaRegistry``). The contenders
+1. **Throughput**: an untimed warm-up turn of every contender over 20,000 records
+   (``--no-warmup`` skips it), then contenders in turns, each turn starting one place
+   further on (A B C, B C A, ... as ``python -m benchmarks run``), each in its own
+   process, into a fresh output topic and group, with ``compare.py``'s one transaction
+   budget (eosflow's defaults: 20,000 records, 2 MiB, 100 ms, ended early once caught up
+   and 20 ms old; ``_budget``) and its one clock (the first record processed to the
+   group's offsets committed at the end of the input; ``_clock``), the page cache
+   written out before each run (``sync``). The input: ``--records`` ``Order``s (4
+   fields, a list of 2 items; ``_typed_contenders.order``), keyed ``str(i)``, on
+   ``--partitions`` partitions, seeded once per format: as JSON (~110 B), and in Avro
+   in the Confluent wire format (~45 B, written by confluent-kafka's ``AvroSerializer``
+   with the schema eosflow derives from ``Order``) through a genuine schema registry
+   (the test kit's Apicurio 2.4.2, ``eosflow.testing.SchemaRegistry``). The contenders
    (``_typed_contenders``): ``eosflow-bytes`` (the pass-through of the JSON topic, the
    baseline), ``eosflow-json-model`` (``Topic(value=Order)`` in and out),
    ``quixstreams-json`` (its ``json`` serializers, exactly-once), ``eosflow-avro``
    (``eosflow.Avro(Order)`` in and out) and ``confluent-avro`` (the librdkafka loop of
-   ``compare.py`` with confluent-kafka's ``AvroDeserializer``/``AvroSerializer``).
+   ``compare.py`` with confluent-kafka's ``AvroDeserializer``/``AvroSerializer``);
+   ``eosflow-json-model-ahead`` and ``eosflow-avro-ahead`` (``process_ahead`` on) only
+   when named. Beside each rate: the contender's CPU per record over the clock, how
+   busy the machine was, peak RSS; for eosflow its transactions and commit steps.
 2. **Every run is checked** before its rate counts: its output topic, read
    read_committed, holds exactly ``--records`` records, each input key once (none
    twice, none missing, no stray key), and each value decodes -- JSON with
@@ -27,12 +31,13 @@
    registry, fastavro, ``Order.model_validate`` -- to the very ``Order`` that key was
    seeded with; the group's committed offsets reached the end of the input (the clock
    waits for them). A run whose check fails is reported as FAILED, never with a rate.
-3. **Codec costs per record**, in this process (``timeit``, the best of 7 rounds, on
-   one record): eosflow's ``Model(Order)`` loads/dumps and its typed path per record
-   (the decode wrapper and the output's encoding), eosflow's bound Avro codec
-   loads/dumps, confluent-kafka's ``AvroDeserializer``/``AvroSerializer`` (dicts, and
-   with ``from_dict``/``to_dict`` to the same pydantic model), quixstreams'
-   ``JSONDeserializer``/``JSONSerializer``, and fastavro alone.
+3. **Codec costs per record**, in this process (``timeit``, the best of 7 rounds taken
+   in turns, on one record): pydantic's own JSON calls; eosflow's ``Model(Order)``
+   loads/dumps and its typed path per record (the decode wrapper, and an ``Output``'s
+   whole way to bytes); eosflow's bound Avro codec and its typed path;
+   confluent-kafka's ``AvroDeserializer``/``AvroSerializer`` (dicts, and with
+   ``from_dict``/``to_dict`` to the same pydantic model); quixstreams'
+   ``JSONDeserializer``/``JSONSerializer``; fastavro and pydantic alone.
 4. ``--profile NAME ...``: each named contender once more, sampled by pyinstrument
    (not in the table; its output checked too), the report in
    ``benchmarks/results/typed-profile-NAME.txt``.
@@ -40,7 +45,7 @@
 Targets (issue 53; reported, never failed on): eosflow-json-model >= 0.6x eosflow-bytes;
 eosflow-json-model >= 3x quixstreams-json; eosflow-avro >= 1.5x confluent-avro. The
 broker: as ``python -m benchmarks run`` (``--broker fake`` or ``genuine[:version]``).
-Writes ``benchmarks/results/typed.json``.
+Writes ``benchmarks/results/typed.json``; ``benchmarks/README.md`` has the figures.
 """
 
 from __future__ import annotations
@@ -564,7 +569,7 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
     runs = out["runs"]
     if runs:
         print(
-            f"\n{args.records:,} Orders (JSON ~105 B, Avro ~40 B), {args.partitions} "
+            f"\n{args.records:,} Orders (JSON ~110 B, Avro ~45 B), {args.partitions} "
             f"partitions, one budget ({Budget.defaults().describe()}), medians of "
             f"{args.reps} turn(s) (min-max); {out['broker']}; {out['registry']}; "
             f"{out['machine']}; {out['date']}; "
