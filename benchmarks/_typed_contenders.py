@@ -320,3 +320,14 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def avro_schema_text() -> str:
+    from eosflow._schemas import avro_schema_of
+
+    return json.dumps(avro_schema_of(Order))
+
+
+def json_value(i: int) -> bytes:
+    """The ``i``-th record's JSON, as pydantic writes it (``model_dump_json``)."""
+    return order(i).model_dump_json().encode()
