@@ -30,7 +30,10 @@ from aiokafka import AIOKafkaProducer
 import eosflow
 
 ROOT = Path(__file__).resolve().parents[2]
-EXTRAS = {"bench", "dev", "docs", "metrics", "otel", "postgres", "spark", "spark-connect", "test"}
+EXTRAS = {
+    *("bench", "dev", "docs", "metrics", "otel", "postgres", "schemas", "spark"),
+    *("spark-connect", "test"),
+}
 # installed for real into the wheel's venv, each checked by importing what it brings;
 # the others (tooling: bench, dev, docs) are resolved by pip without installing
 INSTALLED = {
@@ -39,6 +42,7 @@ INSTALLED = {
     "metrics": ["prometheus_client"],
     "otel": ["opentelemetry.trace"],
     "postgres": ["asyncpg"],
+    "schemas": ["httpx", "fastavro", "jsonschema", "google.protobuf"],
     "test": ["pytest_asyncio", "testcontainers"],
 }
 NO_EXTRA = "does not provide the extra"  # pip only warns about an extra that is not there
