@@ -164,8 +164,8 @@ class Typing:
                 return process(record)
             try:
                 return process(decoded(record, codecs))
-            except NeedsSchema as need:  # once per schema id: fetch it, then decode
-                return _fetched_first(need, record, codecs, process)
+            except NeedsSchema:  # once per schema id: fetch it, then decode
+                return _fetched_first(record, codecs, process)
 
         return typed
 
@@ -229,20 +229,9 @@ async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:
     raise RuntimeError(f"{record.topic}: a schema fetched is still asked for")  # a bug
 
 
-async def _fetched_first(
-    need: NeedsSchema, record: Record, codecs: _Codecs, process: Process
-) -> Any:
-    """``process`` of ``record`` once the schemas it names are fetched (its key's and
-    its value's may both be new: each fetched in turn)."""
-    for _ in codecs:  # at most one fetch per side
-        await need.fetch()
-        try:
-            typed = decoded(record, codecs)
-        except NeedsSchema as again:
-            need = again
-            continue
-        return await process(typed)
-    raise RuntimeError(f"{record.topic}: a schema fetched is still asked for")  # a bug
+async def _fetched_first(record: Record, codecs: _Codecs, process: Process) -> Any:
+    """``process`` of ``record`` once the schemas it names are fetched."""
+    return await process(await _decoded_fetching(record, codecs))
 
 
 def decoded(record: Record, codecs: _Codecs) -> Record:
