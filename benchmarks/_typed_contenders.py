@@ -16,15 +16,22 @@ NAME:
 - ``quixstreams-json``: quixstreams 3 exactly-once, its ``json`` deserializer and
   serializer (orjson: dicts, no validation), a ``StreamingDataFrame`` that ticks and
   forwards, as ``compare.py``'s quixstreams contender;
+- ``eosflow-json-dicts``: ``Topic(value=eosflow.JSON)`` in and out: dicts, not
+  validated -- the same work as ``quixstreams-json``;
 - ``eosflow-avro``: eosflow with ``eosflow.Avro(Order)`` in and out, through the
   registry at REGISTRY (the Confluent wire format);
+- ``eosflow-avro-dicts``: ``eosflow.Avro(schema=...)`` (the schema derived from
+  ``Order``) in and out: dicts, not validated -- the same work as ``confluent-avro``;
 - ``eosflow-json-model-ahead``, ``eosflow-avro-ahead`` (not default contenders): the two
   typed eosflow contenders with ``process_ahead`` on (the next records processed while a
   commit is in flight), as ``compare.py``'s ``eosflow-ahead``;
 - ``confluent-avro``: ``compare.py``'s librdkafka transactional loop (``TxnRule``,
   ``_fetch``, its producer and consumer settings) with confluent-kafka's
   ``AvroDeserializer`` (the writer's schema, dicts) and ``AvroSerializer`` (the
-  ``Order`` schema eosflow derives) on its ``SchemaRegistryClient``.
+  ``Order`` schema eosflow derives) on its ``SchemaRegistryClient``;
+- ``confluent-avro-models``: the same with ``from_dict``/``to_dict`` to and from the
+  ``Order`` model (``model_validate``, ``model_dump``) -- the same work as
+  ``eosflow-avro``.
 
 The clock is ``compare.py``'s (``_clock.Finish``): from the first record processed to
 the group's committed offsets at the end of the input; ``cpu_s`` is the process's CPU
@@ -59,12 +66,21 @@ from benchmarks._contenders import (
 CONTENDERS = [
     "eosflow-bytes",
     "eosflow-json-model",
+    "eosflow-json-dicts",
     "quixstreams-json",
     "eosflow-avro",
+    "confluent-avro-models",
+    "eosflow-avro-dicts",
     "confluent-avro",
 ]
 AHEAD = ["eosflow-json-model-ahead", "eosflow-avro-ahead"]  # not default contenders
-AVRO = ("eosflow-avro", "confluent-avro", "eosflow-avro-ahead")  # they read the Avro topic
+AVRO = (  # they read the Avro topic
+    "eosflow-avro",
+    "eosflow-avro-dicts",
+    "confluent-avro",
+    "confluent-avro-models",
+    "eosflow-avro-ahead",
+)
 PROGRESS_S = 2.0
 
 
@@ -120,14 +136,19 @@ async def run_eosflow(
             src: eosflow.Topic(value=Order),
             dst: eosflow.Topic(value=Order),
         }
-    elif name == "eosflow-avro":
-        declared = {
-            src: eosflow.Topic(value=eosflow.Avro(Order)),
-            dst: eosflow.Topic(value=eosflow.Avro(Order)),
-        }
+    elif name == "eosflow-json-dicts":
+        declared = {src: eosflow.Topic(value=eosflow.JSON), dst: eosflow.Topic(value=eosflow.JSON)}
+    elif name in ("eosflow-avro", "eosflow-avro-dicts"):
+        side = (
+            eosflow.Avro(Order)
+            if name == "eosflow-avro"
+            else eosflow.Avro(schema=avro_schema_text())
+        )
+        declared = {src: eosflow.Topic(value=side), dst: eosflow.Topic(value=side)}
     else:
         declared = {}
-    settings = eosflow.SchemaRegistrySettings(url=registry) if name == "eosflow-avro" else None
+    avro = name in AVRO
+    settings = eosflow.SchemaRegistrySettings(url=registry) if avro else None
 
     class Copy(eosflow.Processor):
         topics = declared
@@ -176,12 +197,21 @@ async def run_eosflow(
 
 
 def run_confluent_avro(
-    boot: str, src: str, dst: str, n: int, budget: Budget, group: str, registry: str
+    boot: str,
+    src: str,
+    dst: str,
+    n: int,
+    budget: Budget,
+    group: str,
+    registry: str,
+    models: bool = False,
 ) -> float:
     """``_contenders.run_librdkafka`` with each value deserialized by confluent-kafka's
     ``AvroDeserializer`` and serialized again by its ``AvroSerializer`` (its registry
     client caches the schemas: the output's is registered at the first record, the
-    input's fetched once); the serialization contexts built once, not per record."""
+    input's fetched once); the serialization contexts built once, not per record. With
+    ``models``, each dict is validated into an ``Order`` (``from_dict``) and dumped back
+    (``to_dict``), as a user of the serializers with pydantic models writes it."""
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
@@ -190,8 +220,14 @@ def run_confluent_avro(
     from eosflow._schemas import avro_schema_of
 
     client = SchemaRegistryClient({"url": registry})
-    deserialize = AvroDeserializer(client)
-    serialize = AvroSerializer(client, json.dumps(avro_schema_of(Order)))
+    schema = json.dumps(avro_schema_of(Order))
+    if models:
+        validate, dump = Order.model_validate, Order.model_dump
+        deserialize = AvroDeserializer(client, from_dict=lambda d, _ctx: validate(d))
+        serialize = AvroSerializer(client, schema, to_dict=lambda m, _ctx: dump(m))
+    else:
+        deserialize = AvroDeserializer(client)
+        serialize = AvroSerializer(client, schema)
     in_ctx = SerializationContext(src, MessageField.VALUE)
     out_ctx = SerializationContext(dst, MessageField.VALUE)
 
@@ -289,8 +325,8 @@ def run_quixstreams(boot: str, src: str, dst: str, n: int, budget: Budget, group
 def run(name: str, args: tuple[str, str, str, int, Budget, str], registry: str) -> float:
     if name == "quixstreams-json":
         return run_quixstreams(*args)
-    if name == "confluent-avro":
-        return run_confluent_avro(*args, registry)
+    if name in ("confluent-avro", "confluent-avro-models"):
+        return run_confluent_avro(*args, registry, models=name.endswith("-models"))
     if name.startswith("eosflow-"):
         return asyncio.run(run_eosflow(name, *args, registry))
     raise SystemExit(f"unknown contender {name!r}")
@@ -318,10 +354,6 @@ def main() -> None:
     print(json.dumps({**line, **EXTRA}), flush=True)
 
 
-if __name__ == "__main__":
-    main()
-
-
 def avro_schema_text() -> str:
     from eosflow._schemas import avro_schema_of
 
@@ -331,3 +363,7 @@ def avro_schema_text() -> str:
 def json_value(i: int) -> bytes:
     """The ``i``-th record's JSON, as pydantic writes it (``model_dump_json``)."""
     return order(i).model_dump_json().encode()
+
+
+if __name__ == "__main__":
+    main()

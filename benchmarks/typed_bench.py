@@ -91,6 +91,10 @@ TARGETS = (  # (a, b, target ratio a / b)
     ("eosflow-json-model", "eosflow-bytes", 0.6),
     ("eosflow-json-model", "quixstreams-json", 3.0),
     ("eosflow-avro", "confluent-avro", 1.5),
+    ("eosflow-json-dicts", "quixstreams-json", None),  # the same work: dicts, no validation
+    ("eosflow-json-dicts", "eosflow-bytes", None),
+    ("eosflow-avro", "confluent-avro-models", None),  # the same work: validated models
+    ("eosflow-avro-dicts", "confluent-avro", None),  # the same work: dicts
     ("eosflow-avro", "eosflow-bytes", None),
     ("eosflow-json-model-ahead", "eosflow-json-model", None),  # what process_ahead buys
     ("eosflow-json-model-ahead", "eosflow-bytes", None),

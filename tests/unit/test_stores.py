@@ -130,6 +130,21 @@ def test_values_keys_and_serializers(local: LocalPartition) -> None:
     assert local.checkpoint("s") == EMPTY
 
 
+def test_json_values_round_trip_as_compact_utf8_and_refuse_unknown_types() -> None:
+    value = {"name": "café", "n": [1, 2.5, None, True], "big": 10**21, "nan": float("nan")}
+    data = eosflow.JSON.dumps(value)
+    assert data == b'{"name":"caf\xc3\xa9","n":[1,2.5,null,true],"big":%d,"nan":NaN}' % 10**21
+    back = eosflow.JSON.loads(data)
+    assert back["n"] == [1, 2.5, None, True] and back["big"] == 10**21 and back["name"] == "café"
+    assert back["nan"] != back["nan"]  # NaN read back as NaN
+    assert eosflow.JSON.dumps(-42) == b"-42" and eosflow.JSON.loads(b"-42") == -42
+    assert eosflow.JSON.loads(b"-1.5e3") == -1500.0  # a number that is not an int
+    with pytest.raises(TypeError, match=r"eosflow\.JSON cannot write it: .*object"):
+        eosflow.JSON.dumps(object())
+    with pytest.raises(ValueError):
+        eosflow.JSON.loads(b"{not json")
+
+
 def test_declarations_and_names_are_checked() -> None:
     class Good(eosflow.Processor):
         stores = {"a": eosflow.JSON, "b": None}
