@@ -25,6 +25,7 @@ from ._processor import Processor
 from ._records import Output, Record
 from ._schemas import Avro, JsonSchema, Protobuf, SchemaRegistrySettings
 from ._security import KafkaSecurity
+from ._stages import Pipeline, Regroup, Stage
 from ._state import (
     BYTES,
     JSON,
@@ -76,6 +77,7 @@ __all__ = [
     "OpsSettings",
     "Outcome",
     "Output",
+    "Pipeline",
     "PostgresSink",
     "ProcessingError",
     "Processor",
@@ -83,6 +85,7 @@ __all__ = [
     "PrometheusMetrics",
     "Protobuf",
     "Record",
+    "Regroup",
     "SchemaRegistryError",
     "SchemaRegistrySettings",
     "Serde",
@@ -91,6 +94,7 @@ __all__ = [
     "Sliding",
     "SlidingStore",
     "SparkJobReport",
+    "Stage",
     "Stats",
     "Store",
     "Table",

@@ -28,6 +28,7 @@ from ._errors import ConfigError, EosflowError, FatalError
 from ._observe import Observer, Observers, Outcome, Stats
 from ._ops import Operations, summarised_aiokafka_logs
 from ._processor import Lifecycle, Processor, overrides_batch
+from ._stages import Pipeline, Staged, staged
 from ._state import Seat, batch_ready, seated
 from .sinks import PostgresSink, runner
 
@@ -63,11 +64,21 @@ class EosApp:
 
     def __init__(
         self,
-        processor: Processor | PostgresSink,
+        processor: Processor | PostgresSink | Pipeline,
         config: EosConfig,
         observers: Sequence[Observer] = (),
     ) -> None:
         self.processor = processor
+        # what runs: the processor or sink itself, or for a pipeline eosflow's processor
+        # of its stages (``_stages``), with every source and repartition topic subscribed
+        runs: Processor | PostgresSink
+        members: tuple[object, ...] = ()
+        if isinstance(processor, Pipeline):
+            runs, config = staged(processor, config)
+            members = runs.members
+        else:
+            runs = processor
+        self._runs = runs
         self.config = config
         self.stats = Stats()
         self.observers = Observers([self.stats, *observers])
@@ -78,11 +89,11 @@ class EosApp:
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "
                 "Processor.observer): name your attribute otherwise"
             )
-        if isinstance(processor, Processor):
-            batch_ready(processor, overrides_batch(processor))
+        if isinstance(runs, Processor):
+            batch_ready(runs, overrides_batch(runs))
         # what the runtime gives the processor -- the observers, its stores -- is kept
         # here, not written into the user's object (``_seat``)
-        self._seat = Seat(processor, self.observers)
+        self._seat = Seat(runs, self.observers, members)
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -102,21 +113,26 @@ class EosApp:
         """The engine of Kafka transactions, or a sink's own runtime (``eosflow/sinks``):
         a sink's unit of atomicity is a database transaction."""
         hooks = (self._stopping, self._assigned, self._revoked)
-        if isinstance(self.processor, PostgresSink):
-            sink: Runtime = runner(self.processor, self.config, self.observers, *hooks)
+        runs = self._runs
+        if isinstance(runs, PostgresSink):
+            sink: Runtime = runner(runs, self.config, self.observers, *hooks)
             return sink
-        return Engine(self.processor, self._seat, self.config, *hooks)
+        engine = Engine(runs, self._seat, self.config, *hooks)
+        if isinstance(runs, Staged):  # a pipeline's repartition topics: made, trimmed
+            engine.before_join(runs.ensure_topics)
+            engine.after_commit(runs.trimmer.committed)
+        return engine
 
     async def _run(self) -> None:
         engine = self._new_runtime()
         self._runtime = engine
         try:
             self.ops.start(engine.lag, engine.reader)
-            self.processor.configure(self.config)
+            self._runs.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,
             # so nothing is committed, and the group is never joined for nothing.
-            if not await self._unless_stopped(self.processor.on_start()):
+            if not await self._unless_stopped(self._runs.on_start()):
                 return
             if not await self._unless_stopped(engine.start()):
                 return
@@ -133,7 +149,7 @@ class EosApp:
             raise
         finally:
             with contextlib.suppress(Exception):
-                await self.processor.on_stop()
+                await self._runs.on_stop()
             await engine.stop()
 
     async def _unless_stopped(self, step: Awaitable[None]) -> bool:
@@ -198,8 +214,8 @@ class EosApp:
 
     async def _assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned | partitions
-        await self.processor.on_assigned(partitions)
+        await self._runs.on_assigned(partitions)
 
     async def _revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
         self.assigned = self.assigned - partitions
-        await self.processor.on_revoked(partitions)
+        await self._runs.on_revoked(partitions)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
-import importlib
-import inspect
 import logging
 import os
 import re
@@ -39,11 +37,9 @@ from ._config import (
     load_security,
 )
 from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
-from ._ops import JsonLines, configure_logs
-from ._processor import Processor
+from ._ops import JsonLines, configure_logs, load_processor
 from ._security import KafkaSecurity
 from ._version import __version__
-from .sinks import PostgresSink
 
 log = logging.getLogger("eosflow.cli")
 
@@ -250,6 +246,14 @@ def _parser() -> argparse.ArgumentParser:
     _add_config_flags(cons, security_only=True)
     cons.set_defaults(func=_cmd_topic_io)
 
+    topo = sub.add_parser(
+        "topology", parents=[common], help="print a Pipeline's stages and their topics"
+    )
+    topo.add_argument("target", help="package.module:ClassName of a Pipeline subclass")
+    topo.add_argument("--group-id", required=True, help="the app's group (names its topics)")
+    topo.add_argument("--app-dir", default=".", help="look for the module here first")
+    topo.set_defaults(func=_cmd_topology)
+
     status = sub.add_parser(
         "status",
         parents=[common],
@@ -401,51 +405,6 @@ def config_values(args: argparse.Namespace) -> dict[str, object]:
     return values
 
 
-def load_processor(target: str, app_dir: str | None = None) -> Processor | PostgresSink:
-    """An instance of the ``Processor`` subclass ``package.module:ClassName``, its module
-    looked for in ``app_dir`` first when given (``eosflow run`` gives the current folder,
-    as ``python -m`` and uvicorn's ``--app-dir`` do: the installed ``eosflow`` script's
-    own folder is what Python puts first otherwise); anything that stops it being built
-    is a ``ConfigError`` naming ``target``."""
-    module_name, sep, class_name = target.partition(":")
-    if not sep or not module_name or not class_name:
-        raise ConfigError(f"target must look like package.module:ClassName, got {target!r}")
-    if app_dir is not None:
-        folder = os.path.abspath(app_dir)
-        if not os.path.isdir(folder):
-            raise ConfigError(f"--app-dir {app_dir!r} is not a folder")
-        if folder not in sys.path:
-            sys.path.insert(0, folder)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # the module's own code may raise anything
-        raise ConfigError(
-            f"cannot import {module_name!r} for {target!r}: {_describe(exc)}"
-        ) from None
-    cls = getattr(module, class_name, None)
-    if not (isinstance(cls, type) and issubclass(cls, (Processor, PostgresSink))):
-        raise ConfigError(f"{target!r} is not an eosflow.Processor subclass (or a PostgresSink)")
-    needed = _required_parameters(cls)
-    if needed:
-        raise ConfigError(
-            f"{target!r} cannot be built without arguments: its __init__ needs "
-            f"{', '.join(needed)} (eosflow run calls {class_name}())"
-        )
-    try:
-        return cls()
-    except Exception as exc:
-        raise ConfigError(f"{target!r} failed to build: {_describe(exc)}") from None
-
-
-def _required_parameters(cls: type) -> list[str]:
-    try:
-        params = inspect.signature(cls).parameters.values()
-    except (TypeError, ValueError):  # no signature to read: calling it will tell
-        return []
-    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
-    return [p.name for p in params if p.default is p.empty and p.kind not in variadic]
-
-
 def _describe(exc: BaseException) -> str:
     name = type(exc).__name__
     text = _one_line(exc)
@@ -542,6 +501,16 @@ def _cmd_topic_io(args: argparse.Namespace) -> int:
     command = produce_command if args.command == "produce" else consume_command
     security = load_security(config_values(args).get("security"))
     return _guarded(lambda: command(args, security))
+
+
+def _cmd_topology(args: argparse.Namespace) -> int:
+    from ._stages import Pipeline, plan
+
+    pipeline = load_processor(args.target, args.app_dir)
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(f"{args.target!r} is a {type(pipeline).__name__}, not a Pipeline")
+    print(plan(pipeline, args.group_id).describe())
+    return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:

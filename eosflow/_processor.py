@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from ._errors import ConfigError
 from ._observe import Observer
-from ._records import Output, Record
+from ._records import Output, Record, Regroup
 from ._state import CURRENT, seat_of
 from ._typed import model_json
 
@@ -55,7 +55,7 @@ class _StoresOfTheRecord(Protocol):
     def state_of(self, topic: str, name: str) -> TableStore[Any]: ...
 
 
-ProcessResult = Output | Iterable[Output] | None
+ProcessResult = Output | Regroup | Iterable[Output | Regroup] | None
 Encode = Callable[[Output], Output]  # an output's key and value, by its topic's declaration
 
 _NO_OBSERVER = Observer()  # what ``observer`` is outside a running app
@@ -370,6 +370,7 @@ def normalised(o: Output, encode: Encode | None = None) -> Output:
         key=_as_bytes(key, "key", o.topic),
         headers=o.headers,
         partition=o.partition,
+        timestamp=o.timestamp,
     )
 
 

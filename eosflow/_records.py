@@ -43,10 +43,26 @@ class Output:
     ``str`` (encoded as UTF-8), a pydantic model (its JSON), or what the topic's
     declaration takes (``Processor.topics``), encoded when ``process`` returns it (at no
     cost for bytes); anything else stops the app or dead-letters the record, per the
-    error policy, naming the record."""
+    error policy, naming the record. ``timestamp`` (ms since the epoch) is the record's
+    Kafka timestamp; None: the producer's clock when it is batched (a regrouped record
+    keeps its input's, so event time carries across a stage)."""
 
     topic: str
     value: object
     key: object = None
     headers: tuple[tuple[str, bytes], ...] = ()
     partition: int | None = None
+    timestamp: int | None = None
+
+
+@dataclass(slots=True)
+class Regroup:
+    """What a stage returns (beside ``Output``\\ s) to send a record onward under a new
+    key: to its own repartition topic, partitioned by ``key``, read by the stages that
+    name it among their inputs. It keeps the input record's timestamp. ``key`` and
+    ``value`` are bytes, ``str``, a pydantic model, or what the reading stages declare for
+    the stage's name in ``topics``."""
+
+    key: object
+    value: object
+    headers: tuple[tuple[str, bytes], ...] = ()

@@ -138,7 +138,7 @@ from ._requests import (
     reinit_producer_id,
 )
 from ._security import LoginWatch
-from ._topics import ensure_compacted, partition_counts
+from ._topics import delete_records, ensure_topics, partition_counts
 from ._txn_v2 import transactions_v2, use_transactions_v2
 
 __all__ = [
@@ -169,8 +169,9 @@ __all__ = [
     "consumer_failure",
     "consumer_for",
     "default_partition",
+    "delete_records",
     "describe_group",
-    "ensure_compacted",
+    "ensure_topics",
     "error_for",
     "error_name",
     "fetch_committed",

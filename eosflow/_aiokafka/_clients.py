@@ -225,8 +225,14 @@ class Batch:
         self._add = self._batch._builder.append
         self.count = 0
 
-    def append(self, key: object, value: object, headers: list[tuple[str, bytes]]) -> Any:
-        meta = self._add(self.count, None, key, value, headers)
+    def append(
+        self,
+        key: object,
+        value: object,
+        headers: list[tuple[str, bytes]],
+        timestamp: int | None = None,
+    ) -> Any:
+        meta = self._add(self.count, timestamp, key, value, headers)
         if meta is not None:
             self.count += 1
         return meta

@@ -69,7 +69,7 @@ async def send_all(
                 batch = open_[(topic, partition)] = Batch(producer)
             headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
             try:
-                meta = batch.append(o.key, o.value, headers)
+                meta = batch.append(o.key, o.value, headers, o.timestamp)
             except TypeError as exc:  # the C builder's words for a str or int value
                 raise _not_bytes(o, exc) from None
             if meta is None:
@@ -79,7 +79,7 @@ async def send_all(
                 sends.append(await _hand_over(producer, full, topic, partition, until))
                 batch = open_[(topic, partition)] = Batch(producer)
                 try:
-                    meta = batch.append(o.key, o.value, headers)
+                    meta = batch.append(o.key, o.value, headers, o.timestamp)
                 except TypeError as exc:
                     raise _not_bytes(o, exc) from None
                 if meta is None:

@@ -1,17 +1,22 @@
-"""Topics a stateful app needs: the input topics' partition counts, and its changelog
-topics created (compacted) or checked, over the producer's own connections.
+"""Topics an app makes: the input topics' partition counts, and its changelog and
+repartition topics created or checked, over the producer's own connections.
 
 - ``partition_counts``: each topic's partitions from the producer's metadata; a topic
   without metadata within the timeout does not exist (``FatalError`` naming it).
-- ``ensure_compacted``: CreateTopics (``cleanup.policy=compact``, the given replication
-  factor, -1 for the broker's default) for every changelog, sent to the controller (a
+- ``ensure_topics``: CreateTopics (the given configs -- a changelog's
+  ``cleanup.policy=compact``, a repartition topic's ``delete`` -- and replication
+  factor, -1 for the broker's default) for every topic wanted, sent to the controller (a
   ZooKeeper-era broker answers NOT_CONTROLLER elsewhere; KRaft brokers forward). One
   that exists already (TOPIC_ALREADY_EXISTS, also when another instance created it a
-  moment before) is checked instead: its partition count must equal its input's and
-  its ``cleanup.policy`` must include ``compact``, else a one-line ``ConfigError``; a
-  refused CREATE is an ``AuthorizationError`` saying the topic may be created
-  beforehand. Retriable answers are retried with a growing backoff until the timeout,
-  then ``TransientError``.
+  moment before) is checked instead: its partition count must be the one wanted and
+  its ``cleanup.policy`` the one given, else a one-line ``ConfigError``; a refused
+  CREATE is an ``AuthorizationError`` saying the topic may be created beforehand.
+  Retriable answers are retried with a growing backoff until the timeout, then
+  ``TransientError``.
+- ``delete_records``: DeleteRecords to each partition's leader, the records below the
+  offsets given deleted (a pipeline's repartition topics, once committed past); any
+  error is mapped (a partition whose leader moved: ``TransientError``, tried again at
+  the next commit by the caller).
 """
 
 from __future__ import annotations
@@ -21,12 +26,16 @@ import logging
 import time
 from collections.abc import Mapping
 
-from aiokafka import AIOKafkaProducer
-from aiokafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.protocol.admin import (
+    CreateTopicsRequest,
+    DeleteRecordsRequest,
+    DescribeConfigsRequest,
+)
 
 from .._errors import AuthorizationError, ConfigError, FatalError, TransientError
 from .._protocol import codes
-from ._errors import TRANSIENT_CODES, error_name, mapped
+from ._errors import TRANSIENT_CODES, error_for, error_name, mapped
 from ._partitioner import wait_on_metadata
 
 log = logging.getLogger("eosflow.adapter")
@@ -56,14 +65,20 @@ async def partition_counts(
     return out
 
 
-async def ensure_compacted(
+COMPACTED = (("cleanup.policy", "compact"),)
+
+
+async def ensure_topics(
     producer: AIOKafkaProducer,
     wanted: Mapping[str, tuple[str, int]],
     replication: int,
     timeout_s: float,
+    kind: str = "changelog",
+    configs: tuple[tuple[str, str], ...] = COMPACTED,
 ) -> list[str]:
-    """Make every topic of ``wanted`` (changelog -> (its input topic, partitions)) exist,
-    compacted, with that many partitions. Returns the topics it created."""
+    """Make every topic of ``wanted`` (topic -> (what it serves, partitions)) exist with
+    ``configs`` and that many partitions; ``kind`` names them in errors ("changelog",
+    "repartition"). Returns the topics it created."""
     client = producer.client
     deadline = time.monotonic() + timeout_s
     backoff = 0.05
@@ -72,19 +87,16 @@ async def ensure_compacted(
     existing: list[str] = []
     while pending:
         requests: list[tuple[object, ...]] = [
-            (name, n, replication, [], [("cleanup.policy", "compact")])
-            for name, (_input, n) in pending.items()
+            (name, n, replication, [], list(configs)) for name, (_input, n) in pending.items()
         ]
-        with mapped("creating changelog topics (CreateTopics)"):
+        with mapped(f"creating {kind} topics (CreateTopics)"):
             node = _controller(client)
             resp = await client.send(node, CreateTopicsRequest(requests, 30_000, False))
         retry: dict[str, tuple[str, int]] = {}
         answered = {entry["topic"] for entry in resp.to_object()["topic_errors"]}
         for name in pending:
             if name not in answered:
-                raise FatalError(
-                    f"creating changelog topic {name}: the broker did not answer for it"
-                )
+                raise FatalError(f"creating {kind} topic {name}: the broker did not answer for it")
         for entry in resp.to_object()["topic_errors"]:
             name, code = entry["topic"], entry["error_code"]
             message = entry.get("error_message")
@@ -94,11 +106,11 @@ async def ensure_compacted(
                 existing.append(name)
             elif code in (codes.TOPIC_AUTHORIZATION_FAILED, codes.CLUSTER_AUTHORIZATION_FAILED):
                 raise AuthorizationError(
-                    "creating changelog topics",
+                    f"creating {kind} topics",
                     "CREATE",
                     f"topic {name}",
                     f"{error_name(code)}; or create it beforehand: "
-                    f"{pending[name][1]} partitions, cleanup.policy=compact",
+                    f"{pending[name][1]} partitions, " + ", ".join(f"{k}={v}" for k, v in configs),
                 )
             elif code in _RETRIABLE:
                 retry[name] = pending[name]
@@ -107,55 +119,97 @@ async def ensure_compacted(
                         await client.force_metadata_update()
             else:
                 raise FatalError(
-                    f"creating changelog topic {name}: {error_name(code)}"
+                    f"creating {kind} topic {name}: {error_name(code)}"
                     f"{': ' + message if message else ''}"
                 )
         pending = retry
         if pending:
             if time.monotonic() + backoff > deadline:
-                raise TransientError("creating changelog topics", f"{sorted(pending)} not created")
+                raise TransientError(f"creating {kind} topics", f"{sorted(pending)} not created")
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
     if created:
-        log.info("created changelog topics %s", sorted(created))
+        log.info("created %s topics %s", kind, sorted(created))
     if existing:
-        await _check(producer, {n: wanted[n] for n in existing}, timeout_s)
+        policy = dict(configs).get("cleanup.policy", "delete")
+        await _check(producer, {n: wanted[n] for n in existing}, timeout_s, kind, policy)
     return created
 
 
 async def _check(
-    producer: AIOKafkaProducer, topics: Mapping[str, tuple[str, int]], timeout_s: float
+    producer: AIOKafkaProducer,
+    topics: Mapping[str, tuple[str, int]],
+    timeout_s: float,
+    kind: str,
+    wanted_policy: str,
 ) -> None:
-    """Existing changelogs must have their input's partition count and be compacted."""
+    """Existing topics must have the partition count wanted and ``wanted_policy``."""
     counts = await partition_counts(producer, sorted(topics), timeout_s)
     for name, (source, n) in sorted(topics.items()):
-        if counts[name] != n:
+        if counts[name] != n and kind == "changelog":
             raise ConfigError(
                 f"changelog topic {name} has {counts[name]} partitions but its input "
                 f"{source} has {n}: a store needs one changelog partition per input "
                 "partition (delete the changelog to rebuild it, or restore the input's count)"
             )
+        if counts[name] != n:
+            raise ConfigError(
+                f"{kind} topic {name} has {counts[name]} partitions, but {source} wants {n}: "
+                "set the stage's partitions to its count, or delete the topic (its records "
+                "not yet read are lost then)"
+            )
     client = producer.client
     resources = [(_TOPIC_RESOURCE, name, ["cleanup.policy"]) for name in sorted(topics)]
-    with mapped("checking changelog topics (DescribeConfigs)"):
+    with mapped(f"checking {kind} topics (DescribeConfigs)"):
         resp = await client.send(client.get_random_node(), DescribeConfigsRequest(resources))
     for res in resp.to_object()["resources"]:
         name, code = res["resource_name"], res["error_code"]
         if code == codes.TOPIC_AUTHORIZATION_FAILED:
             raise AuthorizationError(
-                "checking changelog topics", "DESCRIBE_CONFIGS", f"topic {name}", error_name(code)
+                f"checking {kind} topics", "DESCRIBE_CONFIGS", f"topic {name}", error_name(code)
             )
         if code != 0:
             raise TransientError(f"DescribeConfigs of {name}", error_name(code))
         policy = {e["config_names"]: e["config_value"] for e in res["config_entries"]}.get(
             "cleanup.policy", "delete"
         )
-        if [p.strip() for p in (policy or "").split(",")] != ["compact"]:
+        if [p.strip() for p in (policy or "").split(",")] == [wanted_policy]:
+            continue
+        if kind == "changelog":
             raise ConfigError(
                 f"changelog topic {name} has cleanup.policy={policy}: a changelog must be "
                 "compacted only (cleanup.policy=compact); with delete, keys not written "
                 "within the retention are gone from it, and a restore would miss them"
             )
+        raise ConfigError(
+            f"{kind} topic {name} has cleanup.policy={policy}, not {wanted_policy}: "
+            "compaction would keep only the last record of each key"
+        )
+
+
+async def delete_records(
+    producer: AIOKafkaProducer, before: Mapping[tuple[str, int], int], timeout_s: float
+) -> None:
+    """Delete the records of each (topic, partition) of ``before`` below its offset: one
+    DeleteRecords a leader, over the producer's connections."""
+    client = producer.client
+    by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
+    for (topic, partition), offset in sorted(before.items()):
+        leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))
+        if leader is None or leader < 0:
+            raise TransientError(f"deleting records of {topic}[{partition}]", "no leader known")
+        by_leader.setdefault(leader, {}).setdefault(topic, []).append((partition, offset))
+    step = "deleting committed records (DeleteRecords)"
+    for leader, topics in by_leader.items():
+        request = DeleteRecordsRequest(list(topics.items()), int(timeout_s * 1000))
+        with mapped(step, "DELETE"):
+            async with asyncio.timeout(timeout_s):
+                resp = await client.send(leader, request)
+            for name, partitions, *_ in resp.topics:
+                for index, _low, code, *_ in partitions:
+                    if code:
+                        raise error_for(code, f"{name}[{index}]")
+    return None
 
 
 def _controller(client: object) -> int:

@@ -39,7 +39,7 @@ import contextlib
 import functools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -149,6 +149,24 @@ class Engine:
         self._process_record: Callable[[Record], Awaitable[object]] = typed.decoding(
             self.session.stores.bind(seat, self._check)
         )
+
+    def before_join(self, make: Callable[[Any, int, float], Awaitable[None]]) -> None:
+        """``make(producer, replication, timeout_s)`` is awaited at each start of the
+        session, once its producer started and before the stores and the group: the
+        topics the app makes for itself (a pipeline's repartition topics)."""
+        cfg = self.config
+        replication, timeout = cfg.changelog_replication_factor, cfg.transaction_timeout_s
+
+        async def prepare(producer: Any) -> None:
+            await make(producer, replication, timeout)
+
+        self.session.prepare = prepare
+
+    def after_commit(self, told: Callable[[Any, Mapping[tuple[str, int], int]], None]) -> None:
+        """``told(producer, offsets)`` after each commit, with the offsets it committed
+        (the next to read, per partition), under the session lock: it must not block
+        (a pipeline starts trimming its repartition topics there)."""
+        self.session.committed_hook = told
 
     @property
     def in_transaction(self) -> bool:

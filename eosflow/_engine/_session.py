@@ -37,7 +37,7 @@ from .._errors import (
     TransientError,
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
-from .._records import Output, Record
+from .._records import Output, Partition, Record
 from .._state import Feed, GlobalTable, Serde, Stores, Table, state_settings, subscribed
 from .._timeouts import outlived, step_timeout_s
 from ._end import Ending, decide_and_end
@@ -79,6 +79,14 @@ class TransactSession:
         self.last_failure_reason: str | None = None  # of the last ABORTED or RECOVERED one
         self._failure: FatalError | None = None  # the rebalance listener's, for poll()
         self._logins = ak.LoginWatch()  # a login refused mid-run (aiokafka retries it)
+        # topics the app makes, after the producer started and before the stores and
+        # the group (``Engine.before_join``): retried with the rest of the start
+        self.prepare: Callable[[AIOKafkaProducer], Awaitable[None]] | None = None
+        # told the offsets of each committed transaction, once committed (``Engine.
+        # after_commit``); must not block: it runs under the session lock
+        self.committed_hook: Callable[[AIOKafkaProducer, Mapping[Partition, int]], None] | None = (
+            None
+        )
         # the transactional producer and its replacement; our start, in the member's
         # client id (_reinit); the cluster's capabilities and protocols
         self._producers = ProducerSlot(config, IdClaim())
@@ -134,6 +142,8 @@ class TransactSession:
         cfg, caps, chosen = self.config, slot.caps, slot.protocols
         assert caps is not None and chosen is not None
         self._pos.stable = caps.kip447 and cfg.require_stable_fetch_offsets
+        if self.prepare is not None:
+            await self.prepare(producer)
         await self.stores.start(producer)
         group = chosen.group
         ranged = self.stores.copartitioned  # partition p of every topic together
@@ -401,6 +411,8 @@ class TransactSession:
                 flushed = True  # every send future was awaited and its result read
                 self._pos.committed.update(offsets)
                 self.stores.committed()
+                if self.committed_hook is not None:
+                    self.committed_hook(self.producer, txn.consumed)
                 # no stable fetches: hold rebalances back so the next owner reads our offsets
                 hold = not self._pos.stable and self.config.post_commit_delay_s > 0
             else:

@@ -14,9 +14,12 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
   loop-side ticker (loop liveness, lag samples, progress lines);
 - ``_status``: ``eosflow status``, a group's partitions from the broker's view;
 - ``_topic_io``: ``eosflow produce`` and ``eosflow consume``, lines into a topic and a
-  topic's committed records out (for trying eosflow and looking at what it wrote).
+  topic's committed records out (for trying eosflow and looking at what it wrote);
+- ``_loading``: ``load_processor``, the ``package.module:ClassName`` that ``eosflow run``
+  and ``eosflow topology`` build.
 """
 
+from ._loading import load_processor
 from ._logs import JsonLines, summarised_aiokafka_logs
 from ._logs import configure as configure_logs
 from ._metrics import PrometheusMetrics
@@ -31,6 +34,7 @@ __all__ = [
     "configure_logs",
     "consume_command",
     "group_status",
+    "load_processor",
     "produce_command",
     "summarised_aiokafka_logs",
 ]

@@ -18,7 +18,9 @@ What the runtime keeps there, and who writes it:
 - ``windows`` and ``tables``: the record's tumbling and hopping windows and the tables
   of its partition number, set around each ``process`` (the per-record path: one
   attribute write, as when they lived on the processor);
-- ``batch``: the ``BatchState`` of the ``process_batch`` call in progress.
+- ``batch``: the ``BatchState`` of the ``process_batch`` call in progress;
+- ``members``: a pipeline's stage processors (``_stages``), which the seat serves as it
+  serves ``processor`` (each stage's stores are its own by name).
 
 The trade-off: a context variable costs one ``get`` per call of those methods (tens of
 nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
@@ -45,10 +47,13 @@ NOTHING: Mapping[str, Any] = MappingProxyType({})
 class Seat:
     """What the runtime gives ``processor`` while an app runs it (the module's doc)."""
 
-    __slots__ = ("batch", "observer", "processor", "stores", "tables", "windows")
+    __slots__ = ("batch", "members", "observer", "processor", "stores", "tables", "windows")
 
-    def __init__(self, processor: object, observer: Observer) -> None:
+    def __init__(
+        self, processor: object, observer: Observer, members: tuple[object, ...] = ()
+    ) -> None:
         self.processor = processor
+        self.members = members
         self.observer = observer
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
@@ -64,7 +69,11 @@ def seat_of(processor: object) -> Seat | None:
     """The seat of the app running ``processor`` in this context, or None (not running,
     or running in another app)."""
     seat = CURRENT.get()
-    return seat if seat is not None and seat.processor is processor else None
+    if seat is None:
+        return None
+    if seat.processor is processor or any(m is processor for m in seat.members):
+        return seat
+    return None
 
 
 @contextmanager

@@ -5,7 +5,7 @@ of the group's; nothing else reaches into it. With no store declared every call 
 at once, so a stateless app pays nothing (and no branch on "stateful" runs elsewhere).
 
 - **Start**: every changelog topic exists (created compacted, one partition per input
-  partition) or is checked (``_aiokafka.ensure_compacted``).
+  partition) or is checked (``_aiokafka.ensure_topics``).
 - **Assignment**: each new input partition's local copy is opened (reused when the
   partition never left, as when a rebalance revokes and gives back the same ones) and
   restored in the background (``_restore``); the session keeps the partition paused and
@@ -211,7 +211,7 @@ class Stores(Reads):
         }
         if not wanted:
             return
-        await ak.ensure_compacted(producer, wanted, cfg.changelog_replication_factor, timeout)
+        await ak.ensure_topics(producer, wanted, cfg.changelog_replication_factor, timeout)
         # their metadata now, tracked: the first commit's changelog produce need not wait
         # for a new topic's leaders under the session lock
         await ak.partition_counts(producer, sorted(wanted), timeout)

@@ -216,7 +216,9 @@ class Typing:
                 value = vc.dumps(value)
         except Exception as exc:
             raise TypeError(f"Output for {o.topic}: {exc}") from exc
-        return Output(o.topic, value, key=key, headers=o.headers, partition=o.partition)
+        return Output(
+            o.topic, value, key=key, headers=o.headers, partition=o.partition, timestamp=o.timestamp
+        )
 
 
 async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:

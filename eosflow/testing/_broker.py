@@ -31,8 +31,11 @@ from ._txn import TxnCoordinator, TxnSettings
 # tests/contract/test_broker_answers.py). A cap below the floor leaves the API out:
 # ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) are Kafka 4's.
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
-    "2.4": ({}, {0: 8, 28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 68: -1, 69: -1}),
-    "2.5": ({}, {0: 8, 28: 3, 9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 68: -1, 69: -1}),
+    "2.4": (
+        {},
+        {0: 8, 28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 21: 1, 68: -1, 69: -1},
+    ),
+    "2.5": ({}, {0: 8, 28: 3, 9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 21: 1, 68: -1, 69: -1}),
     "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
 # Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0

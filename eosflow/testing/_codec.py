@@ -90,6 +90,7 @@ API_NAMES = {
     18: "ApiVersions",
     19: "CreateTopics",
     20: "DeleteTopics",
+    21: "DeleteRecords",
     22: "InitProducerId",
     24: "AddPartitionsToTxn",
     25: "AddOffsetsToTxn",

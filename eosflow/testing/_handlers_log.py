@@ -1,4 +1,4 @@
-"""The partition log's APIs: Produce, Fetch, ListOffsets."""
+"""The partition log's APIs: Produce, Fetch, ListOffsets, DeleteRecords."""
 
 from __future__ import annotations
 
@@ -191,3 +191,30 @@ async def list_offsets(c: Broker, f: Frame, host: str) -> Body:
             )
         out.append({"topic": t["topic"], "partitions": parts})
     return {"topics": out}
+
+
+@handles("DeleteRecords")
+async def delete_records(c: Broker, f: Frame, host: str) -> Body:
+    """Moves each partition's log start up to the offset asked (-1: the high watermark),
+    never down, and answers the log start as ``low_watermark``; the batches wholly below
+    it are dropped (Kafka deletes whole segments; a fetch below the log start is
+    OFFSET_OUT_OF_RANGE either way). An offset past the high watermark:
+    OFFSET_OUT_OF_RANGE; a partition that does not exist: UNKNOWN_TOPIC_OR_PARTITION.
+    Versions: v0-2."""
+    out = []
+    for t in f.body["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            log = c.log((t["name"], p["partition_index"]))
+            code, low = codes.UNKNOWN_TOPIC_OR_PARTITION, -1
+            if log is not None:
+                offset = log.high_watermark if p["offset"] == -1 else p["offset"]
+                if offset < 0 or offset > log.high_watermark:
+                    code = codes.OFFSET_OUT_OF_RANGE
+                else:
+                    code, low = codes.NONE, log.delete_before(offset)
+            parts.append(
+                {"partition_index": p["partition_index"], "low_watermark": low, "error_code": code}
+            )
+        out.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": out}

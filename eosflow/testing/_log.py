@@ -174,6 +174,20 @@ class PartitionLog:
         self.log_start_offset = self.high_watermark
         return deleted
 
+    def delete_before(self, offset: int) -> int:
+        """DeleteRecords: the log starts at ``offset`` (at most the high watermark) unless
+        it starts later already; batches wholly below it are dropped. Returns the start."""
+        if offset <= self.log_start_offset:
+            return self.log_start_offset
+        self.log_start_offset = offset
+        keep = 0
+        while keep < len(self.batches) and self.batches[keep].last_offset < offset:
+            keep += 1
+        if keep:
+            del self.batches[:keep]
+            del self._bases[:keep]
+        return offset
+
     # --- reads -----------------------------------------------------------------------
 
     def read(

@@ -1,0 +1,275 @@
+"""A pipeline as the one processor the engine runs (``staged``).
+
+``staged(pipeline, config)`` checks the graph (``_graph.plan``) and gives back what
+``EosApp`` runs instead of the user's ``Pipeline``: an eosflow-owned ``Processor``
+(``Staged``) and the config subscribing to every source and repartition topic. The
+user's objects are only read and called, never written into.
+
+Per record, ``Staged.process`` calls the stages that read the record's topic, in the
+graph's order, and turns each ``Regroup`` into an ``Output`` to the stage's repartition
+topic with the record's timestamp. Everything the stages return goes into the one open
+transaction, with every consumed offset: a regrouped record and the offset of the record
+it came from commit together or not at all, and the stages after it read it only once
+committed (the consumer reads read_committed).
+
+Stores and windows are the stages' by name (a name is one stage's: ``_graph``); the
+runtime keeps them per consumed topic partition, so a later stage's stores are keyed by
+the partitions of the repartition topic it reads -- by the new key. A window's
+``closed`` goes to the stage that declared the window, a timer's ``fire`` and a record's
+``timestamp`` to the one stage of the topic that overrides them.
+
+Cost in this version: every declared store has a changelog per consumed topic, a stage's
+stores on the topics other stages read included (empty there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from .. import _aiokafka as ak
+from .._config import EosConfig
+from .._errors import ConfigError
+from .._processor import Processor, ProcessResult
+from .._records import Output, Record
+from .._state import Timer, Window, seat_of
+from ._graph import Pipeline, Plan, Regroup, overrides, plan
+from ._trim import Trimmer
+
+if TYPE_CHECKING:
+    from aiokafka import AIOKafkaProducer
+
+__all__ = ["Staged", "staged"]
+
+#: a repartition topic's settings: never compacted (a compacted one would keep only the
+#: last record of each key), never deleted by time (a stage far behind would lose
+#: records): what every stage committed past is deleted by the ``Trimmer`` instead
+REPARTITION_CONFIGS = (("cleanup.policy", "delete"), ("retention.ms", "-1"))
+
+
+def staged(pipeline: Pipeline, config: EosConfig) -> tuple[Staged, EosConfig]:
+    """What ``EosApp`` runs for ``pipeline``: the processor and the config (every source
+    and repartition topic subscribed). A topic of ``config.input_topics`` no stage reads
+    is a one-line ``ConfigError``."""
+    graph = plan(pipeline, config.group_id)
+    unread = [t for t in config.input_topics if t not in graph.sources]
+    if unread:
+        raise ConfigError(
+            f"{graph.name}: input topic {unread[0]!r} is read by no stage "
+            f"(its sources: {', '.join(graph.sources)})"
+        )
+    inputs = (*graph.sources, *graph.repartition.values())
+    methods: dict[str, Any] = {}
+    if any(overrides(s.processor, "fire") for s in graph.stages.values()):
+        methods["fire"] = Staged.routed_fire
+    if any(overrides(s.processor, "timestamp") for s in graph.stages.values()):
+        methods["timestamp"] = Staged.routed_timestamp
+    # the runtime tells timers and own event time by whether these are overridden: the
+    # class has them only when a stage does
+    cls = type(graph.name, (Staged,), {"__module__": __name__, **methods})
+    runner: Staged = cls(pipeline, graph, config.transaction_timeout_s)
+    return runner, config.model_copy(update={"input_topics": inputs})
+
+
+class Staged(Processor):
+    """The stages of one pipeline as one processor (the module's doc)."""
+
+    def __init__(self, pipeline: Pipeline, graph: Plan, timeout_s: float) -> None:
+        self.pipeline = pipeline
+        self.graph = graph
+        # what every stage committed past, deleted from the repartition topics
+        self.trimmer = Trimmer(graph.repartition.values(), timeout_s)
+        stages = graph.stages
+        self.members = tuple(stages[n].processor for n in graph.order)
+        # per consumed topic: (stage name, its processor) in the graph's order
+        self._readers = {
+            topic: tuple((n, stages[n].processor) for n in names)
+            for topic, names in graph.readers.items()
+        }
+        self._regroups_to = dict(graph.repartition)
+        # the stages' declarations, merged (names checked unique by ``plan``)
+        self.stores = {k: v for n in graph.order for k, v in _attr(stages[n], "stores").items()}
+        self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
+        self._closed_by = {
+            w: stages[n].processor for n in graph.order for w in _attr(stages[n], "windows")
+        }
+        self.topics = _topics(graph)
+        self.schema_registry = _registry(graph)
+        self._timed = {  # topic -> the stage processor that keeps its timers / event time
+            method: {
+                graph.topic_of(i): stages[n].processor
+                for n in graph.order
+                if overrides(stages[n].processor, method)
+                for i in stages[n].inputs
+            }
+            for method in ("fire", "timestamp")
+        }
+
+    # --- records ------------------------------------------------------------------------
+
+    async def process(self, record: Record[Any, Any]) -> ProcessResult:
+        readers = self._readers.get(record.topic, ())
+        if len(readers) == 1:
+            name, processor = readers[0]
+            return self._routed(name, await processor.process(record), record.timestamp)
+        out: list[object] = []
+        for name, processor in readers:
+            result = self._routed(name, await processor.process(record), record.timestamp)
+            if isinstance(result, Output):
+                out.append(result)
+            elif result is not None:
+                out.extend(result)  # type: ignore[arg-type]  # an iterable: the engine checks it
+        return out  # type: ignore[return-value]  # outputs, or what the engine names
+
+    async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
+        processor = self._closed_by[window.store]
+        stage = self._stage_of(processor)
+        # a final regrouped carries the window's last millisecond as its event time
+        return self._routed(stage, await processor.closed(key, window, value), window.end_ms - 1)
+
+    async def routed_fire(self, timer: Timer) -> ProcessResult:
+        topic = self._current_topic()
+        processor = None if topic is None else self._timed["fire"].get(topic)
+        if processor is None:
+            return None
+        when = timer.time_ms if not timer.wall_clock else None
+        return self._routed(self._stage_of(processor), await processor.fire(timer), when)
+
+    def routed_timestamp(self, record: Record) -> int:
+        processor = self._timed["timestamp"].get(record.topic)
+        return record.timestamp if processor is None else processor.timestamp(record)
+
+    def _routed(self, stage: str, result: object, timestamp: int | None) -> ProcessResult:
+        """``result`` with each ``Regroup`` as an ``Output`` to ``stage``'s repartition
+        topic (the rest as it is: the engine checks it)."""
+        if result is None or isinstance(result, Output):
+            return result
+        if isinstance(result, Regroup):
+            return self._regrouped(stage, result, timestamp)
+        if isinstance(result, (str, bytes, bytearray, dict)) or not isinstance(result, Iterable):
+            return result  # type: ignore[return-value]  # the engine names what it is
+        return [
+            self._regrouped(stage, r, timestamp) if isinstance(r, Regroup) else r for r in result
+        ]
+
+    def _regrouped(self, stage: str, r: Regroup, timestamp: int | None) -> Output:
+        topic = self._regroups_to.get(stage)
+        if topic is None:
+            raise TypeError(
+                f"stage {stage!r} returned a Regroup, but no stage reads {stage!r}: "
+                f"name it among a later stage's inputs"
+            )
+        if r.key is None:
+            raise TypeError(f"stage {stage!r} returned a Regroup without a key")
+        return Output(topic, r.value, key=r.key, headers=r.headers, timestamp=timestamp)
+
+    def _stage_of(self, processor: Processor) -> str:
+        return next(n for n in self.graph.order if self.graph.stages[n].processor is processor)
+
+    def _current_topic(self) -> str | None:
+        seat = seat_of(self)
+        current = None if seat is None or seat.stores is None else seat.stores.current
+        return None if current is None else str(current[0])
+
+    # --- topics ---------------------------------------------------------------------------
+
+    async def ensure_topics(
+        self, producer: AIOKafkaProducer, replication: int, timeout_s: float
+    ) -> None:
+        """Create (or check) every repartition topic: ``Stage.partitions``, else as many
+        partitions as the stage's most partitioned input, in the graph's order."""
+        graph = self.graph
+        counts = await ak.partition_counts(producer, list(graph.sources), timeout_s)
+        wanted: dict[str, tuple[str, int]] = {}
+        for name in graph.order:
+            stage = graph.stages[name]
+            n = stage.partitions or max(counts[graph.topic_of(i)] for i in stage.inputs)
+            topic = graph.repartition.get(name)
+            if topic is not None:
+                counts[topic] = n
+                wanted[topic] = (f"stage {name}", n)
+        if wanted:
+            await ak.ensure_topics(
+                producer, wanted, replication, timeout_s, "repartition", REPARTITION_CONFIGS
+            )
+
+    # --- hooks ----------------------------------------------------------------------------
+
+    def configure(self, config: EosConfig) -> None:
+        self.pipeline.configure(config)
+        for p in self.members:
+            p.configure(config)
+
+    async def on_start(self) -> None:
+        await self.pipeline.on_start()
+        for p in self.members:
+            await p.on_start()
+
+    async def on_stop(self) -> None:
+        try:
+            for p in reversed(self.members):
+                await p.on_stop()
+            await self.pipeline.on_stop()
+        finally:
+            await self.trimmer.stop()
+
+    async def on_assigned(self, partitions: frozenset[tuple[str, int]]) -> None:
+        await self.pipeline.on_assigned(partitions)
+        for name, p in zip(self.graph.order, self.members, strict=True):
+            mine = self._of_stage(name, partitions)
+            if mine:
+                await p.on_assigned(mine)
+
+    async def on_revoked(self, partitions: frozenset[tuple[str, int]]) -> None:
+        for name, p in zip(self.graph.order, self.members, strict=True):
+            mine = self._of_stage(name, partitions)
+            if mine:
+                await p.on_revoked(mine)
+        await self.pipeline.on_revoked(partitions)
+
+    def _of_stage(
+        self, name: str, partitions: frozenset[tuple[str, int]]
+    ) -> frozenset[tuple[str, int]]:
+        topics = {self.graph.topic_of(i) for i in self.graph.stages[name].inputs}
+        return frozenset(p for p in partitions if p[0] in topics)
+
+
+def _attr(stage: Any, what: str) -> Mapping[str, Any]:
+    value = getattr(stage.processor, what, None) or {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            f"{type(stage.processor).__name__}.{what} must be a mapping, not {value!r}"
+        )
+    return value
+
+
+def _topics(graph: Plan) -> dict[str, Any]:
+    """The stages' ``topics`` merged, a stage's name standing for its repartition topic;
+    one topic declared differently by two stages is a ``ConfigError``."""
+    out: dict[str, Any] = {}
+    by: dict[str, str] = {}
+    for name in graph.order:
+        for topic, declared in _attr(graph.stages[name], "topics").items():
+            real = graph.topic_of(topic)
+            if real in out and out[real] != declared:
+                raise ConfigError(
+                    f"{graph.name}: stages {by[real]!r} and {name!r} declare {topic!r} "
+                    f"differently ({out[real]!r}, {declared!r}): declare it alike"
+                )
+            out[real], by[real] = declared, name
+    return out
+
+
+def _registry(graph: Plan) -> Any:
+    chosen: list[tuple[str, Any]] = [
+        (n, r)
+        for n in graph.order
+        if (r := getattr(graph.stages[n].processor, "schema_registry", None)) is not None
+    ]
+    for name, registry in chosen[1:]:
+        if registry != chosen[0][1]:
+            raise ConfigError(
+                f"{graph.name}: stages {chosen[0][0]!r} and {name!r} name different schema "
+                "registries: a pipeline has one"
+            )
+    return chosen[0][1] if chosen else None

@@ -1,0 +1,177 @@
+"""A pipeline's graph: what ``plan`` and ``staged`` accept, the order and topics they
+give, and each mistake as one line (``eosflow/_stages``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+import eosflow
+from eosflow._stages import Staged, plan, staged
+from examples.regroup import ProductCounts
+
+
+class Pass(eosflow.Processor):
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        return eosflow.Output("out", record.value, key=record.key)
+
+
+class Counted(Pass):
+    stores = {"counts": eosflow.JSON}
+
+
+class Timed(Pass):
+    async def fire(self, timer: eosflow.Timer) -> None:
+        return None
+
+
+class Batched(Pass):
+    async def process_batch(self, records: Any) -> list[eosflow.Output]:
+        return []
+
+
+def pipeline(stages: Mapping[str, eosflow.Stage]) -> eosflow.Pipeline:
+    class App(eosflow.Pipeline):
+        pass
+
+    app = App()
+    app.stages = stages
+    return app
+
+
+def config(**kw: Any) -> eosflow.EosConfig:
+    base: dict[str, Any] = dict(
+        bootstrap_servers="127.0.0.1:9",
+        group_id="g",
+        input_topics=("orders",),
+        transactional_id="t",
+    )
+    return eosflow.EosConfig(**{**base, **kw})
+
+
+def test_a_chain_a_branch_and_a_merge_are_ordered_and_named() -> None:
+    app = pipeline(
+        {
+            "merge": eosflow.Stage(Pass(), inputs=("left", "right")),
+            "left": eosflow.Stage(Pass(), inputs=("split",)),
+            "right": eosflow.Stage(Pass(), inputs=("split",), partitions=6),
+            "split": eosflow.Stage(Pass(), inputs=("orders",)),
+        }
+    )
+    graph = plan(app, "shop")
+    assert graph.order.index("split") < graph.order.index("left") < graph.order.index("merge")
+    assert graph.order.index("right") < graph.order.index("merge")
+    assert graph.sources == ("orders",)
+    assert graph.repartition == {
+        "split": "shop--split--repartition",
+        "left": "shop--left--repartition",
+        "right": "shop--right--repartition",
+    }  # merge is read by none: no topic
+    assert graph.readers["shop--split--repartition"] == ("left", "right")
+    text = graph.describe()
+    assert "split: Pass <- orders; regroups to shop--split--repartition -> left, right" in text
+    assert (
+        "right: Pass <- split (stage, shop--split--repartition); regroups to "
+        "shop--right--repartition, 6 partitions -> merge" in text
+    )
+
+
+def test_staged_subscribes_sources_and_repartition_topics_and_merges_declarations() -> None:
+    runner, cfg = staged(ProductCounts(), config())
+    assert isinstance(runner, Staged)
+    assert cfg.input_topics == ("orders", "g--by-product--repartition")
+    assert dict(runner.stores) == {"per-product": eosflow.JSON}
+    assert type(runner).__name__ == "ProductCounts"  # errors name the user's pipeline
+
+
+@pytest.mark.parametrize(
+    ("stages", "message"),
+    [
+        ({}, "App.stages must map stage names to eosflow.Stage"),
+        ({"a b": eosflow.Stage(Pass(), inputs=("orders",))}, "stage name 'a b'"),
+        ({"a--b": eosflow.Stage(Pass(), inputs=("orders",))}, "stage name 'a--b'"),
+        ({"a": Pass()}, "App.stages['a']: expected an eosflow.Stage"),
+        ({"a": eosflow.Stage(Pass(), inputs=())}, "App.stages['a'] reads nothing"),
+        ({"a": eosflow.Stage(Pass(), inputs=("x", "x"))}, "names an input twice"),
+        ({"a": eosflow.Stage(Pass(), inputs=("x",), partitions=0)}, "partitions must be"),
+        (
+            {
+                "a": eosflow.Stage(Pass(), inputs=("c",)),
+                "b": eosflow.Stage(Pass(), inputs=("a",)),
+                "c": eosflow.Stage(Pass(), inputs=("b", "orders")),
+            },
+            "App.stages has a cycle: a -> c -> b -> a",
+        ),
+        ({"a": eosflow.Stage(Pass(), inputs=("a",))}, "has a cycle: a -> a"),
+        (
+            {
+                "a": eosflow.Stage(Counted(), inputs=("orders",)),
+                "b": eosflow.Stage(Counted(), inputs=("a",)),
+            },
+            "stages 'a' and 'b' both declare the store or window 'counts'",
+        ),
+        (
+            {
+                "a": eosflow.Stage(Timed(), inputs=("orders",)),
+                "b": eosflow.Stage(Timed(), inputs=("orders",)),
+            },
+            "stages 'a' and 'b' both read 'orders' and keep timers",
+        ),
+        ({"a": eosflow.Stage(Batched(), inputs=("orders",))}, "uses process_batch: not yet"),
+    ],
+)
+def test_each_mistake_is_one_line(stages: Mapping[str, Any], message: str) -> None:
+    with pytest.raises(eosflow.ConfigError, match=None) as caught:
+        plan(pipeline(stages), "g")
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_one_processor_in_two_stages_and_unread_inputs_are_refused() -> None:
+    shared = Pass()
+    app = pipeline(
+        {
+            "a": eosflow.Stage(shared, inputs=("orders",)),
+            "b": eosflow.Stage(shared, inputs=("a",)),
+        }
+    )
+    with pytest.raises(eosflow.ConfigError, match="share one processor object"):
+        plan(app, "g")
+    with pytest.raises(eosflow.ConfigError, match="input topic 'clicks' is read by no stage"):
+        staged(ProductCounts(), config(input_topics=("orders", "clicks")))
+
+
+def test_a_topic_two_stages_declare_differently_is_refused() -> None:
+    class Typed(Pass):
+        topics = {"a": eosflow.Topic(value=str)}
+
+    class Other(Pass):
+        topics = {"a": eosflow.Topic(value=eosflow.JSON)}
+
+    app = pipeline(
+        {
+            "a": eosflow.Stage(Typed(), inputs=("orders",)),
+            "b": eosflow.Stage(Other(), inputs=("a",)),
+        }
+    )
+    with pytest.raises(eosflow.ConfigError, match="stages 'a' and 'b' declare 'a' differently"):
+        staged(app, config())
+
+
+async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time() -> None:
+    runner, _ = staged(ProductCounts(), config())
+    record = eosflow.Record("orders", 0, 7, b"c1", b'{"product": "p9"}', timestamp=1234)
+    out = await runner.process(record)
+    assert out == eosflow.Output(
+        "g--by-product--repartition", b'{"product": "p9"}', key="p9", timestamp=1234
+    )
+
+    class Lost(Pass):
+        async def process(self, record: eosflow.Record) -> eosflow.Regroup:
+            return eosflow.Regroup(key=b"k", value=b"v")
+
+    lone, _ = staged(pipeline({"a": eosflow.Stage(Lost(), inputs=("orders",))}), config())
+    with pytest.raises(TypeError, match="stage 'a' returned a Regroup, but no stage reads 'a'"):
+        await lone.process(record)
