@@ -20,6 +20,8 @@ from kit import T0_MS, broker_has_kip360, create_topic, eventually
 
 import eosflow
 from eosflow._checks._checker import read_records
+from eosflow._protocol import codes
+from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import Broker
 from examples.regroup import ByProduct, CountPerProduct, ProductCounts
 
@@ -208,3 +210,127 @@ async def test_a_repartition_topic_with_another_partition_count_stops_the_start(
         "by-product wants 3: set the stage's partitions to its count, or delete the topic "
         "(its records not yet read are lost then)"
     )
+
+
+class CountFailingOnce(CountPerProduct):
+    """The count, whose transaction fails once (``TransactionError``: aborted, retried)
+    at the ``fail_at``-th regrouped record it sees: by then its transaction consumed
+    regrouped records that an earlier commit did not cover."""
+
+    def __init__(self, output: str, fail_at: int) -> None:
+        super().__init__(output)
+        self.seen, self.fail_at = 0, fail_at
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        self.seen += 1
+        if self.seen == self.fail_at:
+            raise eosflow.TransactionError("once, mid-transaction")
+        return await super().process(record)
+
+
+class FailingOnce(eosflow.Pipeline):
+    def __init__(self, orders: str, output: str, fail_at: int) -> None:
+        self.stages = {
+            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
+            "count": eosflow.Stage(CountFailingOnce(output, fail_at), inputs=("by-product",)),
+        }
+
+
+# Caught: the trimmer told the offsets before the commit (an aborted transaction's
+# regrouped records deleted: the retry found them gone and orders went uncounted); the
+# group consumer reading read_uncommitted (the aborted regrouped records written
+# beforehand were counted).
+async def test_a_stage_reads_only_committed_regrouped_records_and_none_is_trimmed_early(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, dst, group = b.unique("orders"), b.unique("per-product"), b.unique("products")
+    repartition = f"{group}--by-product--repartition"
+    for topic in (src, dst, repartition):
+        await create_topic(b.bootstrap_servers, topic, 3)
+    # a crashed instance's regrouped orders, aborted: never to be counted
+    zombie = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, transactional_id=b.unique("z"))
+    await zombie.start()
+    try:
+        await zombie.begin_transaction()
+        for i in range(60):
+            await zombie.send(repartition, b'{"aborted": true}', key=product_of(i).encode())
+        await zombie.abort_transaction()
+    finally:
+        await zombie.stop()
+    n = 900
+    await seed_orders(b.bootstrap_servers, src, n)
+    cfg = eosflow.EosConfig(
+        bootstrap_servers=b.bootstrap_servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=b.unique("tx"),
+        state_dir=str(tmp_path),
+        max_records_per_txn=200,
+    )
+    app = eosflow.EosApp(FailingOnce(src, dst, fail_at=450), cfg)
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return await committed_outputs(b.bootstrap_servers, dst) >= n
+
+        await eventually(done, timeout_s=90, what="every order counted and committed")
+        assert app.stats.aborted >= 1  # the failing transaction was aborted, then retried
+    await counts_ok(b.bootstrap_servers, dst, n)
+
+
+class Unsettled(eosflow.Observer):
+    """The partitions of the transactions that did not commit."""
+
+    def __init__(self) -> None:
+        self.partitions: set[tuple[str, int]] = set()
+
+    def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+        if report.outcome is not eosflow.Outcome.COMMITTED:
+            self.partitions.update(report.partitions)
+
+
+# Two transactions whose offsets the broker refused (aborted, rewound) after the counting
+# stage read regrouped records: those records must still be there for the retry.
+# Caught: the records a transaction consumed deleted before its EndTxn (orders went
+# uncounted).
+async def test_a_transaction_that_does_not_commit_leaves_its_regrouped_records(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = cluster
+    src, dst, group = "orders", "per-product", "products"
+    for topic in (src, dst):
+        await create_topic(c.bootstrap_servers, topic, 3)
+    n = 900
+    await seed_orders(c.bootstrap_servers, src, n)
+    cfg = eosflow.EosConfig(
+        bootstrap_servers=c.bootstrap_servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id="tx",
+        state_dir=str(tmp_path),
+        max_records_per_txn=100,
+    )
+    unsettled = Unsettled()
+    app = eosflow.EosApp(
+        ProductCounts(ProductCounts.Settings(orders=src, output=dst)), cfg, observers=[unsettled]
+    )
+    async with app:
+
+        async def counting() -> bool:
+            assert app.failure is None, app.failure
+            return await committed_outputs(c.bootstrap_servers, dst) >= 100
+
+        await eventually(counting, timeout_s=60, what="the counting stage under way")
+        lost = c.intercept("TxnOffsetCommit", error=codes.OFFSET_METADATA_TOO_LARGE, times=2)
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return await committed_outputs(c.bootstrap_servers, dst) >= n
+
+        await eventually(done, timeout_s=90, what="every order counted and committed")
+    assert lost.hits == 2 and app.stats.aborted >= 2
+    # a transaction that did not commit had read regrouped records
+    assert any(t.endswith("--repartition") for t, _ in unsettled.partitions), unsettled.partitions
+    await counts_ok(c.bootstrap_servers, dst, n)
