@@ -334,3 +334,70 @@ async def test_a_transaction_that_does_not_commit_leaves_its_regrouped_records(
     # a transaction that did not commit had read regrouped records
     assert any(t.endswith("--repartition") for t, _ in unsettled.partitions), unsettled.partitions
     await counts_ok(c.bootstrap_servers, dst, n)
+
+
+class PerMinute(eosflow.Processor):
+    """Orders per product (the regrouped key) per minute of event time, each final once."""
+
+    windows = {"product-minutes": eosflow.Tumbling(size_s=60, grace_s=0)}
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+    async def process(self, record: eosflow.Record) -> None:
+        self.window("product-minutes").update(record.key or b"", lambda n: n + 1, 0)
+
+    async def closed(self, key: bytes, window: eosflow.Window, value: int) -> eosflow.Output:
+        minute = (window.start_ms - T0_MS) // 60_000
+        return eosflow.Output(self.output, json.dumps([minute, value]), key=key)
+
+
+class ProductMinutes(eosflow.Pipeline):
+    def __init__(self, orders: str, output: str) -> None:
+        self.stages = {
+            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
+            "per-minute": eosflow.Stage(PerMinute(output), inputs=("by-product",)),
+        }
+
+
+# A window after the regroup: its event time is the orders' (carried by the regroup),
+# its key the product, and its finals reach the stage that declared it. Caught: the
+# regroup without the record's timestamp (no minute closed: stream time was the
+# producer's clock, one minute); `closed` not routed to the window's stage (none emitted).
+async def test_a_window_after_the_regroup_counts_per_new_key_in_event_time(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, dst, group = b.unique("orders"), b.unique("minutes"), b.unique("minutes")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, dst, 1)
+    n = 300  # one a second: five minutes of event time, minutes 0-3 closed by the last
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, acks="all")
+    await p.start()
+    try:
+        for i in range(n):
+            value = json.dumps({"order": i, "product": f"p{i % 3}"}).encode()
+            await p.send(src, value, key=f"c{i % 7}".encode(), timestamp_ms=T0_MS + i * 1000)
+        await p.flush()
+    finally:
+        await p.stop()
+    cfg = eosflow.EosConfig(
+        bootstrap_servers=b.bootstrap_servers,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=b.unique("tx"),
+        state_dir=str(tmp_path),
+    )
+    app = eosflow.EosApp(ProductMinutes(src, dst), cfg)
+    async with app:
+
+        async def done() -> bool:
+            assert app.failure is None, app.failure
+            return await committed_outputs(b.bootstrap_servers, dst) >= 12
+
+        await eventually(done, timeout_s=60, what="minutes 0-3 of every product closed")
+    finals = sorted(
+        (r.key, *json.loads(r.value or b"null"))
+        for r in await read_records(b.bootstrap_servers, dst, committed_only=True)
+    )
+    assert finals == [(f"p{k}".encode(), m, 20) for k in range(3) for m in range(4)]
