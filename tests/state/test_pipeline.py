@@ -13,6 +13,7 @@ import random
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import Fleet, chaos_env, run_chaos
@@ -73,20 +74,49 @@ async def committed_outputs(bootstrap: str, dst: str) -> int:
     return len(await read_records(bootstrap, dst, committed_only=True))
 
 
+def by_product_then(orders: str, then: eosflow.Processor) -> eosflow.Pipeline:
+    """Orders regrouped by product (``examples/regroup.py``'s first stage), then ``then``."""
+
+    class ByProductThen(eosflow.Pipeline):
+        pass
+
+    pipeline = ByProductThen()
+    pipeline.stages = {
+        "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
+        "then": eosflow.Stage(then, inputs=("by-product",)),
+    }
+    return pipeline
+
+
+def config(
+    bootstrap: str, group: str, src: str, tx: str, state_dir: Path, **kw: Any
+) -> eosflow.EosConfig:
+    return eosflow.EosConfig(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        input_topics=(src,),
+        transactional_id=tx,
+        state_dir=str(state_dir),
+        **kw,
+    )
+
+
+async def until_outputs(app: eosflow.EosApp, bootstrap: str, dst: str, n: int, what: str) -> None:
+    """Wait, while ``app`` runs, until ``dst`` holds ``n`` committed records."""
+
+    async def done() -> bool:
+        assert app.failure is None, app.failure
+        return await committed_outputs(bootstrap, dst) >= n
+
+    await eventually(done, timeout_s=90, what=what)
+
+
 class CountAtOrderTime(CountPerProduct):
     """The count, stamped with the record's time: the order's, if the regroup kept it."""
 
     async def process(self, record: eosflow.Record) -> eosflow.Output:
         out = await super().process(record)
         return eosflow.Output(out.topic, out.value, key=out.key, timestamp=record.timestamp)
-
-
-class TimedCounts(eosflow.Pipeline):
-    def __init__(self, orders: str, output: str) -> None:
-        self.stages = {
-            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
-            "count": eosflow.Stage(CountAtOrderTime(output), inputs=("by-product",)),
-        }
 
 
 async def log_starts_and_committed(
@@ -115,21 +145,10 @@ async def test_orders_regrouped_by_product_are_counted_exactly_once(
     await create_topic(b.bootstrap_servers, dst, 2)
     n = 600
     await seed_orders(b.bootstrap_servers, src, n)
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        state_dir=str(tmp_path),
-    )
-    app = eosflow.EosApp(TimedCounts(src, dst), cfg)
+    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path)
+    app = eosflow.EosApp(by_product_then(src, CountAtOrderTime(dst)), cfg)
     async with app:
-
-        async def done() -> bool:
-            assert app.failure is None, app.failure
-            return await committed_outputs(b.bootstrap_servers, dst) >= n
-
-        await eventually(done, timeout_s=90, what="every order counted and committed")
+        await until_outputs(app, b.bootstrap_servers, dst, n, "every order counted and committed")
     await counts_ok(b.bootstrap_servers, dst, n)
     outputs = await read_records(b.bootstrap_servers, dst, committed_only=True)
     assert sorted(r.timestamp for r in outputs) == [T0_MS + i for i in range(n)]
@@ -190,14 +209,7 @@ async def test_a_repartition_topic_with_another_partition_count_stops_the_start(
     src, dst, group = b.unique("orders"), b.unique("per-product"), b.unique("products")
     await create_topic(b.bootstrap_servers, src, 3)
     await create_topic(b.bootstrap_servers, f"{group}--by-product--repartition", 1)
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        state_dir=str(tmp_path),
-        retry_timeout_s=5,
-    )
+    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, retry_timeout_s=5)
     app = eosflow.EosApp(ProductCounts(ProductCounts.Settings(orders=src, output=dst)), cfg)
     try:
         await asyncio.wait_for(app.run(), 60)
@@ -228,14 +240,6 @@ class CountFailingOnce(CountPerProduct):
         return await super().process(record)
 
 
-class FailingOnce(eosflow.Pipeline):
-    def __init__(self, orders: str, output: str, fail_at: int) -> None:
-        self.stages = {
-            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
-            "count": eosflow.Stage(CountFailingOnce(output, fail_at), inputs=("by-product",)),
-        }
-
-
 # Caught: the trimmer told the offsets before the commit (an aborted transaction's
 # regrouped records deleted: the retry found them gone and orders went uncounted); the
 # group consumer reading read_uncommitted (the aborted regrouped records written
@@ -260,22 +264,10 @@ async def test_a_stage_reads_only_committed_regrouped_records_and_none_is_trimme
         await zombie.stop()
     n = 900
     await seed_orders(b.bootstrap_servers, src, n)
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        state_dir=str(tmp_path),
-        max_records_per_txn=200,
-    )
-    app = eosflow.EosApp(FailingOnce(src, dst, fail_at=450), cfg)
+    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, max_records_per_txn=200)
+    app = eosflow.EosApp(by_product_then(src, CountFailingOnce(dst, fail_at=450)), cfg)
     async with app:
-
-        async def done() -> bool:
-            assert app.failure is None, app.failure
-            return await committed_outputs(b.bootstrap_servers, dst) >= n
-
-        await eventually(done, timeout_s=90, what="every order counted and committed")
+        await until_outputs(app, b.bootstrap_servers, dst, n, "every order counted and committed")
         assert app.stats.aborted >= 1  # the failing transaction was aborted, then retried
     await counts_ok(b.bootstrap_servers, dst, n)
 
@@ -304,14 +296,7 @@ async def test_a_transaction_that_does_not_commit_leaves_its_regrouped_records(
         await create_topic(c.bootstrap_servers, topic, 3)
     n = 900
     await seed_orders(c.bootstrap_servers, src, n)
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=c.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id="tx",
-        state_dir=str(tmp_path),
-        max_records_per_txn=100,
-    )
+    cfg = config(c.bootstrap_servers, group, src, "tx", tmp_path, max_records_per_txn=100)
     unsettled = Unsettled()
     app = eosflow.EosApp(
         ProductCounts(ProductCounts.Settings(orders=src, output=dst)), cfg, observers=[unsettled]
@@ -324,12 +309,7 @@ async def test_a_transaction_that_does_not_commit_leaves_its_regrouped_records(
 
         await eventually(counting, timeout_s=60, what="the counting stage under way")
         lost = c.intercept("TxnOffsetCommit", error=codes.OFFSET_METADATA_TOO_LARGE, times=2)
-
-        async def done() -> bool:
-            assert app.failure is None, app.failure
-            return await committed_outputs(c.bootstrap_servers, dst) >= n
-
-        await eventually(done, timeout_s=90, what="every order counted and committed")
+        await until_outputs(app, c.bootstrap_servers, dst, n, "every order counted and committed")
     assert lost.hits == 2 and app.stats.aborted >= 2
     # a transaction that did not commit had read regrouped records
     assert any(t.endswith("--repartition") for t, _ in unsettled.partitions), unsettled.partitions
@@ -350,14 +330,6 @@ class PerMinute(eosflow.Processor):
     async def closed(self, key: bytes, window: eosflow.Window, value: int) -> eosflow.Output:
         minute = (window.start_ms - T0_MS) // 60_000
         return eosflow.Output(self.output, json.dumps([minute, value]), key=key)
-
-
-class ProductMinutes(eosflow.Pipeline):
-    def __init__(self, orders: str, output: str) -> None:
-        self.stages = {
-            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
-            "per-minute": eosflow.Stage(PerMinute(output), inputs=("by-product",)),
-        }
 
 
 # A window after the regroup: its event time is the orders' (carried by the regroup),
@@ -381,21 +353,12 @@ async def test_a_window_after_the_regroup_counts_per_new_key_in_event_time(
         await p.flush()
     finally:
         await p.stop()
-    cfg = eosflow.EosConfig(
-        bootstrap_servers=b.bootstrap_servers,
-        group_id=group,
-        input_topics=(src,),
-        transactional_id=b.unique("tx"),
-        state_dir=str(tmp_path),
-    )
-    app = eosflow.EosApp(ProductMinutes(src, dst), cfg)
+    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path)
+    app = eosflow.EosApp(by_product_then(src, PerMinute(dst)), cfg)
     async with app:
-
-        async def done() -> bool:
-            assert app.failure is None, app.failure
-            return await committed_outputs(b.bootstrap_servers, dst) >= 12
-
-        await eventually(done, timeout_s=60, what="minutes 0-3 of every product closed")
+        await until_outputs(
+            app, b.bootstrap_servers, dst, 12, "minutes 0-3 of every product closed"
+        )
     finals = sorted(
         (r.key, *json.loads(r.value or b"null"))
         for r in await read_records(b.bootstrap_servers, dst, committed_only=True)
