@@ -364,3 +364,52 @@ async def test_a_window_after_the_regroup_counts_per_new_key_in_event_time(
         for r in await read_records(b.bootstrap_servers, dst, committed_only=True)
     )
     assert finals == [(f"p{k}".encode(), m, 20) for k in range(3) for m in range(4)]
+
+
+class LastOrderAlarm(eosflow.Processor):
+    """Per product (the regrouped key): an event-time timer 30 s after its latest order,
+    firing its last order's number -- once no order of the product came for 30 s."""
+
+    async def process(self, record: eosflow.Record) -> None:
+        order = json.loads(record.value or b"{}")["order"]
+        self.timers.at(record.timestamp + 30_000, record.key or b"", str(order))
+
+    async def fire(self, timer: eosflow.Timer) -> eosflow.Output:
+        return eosflow.Output(self.output, timer.payload, key=timer.key)
+
+    def __init__(self, output: str) -> None:
+        self.output = output
+
+
+# A timer in the stage after the regroup: set per product in the orders' event time,
+# fired through the stage that set it. Caught: `fire` not routed to the stage (no alarm).
+async def test_a_timer_after_the_regroup_fires_per_new_key_in_event_time(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, dst, group = b.unique("orders"), b.unique("alarms"), b.unique("alarms")
+    await create_topic(b.bootstrap_servers, src, 1)
+    await create_topic(b.bootstrap_servers, dst, 1)
+    # p0 orders every second for 100 s; p1 twice, at 0 s and 10 s: p1's alarm is due at
+    # 40 s, p0's never (its next order always comes within 30 s)
+    p = AIOKafkaProducer(bootstrap_servers=b.bootstrap_servers, acks="all")
+    await p.start()
+    try:
+        for i in range(100):
+            for product in ("p0", "p1") if i in (0, 10) else ("p0",):
+                value = json.dumps({"order": i, "product": product}).encode()
+                await p.send(src, value, key=b"c", timestamp_ms=T0_MS + i * 1000)
+        await p.flush()
+    finally:
+        await p.stop()
+    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path)
+    app = eosflow.EosApp(by_product_then(src, LastOrderAlarm(dst)), cfg)
+    async with app:
+        await until_outputs(app, b.bootstrap_servers, dst, 1, "p1's alarm fired")
+
+        async def all_read() -> bool:  # 102 orders, then 102 regrouped ones
+            return app.stats.records >= 204
+
+        await eventually(all_read, timeout_s=30, what="every order read in both stages")
+    alarms = await read_records(b.bootstrap_servers, dst, committed_only=True)
+    assert [(r.key, r.value) for r in alarms] == [(b"p1", b"10")]
