@@ -75,7 +75,7 @@ class EosApp:
         members: tuple[object, ...] = ()
         if isinstance(processor, Pipeline):
             runs, config = staged(processor, config)
-            members = runs.members
+            members = (processor, *runs.members)  # Pipeline.observer and each stage's
         else:
             runs = processor
         self._runs = runs

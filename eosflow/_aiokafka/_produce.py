@@ -95,6 +95,11 @@ async def send_all(
 
 
 def _not_bytes(o: Output, exc: TypeError) -> FatalError:
+    if o.timestamp is not None and type(o.timestamp) is not int:
+        return FatalError(
+            f"an output for {o.topic} has timestamp {o.timestamp!r}: Output.timestamp is "
+            "milliseconds since the epoch, an int (or None)"
+        )
     return FatalError(
         f"an output for {o.topic} has a key or value that is not bytes "
         f"(key {type(o.key).__name__}, value {type(o.value).__name__}): {exc}"

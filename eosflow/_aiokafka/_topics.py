@@ -193,6 +193,9 @@ async def delete_records(
     """Delete the records of each (topic, partition) of ``before`` below its offset: one
     DeleteRecords a leader, over the producer's connections."""
     client = producer.client
+    unknown = sorted({t for t, _ in before} - set(client.cluster.topics()))
+    if unknown:  # a topic this producer never wrote: its metadata first, then tracked
+        await partition_counts(producer, unknown, timeout_s)
     by_leader: dict[int, dict[str, list[tuple[int, int]]]] = {}
     for (topic, partition), offset in sorted(before.items()):
         leader = client.cluster.leader_for_partition(TopicPartition(topic, partition))

@@ -7,10 +7,10 @@ which holds what the stage regroups (``Regroup``: a new key, and the input recor
 timestamp, so event time carries across). A stage read by two is a branch; a stage
 reading two is a merge. The graph is checked once, in one line per mistake, before
 anything connects (``plan``): a stage without inputs, a name that is no legal topic
-part or is used twice, a cycle, a store or window name two stages declare, a topic two
-stages declare differently, and what this version does not run in a stage (tables,
-``copartitioned``, ``process_batch``; two stages of one topic that both keep timers or
-read their own event time).
+part or is used twice, a cycle, a store or window name two stages declare, and what
+this version does not run in a stage (tables, ``copartitioned``, ``process_batch``; two
+stages of one topic that both keep timers or read their own event time). A topic two
+stages declare differently is refused when the app is built (``_run.staged``).
 
 The trade-off of one transaction for every stage: the whole app commits as one unit --
 a record regrouped, the regrouped record's effects downstream and every consumed
@@ -157,13 +157,15 @@ def _check_stage(kind: str, name: object, stage: object, group_id: str) -> None:
     where = f"{kind}.stages[{name!r}]"
     if not isinstance(stage.processor, Processor):
         raise ConfigError(f"{where}: expected an eosflow.Processor, not {stage.processor!r}")
-    if not stage.inputs or not all(isinstance(i, str) and i for i in stage.inputs):
+    if (
+        not isinstance(stage.inputs, tuple | list)
+        or not stage.inputs
+        or not all(isinstance(i, str) and i for i in stage.inputs)
+    ):
         raise ConfigError(f"{where} reads nothing: give inputs=(topic or stage name, ...)")
     if len(set(stage.inputs)) != len(stage.inputs):
         raise ConfigError(f"{where} names an input twice: {stage.inputs}")
-    if stage.partitions is not None and (
-        not isinstance(stage.partitions, int) or stage.partitions < 1
-    ):
+    if stage.partitions is not None and (type(stage.partitions) is not int or stage.partitions < 1):
         raise ConfigError(f"{where}: partitions must be a positive int, not {stage.partitions!r}")
     topic = repartition_topic(group_id, name)
     if len(topic) > _MAX_TOPIC or not _LEGAL.match(topic):

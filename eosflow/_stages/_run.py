@@ -19,11 +19,13 @@ the partitions of the repartition topic it reads -- by the new key. A window's
 ``timestamp`` to the one stage of the topic that overrides them.
 
 Cost in this version: every declared store has a changelog per consumed topic, a stage's
-stores on the topics other stages read included (empty there).
+stores on the topics other stages read included (unused there but for a window's stream
+time).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Staged", "staged"]
 
+log = logging.getLogger("eosflow.stages")
+
 #: a repartition topic's settings: never compacted (a compacted one would keep only the
 #: last record of each key), never deleted by time (a stage far behind would lose
 #: records): what every stage committed past is deleted by the ``Trimmer`` instead
@@ -52,6 +56,12 @@ def staged(pipeline: Pipeline, config: EosConfig) -> tuple[Staged, EosConfig]:
     and repartition topic subscribed). A topic of ``config.input_topics`` no stage reads
     is a one-line ``ConfigError``."""
     graph = plan(pipeline, config.group_id)
+    if config.auto_offset_reset != "earliest":
+        raise ConfigError(
+            f"{graph.name}: auto_offset_reset={config.auto_offset_reset} would skip "
+            "regrouped records a repartition partition holds before its first commit; a "
+            "pipeline reads from the earliest offset (set auto_offset_reset=earliest)"
+        )
     unread = [t for t in config.input_topics if t not in graph.sources]
     if unread:
         raise ConfigError(
@@ -109,16 +119,21 @@ class Staged(Processor):
 
     async def process(self, record: Record[Any, Any]) -> ProcessResult:
         readers = self._readers.get(record.topic, ())
+        # a regrouped record carries the event time its stage read (``timestamp``)
+        own = self._timed["timestamp"].get(record.topic)
+        when = record.timestamp if own is None else own.timestamp(record)
         if len(readers) == 1:
             name, processor = readers[0]
-            return self._routed(name, await processor.process(record), record.timestamp)
+            return self._routed(name, await processor.process(record), when)
         out: list[object] = []
         for name, processor in readers:
-            result = self._routed(name, await processor.process(record), record.timestamp)
+            result = self._routed(name, await processor.process(record), when)
             if isinstance(result, Output):
                 out.append(result)
+            elif isinstance(result, list):
+                out.extend(result)
             elif result is not None:
-                out.extend(result)  # type: ignore[arg-type]  # an iterable: the engine checks it
+                return result  # not outputs: the engine names what it is
         return out  # type: ignore[return-value]  # outputs, or what the engine names
 
     async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
@@ -130,8 +145,11 @@ class Staged(Processor):
     async def routed_fire(self, timer: Timer) -> ProcessResult:
         topic = self._current_topic()
         processor = None if topic is None else self._timed["fire"].get(topic)
-        if processor is None:
-            return None
+        if processor is None:  # set by a stage that does not override fire
+            raise TypeError(
+                f"a timer of {topic} fired, but no stage reading it overrides fire: "
+                "override fire in the stage that sets timers"
+            )
         when = timer.time_ms if not timer.wall_clock else None
         return self._routed(self._stage_of(processor), await processor.fire(timer), when)
 
@@ -148,7 +166,7 @@ class Staged(Processor):
             return self._regrouped(stage, result, timestamp)
         if isinstance(result, (str, bytes, bytearray, dict)) or not isinstance(result, Iterable):
             return result  # type: ignore[return-value]  # the engine names what it is
-        return [
+        return [  # a list, whatever iterable the stage gave
             self._regrouped(stage, r, timestamp) if isinstance(r, Regroup) else r for r in result
         ]
 
@@ -192,6 +210,8 @@ class Staged(Processor):
             await ak.ensure_topics(
                 producer, wanted, replication, timeout_s, "repartition", REPARTITION_CONFIGS
             )
+            # their metadata now, tracked: the first regroup and the trimmer's leaders
+            await ak.partition_counts(producer, sorted(wanted), timeout_s)
 
     # --- hooks ----------------------------------------------------------------------------
 
@@ -207,9 +227,11 @@ class Staged(Processor):
 
     async def on_stop(self) -> None:
         try:
-            for p in reversed(self.members):
-                await p.on_stop()
-            await self.pipeline.on_stop()
+            for p in (*reversed(self.members), self.pipeline):
+                try:  # one that raises does not keep the others from theirs
+                    await p.on_stop()
+                except Exception:
+                    log.exception("%s.on_stop failed", type(p).__name__)
         finally:
             await self.trimmer.stop()
 

@@ -28,6 +28,8 @@ __all__ = ["Trimmer"]
 
 log = logging.getLogger("eosflow.stages")
 
+LAST_ROUND_S = 5.0  # the bound of the round a stop runs
+
 
 class Trimmer:
     """Deletes what the group committed past in ``topics`` (the repartition topics),
@@ -52,10 +54,10 @@ class Trimmer:
         if self._wanted and (self._task is None or self._task.done()):
             self._task = asyncio.create_task(self._round(producer), name="eosflow-trim")
 
-    async def _round(self, producer: Any) -> None:
+    async def _round(self, producer: Any, timeout_s: float | None = None) -> None:
         wanted, self._wanted = self._wanted, {}
         try:
-            await ak.delete_records(producer, wanted, self._timeout_s)
+            await ak.delete_records(producer, wanted, timeout_s or self._timeout_s)
         except EosflowError as exc:
             for tp, offset in wanted.items():  # again with the next commit
                 self._wanted[tp] = max(offset, self._wanted.get(tp, 0))
@@ -66,12 +68,13 @@ class Trimmer:
         self.rounds += 1
 
     async def stop(self) -> None:
-        """Wait for the round in flight, then run one more for what the last commits left
-        (each bounded by its timeout): a clean stop leaves the topics trimmed."""
+        """Wait for the round in flight, then run one more for what the last commits left,
+        bounded by ``LAST_ROUND_S`` (a stop on a broker that stopped answering is not held
+        up for long): a clean stop leaves the topics trimmed."""
         task, self._task = self._task, None
         if task is not None:
             with contextlib.suppress(Exception):
                 await task
         if self._wanted and self._producer is not None:
-            await self._round(self._producer)
+            await self._round(self._producer, min(self._timeout_s, LAST_ROUND_S))
         self._producer = None

@@ -96,6 +96,8 @@ def test_staged_subscribes_sources_and_repartition_topics_and_merges_declaration
         ({"a": eosflow.Stage(Pass(), inputs=())}, "App.stages['a'] reads nothing"),
         ({"a": eosflow.Stage(Pass(), inputs=("x", "x"))}, "names an input twice"),
         ({"a": eosflow.Stage(Pass(), inputs=("x",), partitions=0)}, "partitions must be"),
+        ({"a": eosflow.Stage(Pass(), inputs=("x",), partitions=True)}, "partitions must be"),
+        ({"a": eosflow.Stage(Pass(), inputs=5)}, "App.stages['a'] reads nothing"),  # type: ignore[arg-type]
         (
             {
                 "a": eosflow.Stage(Pass(), inputs=("c",)),
@@ -141,6 +143,8 @@ def test_one_processor_in_two_stages_and_unread_inputs_are_refused() -> None:
         plan(app, "g")
     with pytest.raises(eosflow.ConfigError, match="input topic 'clicks' is read by no stage"):
         staged(ProductCounts(), config(input_topics=("orders", "clicks")))
+    with pytest.raises(eosflow.ConfigError, match="auto_offset_reset=latest would skip"):
+        staged(ProductCounts(), config(auto_offset_reset="latest"))
 
 
 def test_a_topic_two_stages_declare_differently_is_refused() -> None:
