@@ -41,7 +41,7 @@ from ._requests import Backoff
 
 STEP = "ListOffsets"
 EARLIEST, LATEST = -2, -1  # ListOffsets' timestamps for a log's start and end
-READ_COMMITTED = 1
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 RETRIED = frozenset(
     {
         codes.NOT_LEADER_OR_FOLLOWER,
@@ -62,9 +62,11 @@ async def log_offsets(
     reset: str,
     timeout_s: float,
     attempt_s: float | None = None,
+    committed: bool = True,
 ) -> dict[TopicPartition, int]:
     """Each of ``partitions``' log start (``reset`` "earliest") or end ("latest": the
-    last stable offset, as a read_committed consumer sees it), from its leader. Retried
+    last stable offset, as a read_committed consumer sees it; not ``committed``: the
+    high watermark, undecided transactions' records included), from its leader. Retried
     as the module says within ``timeout_s``, each attempt at most ``attempt_s`` (default:
     all the time left); then ``TransientError``."""
     client = consumer._client
@@ -81,7 +83,10 @@ async def log_offsets(
         wait = max(0.0, deadline - time.monotonic())
         wait = min(wait, attempt_s or wait)
         answers = await asyncio.gather(
-            *(within(_ask(client, node, tps, stamp), wait) for node, tps in leaders.items()),
+            *(
+                within(_ask(client, node, tps, stamp, committed), wait)
+                for node, tps in leaders.items()
+            ),
             return_exceptions=True,
         )
         for answer in answers:
@@ -133,7 +138,7 @@ def _by_leader(
 
 
 async def _ask(
-    client: Any, node: int, partitions: list[TopicPartition], stamp: int
+    client: Any, node: int, partitions: list[TopicPartition], stamp: int, committed: bool
 ) -> dict[TopicPartition, tuple[int, int]]:
     """One ListOffsets to ``node``: (error code, offset) per partition it answered."""
     topics: dict[str, list[dict[str, int]]] = {}
@@ -143,7 +148,7 @@ async def _ask(
         )
     body = {
         "replica_id": -1,
-        "isolation_level": READ_COMMITTED,
+        "isolation_level": READ_COMMITTED if committed else READ_UNCOMMITTED,
         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
     }
     req = wire.SpecRequest.of(specs.LIST_OFFSETS, body, min_version=2)

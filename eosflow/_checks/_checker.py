@@ -1,6 +1,7 @@
 """The exactly-once checker: does an output topic hold every input exactly once?
 
-It reads both topics completely as a read_committed consumer and matches records by
+It reads both topics completely as a read_committed consumer -- once the transactions
+open when it starts are decided (``read_records``) -- and matches records by
 key (``match="key"``: transforms that keep the key, e.g. enrichment) or by value
 (``match="value"``: pass-through). Input identities must be unique. It reports losses
 (inputs with no output), duplicates (inputs with more than one output) and strays
@@ -16,17 +17,22 @@ other input topics are left out.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Literal
 
-from aiokafka import ConsumerRecord, TopicPartition
+from aiokafka import AIOKafkaConsumer, ConsumerRecord, TopicPartition
 
 from .. import _aiokafka as ak
 from .._security import KafkaSecurity
 
 Match = Literal["key", "value"]
+# how long a read waits for the transactions open when it starts to be decided: a zombie's
+# left open holds the last stable offset back until the broker times it out
+SETTLE_S = 10.0
+_SETTLE_POLL_S = 0.05
 SOURCE_HEADER = "eosflow.source"  # set by eosflow's dead_letter(): b"topic/partition/offset"
 
 
@@ -95,7 +101,10 @@ async def read_records(
     committed_only: bool = True,
     timeout_s: float = 60.0,
     security: KafkaSecurity | None = None,
+    settle_s: float = SETTLE_S,
 ) -> list[ConsumerRecord[bytes, bytes]]:
+    """Every record of ``topic`` up to its end now; ``committed_only``, to its last
+    stable offset once every record written before the call is decided (``_settled``)."""
     parts = await partitions_of(bootstrap, topic, security)
     consumer = ak.plain_consumer(
         bootstrap,
@@ -109,7 +118,10 @@ async def read_records(
         tps = [TopicPartition(topic, p) for p in parts]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
+        if committed_only:
+            ends = await _settled(consumer, tps, timeout_s, settle_s)
+        else:
+            ends = await consumer.end_offsets(tps)
         out: list[ConsumerRecord[bytes, bytes]] = []
         deadline = time.monotonic() + timeout_s
         while any([await consumer.position(tp) < ends[tp] for tp in tps]):
@@ -121,6 +133,25 @@ async def read_records(
         return out
     finally:
         await ak.close_consumer(consumer, timeout_s=10.0)
+
+
+async def _settled(
+    consumer: AIOKafkaConsumer, tps: list[TopicPartition], timeout_s: float, settle_s: float
+) -> dict[TopicPartition, int]:
+    """The last stable offsets once each reaches the high watermark of the start, within
+    ``settle_s``: a committed transaction's records are readable only once its markers
+    land, after its EndTxn was answered -- and after its consumed offsets may be read
+    back (Kafka 4's group coordinator completes the offsets apart from the data
+    partitions): a check right after the group committed everything would miss the
+    last transaction's outputs. Past ``settle_s`` (a transaction left open), the last
+    stable offsets as they are: what is committed so far."""
+    written = await ak.log_offsets(consumer, tps, "latest", timeout_s, committed=False)
+    deadline = time.monotonic() + settle_s
+    while True:
+        stable = await ak.log_offsets(consumer, tps, "latest", timeout_s)
+        if all(stable[tp] >= written[tp] for tp in tps) or time.monotonic() >= deadline:
+            return stable
+        await asyncio.sleep(_SETTLE_POLL_S)  # polling the broker: markers land on its own
 
 
 async def partitions_of(

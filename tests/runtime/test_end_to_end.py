@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import time
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 from kit import Upper, create_topic, eventually, ladder_config, read_all
 
 import eosflow
-from eosflow._checks._checker import partitions_of
+from eosflow._checks._checker import read_records
 from eosflow.testing._ladder import Broker
 
 config = ladder_config
@@ -105,24 +105,9 @@ async def read_rows(
     b: Broker, topic: str
 ) -> list[tuple[int, bytes | None, list[tuple[str, bytes]], int]]:
     """(partition, key, headers, timestamp) of every committed record of ``topic``, in
-    offset order per partition."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=b.bootstrap_servers,
-        enable_auto_commit=False,
-        isolation_level="read_committed",
+    offset order per partition (``read_records``: once the markers of what was written
+    before landed)."""
+    recs = sorted(
+        await read_records(b.bootstrap_servers, topic), key=lambda r: (r.partition, r.offset)
     )
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in await partitions_of(b.bootstrap_servers, topic)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        rows: list[tuple[int, int, bytes | None, list[tuple[str, bytes]], int]] = []
-        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
-            for tp, recs in (await consumer.getmany(timeout_ms=200)).items():
-                rows.extend(
-                    (tp.partition, r.offset, r.key, list(r.headers), r.timestamp) for r in recs
-                )
-        return [(p, k, h, t) for p, _, k, h, t in sorted(rows, key=lambda r: (r[0], r[1]))]
-    finally:
-        await consumer.stop()
+    return [(r.partition, r.key, list(r.headers), r.timestamp) for r in recs]
