@@ -28,8 +28,9 @@ from typing import Any
 from .._errors import ConfigError
 from .._processor import Lifecycle, Processor, overrides_batch
 from .._records import Regroup
+from .._state import overrides
 
-__all__ = ["Pipeline", "Plan", "Regroup", "Stage", "overrides", "plan", "repartition_topic"]
+__all__ = ["Pipeline", "Plan", "Regroup", "Stage", "plan", "repartition_topic"]
 
 _LEGAL = re.compile(r"^[A-Za-z0-9._-]+$")
 _MAX_TOPIC = 249
@@ -238,9 +239,3 @@ def _check_names(kind: str, stages: Mapping[str, Stage]) -> None:
                             f"{kind}: stages {other!r} and {name!r} both read {i!r} and "
                             f"{what}: at most one stage of an input may"
                         )
-
-
-def overrides(processor: Processor, method: str) -> bool:
-    """Whether ``processor`` overrides ``Processor.<method>`` (``fire``, ``timestamp``)."""
-    fn = getattr(type(processor), method, None)
-    return fn is not None and getattr(fn, "__module__", "") != "eosflow._processor"

@@ -34,8 +34,8 @@ from .._config import EosConfig
 from .._errors import ConfigError
 from .._processor import Processor, ProcessResult
 from .._records import Output, Record
-from .._state import Timer, Window, seat_of
-from ._graph import Pipeline, Plan, Regroup, overrides, plan
+from .._state import Timer, Window, overrides, seat_of
+from ._graph import Pipeline, Plan, Regroup, plan
 from ._trim import Trimmer
 
 if TYPE_CHECKING:
@@ -100,14 +100,14 @@ class Staged(Processor):
         # the stages' declarations, merged (names checked unique by ``plan``)
         self.stores = {k: v for n in graph.order for k, v in _attr(stages[n], "stores").items()}
         self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
-        self._closed_by = {
-            w: stages[n].processor for n in graph.order for w in _attr(stages[n], "windows")
+        self._closed_by = {  # window -> (its stage, the stage's processor)
+            w: (n, stages[n].processor) for n in graph.order for w in _attr(stages[n], "windows")
         }
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
-        self._timed = {  # topic -> the stage processor that keeps its timers / event time
+        self._timed = {  # topic -> (the stage keeping its timers / event time, its processor)
             method: {
-                graph.topic_of(i): stages[n].processor
+                graph.topic_of(i): (n, stages[n].processor)
                 for n in graph.order
                 if overrides(stages[n].processor, method)
                 for i in stages[n].inputs
@@ -120,8 +120,7 @@ class Staged(Processor):
     async def process(self, record: Record[Any, Any]) -> ProcessResult:
         readers = self._readers.get(record.topic, ())
         # a regrouped record carries the event time its stage read (``timestamp``)
-        own = self._timed["timestamp"].get(record.topic)
-        when = record.timestamp if own is None else own.timestamp(record)
+        when = self.routed_timestamp(record)
         if len(readers) == 1:
             name, processor = readers[0]
             return self._routed(name, await processor.process(record), when)
@@ -137,25 +136,25 @@ class Staged(Processor):
         return out  # type: ignore[return-value]  # outputs, or what the engine names
 
     async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
-        processor = self._closed_by[window.store]
-        stage = self._stage_of(processor)
+        stage, processor = self._closed_by[window.store]
         # a final regrouped carries the window's last millisecond as its event time
         return self._routed(stage, await processor.closed(key, window, value), window.end_ms - 1)
 
     async def routed_fire(self, timer: Timer) -> ProcessResult:
         topic = self._current_topic()
-        processor = None if topic is None else self._timed["fire"].get(topic)
-        if processor is None:  # set by a stage that does not override fire
+        timed = None if topic is None else self._timed["fire"].get(topic)
+        if timed is None:  # set by a stage that does not override fire
             raise TypeError(
                 f"a timer of {topic} fired, but no stage reading it overrides fire: "
                 "override fire in the stage that sets timers"
             )
+        stage, processor = timed
         when = timer.time_ms if not timer.wall_clock else None
-        return self._routed(self._stage_of(processor), await processor.fire(timer), when)
+        return self._routed(stage, await processor.fire(timer), when)
 
     def routed_timestamp(self, record: Record) -> int:
-        processor = self._timed["timestamp"].get(record.topic)
-        return record.timestamp if processor is None else processor.timestamp(record)
+        timed = self._timed["timestamp"].get(record.topic)
+        return record.timestamp if timed is None else timed[1].timestamp(record)
 
     def _routed(self, stage: str, result: object, timestamp: int | None) -> ProcessResult:
         """``result`` with each ``Regroup`` as an ``Output`` to ``stage``'s repartition
@@ -180,9 +179,6 @@ class Staged(Processor):
         if r.key is None:
             raise TypeError(f"stage {stage!r} returned a Regroup without a key")
         return Output(topic, r.value, key=r.key, headers=r.headers, timestamp=timestamp)
-
-    def _stage_of(self, processor: Processor) -> str:
-        return next(n for n in self.graph.order if self.graph.stages[n].processor is processor)
 
     def _current_topic(self) -> str | None:
         seat = seat_of(self)

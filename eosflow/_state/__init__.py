@@ -32,6 +32,7 @@ from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store
 from ._stores import Stores
 from ._sync import Feed
 from ._tables import Table, TableStore, declared_tables, subscribed
+from ._time import overrides
 from ._timers import Timer, TimerStore
 from ._windows import Hopping, Tumbling, Window, WindowSpec, WindowStore
 
@@ -68,6 +69,7 @@ __all__ = [
     "declared",
     "declared_tables",
     "decode_position",
+    "overrides",
     "seat_of",
     "seated",
     "state_settings",

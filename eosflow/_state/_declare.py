@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from .._errors import ConfigError
 from ._batch import check_batch
 from ._store import BYTES, Serde
-from ._time import declared_windows
+from ._time import declared_windows, overrides
 from ._timers import STORE as TIMERS
 
 
@@ -46,8 +46,7 @@ def declared(processor: object) -> dict[str, Serde]:
 
 def has_timers(processor: object) -> bool:
     """Whether ``processor`` overrides ``Processor.fire`` (then it has timers)."""
-    fire = getattr(type(processor), "fire", None)
-    return fire is not None and fire.__module__ != "eosflow._processor"
+    return overrides(processor, "fire")
 
 
 def copartitioned(processor: object) -> bool:

@@ -39,6 +39,14 @@ AnySpec = WindowSpec | Session | Sliding
 Windowed = WindowStore[Any] | SessionStore[Any] | SlidingStore[Any]
 
 
+def overrides(processor: object, method: str) -> bool:
+    """Whether ``processor``'s class overrides ``Processor.<method>`` (``fire``: then it
+    has timers; ``timestamp``: its own time is read, else the record's inline). Told by
+    the defining module: ``Processor`` imports this room, not this room it."""
+    fn = getattr(type(processor), method, None)
+    return fn is not None and getattr(fn, "__module__", "") != "eosflow._processor"
+
+
 def declared_windows(processor: object) -> dict[str, AnySpec]:
     """The windowed stores ``processor`` declares (its ``windows`` mapping: name ->
     ``Tumbling``, ``Hopping``, ``Session`` or ``Sliding``), checked: a one-line ``ConfigError``
@@ -129,7 +137,7 @@ class EventTime:
         """``bind``'s path for one window and no timers: ``_many``'s steps for one handle."""
         processor: Any = seat.processor
         closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
-        own_time = _own_time(processor)
+        own_time = overrides(processor, "timestamp")
 
         async def timed(record: Record) -> Any:
             t = event_time(processor, record) if own_time else record.timestamp
@@ -169,7 +177,7 @@ class EventTime:
         processor: Any = seat.processor
         closed, fire = processor.closed, processor.fire
         none, lists, plain = self._none, self._lists, self._plain
-        own_time = _own_time(processor)
+        own_time = overrides(processor, "timestamp")
 
         async def timed(record: Record) -> Any:
             t = event_time(processor, record) if own_time else record.timestamp
@@ -368,11 +376,6 @@ async def _finals(
             out = check(result)
         out.extend(check(await closed(key, window, value)))
     return out
-
-
-def _own_time(processor: Any) -> bool:
-    """Whether ``processor`` overrides ``timestamp`` (else the record's is read inline)."""
-    return getattr(type(processor).timestamp, "__module__", "") != "eosflow._processor"
 
 
 def _use(handle: Windowed) -> str:
