@@ -3,7 +3,7 @@
 Every metric is updated once per event -- a transaction's end, a rebalance, a recovery,
 a Spark job, a lag sample -- never per record, so the cost does not grow with the rate
 (``python -m benchmarks metrics`` measures it). Labels are bounded: an outcome, an abort
-reason, a commit phase, a partition; never a key.
+reason, a commit phase, a partition, a pipeline stage; never a key.
 
 Records are counted by the outcome of their transaction: ``consumed``, ``produced`` and
 ``dead_lettered`` count committed work only (each input once, exactly as the output
@@ -26,6 +26,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
 from .._records import Partition
+from ._progress import Stages, stage_lag
 
 try:
     import prometheus_client as prom
@@ -137,6 +138,14 @@ class PrometheusMetrics(Observer):
             ("topic", "partition"),
             registry=r,
         )
+        self.stage_lag = p.Gauge(
+            "eosflow_stage_lag",
+            "a pipeline stage's records not yet committed: eosflow_consumer_lag summed over "
+            "the partitions this instance holds of the topics the stage reads",
+            ("stage",),
+            registry=r,
+        )
+        self.stages: Stages = {}  # a pipeline's (``Operations.name_stages``)
         self.spark_seconds = p.Histogram(
             "eosflow_spark_job_seconds", "duration of each Spark job", buckets=_SECONDS, registry=r
         )
@@ -207,3 +216,7 @@ class PrometheusMetrics(Observer):
             if tp in self._held:
                 self.lag.labels(tp[0], str(tp[1])).set(records)
                 self._lagging.add(tp)
+        if self.stages:
+            held = {tp: n for tp, n in lag.items() if tp in self._held}
+            for stage, records in stage_lag(held, self.stages).items():
+                self.stage_lag.labels(stage).set(records)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from .._config import OpsSettings
 from .._observe import Observers
@@ -29,7 +29,7 @@ from .._records import Partition
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
-from ._progress import Progress
+from ._progress import Progress, stages_of
 from ._query import Read, StateQueries
 from ._tracing import Tracing
 
@@ -60,6 +60,14 @@ class Operations:
         self._server: MetricsServer | None = None
         self._ticker: asyncio.Task[None] | None = None
         self.queries = StateQueries()  # GET /state/<store>/<key>, once started
+
+    def name_stages(self, readers: Mapping[str, Iterable[str]]) -> None:
+        """A pipeline's stages (in the graph's order) and the topics each reads: the
+        progress line and ``eosflow_stage_lag`` give each stage's lag."""
+        stages = stages_of(readers)
+        for member in (self.progress, self.metrics):
+            if member is not None:
+                member.stages = stages
 
     @property
     def port(self) -> int | None:

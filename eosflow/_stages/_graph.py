@@ -84,6 +84,10 @@ class Plan:
         """An input's topic: a stage's repartition topic, or the source topic itself."""
         return self.repartition.get(name, name)
 
+    def inputs(self) -> dict[str, tuple[str, ...]]:
+        """Each stage, in order, with the topics it reads."""
+        return {n: tuple(self.topic_of(i) for i in self.stages[n].inputs) for n in self.order}
+
     def describe(self) -> str:
         """The stages and their topics, one line each (``eosflow topology``)."""
         lines = [

@@ -179,3 +179,44 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
     lone, _ = staged(pipeline({"a": eosflow.Stage(Lost(), inputs=("orders",))}), config())
     with pytest.raises(TypeError, match="stage 'a' returned a Regroup, but no stage reads 'a'"):
         await lone.process(record)
+
+
+# A pipeline's lag per stage: each stage's is the sum over the topics it reads (a topic
+# two stages read counts for both), in graph order, on the progress line, in its JSON
+# fields and in the eosflow_stage_lag gauge -- and an app of a pipeline names its stages
+# to them. Caught: EosApp not naming the stages (the line without "by stage"); a stage
+# summing the lag of every topic (the figures asserted).
+def test_a_pipelines_lag_is_given_per_stage(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from eosflow._ops._metrics import PrometheusMetrics
+
+    app = pipeline(
+        {
+            "count": eosflow.Stage(Pass(), inputs=("split",)),
+            "audit": eosflow.Stage(Pass(), inputs=("orders", "split")),
+            "split": eosflow.Stage(Pass(), inputs=("orders",)),
+        }
+    )
+    running = eosflow.EosApp(app, config(ops={"progress_interval_s": 10}))
+    progress = running.ops.progress
+    assert progress is not None
+    regrouped = "g--split--repartition"
+    assert progress.stages == {
+        "split": frozenset({"orders"}),
+        "count": frozenset({regrouped}),
+        "audit": frozenset({"orders", regrouped}),
+    }
+    lag = {("orders", 0): 3, ("orders", 1): 4, (regrouped, 0): 5}
+    progress.lag_sampled(lag)
+    with caplog.at_level(logging.INFO, logger="eosflow.progress"):
+        progress.emit(progress._since + 10)
+    (line,) = caplog.records
+    assert "lag 12 over 3 partitions (by stage: split 7, count 5, audit 12)," in line.getMessage()
+    assert line.progress["stage_lag"] == {"split": 7, "count": 5, "audit": 12}  # type: ignore[attr-defined]
+    metrics = PrometheusMetrics()
+    metrics.stages = progress.stages
+    metrics.partitions_assigned(frozenset(lag))
+    metrics.lag_sampled(lag)
+    for stage, want in (("split", 7), ("count", 5), ("audit", 12)):
+        assert metrics.registry.get_sample_value("eosflow_stage_lag", {"stage": stage}) == want
