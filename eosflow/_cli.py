@@ -301,6 +301,12 @@ def _parser() -> argparse.ArgumentParser:
         "and the schemas extra), validated into a model, one bad order dead-lettered",
     )
     demo.add_argument(
+        "--regroup",
+        action="store_true",
+        help="a pipeline of two stages: orders keyed by customer regrouped by product, "
+        "then counted per product per minute of event time, each minute's final checked",
+    )
+    demo.add_argument(
         "--sink",
         choices=["postgres"],
         help="write the orders into a PostgreSQL table (the test kit's server), and check "
@@ -534,10 +540,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     if args.spark:
         import eosflow.spark  # noqa: F401  (fails early with the install hint)
-    if args.spark + args.stateful + args.windows + args.join + args.typed + bool(args.sink) > 1:
+    picked = args.spark + args.stateful + args.windows + args.join + args.typed + args.regroup
+    if picked + bool(args.sink) > 1:
         print(
-            "eosflow: --spark, --stateful, --windows, --join, --typed and --sink are "
-            "separate demos; pick one",
+            "eosflow: --spark, --stateful, --windows, --join, --typed, --regroup and --sink "
+            "are separate demos; pick one",
             file=sys.stderr,
         )
         return 2
@@ -551,6 +558,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             args.join,
             sink=bool(args.sink),
             typed=args.typed,
+            regroup=args.regroup,
         )
     )
     return 0 if ok else 1

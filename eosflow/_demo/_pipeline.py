@@ -25,6 +25,11 @@ every order once, each with the row of its time.
 (``_typed``): validated into a model, one bad order dead-lettered; checked through the
 registry: every good order once, the bad one alone in the dead-letter topic.
 
+``--regroup`` runs a pipeline of two stages under it (``_regroup``): the orders keyed by
+customer regrouped by product, then counted per product per minute of event time;
+checked per product and minute: one final, its count plus the minute's late orders the
+input's.
+
 ``--sink postgres`` runs the orders into a PostgreSQL table under it (``_sink``): a
 ``PostgresSink`` naming the table, the test kit's PostgreSQL started for the demo;
 checked in the database: every order one row.
@@ -62,6 +67,7 @@ from ..testing import (
     read_topic,
     spawn_run,
 )
+from . import _regroup
 
 IN, OUT, GROUP = "orders", "orders-enriched", "demo-enrich"
 COUNT_OUT, COUNT_GROUP, CUSTOMERS = "orders-per-customer", "demo-count", 97
@@ -86,6 +92,7 @@ class _Pipeline:
     target: str
     by_customer: bool
     timed: bool = False  # orders carry event times, EVENT_EVERY_MS apart
+    paced: bool = False  # orders produced while the instances run (``_regroup``)
 
 
 ENRICH = _Pipeline(GROUP, OUT, "eosflow._demo:Enrich", by_customer=False)
@@ -101,6 +108,14 @@ SINK = _Pipeline("demo-sink", "", "eosflow._demo:OrdersIntoPostgres", by_custome
 TYPED = _Pipeline(
     "demo-typed", "orders-enriched-typed", "eosflow._demo._typed:TypedEnrich", by_customer=False
 )
+REGROUP = _Pipeline(
+    _regroup.GROUP,
+    _regroup.OUT,
+    "eosflow._demo._regroup:OrdersPerProduct",
+    by_customer=True,
+    timed=True,
+    paced=True,
+)
 _NAMES = {
     ENRICH.target: "enrichment",
     SPARK.target: "Spark enrichment",
@@ -109,6 +124,7 @@ _NAMES = {
     JOIN.target: "orders with their customers (join)",
     SINK.target: "orders into PostgreSQL (sink)",
     TYPED.target: "typed orders in Avro through a schema registry",
+    REGROUP.target: "orders per product per minute (regroup)",
 }
 
 
@@ -175,13 +191,16 @@ async def run_demo(
     join: bool = False,
     sink: bool = False,
     typed: bool = False,
+    regroup: bool = False,
 ) -> bool:
     logging.getLogger("aiokafka").setLevel(logging.ERROR)  # the story is eosflow's
     logging.getLogger("eosflow.testing").setLevel(logging.WARNING)
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per registry request
     settings = cluster_settings(spark)
     pipeline = (
-        TYPED
+        REGROUP
+        if regroup
+        else TYPED
         if typed
         else SINK
         if sink
@@ -200,6 +219,10 @@ async def run_demo(
         async with FakeCluster(settings) as cluster:
             if pipeline is TYPED:
                 ok = await _run_typed(cluster, records, instances, state_dir)
+            elif pipeline is REGROUP:
+                cluster.create_topic(_regroup.LATE, 1)
+                env = {"EOSFLOW_DEAD_LETTER_TOPIC": _regroup.LATE}
+                ok = await _run(cluster, pipeline, records, instances, False, state_dir, env)
             elif pipeline is not SINK:
                 ok = await _run(cluster, pipeline, records, instances, spark, state_dir)
             else:
@@ -288,8 +311,9 @@ async def _run(
     # (the join: every order first -- orders written after the table was read to its end
     # would see rows from after their time, and the check asks for the rows of their time)
     quarter = max(1, records // 4)
-    upfront = records if pipeline is JOIN else quarter
-    await _seed(cluster.bootstrap_servers, upfront, pipeline, encode=encode)
+    upfront = records if pipeline is JOIN else 0 if pipeline.paced else quarter
+    if upfront:
+        await _seed(cluster.bootstrap_servers, upfront, pipeline, encode=encode)
     env = instance_env(spark, os.environ) | {"EOSFLOW_STATE_DIR": state_dir}
     env |= extra_env or {}
     logs = tempfile.mkdtemp(prefix="eosflow-demo-logs-")
@@ -300,22 +324,32 @@ async def _run(
     procs = [await spawn(i) for i in range(instances)]
     killed = restarted = False
     rest: asyncio.Task[None] | None = None
+    if pipeline.paced:  # every order while the instances run, then the closing ones
+        rest = asyncio.create_task(_seed(cluster.bootstrap_servers, records, pipeline))
     started = last_print = time.monotonic()
     shown = -1
+    closing = 0 if not pipeline.paced else 6  # the closing orders, one per partition
+    total, closed = records + closing, False
     try:
-        while (done := _committed(cluster, pipeline.group)) < records:
+        while (done := _committed(cluster, pipeline.group)) < total:
             elapsed = time.monotonic() - started
             since = time.monotonic() - last_print
             if (since >= 0.5 and done != shown) or since >= 3.0:  # progress, or a heartbeat
                 last_print, shown = time.monotonic(), done
                 alive = sum(p.returncode is None for p in procs)
                 print(
-                    f"  [{elapsed:5.1f} s] committed {done:>7}/{records} "
+                    f"  [{elapsed:5.1f} s] committed {done:>7}/{total} "
                     f"({done / max(elapsed, 1e-9):7.0f} rec/s), {alive} instance(s) up",
                     flush=True,
                 )
+            if closing and not closed and done >= records:
+                closed = True  # every order regrouped: nothing of them comes after these
+                last_ms = T0_MS + (records - 1) * EVENT_EVERY_MS
+                await _regroup.seed_closing(
+                    cluster.bootstrap_servers, IN, records, last_ms, closing
+                )
             if not killed and done >= quarter:
-                if upfront < records:
+                if upfront < records and rest is None:
                     rest = asyncio.create_task(
                         _seed(
                             cluster.bootstrap_servers, records - upfront, pipeline, upfront, encode
@@ -338,6 +372,8 @@ async def _run(
             await asyncio.sleep(0.1)
         if rest is not None:
             await rest  # long done: every order is committed
+        if pipeline.paced:  # and counted: the last stage read every regrouped order
+            await _regroup.drained(cluster.bootstrap_servers, pipeline.group)
         print(
             f"all {records} orders committed in {time.monotonic() - started:.1f} s; "
             "stopping instances with SIGTERM",
@@ -358,6 +394,8 @@ async def _run(
         return True  # its output is checked by the caller
     if pipeline is JOIN:
         return await _check_join(bootstrap, records)
+    if pipeline is REGROUP:
+        return await _regroup.check(bootstrap, T0_MS, EVENT_EVERY_MS, records)
     if pipeline.timed:
         finals = await check_windows(bootstrap, IN, pipeline.out, MINUTE)
         print(finals.summary(), flush=True)
@@ -380,11 +418,16 @@ async def _seed(
     ``EVENT_EVERY_MS`` apart in event time)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
     await producer.start()
+    t0 = time.monotonic()
     try:
         futs = []
         for i in range(first, first + n):
             customer = f"c{i % CUSTOMERS}"
             order = {"id": i, "customer": customer, "amount": (i * 37) % 1000}
+            if pipeline.paced:  # produced as a live source would, with a product
+                order["product"] = _regroup.product_of(i)
+                if (ahead := (i - first) / _regroup.PACE_PER_S - (time.monotonic() - t0)) > 0:
+                    await asyncio.sleep(ahead)
             key = customer if pipeline.by_customer else f"order-{i}"
             at = T0_MS + i * EVENT_EVERY_MS if pipeline.timed else None
             value = json.dumps(order).encode() if encode is None else encode(order)

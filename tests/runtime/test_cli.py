@@ -333,3 +333,13 @@ async def test_run_finds_the_module_in_the_current_folder_or_app_dir(tmp_path: P
     assert code == 1 and "no table loaded" in err, err
     code, err = await _script(elsewhere, *argv, "--app-dir", "missing")
     assert (code, err) == (2, "eosflow: --app-dir 'missing' is not a folder\n")
+
+
+async def test_the_regroup_demo_checks_each_products_minutes() -> None:
+    """``eosflow demo --regroup``: orders keyed by customer regrouped by product and
+    counted per minute of event time in a second stage, under a SIGKILL: each product's
+    minute one final, its count plus its late orders the input's."""
+    out = await demo("--regroup", "--records", "10000")
+    # 100 s of event time, 31 products: minutes 0 and 1 of each, closed by the closing orders
+    assert "regroup: 62 product-minutes from 10000 orders keyed by customer" in out
+    assert "the minute's orders: OK" in out
