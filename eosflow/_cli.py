@@ -131,12 +131,28 @@ class _Parser(argparse.ArgumentParser):
     def __init__(self, *args: Any, **kw: Any) -> None:
         kw["allow_abbrev"] = False
         super().__init__(*args, **kw)
+        self._command: str | None = None  # the command parsed, once known
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Any = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        self._command = getattr(parsed, "command", None)  # the root's: its command's flags
+        return parsed, extras
+
+    def _of_command(self) -> argparse.ArgumentParser:
+        """The parser whose flags a mistyped one is matched against: the command's
+        (``run --group`` is not ``demo --regroup``), else this one's, commands included."""
+        sub = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or self._command is None:
+            return self
+        return sub.choices.get(self._command, self)  # type: ignore[no-any-return]
 
     def error(self, message: str) -> NoReturn:
         unknown = re.match(r"unrecognized arguments: (\S+)", message)
         if unknown is not None and unknown.group(1).startswith("-"):
             flag = unknown.group(1).split("=", 1)[0]
-            close = difflib.get_close_matches(flag, sorted(_flags(self)), n=1)
+            close = difflib.get_close_matches(flag, sorted(_flags(self._of_command())), n=1)
             hint = f"did you mean {close[0]}?" if close else f"see {self.prog} --help"
             raise ConfigError(f"unknown flag {flag}; {hint}")
         raise ConfigError(f"{message} ({self.prog} --help)")

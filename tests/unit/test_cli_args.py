@@ -184,6 +184,15 @@ def test_a_mistyped_flag_is_one_line_naming_the_closest(
     assert err == f"eosflow: {said}\n"
 
 
+# The closest flag is the command's own: `run --group` names run's --group-id, not the
+# demo's --regroup (closer by letters). Caught: every command's flags matched together.
+def test_the_closest_flag_is_the_commands_own(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--regrop"]) == 2
+    assert capsys.readouterr().err == "eosflow: unknown flag --regrop; did you mean --regroup?\n"
+    assert main(["run", "m:P", *REQUIRED, "--regrop"]) == 2
+    assert "did you mean --regroup" not in capsys.readouterr().err
+
+
 def test_other_argument_mistakes_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run"]) == 2
     err = capsys.readouterr().err
