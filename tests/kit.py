@@ -120,12 +120,16 @@ class Upper(eosflow.Processor):
 
 
 async def create_topic(
-    bootstrap: str, name: str, partitions: int = 1, replication: int = 1
+    bootstrap: str,
+    name: str,
+    partitions: int = 1,
+    replication: int = 1,
+    configs: dict[str, str] | None = None,
 ) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(name, partitions, replication)])
+        await admin.create_topics([NewTopic(name, partitions, replication, topic_configs=configs)])
     finally:
         await admin.close()
 

@@ -131,9 +131,18 @@ async def ensure_topics(
     if created:
         log.info("created %s topics %s", kind, sorted(created))
     if existing:
-        policy = dict(configs).get("cleanup.policy", "delete")
-        await _check(producer, {n: wanted[n] for n in existing}, timeout_s, kind, policy)
+        await _check(producer, {n: wanted[n] for n in existing}, timeout_s, kind, configs)
     return created
+
+
+# why an existing topic's config must be what eosflow creates it with (beside
+# cleanup.policy): one line each, naming the config and the way out
+_MUST = {
+    "retention.ms": "records a stage has not read yet would be deleted by age (eosflow "
+    "deletes what the group committed past)",
+    "message.timestamp.type": "the broker would stamp each record with its own time, "
+    "losing the event time the regroup keeps",
+}
 
 
 async def _check(
@@ -141,9 +150,12 @@ async def _check(
     topics: Mapping[str, tuple[str, int]],
     timeout_s: float,
     kind: str,
-    wanted_policy: str,
+    configs: tuple[tuple[str, str], ...],
 ) -> None:
-    """Existing topics must have the partition count wanted and ``wanted_policy``."""
+    """Existing topics must have the partition count wanted, the ``cleanup.policy`` of
+    ``configs`` and its other configs eosflow relies on (``_MUST``)."""
+    wanted_policy = dict(configs).get("cleanup.policy", "delete")
+    must = {k: v for k, v in configs if k in _MUST}
     counts = await partition_counts(producer, sorted(topics), timeout_s)
     for name, (source, n) in sorted(topics.items()):
         if counts[name] != n and kind == "changelog":
@@ -159,7 +171,8 @@ async def _check(
                 "not yet read are lost then)"
             )
     client = producer.client
-    resources = [(_TOPIC_RESOURCE, name, ["cleanup.policy"]) for name in sorted(topics)]
+    asked = ["cleanup.policy", *must]
+    resources = [(_TOPIC_RESOURCE, name, asked) for name in sorted(topics)]
     with mapped(f"checking {kind} topics (DescribeConfigs)"):
         resp = await client.send(client.get_random_node(), DescribeConfigsRequest(resources))
     for res in resp.to_object()["resources"]:
@@ -170,9 +183,15 @@ async def _check(
             )
         if code != 0:
             raise TransientError(f"DescribeConfigs of {name}", error_name(code))
-        policy = {e["config_names"]: e["config_value"] for e in res["config_entries"]}.get(
-            "cleanup.policy", "delete"
-        )
+        found = {e["config_names"]: e["config_value"] for e in res["config_entries"]}
+        for key, value in must.items():
+            if found.get(key, value) != value:
+                raise ConfigError(
+                    f"{kind} topic {name} has {key}={found[key]}, not {value}: {_MUST[key]}; "
+                    f"set {key}={value}, or delete the topic (its records not yet read are "
+                    "lost then)"
+                )
+        policy = found.get("cleanup.policy", "delete")
         if [p.strip() for p in (policy or "").split(",")] == [wanted_policy]:
             continue
         if kind == "changelog":

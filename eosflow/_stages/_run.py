@@ -48,7 +48,11 @@ log = logging.getLogger("eosflow.stages")
 #: a repartition topic's settings: never compacted (a compacted one would keep only the
 #: last record of each key), never deleted by time (a stage far behind would lose
 #: records): what every stage committed past is deleted by the ``Trimmer`` instead
-REPARTITION_CONFIGS = (("cleanup.policy", "delete"), ("retention.ms", "-1"))
+REPARTITION_CONFIGS = (
+    ("cleanup.policy", "delete"),
+    ("retention.ms", "-1"),
+    ("message.timestamp.type", "CreateTime"),
+)
 
 
 def staged(pipeline: Pipeline, config: EosConfig) -> tuple[Staged, EosConfig]:

@@ -15,6 +15,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from fleet import Fleet, chaos_env, run_chaos
 from kit import T0_MS, broker_has_kip360, create_topic, eventually
@@ -202,13 +203,35 @@ async def test_regrouped_counts_exactly_once_under_kills_restarts_and_a_zombie(
 
 # Caught: an existing repartition topic taken whatever its partition count (the app
 # started and regrouped into 1 partition, where the stage asked for 3).
-async def test_a_repartition_topic_with_another_partition_count_stops_the_start(
-    eosflow_broker: Broker, tmp_path: Path
+# An existing repartition topic eosflow cannot use stops the start in one line: another
+# partition count, a retention that deletes by age, the broker's own timestamps. Caught:
+# _check asking cleanup.policy alone (the app started on both configs).
+@pytest.mark.parametrize(
+    ("partitions", "configs", "said"),
+    [
+        (1, {}, "has 1 partitions, but stage by-product wants 3: set the stage's partitions"),
+        (
+            3,
+            {"retention.ms": "86400000"},
+            "has retention.ms=86400000, not -1: records a stage has not read yet would be "
+            "deleted by age",
+        ),
+        (
+            3,
+            {"retention.ms": "-1", "message.timestamp.type": "LogAppendTime"},
+            "has message.timestamp.type=LogAppendTime, not CreateTime: the broker would stamp",
+        ),
+    ],
+    ids=["partitions", "retention", "timestamps"],
+)
+async def test_a_repartition_topic_eosflow_cannot_use_stops_the_start(
+    eosflow_broker: Broker, tmp_path: Path, partitions: int, configs: dict[str, str], said: str
 ) -> None:
     b = eosflow_broker
     src, dst, group = b.unique("orders"), b.unique("per-product"), b.unique("products")
     await create_topic(b.bootstrap_servers, src, 3)
-    await create_topic(b.bootstrap_servers, f"{group}--by-product--repartition", 1)
+    topic = f"{group}--by-product--repartition"
+    await create_topic(b.bootstrap_servers, topic, partitions, configs=configs)
     cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, retry_timeout_s=5)
     app = eosflow.EosApp(ProductCounts(ProductCounts.Settings(orders=src, output=dst)), cfg)
     try:
@@ -216,12 +239,10 @@ async def test_a_repartition_topic_with_another_partition_count_stops_the_start(
     except eosflow.ConfigError as exc:
         message = str(exc)
     else:
-        raise AssertionError("the app started on a repartition topic of 1 partition")
-    assert message == (
-        f"repartition topic {group}--by-product--repartition has 1 partitions, but stage "
-        "by-product wants 3: set the stage's partitions to its count, or delete the topic "
-        "(its records not yet read are lost then)"
-    )
+        raise AssertionError(f"the app started on the repartition topic ({configs})")
+    assert message.startswith(f"repartition topic {topic} {said}"), message
+    assert message.endswith("or delete the topic (its records not yet read are lost then)")
+    assert "\n" not in message
 
 
 class CountFailingOnce(CountPerProduct):
