@@ -201,11 +201,10 @@ async def test_regrouped_counts_exactly_once_under_kills_restarts_and_a_zombie(
     await run_chaos(fleet, rng, INSTANCES, session_s, IN_PARTS, RECORDS, check, settle)
 
 
-# Caught: an existing repartition topic taken whatever its partition count (the app
-# started and regrouped into 1 partition, where the stage asked for 3).
 # An existing repartition topic eosflow cannot use stops the start in one line: another
 # partition count, a retention that deletes by age, the broker's own timestamps. Caught:
-# _check asking cleanup.policy alone (the app started on both configs).
+# the partition count not compared (the app regrouped into 1 partition where the stage
+# asked for 3); _check describing cleanup.policy alone (it started on both configs).
 @pytest.mark.parametrize(
     ("partitions", "configs", "said"),
     [
