@@ -137,9 +137,19 @@ async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: flo
 
 
 async def _members(client: Any, b: Broker, parts: int) -> tuple[str, str, int]:
+    """A topic, a group and its coordinator, loaded: a fresh broker's coordinator answers
+    COORDINATOR_LOAD_IN_PROGRESS while it loads the group's offsets partition (asked
+    here with a member of no group, whose answer is GROUP_ID_NOT_FOUND once loaded)."""
     topic, group = b.unique("cgh"), b.unique("cgh-group")
     await create_topic(b.bootstrap_servers, topic, parts)
-    return topic, group, await _coordinator(client, group)
+    node = await _coordinator(client, group)
+
+    async def loaded() -> bool:
+        probe = await Member(client, node, group, topic).beat(epoch=3)
+        return probe.error_code != codes.COORDINATOR_LOAD_IN_PROGRESS
+
+    await _until("the group's coordinator loaded", loaded)
+    return topic, group, node
 
 
 async def test_a_member_joins_gets_every_partition_by_topic_id_and_leaves(
