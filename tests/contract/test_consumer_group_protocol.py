@@ -137,19 +137,26 @@ async def _until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: flo
 
 
 async def _members(client: Any, b: Broker, parts: int) -> tuple[str, str, int]:
-    """A topic, a group and its coordinator, loaded: a fresh broker's coordinator answers
-    COORDINATOR_LOAD_IN_PROGRESS while it loads the group's offsets partition (asked
-    here with a member of no group, whose answer is GROUP_ID_NOT_FOUND once loaded)."""
+    """A topic, a group and its coordinator, ready: on a fresh broker the coordinator
+    FindCoordinator names may answer COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR while
+    it loads the group's offsets partition. Asked with a member of no group until it
+    answers GROUP_ID_NOT_FOUND, as a ready coordinator does (found again each time)."""
     topic, group = b.unique("cgh"), b.unique("cgh-group")
     await create_topic(b.bootstrap_servers, topic, parts)
-    node = await _coordinator(client, group)
-
-    async def loaded() -> bool:
+    not_yet = {
+        codes.COORDINATOR_LOAD_IN_PROGRESS,
+        codes.NOT_COORDINATOR,
+        codes.COORDINATOR_NOT_AVAILABLE,
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        node = await _coordinator(client, group)
         probe = await Member(client, node, group, topic).beat(epoch=3)
-        return probe.error_code != codes.COORDINATOR_LOAD_IN_PROGRESS
-
-    await _until("the group's coordinator loaded", loaded)
-    return topic, group, node
+        if probe.error_code == codes.GROUP_ID_NOT_FOUND:
+            return topic, group, node
+        assert probe.error_code in not_yet, codes.name(probe.error_code)
+        assert time.monotonic() < deadline, f"coordinator not ready: {codes.name(probe.error_code)}"
+        await asyncio.sleep(0.2)
 
 
 async def test_a_member_joins_gets_every_partition_by_topic_id_and_leaves(
