@@ -224,6 +224,8 @@ async def until_committed(
         done = await committed_total(fleet.watch_servers, fleet.src, partitions, fleet.group)
         if done >= target:
             return done
-        assert time.monotonic() < deadline, f"stalled at {done}/{target}; events: {events}"
+        if time.monotonic() >= deadline:
+            tails = "".join(fleet.log_tail(i) for i in sorted(fleet.procs))
+            raise AssertionError(f"stalled at {done}/{target}; events: {events}{tails}")
         await fleet.check_alive(events)
         await asyncio.sleep(0.5)

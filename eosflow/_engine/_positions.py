@@ -181,16 +181,17 @@ class Positions:
 
     def refetcher(
         self, consumer: AIOKafkaConsumer
-    ) -> Callable[[tuple[str, int]], Awaitable[int | None]] | None:
-        """``refetch`` on ``consumer`` where fetches are not stable (None where they are:
-        a stable fetch already waited for pending offsets)."""
-        return None if self.stable else functools.partial(self.refetch, consumer)
+    ) -> Callable[[tuple[str, int]], Awaitable[int | None]]:
+        """``refetch`` on ``consumer``, for the restores."""
+        return functools.partial(self.refetch, consumer)
 
     async def refetch(self, consumer: AIOKafkaConsumer, partition: tuple[str, int]) -> int | None:
         """``partition``'s committed offset fetched again, and the partition (held back,
         paused) positioned there: a restore found its store ahead of the offset fetched
-        on assignment, where fetches are not stable (the offsets' commit marker may land
-        after the changelog's)."""
+        on assignment. Where fetches are not stable, the offsets' commit marker may land
+        after the changelog's; where they are, the answer may still have come from a
+        group coordinator that lost the group while it was stopped and answered from its
+        cache before it learnt so (seen on genuine 4.4.0)."""
         tp = TopicPartition(*partition)
         fetched = (await self.fetch(consumer, [tp], settle=False)).get(tp)
         before = self.committed.get(tp)

@@ -31,12 +31,15 @@ Per store partition (a **target**):
    committed offset means the input was processed without this store for a while (a
    store added to a running pipeline): logged, and the restore is done. A position
    **ahead** of it stops the app (the group's offsets were reset behind the state) --
-   unless offset fetches are not stable (a broker without KIP-447, or
-   ``require_stable_fetch_offsets`` off): then the previous owner's offsets may still
-   be pending while its changelog's markers landed (a stalled group coordinator), so
-   the committed offset is fetched again (``refetch``, which also moves the partition
-   there) for up to ``transaction_timeout_s`` before the app stops. Processing from
-   the older offset would count those records twice.
+   but only once the committed offset, fetched again (``refetch``, which also moves the
+   partition there) every ``_REFETCH_EVERY_S``, stayed behind for
+   ``transaction_timeout_s``. An answer behind the state need not be the group's last
+   word: where offset fetches are not stable (a broker without KIP-447, or
+   ``require_stable_fetch_offsets`` off), the previous owner's offsets may still be
+   pending while its changelog's markers landed (a stalled group coordinator); where
+   they are, a group coordinator SIGSTOPped while another broker took the group over
+   answers from its cache for a moment once it runs again (seen on genuine 4.4.0).
+   Processing from the older offset would count those records twice.
 
 Progress is logged every few seconds on long restores. The one task, the consumer, the
 loop, retries and the jobs' bookkeeping are ``_restoring``'s (shared with the table
@@ -121,8 +124,8 @@ class Restorer:
         self._restoring: Restoring[Job, _Target] = Restoring(
             config, self, _WORDS, on_ready, on_failed, wait_s
         )
-        # set where offset fetches are not stable: a partition's committed offset and
-        # metadata fetched again (the partition moved there), when a store is ahead
+        # set by the session: a partition's committed offset and metadata fetched
+        # again (the partition moved there), when a store is ahead
         self.refetch: Callable[[Partition], Awaitable[tuple[int | None, dict[str, int]]]] | None
         self.refetch = None
 
@@ -310,12 +313,24 @@ class Restorer:
 
     def _refetching(self, job: Job, t: _Target, now: float) -> bool:
         """Whether ``t``'s store, ahead of the committed offset with nothing pending on
-        its changelog, waits for the offset to be fetched again (fetches not stable, and
-        for at most ``transaction_timeout_s``) rather than stopping the app."""
+        its changelog, waits for the offset to be fetched again (for at most
+        ``transaction_timeout_s``) rather than stopping the app."""
         behind = job.committed is not None and (t.position is None or t.position < job.committed)
         if self.refetch is None or behind:
             return False
-        job.ahead_since = job.ahead_since or now
+        if job.ahead_since is None:
+            job.ahead_since = now
+            topic, p = job.partition
+            log.info(
+                "store %r of %s[%d] reflects input up to offset %s, past the committed "
+                "offset fetched (%s): fetching it again for up to %g s",
+                t.store,
+                topic,
+                p,
+                t.position,
+                job.committed,
+                self.config.transaction_timeout_s,
+            )
         if now - job.ahead_since <= self.config.transaction_timeout_s:
             return True
         return False

@@ -167,13 +167,10 @@ class Stores(Reads):
             self._env = Env(read_cache_bytes=self.config.state_cache_bytes)
         return self._env
 
-    def refetch_offsets(self, fetch: Callable[[Partition], Awaitable[int | None]] | None) -> None:
-        """Where offset fetches are not stable: ``fetch(partition)`` gets its committed
-        offset again and moves it there, for a restore that found a store ahead of it
-        (``_restore``); the offset's metadata comes through ``metadata``."""
-        if fetch is None:
-            self._restorer.refetch = None
-            return
+    def refetch_offsets(self, fetch: Callable[[Partition], Awaitable[int | None]]) -> None:
+        """``fetch(partition)`` gets its committed offset again and moves it there, for
+        a restore that found a store ahead of it (``_restore``); the offset's metadata
+        comes through ``metadata``."""
 
         async def refetch(partition: Partition) -> tuple[int | None, dict[str, int]]:
             committed = await fetch(partition)

@@ -167,6 +167,15 @@ class FakeCluster(Broker):
         lag = self.settings.txns.offset_lag_s if seconds <= 0 else seconds
         self.txns.settings = dataclasses.replace(self.txns.settings, offset_lag_s=lag)
 
+    def stale_offsets(self, group_id: str, answers: int) -> None:
+        """The group's committed offsets as they are now are what its next ``answers``
+        stable OffsetFetch answers give (RequireStable: an application's, not a test's
+        reader's), whatever is committed meanwhile -- as genuine 4.4.0 answered for a
+        moment from a group coordinator SIGSTOPped while another broker took the group
+        over, once it ran again and before it learnt so."""
+        g = self.groups.groups[group_id]
+        g.stale, g.stale_answers = dict(g.offsets), answers
+
     def force_rebalance(self, group_id: str) -> None:
         """A rebalance now: a classic group prepares one; a consumer-protocol group has
         its members removed, as their session timing out would, so that they rejoin."""

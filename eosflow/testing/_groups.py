@@ -75,6 +75,11 @@ class Group:
     offsets: dict[Partition, tuple[int, str | None]] = field(default_factory=dict)
     # transaction token -> offsets that transaction committed but has not completed
     pending_txn: dict[int, dict[Partition, tuple[int, str | None]]] = field(default_factory=dict)
+    # what a coordinator that lost the group while stopped answers from its cache: the
+    # offsets it last held, for the next ``stale_answers`` stable fetches
+    # (``FakeCluster.stale_offsets``)
+    stale: dict[Partition, tuple[int, str | None]] = field(default_factory=dict)
+    stale_answers: int = 0
     rebalance_timer: asyncio.TimerHandle | None = None
     # the consumer protocol's membership (KIP-848, ``_groups_consumer``); None: classic
     modern: ConsumerGroupState | None = None
@@ -443,6 +448,9 @@ class GroupCoordinator:
         if g is None:
             return [(tp, -1, "", codes.NONE) for tp in partitions or []]
         wanted = partitions if partitions is not None else list(g.offsets)
+        if g.stale_answers > 0 and require_stable:
+            g.stale_answers -= 1
+            return [(tp, *g.stale.get(tp, (-1, "")), codes.NONE) for tp in wanted]
         unstable: set[Partition] = set()
         if require_stable:
             for staged in g.pending_txn.values():

@@ -188,6 +188,7 @@ async def test_regrouped_counts_exactly_once_under_kills_restarts_and_a_zombie(
         env,
         target="slow_regroup:SlowProductCounts",
         restart_fenced=not await broker_has_kip360(b.bootstrap_servers),
+        log_dir=tmp_path,
     )
 
     async def settle(fleet: Fleet) -> None:  # the regrouped orders are counted too
