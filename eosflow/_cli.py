@@ -37,7 +37,7 @@ from ._config import (
     load_security,
 )
 from ._errors import ConfigError, EosflowError, FatalError, ProducerFencedError
-from ._ops import JsonLines, configure_logs, load_processor
+from ._ops import JsonLines, configure_logs, load_plan, load_processor
 from ._security import KafkaSecurity
 from ._version import __version__
 
@@ -275,8 +275,10 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="a group's partitions: committed offset, last stable offset, lag, member",
     )
+    status.add_argument("target", nargs="?", help="module:Class of its Pipeline: lag by stage")
     status.add_argument("--bootstrap-servers", required=True)
     status.add_argument("--group-id", required=True)
+    status.add_argument("--app-dir", default=".", help="look for the module here first")
     _add_config_flags(status, security_only=True)
     status.set_defaults(func=_cmd_status)
 
@@ -526,18 +528,14 @@ def _cmd_topic_io(args: argparse.Namespace) -> int:
 
 
 def _cmd_topology(args: argparse.Namespace) -> int:
-    from ._stages import Pipeline, plan
-
-    pipeline = load_processor(args.target, args.app_dir)
-    if not isinstance(pipeline, Pipeline):
-        raise ConfigError(f"{args.target!r} is a {type(pipeline).__name__}, not a Pipeline")
-    print(plan(pipeline, args.group_id).describe())
+    print(load_plan(args.target, args.app_dir, args.group_id).describe())
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
     from ._ops import group_status
 
+    plan = load_plan(args.target, args.app_dir, args.group_id) if args.target else None
     report = _guarded(
         lambda: asyncio.run(
             group_status(
@@ -547,7 +545,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             )
         )
     )
-    print(report.table())
+    print(report.table(None if plan is None else plan.inputs()))
     return 0
 
 

@@ -16,10 +16,11 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
 - ``_topic_io``: ``eosflow produce`` and ``eosflow consume``, lines into a topic and a
   topic's committed records out (for trying eosflow and looking at what it wrote);
 - ``_loading``: ``load_processor``, the ``package.module:ClassName`` that ``eosflow run``
-  and ``eosflow topology`` build.
+  builds, and ``load_plan``, the pipeline's checked graph for ``eosflow topology`` and
+  ``eosflow status``.
 """
 
-from ._loading import load_processor
+from ._loading import load_plan, load_processor
 from ._logs import JsonLines, summarised_aiokafka_logs
 from ._logs import configure as configure_logs
 from ._metrics import PrometheusMetrics
@@ -34,6 +35,7 @@ __all__ = [
     "configure_logs",
     "consume_command",
     "group_status",
+    "load_plan",
     "load_processor",
     "produce_command",
     "summarised_aiokafka_logs",

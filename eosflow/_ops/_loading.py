@@ -11,10 +11,10 @@ import sys
 
 from .._errors import ConfigError
 from .._processor import Processor
-from .._stages import Pipeline
+from .._stages import Pipeline, Plan, plan
 from ..sinks import PostgresSink
 
-__all__ = ["load_processor"]
+__all__ = ["load_plan", "load_processor"]
 
 
 def load_processor(target: str, app_dir: str | None = None) -> Processor | PostgresSink | Pipeline:
@@ -53,6 +53,15 @@ def load_processor(target: str, app_dir: str | None = None) -> Processor | Postg
         return cls()
     except Exception as exc:
         raise ConfigError(f"{target!r} failed to build: {_describe(exc)}") from None
+
+
+def load_plan(target: str, app_dir: str | None, group_id: str) -> Plan:
+    """The checked graph of the ``Pipeline`` ``target`` under ``group_id`` (``eosflow
+    topology``, ``eosflow status``); a ``ConfigError`` if ``target`` is no pipeline."""
+    pipeline = load_processor(target, app_dir)
+    if not isinstance(pipeline, Pipeline):
+        raise ConfigError(f"{target!r} is a {type(pipeline).__name__}, not a Pipeline")
+    return plan(pipeline, group_id)
 
 
 def _required_parameters(cls: type) -> list[str]:

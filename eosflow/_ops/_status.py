@@ -8,12 +8,15 @@ make it. Where nothing readable lies between the two (commit markers, aborted re
 every transaction ends with a marker after its last record), the lag is 0; otherwise the
 markers among the records behind are counted too. A partition with nothing committed
 shows ``-`` for its offset and lag, as Kafka's own ``kafka-consumer-groups`` does. The
-topics are those the group committed offsets for or its members hold.
+topics are those the group committed offsets for or its members hold. Given a
+pipeline's stages (``eosflow status ... module:Pipeline``), the lag is also summed per
+stage, over the topics each stage reads (sources or earlier stages' repartition topics).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -23,6 +26,7 @@ from .._checks import partitions_of
 from .._errors import ConfigError
 from .._records import Partition
 from .._security import KafkaSecurity
+from ._progress import stage_lag, stages_of
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,23 @@ class GroupStatus:
     def lag(self) -> int:
         return sum(p.lag or 0 for p in self.partitions)
 
-    def table(self) -> str:
+    def stage_lag(self, stages: Mapping[str, Iterable[str]]) -> dict[str, int]:
+        """A pipeline's lag per stage (``stages``: each stage's topics, as
+        ``Plan.inputs`` gives them): the sum over the partitions of the topics it reads,
+        as the app's ``eosflow_stage_lag`` gauge and progress line count it."""
+        lag = {(p.topic, p.partition): p.lag or 0 for p in self.partitions}
+        return stage_lag(lag, stages_of(stages))
+
+    def table(self, stages: Mapping[str, Iterable[str]] | None = None) -> str:
+        """The report: a header line, ``lag by stage`` where ``stages`` are given, and
+        one row per partition."""
         head = (
             f"group {self.group_id}: {self.state}, {self.members} member(s)"
             f"{', assignor ' + self.protocol if self.protocol else ''}, total lag {self.lag:,}"
         )
+        if stages is not None:
+            by = ", ".join(f"{s} {n:,}" for s, n in self.stage_lag(stages).items())
+            head += f"\nlag by stage: {by}"
         rows = [("TOPIC", "PARTITION", "COMMITTED", "LAST-STABLE", "LAG", "MEMBER")]
         for p in self.partitions:
             rows.append(

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from kit import broker_has_kip848, create_topic, eventually
 from test_metrics import Scripted, config, open_transaction, produce
 
 import eosflow
 from eosflow._ops._status import group_status
+from eosflow._stages import repartition_topic
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import Broker, fake_settings
+
+ROOT = Path(__file__).parents[2]
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -120,3 +126,41 @@ async def test_status_on_a_cluster_with_the_consumer_protocol_off() -> None:
             await eventually(described, timeout_s=30, what="one member described")
             st = await group_status(c.bootstrap_servers, "g")
             assert st.state == "Stable" and st.partitions[0].member is not None
+
+
+# Given the pipeline, status sums the lag per stage over the topics each stage reads: the
+# source for the first, the first's repartition topic for the second (no app runs: the
+# offsets are committed by hand). Caught: every stage given every topic's lag (both 95);
+# the stages' topics taken from the wrong group (0 for the second).
+async def test_status_gives_a_pipelines_lag_by_stage(eosflow_broker: Broker) -> None:
+    b = eosflow_broker
+    src, group = b.unique("orders"), b.unique("g")
+    regrouped = repartition_topic(group, "by-product")
+    await create_topic(b.bootstrap_servers, src, 2)
+    await create_topic(b.bootstrap_servers, regrouped, 1)
+    await produce(b.bootstrap_servers, src, [str(i).encode() for i in range(100)], 2)
+    await produce(b.bootstrap_servers, regrouped, [str(i).encode() for i in range(30)], 1)
+    owner = AIOKafkaConsumer(
+        bootstrap_servers=b.bootstrap_servers, group_id=group, enable_auto_commit=False
+    )
+    await owner.start()
+    try:
+        tps = {TopicPartition(src, 0): 10, TopicPartition(src, 1): 20}
+        tps[TopicPartition(regrouped, 0)] = 5
+        owner.assign(list(tps))
+        await owner.commit(tps)
+    finally:
+        await owner.stop()
+
+    def cli() -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "eosflow", "status", "slow_regroup:SlowProductCounts"]
+        argv += ["--app-dir", str(ROOT / "tests" / "procs")]
+        argv += ["--bootstrap-servers", b.bootstrap_servers, "--group-id", group]
+        env = os.environ | {"EOSFLOW_APP_ORDERS": src, "PYTHONPATH": str(ROOT)}
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+
+    out = await asyncio.to_thread(cli)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].endswith("total lag 95")
+    assert lines[1] == "lag by stage: by-product 70, count 25"
