@@ -324,6 +324,13 @@ def _stores(
             f"Processor.{call}({name!r}): no {what} is open; declare it in "
             f"{type(processor).__name__}.{declared} and call {call}() from process()"
         )
+    if seat is not None and seat.processor is not processor:  # a pipeline's stage
+        own = getattr(processor, declared, None) or {}
+        if name not in own:
+            raise KeyError(
+                f"no {what} {name!r} in {type(processor).__name__}.{declared} "
+                f"{sorted(own)}: a stage reaches only what it declares"
+            )
     return stores
 
 

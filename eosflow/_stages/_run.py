@@ -12,11 +12,12 @@ transaction, with every consumed offset: a regrouped record and the offset of th
 it came from commit together or not at all, and the stages after it read it only once
 committed (the consumer reads read_committed).
 
-Stores and windows are the stages' by name (a name is one stage's: ``_graph``); the
-runtime keeps them per consumed topic partition, so a later stage's stores are keyed by
-the partitions of the repartition topic it reads -- by the new key. A window's
-``closed`` goes to the stage that declared the window, a timer's ``fire`` and a record's
-``timestamp`` to the one stage of the topic that overrides them.
+Stores and windows are the stages' by name (a name is one stage's: ``_graph``; a stage
+naming another's fails its record, ``Processor.state``); the runtime keeps them per
+consumed topic partition, so a later stage's stores are keyed by the partitions of the
+repartition topic it reads -- by the new key. A window's ``closed`` goes to the stage
+that declared the window, a timer's ``fire`` and a record's ``timestamp`` to the one
+stage of the topic that overrides them.
 
 Cost in this version: every declared store has a changelog per consumed topic, a stage's
 stores on the topics other stages read included (unused there but for a window's stream

@@ -443,3 +443,42 @@ async def test_a_timer_after_the_regroup_fires_per_new_key_in_event_time(
         await eventually(all_read, timeout_s=30, what="every order read in both stages")
     alarms = await read_records(b.bootstrap_servers, dst, committed_only=True)
     assert [(r.key, r.value) for r in alarms] == [(b"p1", b"10")]
+
+
+# A stage reaches only the stores it declares: one naming another stage's store fails
+# its record in one line (here the app stops: no dead-letter topic). Caught: the check
+# removed (the second stage read and wrote the first stage's store unnoticed).
+async def test_a_stage_naming_another_stages_store_is_refused(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    c = eosflow_cluster
+    c.create_topic("orders", 1)
+    c.create_topic("out", 1)
+    await seed_orders(c.bootstrap_servers, "orders", 3)
+
+    class Remembering(ByProduct):
+        stores = {"seen": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> Any:
+            self.state("seen").put(record.key or b"", 1)
+            return await super().process(record)
+
+    class Snooping(eosflow.Processor):
+        stores = {"mine": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            self.state("seen").put(record.key or b"", 2)
+            return eosflow.Output("out", b"x", key=record.key)
+
+    class App(eosflow.Pipeline):
+        stages = {
+            "first": eosflow.Stage(Remembering(), inputs=("orders",)),
+            "second": eosflow.Stage(Snooping(), inputs=("first",)),
+        }
+
+    app = eosflow.EosApp(App(), config(c.bootstrap_servers, "g", "orders", "tx", tmp_path))
+    with pytest.raises(eosflow.EosflowError) as failed:
+        await asyncio.wait_for(app.run(), 60)
+    assert "no store 'seen' in Snooping.stores ['mine']: a stage reaches only what it" in str(
+        failed.value
+    )
