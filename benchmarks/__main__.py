@@ -33,7 +33,10 @@
   setting (``kip939_probe.py``);
 - ``typed``: typed records -- pydantic models as JSON and Avro through a schema registry --
   against the bytes pass-through, quixstreams' JSON pipeline and a confluent-kafka Avro
-  loop, every output checked, and each codec's cost per record (``typed_bench.py``).
+  loop, every output checked, and each codec's cost per record (``typed_bench.py``);
+- ``regroup``: counting by another key through a repartition topic -- an eosflow pipeline
+  against Kafka Streams' ``groupBy().count()``, quixstreams' ``group_by`` and eosflow's
+  single-stage count (``regroup_bench.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -61,6 +64,7 @@ COMMANDS = {
     "kip939": "benchmarks.kip939_probe",
     "join-latency": "benchmarks.join_latency",
     "typed": "benchmarks.typed_bench",
+    "regroup": "benchmarks.regroup_bench",
 }
 
 if __name__ == "__main__":

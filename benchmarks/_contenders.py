@@ -47,7 +47,7 @@ def work(value: bytes | None) -> None:
         v = hashlib.sha256(v).digest()
 
 
-def _peak_rss_mb(field: str = "VmHWM") -> float:
+def peak_rss_mb(field: str = "VmHWM") -> float:
     """This process's own peak RSS (``field="VmRSS"``: the current one). Not
     ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across fork+exec
     into it, so every contender would report the benchmark parent's peak."""
@@ -92,8 +92,8 @@ async def run_eosflow(
             if app.failure is not None:
                 raise app.failure
             if "hwm_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
-                EXTRA["hwm_tenth_mb"] = _peak_rss_mb()
-                EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+                EXTRA["hwm_tenth_mb"] = peak_rss_mb()
+                EXTRA["rss_tenth_mb"] = peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         finish.begin()
         EXTRA["own_s"] = time.monotonic() - first[0]  # its last transaction ended
@@ -313,7 +313,7 @@ def main() -> None:
         seconds = asyncio.run(run_eosflow(*args, ahead))
     else:
         raise SystemExit(f"unknown contender {name!r}")
-    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": peak_rss_mb()}
     print(json.dumps({**line, **EXTRA}), flush=True)
 
 

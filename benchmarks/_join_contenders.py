@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import EXTRA, _peak_rss_mb
+from benchmarks._contenders import EXTRA, peak_rss_mb
 
 
 def _config(boot: str, src: str, group: str, txn: str, state_dir: str, interval: float) -> Any:
@@ -171,7 +171,7 @@ def main() -> None:
         seconds = asyncio.run(restore(boot, orders, customers, dst, args))
     else:
         raise SystemExit(f"unknown contender {name!r}")
-    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": peak_rss_mb()}
     print(json.dumps({**line, **EXTRA}), flush=True)
 
 

@@ -1,6 +1,7 @@
 """The Java contenders: Kafka Streams (``java/PassThrough.java``; the state benchmark's
-windowed count ``java/WindowCount.java`` and the join benchmark's KStream-KTable join
-``java/JoinRun.java``, with PassThrough's settings) and Kafka's own
+windowed count ``java/WindowCount.java``, the join benchmark's KStream-KTable join
+``java/JoinRun.java`` and the regroup benchmark's ``groupBy().count()``
+``java/RegroupCount.java``, with PassThrough's settings) and Kafka's own
 ``TransactionalMessageCopier`` (``java/CopierRun.java``), each with ``java/Bench.java``.
 
 ``JavaContender.prepare()`` resolves the contender's jars with Maven, the way the test kit
@@ -199,6 +200,37 @@ def join_args(
     return [
         *(boot, *topics, str(records), group, state_dir, str(round(interval_s * 1000))),
         *(warm[0], warm[1], warm[2], str(warm[3])),
+    ]
+
+
+def kafka_streams_regroup(version: str, fallback: str | None = None) -> JavaContender:
+    """The regroup benchmark's ``groupBy(...).count()`` in Kafka Streams, PassThrough's
+    settings."""
+    return JavaContender(
+        "Kafka Streams",
+        "streams",
+        _streams_deps,
+        "RegroupCount",
+        version,
+        fallback,
+        uses=("PassThrough.java",),
+    )
+
+
+def regroup_args(
+    boot: str,
+    topics: tuple[str, str],
+    records: int,
+    group: str,
+    state_dir: str,
+    interval_s: float,
+    warm: tuple[str, str, int],
+) -> list[str]:
+    """``RegroupCount``'s arguments: the run, the commit interval (ms), the warm-up's
+    topics and record count."""
+    return [
+        *(boot, *topics, str(records), group, state_dir, str(round(interval_s * 1000))),
+        *(warm[0], warm[1], str(warm[2])),
     ]
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer
 
 from benchmarks._budget import Budget, TxnRule, eosflow_settings
-from benchmarks._contenders import IDLE_MS, _peak_rss_mb
+from benchmarks._contenders import IDLE_MS, peak_rss_mb
 
 COLUMNS = ["partition", "off", "value"]
 transactions = [0]  # this process's contender's, counted as it commits
@@ -178,7 +178,7 @@ def main() -> None:
     seconds = asyncio.run(RUNS[name](boot, src, int(n), group, dsn, table, budget))
     line = {"contender": name, "records": int(n), "seconds": seconds}
     line["transactions"] = transactions[0]  # database transactions committed
-    print(json.dumps({**line, "rss_peak_mb": _peak_rss_mb()}), flush=True)
+    print(json.dumps({**line, "rss_peak_mb": peak_rss_mb()}), flush=True)
 
 
 if __name__ == "__main__":

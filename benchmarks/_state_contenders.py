@@ -42,7 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import EXTRA, _peak_rss_mb
+from benchmarks._contenders import EXTRA, peak_rss_mb
 
 EVENT_EVERY_MS = 1  # the input's event times: a record a millisecond, from the seed's minute
 
@@ -157,7 +157,7 @@ async def run_eosflow(
             if app.failure is not None:
                 raise app.failure
             if "rss_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
-                EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+                EXTRA["rss_tenth_mb"] = peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         done = time.monotonic()
         stop.set()
@@ -221,7 +221,7 @@ def _quixstreams(
             first.append(time.monotonic())
         seen[0] += 1
         if seen[0] == n // 10:
-            EXTRA["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+            EXTRA["rss_tenth_mb"] = peak_rss_mb("VmRSS")
         if seen[0] >= n:
             app.stop()
 
@@ -303,7 +303,7 @@ def main() -> None:
         seconds = asyncio.run(run_restore(boot, src, group, state_dir, interval))
     else:
         raise SystemExit(f"unknown contender {name!r}")
-    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    line = {"contender": name, "records": n, "seconds": seconds, "rss_peak_mb": peak_rss_mb()}
     print(json.dumps({**line, **EXTRA}), flush=True)
 
 

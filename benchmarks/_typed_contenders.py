@@ -57,10 +57,10 @@ from benchmarks._contenders import (
     EXTRA,
     IDLE_MS,
     _fetch,
-    _peak_rss_mb,
     _produce,
     librdkafka_consumer,
     librdkafka_producer,
+    peak_rss_mb,
 )
 
 CONTENDERS = [
@@ -119,7 +119,7 @@ class _Progress:
         now = time.monotonic()
         if now >= self._next:
             self._next = now + PROGRESS_S
-            print(f"progress {done} {_peak_rss_mb('VmRSS'):.0f}", flush=True)
+            print(f"progress {done} {peak_rss_mb('VmRSS'):.0f}", flush=True)
 
 
 async def run_eosflow(
@@ -184,7 +184,7 @@ async def run_eosflow(
             if app.failure is not None:
                 raise app.failure
             if "hwm_tenth_mb" not in EXTRA and app.stats.records >= n // 10:
-                EXTRA["hwm_tenth_mb"] = _peak_rss_mb()
+                EXTRA["hwm_tenth_mb"] = peak_rss_mb()
             progress(app.stats.records)
             await asyncio.sleep(0.005)
         finish.begin()
@@ -350,7 +350,7 @@ def main() -> None:
                 out.write(profiler.output_text(unicode=False, show_all=False))
     else:
         seconds = run(name, args, registry)
-    line = {"contender": name, "records": int(n), "seconds": seconds, "rss_peak_mb": _peak_rss_mb()}
+    line = {"contender": name, "records": int(n), "seconds": seconds, "rss_peak_mb": peak_rss_mb()}
     print(json.dumps({**line, **EXTRA}), flush=True)
 
 

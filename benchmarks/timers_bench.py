@@ -35,7 +35,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from benchmarks._bench_broker import broker
-from benchmarks._contenders import _peak_rss_mb
+from benchmarks._contenders import peak_rss_mb
 from benchmarks._harness import RESULTS, create, run_contender
 from eosflow.testing import read_topic
 
@@ -129,7 +129,7 @@ async def instance(
                 if app.failure is not None:
                     raise app.failure
                 if "rss_tenth_mb" not in out and app.stats.records >= n // 10:
-                    out["rss_tenth_mb"] = _peak_rss_mb("VmRSS")
+                    out["rss_tenth_mb"] = peak_rss_mb("VmRSS")
                 await asyncio.sleep(0.005)
             out["seconds"] = time.monotonic() - first[0]
     return out
@@ -139,7 +139,7 @@ def contender(argv: list[str]) -> None:
     role, boot, src, dst, n, group, state_dir, timeout_ms = argv
     Path(state_dir).mkdir(parents=True, exist_ok=True)
     r = asyncio.run(instance(role, boot, src, dst, int(n), group, state_dir, int(timeout_ms)))
-    print(json.dumps({"contender": role, **r, "rss_peak_mb": _peak_rss_mb()}), flush=True)
+    print(json.dumps({"contender": role, **r, "rss_peak_mb": peak_rss_mb()}), flush=True)
 
 
 # --- the run --------------------------------------------------------------------------------
