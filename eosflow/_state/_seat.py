@@ -47,13 +47,23 @@ NOTHING: Mapping[str, Any] = MappingProxyType({})
 class Seat:
     """What the runtime gives ``processor`` while an app runs it (the module's doc)."""
 
-    __slots__ = ("batch", "members", "observer", "processor", "stores", "tables", "windows")
+    __slots__ = (
+        "batch",
+        "member_ids",
+        "members",
+        "observer",
+        "processor",
+        "stores",
+        "tables",
+        "windows",
+    )
 
     def __init__(
         self, processor: object, observer: Observer, members: tuple[object, ...] = ()
     ) -> None:
         self.processor = processor
-        self.members = members
+        self.members = members  # held: their ids stay theirs while the seat lives
+        self.member_ids = frozenset(id(m) for m in members)  # one lookup per state() call
         self.observer = observer
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
@@ -71,7 +81,7 @@ def seat_of(processor: object) -> Seat | None:
     seat = CURRENT.get()
     if seat is None:
         return None
-    if seat.processor is processor or any(m is processor for m in seat.members):
+    if seat.processor is processor or id(processor) in seat.member_ids:
         return seat
     return None
 
