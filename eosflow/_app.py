@@ -96,6 +96,8 @@ class EosApp:
         # what the runtime gives the processor -- the observers, its stores -- is kept
         # here, not written into the user's object (``_seat``)
         self._seat = Seat(runs, self.observers, members)
+        if isinstance(runs, Staged):  # each topic's partitions keep their stages' stores
+            self._seat.scope = runs.scope
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

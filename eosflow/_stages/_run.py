@@ -19,9 +19,9 @@ repartition topic it reads -- by the new key. A window's ``closed`` goes to the 
 that declared the window, a timer's ``fire`` and a record's ``timestamp`` to the one
 stage of the topic that overrides them.
 
-Cost in this version: every declared store has a changelog per consumed topic, a stage's
-stores on the topics other stages read included (unused there but for a window's stream
-time).
+Each consumed topic's partitions keep only the stores, windows and timers of the stages
+reading it (``scope``, which ``EosApp`` puts in the seat): a store has a changelog per
+topic its stage reads, and a transaction writes position records only for those.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .._config import EosConfig
 from .._errors import ConfigError
 from .._processor import Processor, ProcessResult
 from .._records import Output, Record
-from .._state import Timer, Window, overrides, seat_of
+from .._state import Timer, Window, declared, overrides, seat_of
 from ._graph import Pipeline, Plan, Regroup, plan
 from ._trim import Trimmer
 
@@ -107,6 +107,12 @@ class Staged(Processor):
         self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
         self._closed_by = {  # window -> (its stage, the stage's processor)
             w: (n, stages[n].processor) for n in graph.order for w in _attr(stages[n], "windows")
+        }
+        # per consumed topic, what its partitions keep: the stores, windows and timers
+        # of the stages reading it (``Seat.scope``; the engine's stores keep no other)
+        self.scope = {
+            topic: frozenset(k for _n, p in readers for k in declared(p))
+            for topic, readers in self._readers.items()
         }
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
@@ -272,14 +278,14 @@ def _topics(graph: Plan) -> dict[str, Any]:
     out: dict[str, Any] = {}
     by: dict[str, str] = {}
     for name in graph.order:
-        for topic, declared in _attr(graph.stages[name], "topics").items():
+        for topic, typed in _attr(graph.stages[name], "topics").items():
             real = graph.topic_of(topic)
-            if real in out and out[real] != declared:
+            if real in out and out[real] != typed:
                 raise ConfigError(
                     f"{graph.name}: stages {by[real]!r} and {name!r} declare {topic!r} "
-                    f"differently ({out[real]!r}, {declared!r}): declare it alike"
+                    f"differently ({out[real]!r}, {typed!r}): declare it alike"
                 )
-            out[real], by[real] = declared, name
+            out[real], by[real] = typed, name
     return out
 
 

@@ -5,6 +5,7 @@ steps are in ``__init__``."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import TransactionError
@@ -47,6 +48,14 @@ class Reads:
     _views: dict[tuple[str, int] | tuple[str, str, int], TableStore[Any]]
     # partition number -> table -> view: what ``Processor.table`` finds itself (_bind)
     _tables_at: dict[int, dict[str, TableStore[Any]]]
+    _scope: Mapping[str, frozenset[str]] | None  # the seat's: topic -> names kept there
+
+    def names(self, topic: str) -> list[str]:
+        """The stores (windows and timers included) that input ``topic``'s partitions
+        keep, in name order: every one, but for a pipeline's topic only its stages'
+        (``Seat.scope``)."""
+        kept = None if self._scope is None else self._scope.get(topic)
+        return sorted(self.specs if kept is None else (n for n in self.specs if n in kept))
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or
@@ -123,6 +132,7 @@ class Reads:
             raise KeyError(f"no store {name!r}; the processor declares {declared}")
         if table is None:  # a store: in every input partition
             mine = [p for p in self._held if p[0] not in self._table_of]
+            mine = [p for p in mine if name in self.names(p[0])]  # a pipeline's: its stage's
         else:  # a table: in its topic's partitions only
             mine = [p for p in self._held if p[0] == table.topic]
         found = []

@@ -20,7 +20,10 @@ What the runtime keeps there, and who writes it:
   attribute write, as when they lived on the processor);
 - ``batch``: the ``BatchState`` of the ``process_batch`` call in progress;
 - ``members``: a pipeline's stage processors (``_stages``), which the seat serves as it
-  serves ``processor`` (each stage's stores are its own by name).
+  serves ``processor`` (each stage's stores are its own by name);
+- ``scope``: a pipeline's (``_stages``): per consumed topic, the stores, windows and
+  timers kept on its partitions -- those of the stages reading it. None: every one on
+  every partition (set before the stores are bound).
 
 The trade-off: a context variable costs one ``get`` per call of those methods (tens of
 nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
@@ -53,6 +56,7 @@ class Seat:
         "members",
         "observer",
         "processor",
+        "scope",
         "stores",
         "tables",
         "windows",
@@ -65,6 +69,7 @@ class Seat:
         self.members = members  # held: their ids stay theirs while the seat lives
         self.member_ids = frozenset(id(m) for m in members)  # one lookup per state() call
         self.observer = observer
+        self.scope: Mapping[str, frozenset[str]] | None = None  # topic -> names kept there
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
         self.windows: Mapping[str, Any] = NOTHING

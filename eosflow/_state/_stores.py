@@ -136,6 +136,7 @@ class Stores(Reads):
         # windows and timers: stream time, closes, firing, late records (``_time``)
         self._time = EventTime(self._open, config.dead_letter_topic, on_late)
         self._env: Env | None = None
+        self._scope = None  # the seat's, once bound (``Reads.names``)
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
@@ -182,7 +183,7 @@ class Stores(Reads):
         """store -> its changelog topic, for input ``topic`` (none for a table's)."""
         if topic in self._table_of:
             return {}
-        return {s: changelog_topic(self.config.group_id, topic, s) for s in self.specs}
+        return {s: changelog_topic(self.config.group_id, topic, s) for s in self.names(topic)}
 
     # --- start and stop ------------------------------------------------------------------
 
@@ -269,7 +270,7 @@ class Stores(Reads):
         local = self._local.get(partition)
         if local is None:
             table = self._table_of.get(partition[0])
-            stores = sorted(self.specs) if table is None else [table]
+            stores = self.names(partition[0]) if table is None else [table]
             env = self._shared_env()
             local = self._local[partition] = LocalPartition(self._root, partition, stores, env)
         table = self._table_of.get(partition[0])
@@ -439,6 +440,7 @@ class Stores(Reads):
         """``bind``'s wrapper, and whether it applies tables' records itself."""
         processor: Any = seat.processor
         process: Process = processor.process
+        self._scope = self._time.scope = seat.scope
         if not self.stateful:
             return process, False
         seat.stores, self._seat = self, seat

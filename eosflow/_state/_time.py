@@ -18,7 +18,7 @@ time and reads it from its store again after an abort, a record taken back or a 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigError
@@ -95,6 +95,8 @@ class EventTime:
         self._late = _Tally()
         self._fire: Callable[[Timer], Awaitable[Any]] | None = None
         self._clock_fire = False  # a wall-clock timer's fire runs: no record, no window
+        # a pipeline's (``Seat.scope``): topic -> the windows and timers kept there
+        self.scope: Mapping[str, frozenset[str]] | None = None
 
     def bind(
         self,
@@ -145,6 +147,12 @@ class EventTime:
             handles = lists.get(partition)
             if handles is None:
                 handles = self._windows_of(partition)
+            if not handles:  # a pipeline's topic whose stages keep no window
+                enter(partition)
+                try:
+                    return await process(record)
+                finally:
+                    enter(None)
             h = handles[0]
             before = h.advance(t, record.offset)
             enter(partition)
@@ -188,7 +196,7 @@ class EventTime:
             before = []  # (a loop: cheaper than a comprehension's frame, per record)
             for h in handles:
                 before.append(h.advance(t, record.offset))
-            clock = self._timers_of(partition) if timers else None
+            clock = self._kept_timers(partition) if timers else None
             if clock is not None:
                 clock.advance(t)
             enter(partition)
@@ -256,14 +264,20 @@ class EventTime:
         if partition is None or self._clock_fire:
             raise RuntimeError(f"Processor.{what}() gives the window of the record in process()")
         self._windows_of(partition)
-        return self._windows[partition][name]
+        handle = self._windows[partition].get(name)
+        if handle is None:
+            raise KeyError(f"no window {name!r} on {partition[0]}: no stage reading it keeps one")
+        return handle
 
     def timers(self, partition: Partition | None) -> TimerStore:
         if not self._has_timers:
             raise KeyError("no timers: override Processor.fire to have them")
         if partition is None:
             raise RuntimeError("Processor.timers are the record's partition's, in process()")
-        return self._timers_of(partition)
+        timers = self._kept_timers(partition)
+        if timers is None:
+            raise KeyError(f"no timers on {partition[0]}: no stage reading it overrides fire")
+        return timers
 
     def batch_windows(self) -> dict[str, WindowSpec]:
         """The tumbling and hopping windows (those a batch keeps), by name."""
@@ -286,12 +300,12 @@ class EventTime:
         self, partition: Partition, now_ms: int, take: int | None = None
     ) -> list[Timer]:
         """``partition``'s wall-clock timers due at ``now_ms`` (``TimerStore.due_by_clock``)."""
-        if not self._has_timers:
-            return []
-        return self._timers_of(partition).due_by_clock(now_ms, take)
+        timers = self._kept_timers(partition) if self._has_timers else None
+        return [] if timers is None else timers.due_by_clock(now_ms, take)
 
     def take(self, partition: Partition, timer: Timer) -> bool:
-        return self._timers_of(partition).take(timer)
+        timers = self._kept_timers(partition)
+        return timers is not None and timers.take(timer)
 
     async def fire(self, timer: Timer) -> Any:
         """``fire(timer)`` for a wall-clock timer: no record, so no event time and no
@@ -317,7 +331,10 @@ class EventTime:
         listed = self._lists.get(partition)
         if listed is None:
             handles = self._windows[partition] = {}
+            kept = None if self.scope is None else self.scope.get(partition[0])
             for name, spec in sorted(self._specs.items()):
+                if kept is not None and name not in kept:
+                    continue  # a pipeline's topic: another stage's window
                 data = self._backing(name, partition)
                 handles[name] = (
                     SessionStore(name, spec, data)
@@ -330,9 +347,14 @@ class EventTime:
             self._plain[partition] = {n: h for n, h in handles.items() if type(h) is WindowStore}
         return listed
 
-    def _timers_of(self, partition: Partition) -> TimerStore:
+    def _kept_timers(self, partition: Partition) -> TimerStore | None:
+        """``partition``'s timers, or None where its topic keeps none (a pipeline's
+        topic whose stages do not override ``fire``)."""
         timers = self._timers.get(partition)
         if timers is None:
+            kept = None if self.scope is None else self.scope.get(partition[0])
+            if kept is not None and TIMERS not in kept:
+                return None
             timers = self._timers[partition] = TimerStore(self._backing(TIMERS, partition))
         return timers
 

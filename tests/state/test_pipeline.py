@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 from fleet import Fleet, chaos_env, run_chaos
 from kit import T0_MS, broker_has_kip360, create_topic, eventually
 
@@ -137,7 +138,8 @@ async def log_starts_and_committed(
 # Caught: the repartition topic created with one partition whatever its input has
 # (its log starts asserted per partition); Regroup's output without the record's
 # timestamp, or Output.timestamp not produced (the outputs' times asserted); the
-# trimmer not started after commits (the log starts stayed 0).
+# trimmer not started after commits (the log starts stayed 0); the stores kept on every
+# consumed topic (a changelog of the count's store on the orders too).
 async def test_orders_regrouped_by_product_are_counted_exactly_once(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
@@ -159,6 +161,16 @@ async def test_orders_regrouped_by_product_are_counted_exactly_once(
     starts, committed = await log_starts_and_committed(b.bootstrap_servers, topic, 3, group)
     assert sum(committed) == n and all(committed)  # 3 partitions, each read
     assert starts == committed
+    # the count's store is kept where its stage reads, by the new key: one changelog
+    admin = AIOKafkaAdminClient(bootstrap_servers=b.bootstrap_servers)
+    await admin.start()
+    try:
+        changelogs = {t for t in await admin.list_topics() if t.endswith("--changelog")}
+    finally:
+        await admin.close()
+    assert {t for t in changelogs if t.startswith(f"{group}--")} == {
+        f"{group}--{topic}--per-product--changelog"
+    }
 
 
 RECORDS, IN_PARTS, INSTANCES = 20_000, 4, 3
