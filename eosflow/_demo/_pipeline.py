@@ -54,7 +54,7 @@ from aiokafka import AIOKafkaProducer
 
 from .._processor import Processor
 from .._records import Output, Record
-from .._state import JSON, Table, Tumbling, Window
+from .._state import JSON, Table, Tumbling
 from ..testing import (
     ClusterSettings,
     FakeCluster,
@@ -151,22 +151,12 @@ class CountOrders(Processor):
         return Output(COUNT_OUT, str(n).encode(), key=record.key)
 
 
-class OrdersPerMinute(Processor):
+class OrdersPerMinute(_regroup.MinuteCounts):
     """Orders per customer per minute of event time, each minute's count emitted once,
     when it closes (5 s of grace)."""
 
-    windows = {"minutes": MINUTE}
-
-    async def process(self, record: Record) -> None:
-        self.window("minutes").update(record.key or b"", _plus_one, 0)
-
-    async def closed(self, key: bytes, window: Window, value: Any) -> Output:
-        final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
-        return Output(MINUTE_OUT, json.dumps(final), key=key)
-
-
-def _plus_one(n: int) -> int:
-    return n + 1
+    def __init__(self) -> None:
+        super().__init__(MINUTE, MINUTE_OUT)
 
 
 class OrdersWithCustomers(Processor):

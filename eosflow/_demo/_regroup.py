@@ -56,17 +56,22 @@ class ByProduct(Processor):
         return Regroup(key=product, value=record.value)
 
 
-class ProductMinutes(Processor):
-    """Orders per product per minute of event time, each minute's final emitted once."""
+class MinuteCounts(Processor):
+    """Records per key per minute of event time (``window``: a one-minute tumbling
+    window), each minute's final emitted once, when it closes, to ``output`` as JSON
+    ``{"start_ms", "end_ms", "value"}``. The regroup demo's count per product; the
+    windows demo's per customer (``_pipeline.OrdersPerMinute``)."""
 
-    windows = {"minutes": MINUTE}
+    def __init__(self, window: Tumbling = MINUTE, output: str = OUT) -> None:
+        self.windows = {"minutes": window}
+        self.output = output
 
     async def process(self, record: Record) -> None:
         self.window("minutes").update(record.key or b"", _plus_one, 0)
 
     async def closed(self, key: bytes, window: Window, value: Any) -> Output:
         final = {"start_ms": window.start_ms, "end_ms": window.end_ms, "value": value}
-        return Output(OUT, json.dumps(final), key=key)
+        return Output(self.output, json.dumps(final), key=key)
 
 
 def _plus_one(n: int) -> int:
@@ -79,7 +84,7 @@ class OrdersPerProduct(Pipeline):
     def __init__(self) -> None:
         self.stages = {
             "by-product": Stage(ByProduct(), inputs=("orders",)),
-            "per-minute": Stage(ProductMinutes(), inputs=("by-product",)),
+            "per-minute": Stage(MinuteCounts(), inputs=("by-product",)),
         }
 
 
