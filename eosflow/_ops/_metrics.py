@@ -212,11 +212,10 @@ class PrometheusMetrics(Observer):
             self.spark_cancelled.inc()
 
     def lag_sampled(self, lag: Mapping[Partition, int]) -> None:
-        for tp, records in lag.items():
-            if tp in self._held:
-                self.lag.labels(tp[0], str(tp[1])).set(records)
-                self._lagging.add(tp)
+        held = {tp: n for tp, n in lag.items() if tp in self._held}
+        for tp, records in held.items():
+            self.lag.labels(tp[0], str(tp[1])).set(records)
+            self._lagging.add(tp)
         if self.stages:
-            held = {tp: n for tp, n in lag.items() if tp in self._held}
             for stage, records in stage_lag(held, self.stages).items():
                 self.stage_lag.labels(stage).set(records)
