@@ -186,10 +186,10 @@ class RawGroup:
     """Drives the classic group protocol by hand (JoinGroup, SyncGroup, Heartbeat,
     OffsetCommit), to test the broker's group rules directly, on any broker."""
 
-    def __init__(self, bootstrap: str, group: str) -> None:
+    def __init__(self, bootstrap: str, group: str, client_id: str = "raw-group") -> None:
         from aiokafka.client import AIOKafkaClient
 
-        self.client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id="raw-group")
+        self.client = AIOKafkaClient(bootstrap_servers=bootstrap, client_id=client_id)
         self.group = group
         self.node: int | None = None
 
@@ -237,8 +237,10 @@ class RawGroup:
         instance_id: str | None = None,
         session_ms: int = 10000,
         rebalance_ms: int = 10000,
+        protocol: tuple[str, bytes] = ("range", b""),
     ) -> dict[str, object]:
-        """JoinGroup v5, answering MEMBER_ID_REQUIRED once as clients do."""
+        """JoinGroup v5, answering MEMBER_ID_REQUIRED once as clients do; ``protocol``:
+        the one assignor offered and its metadata (a consumer's subscription)."""
 
         body: dict[str, object] = {
             "group": self.group,
@@ -247,7 +249,7 @@ class RawGroup:
             "member_id": member_id,
             "group_instance_id": instance_id,
             "protocol_type": "consumer",
-            "group_protocols": [{"protocol_name": "range", "protocol_metadata": b""}],
+            "group_protocols": [{"protocol_name": protocol[0], "protocol_metadata": protocol[1]}],
         }
         resp = await self._send(_specs.JOIN_GROUP, body)
         if resp["error_code"] == codes.MEMBER_ID_REQUIRED:

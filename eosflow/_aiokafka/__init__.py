@@ -124,7 +124,7 @@ from ._errors import (
 )
 from ._fetch import as_records
 from ._group_consumer import consumer_for
-from ._groups import GroupView, Member, describe_group
+from ._groups import GroupView, Member, describe_group, remove_member
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._partitioner import Partitioner, default_partition
@@ -200,6 +200,7 @@ __all__ = [
     "producer_identity",
     "reassign",
     "reinit_producer_id",
+    "remove_member",
     "resume",
     "seek",
     "send_all",

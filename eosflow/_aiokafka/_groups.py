@@ -1,5 +1,6 @@
 """A consumer group as the broker sees it, for ``eosflow status``: its members and what
-each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11).
+each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11); and a crashed
+classic member removed on its behalf (``remove_member``, LeaveGroup).
 
 Members come from ConsumerGroupDescribe (KIP-848, Kafka 4.0+) for a group of the consumer
 protocol, else from DescribeGroups with the classic protocol's assignment decoded. The
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
 from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
+from aiokafka.protocol.group import LeaveGroupRequest
 
 from .._errors import FatalError
 from .._protocol import codes, specs, wire
@@ -86,6 +88,32 @@ async def describe_group(
             held = [(t, p) for t, parts in assignment.assignment for p in parts]
         members.append(Member(m["member_id"], m["client_id"], m["client_host"], tuple(held)))
     return GroupView(group["state"], group["protocol"], tuple(members), committed)
+
+
+async def remove_member(
+    bootstrap_servers: str, security: KafkaSecurity, group_id: str, member_id: str
+) -> bool:
+    """LeaveGroup (v0-1, one member id: aiokafka's, as its consumer leaves) on behalf of a
+    classic-protocol member that cannot send it itself (a crashed one): the coordinator
+    drops it and rebalances the rest. False when it no longer holds that member
+    (UNKNOWN_MEMBER_ID: it left or expired meanwhile); other errors mapped."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers, **connection_settings(security)
+    )
+    with mapped(f"connecting to {bootstrap_servers}"):
+        await admin.start()
+    try:
+        with mapped(f"removing member {member_id!r} from group {group_id!r}"):
+            node = await _coordinator(admin, group_id)
+            resp = await admin._client.send(node, LeaveGroupRequest(group_id, member_id))
+    finally:
+        await admin.close()
+    code = int(resp.error_code)
+    if code == codes.UNKNOWN_MEMBER_ID:
+        return False
+    if code:
+        raise map_error(error_for(code), f"removing member {member_id!r} from {group_id!r}")
+    return True
 
 
 async def _coordinator(admin: AIOKafkaAdminClient, group_id: str) -> int:

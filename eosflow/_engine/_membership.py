@@ -5,7 +5,8 @@ before anything moves) and come (``assigned``).
 
 - ``ClassicGroup``: aiokafka's group consumer (JoinGroup/SyncGroup, eager: a rebalance
   revokes every partition). The forced heartbeat is a Heartbeat with the generation the
-  transaction's partitions were assigned under.
+  transaction's partitions were assigned under. After each assignment, crashed earlier
+  instances of our transactional id are removed from the group (``_predecessors``).
 - ``ConsumerGroup``: the consumer group protocol (KIP-848, Kafka 4.0+ with
   ``group.version`` >= 1), which aiokafka lacks: eosflow is the member and sends
   ConsumerGroupHeartbeat itself; aiokafka's consumer only fetches what it is assigned.
@@ -43,6 +44,7 @@ from .._observe import Abort, AbortReason
 from .._protocol import codes
 from .._timeouts import within
 from ._commit import confirm_membership
+from ._predecessors import remove_predecessors
 
 log = logging.getLogger("eosflow.session")
 
@@ -102,7 +104,28 @@ class ClassicGroup:
         client_id: str | None = None,
     ) -> None:
         self.config = config
-        self.consumer = ak.consumer_for(config, revoked, assigned, failed, ranged, client_id)
+        # our start, when the member's client id names it: earlier instances of our
+        # transactional id are removed after each assignment (``_predecessors``)
+        started = None if client_id is None else ak.member_started(config, client_id)
+        self._started = None if config.group_instance_id is not None else started
+        self._sweep: asyncio.Task[list[str]] | None = None
+
+        async def assigned_then_sweep(partitions: set[TopicPartition]) -> None:
+            await assigned(partitions)
+            self._sweep_predecessors()
+
+        self.consumer = ak.consumer_for(
+            config, revoked, assigned_then_sweep, failed, ranged, client_id
+        )
+
+    def _sweep_predecessors(self) -> None:
+        """Remove crashed earlier instances of our id from the group, in the background
+        (one sweep at a time; a later assignment starts the next)."""
+        if self._started is None or (self._sweep is not None and not self._sweep.done()):
+            return
+        self._sweep = asyncio.get_running_loop().create_task(
+            remove_predecessors(self.config, self._started), name="eosflow-predecessors"
+        )
 
     async def start(self) -> None:
         await ak.start(self.consumer, self.config, "joining the group", "READ")
@@ -123,7 +146,11 @@ class ClassicGroup:
         return await confirm_membership(self.consumer, self.config, caps, identity, timeout_s)
 
     async def leave(self) -> None:
-        """Nothing to do: closing the consumer leaves the group."""
+        """Closing the consumer leaves the group; a sweep still running is stopped."""
+        if self._sweep is not None and not self._sweep.done():
+            self._sweep.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweep
 
 
 class ConsumerGroup:
