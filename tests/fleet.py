@@ -17,6 +17,7 @@ from pathlib import Path
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from eosflow._cli import EXIT_FENCED
+from eosflow._ops import group_status
 from eosflow.testing import check_exactly_once, spawn_run
 
 ROOT = Path(__file__).parents[1]
@@ -226,6 +227,10 @@ async def until_committed(
             return done
         if time.monotonic() >= deadline:
             tails = "".join(fleet.log_tail(i) for i in sorted(fleet.procs))
-            raise AssertionError(f"stalled at {done}/{target}; events: {events}{tails}")
+            try:  # who holds what, as the broker sees it
+                group = (await group_status(fleet.watch_servers, fleet.group)).table()
+            except Exception as exc:  # the diagnosis must not hide the stall
+                group = f"(describing the group failed: {exc!r})"
+            raise AssertionError(f"stalled at {done}/{target}; events: {events}\n{group}{tails}")
         await fleet.check_alive(events)
         await asyncio.sleep(0.5)
