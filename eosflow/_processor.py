@@ -325,11 +325,15 @@ def _stores(
             f"{type(processor).__name__}.{declared} and call {call}() from process()"
         )
     if seat is not None and seat.processor is not processor:  # a pipeline's stage
-        own = getattr(processor, declared, None) or {}
-        if name not in own:
+        own = [
+            *(getattr(processor, "stores", None) or {}),
+            *(getattr(processor, "windows", None) or {}),
+        ]
+        if name not in own:  # (its own window asked as a store: the usual answer says so)
             raise KeyError(
                 f"no {what} {name!r} in {type(processor).__name__}.{declared} "
-                f"{sorted(own)}: a stage reaches only what it declares"
+                f"{sorted(getattr(processor, declared, None) or {})}: a stage reaches "
+                "only what it declares"
             )
     return stores
 

@@ -108,7 +108,8 @@ class ClassicGroup:
         # transactional id are removed after each assignment (``_predecessors``)
         started = None if client_id is None else ak.member_started(config, client_id)
         self._started = None if config.group_instance_id is not None else started
-        self._sweep: asyncio.Task[list[str]] | None = None
+        self._sweep: asyncio.Task[None] | None = None
+        self._again = False  # an assignment came while a sweep ran: sweep once more
 
         async def assigned_then_sweep(partitions: set[TopicPartition]) -> None:
             await assigned(partitions)
@@ -119,13 +120,24 @@ class ClassicGroup:
         )
 
     def _sweep_predecessors(self) -> None:
-        """Remove crashed earlier instances of our id from the group, in the background
-        (one sweep at a time; a later assignment starts the next)."""
-        if self._started is None or (self._sweep is not None and not self._sweep.done()):
+        """Remove crashed earlier instances of our id from the group, in the background:
+        one sweep at a time, and one more after it when an assignment came meanwhile (the
+        running one may have described the group before that generation formed)."""
+        if self._started is None:
+            return
+        if self._sweep is not None and not self._sweep.done():
+            self._again = True
             return
         self._sweep = asyncio.get_running_loop().create_task(
-            remove_predecessors(self.config, self._started), name="eosflow-predecessors"
+            self._sweeps(self._started), name="eosflow-predecessors"
         )
+
+    async def _sweeps(self, started_us: int) -> None:
+        while True:
+            self._again = False
+            await remove_predecessors(self.config, started_us)
+            if not self._again:
+                return
 
     async def start(self) -> None:
         await ak.start(self.consumer, self.config, "joining the group", "READ")
@@ -149,8 +161,12 @@ class ClassicGroup:
         """Closing the consumer leaves the group; a sweep still running is stopped."""
         if self._sweep is not None and not self._sweep.done():
             self._sweep.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await self._sweep
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():
+                    raise  # our own stop was cancelled, not only the sweep
 
 
 class ConsumerGroup:

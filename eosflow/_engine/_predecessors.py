@@ -2,7 +2,8 @@
 
 Each member's client id names its transactional id and start (``ak.member_client_id``).
 After each assignment under the classic protocol, a member looks at the group
-(DescribeGroups) and removes every member of its own transactional id that started
+(DescribeGroups) and removes every member of its own transactional id -- the same client
+id and transactional id exactly, so ``app-0`` leaves ``green-app-0`` alone -- that started
 before it (LeaveGroup on its behalf, ``ak.remove_member``): an earlier instance of the
 same id, restarted since. It cannot commit any more -- this member's InitProducerId
 fenced its producer before it joined -- so its partitions are better given to the
@@ -58,10 +59,11 @@ async def remove_predecessors(config: EosConfig, started_us: int) -> list[str]:
 
 async def _remove(cfg: EosConfig, started_us: int) -> list[str]:
     view = await ak.describe_group(cfg.bootstrap_servers, cfg.security, cfg.group_id)
+    ours = f"{cfg.client_id}-{cfg.transactional_id}"  # exactly: not "green-" + ours
     removed = []
     for m in view.members:
         began = ak.member_started(cfg, m.client_id)
-        if began is None or began >= started_us:
+        if began is None or began >= started_us or m.client_id.rpartition("-")[0] != ours:
             continue
         if await ak.remove_member(cfg.bootstrap_servers, cfg.security, cfg.group_id, m.member_id):
             held = ", ".join(f"{t}[{p}]" for t, p in m.partitions) or "nothing"

@@ -21,7 +21,11 @@ stage of the topic that overrides them.
 
 Each consumed topic's partitions keep only the stores, windows and timers of the stages
 reading it (``scope``, which ``EosApp`` puts in the seat): a store has a changelog per
-topic its stage reads, and a transaction writes position records only for those.
+topic its stage reads, and a transaction writes position records only for those. In a
+pipeline with state, a topic whose stages keep none keeps ``WITNESS`` instead, position
+records only: its restore checks the committed offset fetched on assignment, as every
+stateful partition's does (``_state._restore``), so a stale answer (a group coordinator
+answering from an old cache) does not have records regrouped twice.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from .._config import EosConfig
 from .._errors import ConfigError
 from .._processor import Processor, ProcessResult
 from .._records import Output, Record
-from .._state import Timer, Window, declared, overrides, seat_of
+from .._state import BYTES, Timer, Window, declared, overrides, seat_of
 from ._graph import Pipeline, Plan, Regroup, plan
 from ._trim import Trimmer
 
@@ -45,6 +49,10 @@ if TYPE_CHECKING:
 __all__ = ["Staged", "staged"]
 
 log = logging.getLogger("eosflow.stages")
+
+#: the store a stateless stage's topic keeps in a pipeline with state: position records
+#: only, the restore's witness of the offsets committed there (``Staged._witness``)
+WITNESS = "__positions"
 
 #: a repartition topic's settings: never compacted (a compacted one would keep only the
 #: last record of each key), never deleted by time (a stage far behind would lose
@@ -114,6 +122,7 @@ class Staged(Processor):
             topic: frozenset(k for _n, p in readers for k in declared(p))
             for topic, readers in self._readers.items()
         }
+        self._witness()
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
         self._timed = {  # topic -> (the stage keeping its timers / event time, its processor)
@@ -125,6 +134,20 @@ class Staged(Processor):
             }
             for method in ("fire", "timestamp")
         }
+
+    def _witness(self) -> None:
+        """In a pipeline with state, a topic whose stages keep none keeps ``WITNESS``: a
+        store never written but for its position records, so that the restore of its
+        partitions still checks the committed offset fetched on assignment against the
+        last one committed (a stale answer would have its records regrouped twice)."""
+        bare = [topic for topic, names in self.scope.items() if not names]
+        if not bare or not any(self.scope.values()):
+            return  # every topic keeps state, or none does (a stateless app's rules)
+        if WITNESS in self.stores or WITNESS in self.windows:
+            raise ConfigError(f"{self.graph.name}: the store name {WITNESS!r} is eosflow's")
+        self.stores = {**self.stores, WITNESS: BYTES}
+        for topic in bare:
+            self.scope[topic] = frozenset({WITNESS})
 
     # --- records ------------------------------------------------------------------------
 

@@ -82,7 +82,12 @@ def test_staged_subscribes_sources_and_repartition_topics_and_merges_declaration
     runner, cfg = staged(ProductCounts(), config())
     assert isinstance(runner, Staged)
     assert cfg.input_topics == ("orders", "g--by-product--repartition")
-    assert dict(runner.stores) == {"per-product": eosflow.JSON}
+    # the stateless stage's topic keeps the witness of its offsets (``Staged._witness``)
+    assert dict(runner.stores) == {"per-product": eosflow.JSON, "__positions": eosflow.BYTES}
+    assert runner.scope == {
+        "orders": frozenset({"__positions"}),
+        "g--by-product--repartition": frozenset({"per-product"}),
+    }
     assert type(runner).__name__ == "ProductCounts"  # errors name the user's pipeline
 
 
