@@ -36,8 +36,9 @@ def product_of(i: int) -> str:
     return f"p{(i * 7) % PRODUCTS:02d}"
 
 
-async def seed_orders(bootstrap: str, topic: str, n: int) -> None:
-    """Order i: key its customer, value JSON naming its product, timestamp T0 + i ms."""
+async def seed_orders(bootstrap: str, topic: str, n: int, start: int = 0) -> None:
+    """Orders ``start`` to ``start + n``; order i: key its customer, value JSON naming
+    its product, timestamp T0 + i ms."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
     await p.start()
     try:
@@ -48,7 +49,7 @@ async def seed_orders(bootstrap: str, topic: str, n: int) -> None:
                 key=f"c{i % CUSTOMERS}".encode(),
                 timestamp_ms=T0_MS + i,
             )
-            for i in range(n)
+            for i in range(start, start + n)
         ]
         await asyncio.gather(*futs)
     finally:
@@ -517,7 +518,7 @@ async def test_a_stale_offset_of_a_stateless_stage_is_fetched_again(
     async with first:
         await until_outputs(first, c.bootstrap_servers, "out", 300, "300 counted")
         c.stale_offsets("g", 4)  # the next fetches answer these offsets
-        await _seed_more(c.bootstrap_servers, "orders", 300, 100)
+        await seed_orders(c.bootstrap_servers, "orders", 100, start=300)
         await until_outputs(first, c.bootstrap_servers, "out", 400, "400 counted")
     second = eosflow.EosApp(
         by_product_then("orders", CountPerProduct("out")),
@@ -526,21 +527,7 @@ async def test_a_stale_offset_of_a_stateless_stage_is_fetched_again(
     witness = "store '__positions' of orders[0] reflects input up to offset 400"
     with log_seen("eosflow.state", witness) as refetched:
         async with second:
-            await _seed_more(c.bootstrap_servers, "orders", 400, 50)
+            await seed_orders(c.bootstrap_servers, "orders", 50, start=400)
             await until_outputs(second, c.bootstrap_servers, "out", 450, "450 counted")
     await counts_ok(c.bootstrap_servers, "out", 450)
     assert refetched.is_set()
-
-
-async def _seed_more(bootstrap: str, topic: str, start: int, n: int) -> None:
-    """Orders ``start`` to ``start + n``, as ``seed_orders`` writes them."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await p.start()
-    try:
-        for i in range(start, start + n):
-            value = json.dumps({"order": i, "product": product_of(i)}).encode()
-            await p.send_and_wait(
-                topic, value, key=f"c{i % CUSTOMERS}".encode(), timestamp_ms=T0_MS + i
-            )
-    finally:
-        await p.stop()
