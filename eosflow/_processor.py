@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from ._errors import ConfigError
 from ._observe import Observer
 from ._records import Output, Record, Regroup
-from ._state import CURRENT, seat_of
+from ._state import CURRENT, NOTHING, seat_of
 from ._typed import model_json
 
 if TYPE_CHECKING:
@@ -325,11 +325,10 @@ def _stores(
             f"{type(processor).__name__}.{declared} and call {call}() from process()"
         )
     if seat is not None and seat.processor is not processor:  # a pipeline's stage
-        own = [
-            *(getattr(processor, "stores", None) or {}),
-            *(getattr(processor, "windows", None) or {}),
-        ]
-        if name not in own:  # (its own window asked as a store: the usual answer says so)
+        # its own store or window (a window asked as a store: the usual answer says so)
+        if name not in (getattr(processor, "stores", None) or NOTHING) and name not in (
+            getattr(processor, "windows", None) or NOTHING
+        ):
             raise KeyError(
                 f"no {what} {name!r} in {type(processor).__name__}.{declared} "
                 f"{sorted(getattr(processor, declared, None) or {})}: a stage reaches "
