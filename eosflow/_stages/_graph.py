@@ -8,9 +8,10 @@ timestamp, so event time carries across). A stage read by two is a branch; a sta
 reading two is a merge. The graph is checked once, in one line per mistake, before
 anything connects (``plan``): a stage without inputs, a name that is no legal topic
 part or is used twice, a cycle, a store or window name two stages declare, and what
-this version does not run in a stage (tables, ``copartitioned``, ``process_batch``; two
-stages of one topic that both keep timers or read their own event time). A topic two
-stages declare differently is refused when the app is built (``_run.staged``).
+this version does not run in a stage (tables, ``copartitioned``; two stages of one
+topic that both keep timers or read their own event time; beside a ``process_batch``
+stage, a stage that keeps state, ``_check_batches``). A topic two stages declare
+differently is refused when the app is built (``_run.staged``).
 
 The trade-off of one transaction for every stage: the whole app commits as one unit --
 a record regrouped, the regrouped record's effects downstream and every consumed
@@ -28,7 +29,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._processor import Lifecycle, Processor, overrides_batch
 from .._records import Regroup
-from .._state import overrides
+from .._state import batch_ready, overrides
 
 __all__ = ["Pipeline", "Plan", "Regroup", "Stage", "plan", "repartition_topic"]
 
@@ -141,6 +142,7 @@ def plan(pipeline: Pipeline, group_id: str) -> Plan:
         for i in stages[n].inputs:
             readers.setdefault(repartition.get(i, i), []).append(n)
     _check_names(kind, stages)
+    _check_batches(kind, stages)
     return Plan(
         kind,
         order,
@@ -182,7 +184,6 @@ def _check_stage(kind: str, name: object, stage: object, group_id: str) -> None:
     unsupported = (
         ("tables", bool(getattr(p, "tables", None))),
         ("copartitioned", getattr(p, "copartitioned", False) is True),
-        ("process_batch", overrides_batch(p)),
     )
     for what, present in unsupported:
         if present:
@@ -243,3 +244,32 @@ def _check_names(kind: str, stages: Mapping[str, Stage]) -> None:
                             f"{kind}: stages {other!r} and {name!r} both read {i!r} and "
                             f"{what}: at most one stage of an input may"
                         )
+
+
+def _check_batches(kind: str, stages: Mapping[str, Stage]) -> None:
+    """A stage overriding ``process_batch`` makes every transaction one batch, so each
+    other stage is called per record without a record's state bound: those stages keep
+    none. A batch stage keeps what a batch can (``batch_ready``)."""
+    batches = [n for n, s in stages.items() if overrides_batch(s.processor)]
+    if not batches:
+        return
+    for name, stage in stages.items():
+        p: Any = stage.processor
+        if name in batches:
+            batch_ready(p, True)
+            continue
+        kept = [
+            what
+            for what, present in (
+                ("stores", bool(getattr(p, "stores", None))),
+                ("windows", bool(getattr(p, "windows", None))),
+                ("timers (fire)", overrides(p, "fire")),
+            )
+            if present
+        ]
+        if kept:
+            raise ConfigError(
+                f"{kind}: stage {name!r} keeps {kept[0]} beside the process_batch stage "
+                f"{batches[0]!r}: with a batch stage every stage runs once per transaction, "
+                "and only a batch stage keeps state (self.batch); move it there"
+            )

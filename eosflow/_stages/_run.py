@@ -12,6 +12,11 @@ transaction, with every consumed offset: a regrouped record and the offset of th
 it came from commit together or not at all, and the stages after it read it only once
 committed (the consumer reads read_committed).
 
+A stage overriding ``process_batch`` (a ``SparkProcessor``) makes the pipeline a batch
+app (``routed_batch``): each transaction's records are handed over once, each stage
+getting its topics' records -- a batch stage in one call with ``self.batch`` narrowed to
+them, a record stage (which keeps no state then: ``_graph``) one call per record.
+
 Stores and windows are the stages' by name (a name is one stage's: ``_graph``; a stage
 naming another's fails its record, ``Processor.state``); the runtime keeps them per
 consumed topic partition, so a later stage's stores are keyed by the partitions of the
@@ -31,13 +36,13 @@ answering from an old cache) does not have records regrouped twice.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ConfigError
-from .._processor import Processor, ProcessResult
+from .._processor import Processor, ProcessResult, overrides_batch
 from .._records import Output, Record
 from .._state import BYTES, Timer, Window, declared, overrides, seat_of
 from ._graph import Pipeline, Plan, Regroup, plan
@@ -87,6 +92,8 @@ def staged(pipeline: Pipeline, config: EosConfig) -> tuple[Staged, EosConfig]:
         methods["fire"] = Staged.routed_fire
     if any(overrides(s.processor, "timestamp") for s in graph.stages.values()):
         methods["timestamp"] = Staged.routed_timestamp
+    if any(overrides_batch(s.processor) for s in graph.stages.values()):
+        methods["process_batch"] = Staged.routed_batch  # the engine's batch strategy
     # the runtime tells timers and own event time by whether these are overridden: the
     # class has them only when a stage does
     cls = type(graph.name, (Staged,), {"__module__": __name__, **methods})
@@ -110,6 +117,17 @@ class Staged(Processor):
             for topic, names in graph.readers.items()
         }
         self._regroups_to = dict(graph.repartition)
+        # per stage, in the graph's order: its processor, the topics it reads, whether
+        # it takes a batch (``routed_batch``)
+        self._batches = tuple(
+            (
+                n,
+                stages[n].processor,
+                frozenset(graph.inputs()[n]),
+                overrides_batch(stages[n].processor),
+            )
+            for n in graph.order
+        )
         # the stages' declarations, merged (names checked unique by ``plan``)
         self.stores = {k: v for n in graph.order for k, v in _attr(stages[n], "stores").items()}
         self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
@@ -168,6 +186,38 @@ class Staged(Processor):
             elif result is not None:
                 return result  # not outputs: the engine names what it is
         return out  # type: ignore[return-value]  # outputs, or what the engine names
+
+    async def routed_batch(self, records: Sequence[Record]) -> list[Output]:
+        """A pipeline with a ``process_batch`` stage runs each transaction as one batch:
+        every stage, in the graph's order, gets the records of the topics it reads -- a
+        batch stage in one ``process_batch`` call, its ``self.batch`` narrowed to them
+        (``BatchState.narrowed``), a record stage (stateless: ``_graph``) one ``process``
+        call each. A batch stage's ``Regroup`` carries the latest event time of its
+        records."""
+        seat = seat_of(self)
+        state = None if seat is None else seat.batch  # with stores or windows declared
+        out: list[Output] = []
+        for name, processor, topics, batch in self._batches:
+            indices = [i for i, r in enumerate(records) if r.topic in topics]
+            if not indices:
+                continue
+            if not batch:
+                for i in indices:
+                    r = records[i]
+                    result = await processor.process(r)
+                    out.extend(_flat(name, self._routed(name, result, self.routed_timestamp(r))))
+                continue
+            mine = [records[i] for i in indices]
+            if seat is not None and state is not None:
+                seat.batch = state.narrowed(indices)
+            try:
+                result = await processor.process_batch(mine)
+            finally:
+                if seat is not None:
+                    seat.batch = state
+            when = max(self.routed_timestamp(r) for r in mine)
+            out.extend(_flat(name, self._routed(name, result, when)))
+        return out
 
     async def closed(self, key: bytes, window: Window, value: Any) -> ProcessResult:
         stage, processor = self._closed_by[window.store]
@@ -247,8 +297,11 @@ class Staged(Processor):
 
     def configure(self, config: EosConfig) -> None:
         self.pipeline.configure(config)
-        for p in self.members:
-            p.configure(config)
+        for name, p in zip(self.graph.order, self.members, strict=True):
+            # a stage's inputs as it names them (a stage's name for its repartition
+            # topic), as its ``topics`` declare them
+            inputs = tuple(self.graph.stages[name].inputs)
+            p.configure(config.model_copy(update={"input_topics": inputs}))
 
     async def on_start(self) -> None:
         await self.pipeline.on_start()
@@ -284,6 +337,21 @@ class Staged(Processor):
     ) -> frozenset[tuple[str, int]]:
         topics = {self.graph.topic_of(i) for i in self.graph.stages[name].inputs}
         return frozenset(p for p in partitions if p[0] in topics)
+
+
+def _flat(stage: str, result: object) -> list[Output]:
+    """A stage's routed result in a batch as a list of outputs (encoded later, by the
+    engine); anything else is a ``TypeError`` naming the stage."""
+    if result is None:
+        return []
+    if isinstance(result, Output):
+        return [result]
+    if isinstance(result, list) and all(isinstance(o, Output) for o in result):
+        return result
+    raise TypeError(
+        f"stage {stage!r} returned {type(result).__name__}; expected an Output, a Regroup, "
+        "a list of them, or None"
+    )
 
 
 def _attr(stage: Any, what: str) -> Mapping[str, Any]:

@@ -163,6 +163,21 @@ class BatchState:
         data.put(dk, spec.serde.dumps(value))
         return value
 
+    def narrowed(self, indices: Sequence[int]) -> BatchState:
+        """The same state seen by a processor that got only ``records[i]`` for ``i`` in
+        ``indices`` (increasing): a pipeline's batch stage, handed its topics' records.
+        Its ``windows`` index into its records; stores, windows and merges are shared."""
+        view = BatchState(self._backing, self._specs, self._stores)
+        view.records = [self.records[i] for i in indices]
+        position = {i: j for j, i in enumerate(indices)}
+        view._opened = {
+            name: [(position[i], s) for i, s in opened if i in position]
+            for name, opened in self._opened.items()
+        }
+        view._taken, view._handles = self._taken, self._handles
+        view._seen, view._floors = self._seen, self._floors
+        return view
+
     def _partition(self, partition: Partition) -> None:
         if partition not in self._handles:
             topic, p = partition

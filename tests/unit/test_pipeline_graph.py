@@ -32,6 +32,10 @@ class Batched(Pass):
         return []
 
 
+class TimedBatch(Batched, Timed):
+    pass
+
+
 def pipeline(stages: Mapping[str, eosflow.Stage]) -> eosflow.Pipeline:
     class App(eosflow.Pipeline):
         pass
@@ -126,7 +130,18 @@ def test_staged_subscribes_sources_and_repartition_topics_and_merges_declaration
             },
             "stages 'a' and 'b' both read 'orders' and keep timers",
         ),
-        ({"a": eosflow.Stage(Batched(), inputs=("orders",))}, "uses process_batch: not yet"),
+        (
+            {
+                "a": eosflow.Stage(Pass(), inputs=("orders",)),
+                "b": eosflow.Stage(Batched(), inputs=("a",)),
+                "c": eosflow.Stage(Counted(), inputs=("a",)),
+            },
+            "App: stage 'c' keeps stores beside the process_batch stage 'b'",
+        ),
+        (
+            {"a": eosflow.Stage(TimedBatch(), inputs=("orders",))},
+            "TimedBatch overrides process_batch and fire",
+        ),
     ],
 )
 def test_each_mistake_is_one_line(stages: Mapping[str, Any], message: str) -> None:
@@ -184,6 +199,40 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
     lone, _ = staged(pipeline({"a": eosflow.Stage(Lost(), inputs=("orders",))}), config())
     with pytest.raises(TypeError, match="stage 'a' returned a Regroup, but no stage reads 'a'"):
         await lone.process(record)
+
+
+# A pipeline with a batch stage runs the engine's batch strategy (the class overrides
+# process_batch only then), and each stage is configured with its own inputs as it names
+# them (a typed Spark stage finds its declared topics so). Caught: process_batch not
+# routed (the pipeline ran per record: the batch stage never called); the whole
+# pipeline's inputs handed to every stage.
+async def test_a_batch_stage_makes_the_pipeline_a_batch_and_each_stage_its_inputs() -> None:
+    from eosflow._processor import overrides_batch
+
+    class Seen(Batched):
+        def configure(self, config: eosflow.EosConfig) -> None:
+            self.inputs = config.input_topics
+
+        async def process_batch(self, records: Any) -> list[eosflow.Output]:
+            return [eosflow.Output("out", r.value, key=r.key) for r in records]
+
+    first, second = Pass(), Seen()
+    app = pipeline(
+        {"a": eosflow.Stage(first, inputs=("orders",)), "b": eosflow.Stage(second, inputs=("a",))}
+    )
+    runner, cfg = staged(app, config())
+    assert overrides_batch(runner) and not overrides_batch(staged(ProductCounts(), config())[0])
+    runner.configure(cfg)
+    assert second.inputs == ("a",) and cfg.input_topics == ("orders", "g--a--repartition")
+    records = [
+        eosflow.Record("g--a--repartition", 0, 3, b"k", b"regrouped", timestamp=5),
+        eosflow.Record("orders", 0, 7, b"c1", b"order", timestamp=9),
+    ]
+    out = await runner.process_batch(records)
+    assert out == [
+        eosflow.Output("out", b"order", key=b"c1"),  # stage a, per record
+        eosflow.Output("out", b"regrouped", key=b"k"),  # stage b, its records in one call
+    ]
 
 
 # A pipeline's lag per stage: each stage's is the sum over the topics it reads (a topic
