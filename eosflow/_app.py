@@ -98,6 +98,7 @@ class EosApp:
         self._seat = Seat(runs, self.observers, members)
         if isinstance(runs, Staged):  # each topic's partitions keep their stages' stores
             self._seat.scope = runs.scope
+            self._seat.tasks = runs.tasks  # a stage's inputs and tables go together
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

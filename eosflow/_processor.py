@@ -325,9 +325,10 @@ def _stores(
             f"{type(processor).__name__}.{declared} and call {call}() from process()"
         )
     if seat is not None and seat.processor is not processor:  # a pipeline's stage
-        # its own store or window (a window asked as a store: the usual answer says so)
-        if name not in (getattr(processor, "stores", None) or NOTHING) and name not in (
-            getattr(processor, "windows", None) or NOTHING
+        # its own store, window or table (a window asked as a store: the usual answer)
+        if all(
+            name not in (getattr(processor, kind, None) or NOTHING)
+            for kind in ("stores", "windows", "tables")
         ):
             raise KeyError(
                 f"no {what} {name!r} in {type(processor).__name__}.{declared} "

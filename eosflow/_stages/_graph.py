@@ -8,7 +8,7 @@ timestamp, so event time carries across). A stage read by two is a branch; a sta
 reading two is a merge. The graph is checked once, in one line per mistake, before
 anything connects (``plan``): a stage without inputs, a name that is no legal topic
 part or is used twice, a cycle, a store or window name two stages declare, and what
-this version does not run in a stage (tables, ``copartitioned``; two stages of one
+this version does not run in a stage (``copartitioned``; two stages of one
 topic that both keep timers or read their own event time; beside a ``process_batch``
 stage, a stage that keeps state, ``_check_batches``). A topic two stages declare
 differently is refused when the app is built (``_run.staged``).
@@ -181,16 +181,11 @@ def _check_stage(kind: str, name: object, stage: object, group_id: str) -> None:
             "name: shorten the group id or the stage name"
         )
     p = stage.processor
-    unsupported = (
-        ("tables", bool(getattr(p, "tables", None))),
-        ("copartitioned", getattr(p, "copartitioned", False) is True),
-    )
-    for what, present in unsupported:
-        if present:
-            raise ConfigError(
-                f"{where} ({type(p).__name__}) uses {what}: not yet supported in a pipeline "
-                "stage; run it as an app of its own"
-            )
+    if getattr(p, "copartitioned", False) is True:
+        raise ConfigError(
+            f"{where} ({type(p).__name__}) uses copartitioned: not yet supported in a "
+            "pipeline stage; run it as an app of its own"
+        )
 
 
 def _ordered(kind: str, stages: Mapping[str, Stage]) -> tuple[str, ...]:
@@ -223,12 +218,16 @@ def _check_names(kind: str, stages: Mapping[str, Stage]) -> None:
     owner: dict[str, str] = {}
     for name, stage in stages.items():
         p: Any = stage.processor
-        for store in [*(getattr(p, "stores", None) or {}), *(getattr(p, "windows", None) or {})]:
+        for store in [
+            *(getattr(p, "stores", None) or {}),
+            *(getattr(p, "windows", None) or {}),
+            *(getattr(p, "tables", None) or {}),
+        ]:
             other = owner.setdefault(store, name)
             if other != name:
                 raise ConfigError(
-                    f"{kind}: stages {other!r} and {name!r} both declare the store or window "
-                    f"{store!r}: a name is one store of one stage (rename one)"
+                    f"{kind}: stages {other!r} and {name!r} both declare the store, window "
+                    f"or table {store!r}: a name is one stage's (rename one)"
                 )
     for what, method in (
         ("keep timers (fire)", "fire"),
@@ -264,6 +263,7 @@ def _check_batches(kind: str, stages: Mapping[str, Stage]) -> None:
                 ("stores", bool(getattr(p, "stores", None))),
                 ("windows", bool(getattr(p, "windows", None))),
                 ("timers (fire)", overrides(p, "fire")),
+                ("tables", bool(getattr(p, "tables", None))),
             )
             if present
         ]

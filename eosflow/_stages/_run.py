@@ -44,8 +44,8 @@ from .._config import EosConfig
 from .._errors import ConfigError
 from .._processor import Processor, ProcessResult, overrides_batch
 from .._records import Output, Record
-from .._state import BYTES, Timer, Window, declared, overrides, seat_of
-from ._graph import Pipeline, Plan, Regroup, plan
+from .._state import BYTES, Table, Timer, Window, declared, overrides, seat_of
+from ._graph import Pipeline, Plan, Regroup, Stage, plan
 from ._trim import Trimmer
 
 if TYPE_CHECKING:
@@ -131,6 +131,10 @@ class Staged(Processor):
         # the stages' declarations, merged (names checked unique by ``plan``)
         self.stores = {k: v for n in graph.order for k, v in _attr(stages[n], "stores").items()}
         self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
+        self.tables = {k: v for n in graph.order for k, v in _attr(stages[n], "tables").items()}
+        # per stage with tables: its inputs and its tables' topics, partition p of each
+        # taken together (``Seat.tasks``); overlapping groups are one
+        self.tasks = _tasks(graph) if self.tables else None
         self._closed_by = {  # window -> (its stage, the stage's processor)
             w: (n, stages[n].processor) for n in graph.order for w in _attr(stages[n], "windows")
         }
@@ -277,11 +281,17 @@ class Staged(Processor):
         """Create (or check) every repartition topic: ``Stage.partitions``, else as many
         partitions as the stage's most partitioned input, in the graph's order."""
         graph = self.graph
-        counts = await ak.partition_counts(producer, list(graph.sources), timeout_s)
+        joined = _joined(graph)  # a stage -> the partition count of the tables reading it
+        topics = {t for ts in joined.values() for t in ts}
+        counts = await ak.partition_counts(producer, [*graph.sources, *topics], timeout_s)
         wanted: dict[str, tuple[str, int]] = {}
         for name in graph.order:
             stage = graph.stages[name]
-            n = stage.partitions or max(counts[graph.topic_of(i)] for i in stage.inputs)
+            n = (
+                stage.partitions
+                or next((counts[t] for t in joined.get(name, ())), None)
+                or max(counts[graph.topic_of(i)] for i in stage.inputs)
+            )
             topic = graph.repartition.get(name)
             if topic is not None:
                 counts[topic] = n
@@ -361,6 +371,40 @@ def _attr(stage: Any, what: str) -> Mapping[str, Any]:
             f"{type(stage.processor).__name__}.{what} must be a mapping, not {value!r}"
         )
     return value
+
+
+def _table_topics(stage: Stage) -> list[str]:
+    """The topics of ``stage``'s co-partitioned tables (not its global ones)."""
+    return [t.topic for t in _attr(stage, "tables").values() if isinstance(t, Table)]
+
+
+def _tasks(graph: Plan) -> tuple[frozenset[str], ...]:
+    """The groups of topics whose partition p go together: each stage with tables, its
+    inputs and their topics; groups sharing a topic merged into one."""
+    groups: list[set[str]] = []
+    for name in graph.order:
+        tables = _table_topics(graph.stages[name])
+        if not tables:
+            continue
+        group = {*graph.inputs()[name], *tables}
+        for other in [g for g in groups if g & group]:
+            group |= other
+            groups.remove(other)
+        groups.append(group)
+    return tuple(frozenset(g) for g in groups)
+
+
+def _joined(graph: Plan) -> dict[str, list[str]]:
+    """A regrouping stage -> the table topics of the stages reading it: its repartition
+    topic takes their partition count unless ``Stage.partitions`` says otherwise (as
+    Kafka Streams sizes a repartition topic joined with a table)."""
+    out: dict[str, list[str]] = {}
+    for name in graph.order:
+        tables = _table_topics(graph.stages[name])
+        for i in graph.stages[name].inputs if tables else ():
+            if i in graph.repartition:
+                out.setdefault(i, []).extend(tables)
+    return out
 
 
 def _topics(graph: Plan) -> dict[str, Any]:

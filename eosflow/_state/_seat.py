@@ -23,7 +23,11 @@ What the runtime keeps there, and who writes it:
   serves ``processor`` (each stage's stores are its own by name);
 - ``scope``: a pipeline's (``_stages``): per consumed topic, the stores, windows and
   timers kept on its partitions -- those of the stages reading it. None: every one on
-  every partition (set before the stores are bound).
+  every partition (set before the stores are bound);
+- ``tasks``: a pipeline's (``_stages``): the groups of topics whose partition p make one
+  task of a co-partitioned stage -- its inputs and its tables' topics -- each topic in
+  at most one. None: every input and table topic in one group (an app of one
+  processor). Set before the stores are bound.
 
 The trade-off: a context variable costs one ``get`` per call of those methods (tens of
 nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
@@ -59,6 +63,7 @@ class Seat:
         "scope",
         "stores",
         "tables",
+        "tasks",
         "windows",
     )
 
@@ -70,6 +75,7 @@ class Seat:
         self.member_ids = frozenset(id(m) for m in members)  # one lookup per state() call
         self.observer = observer
         self.scope: Mapping[str, frozenset[str]] | None = None  # topic -> names kept there
+        self.tasks: tuple[frozenset[str], ...] | None = None  # topics taken together
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
         self.windows: Mapping[str, Any] = NOTHING

@@ -137,6 +137,7 @@ class Stores(Reads):
         self._time = EventTime(self._open, config.dead_letter_topic, on_late)
         self._env: Env | None = None
         self._scope = None  # the seat's, once bound (``Reads.names``)
+        self._tasks: tuple[frozenset[str], ...] | None = None  # the seat's (``Seat.tasks``)
         self._stopped = False  # no restore starts after stop (a rebalance ending late)
         # the sealed transaction's position records: (partition, store, last batch, its
         # record count, position), read once it committed
@@ -196,9 +197,11 @@ class Stores(Reads):
         timeout = cfg.transaction_timeout_s
         global_topics = [t.topic for t in self.globals.specs.values()]
         counts = await ak.partition_counts(producer, [*cfg.input_topics, *global_topics], timeout)
-        check_partitions(self.tables, self._streams, counts, self.copartitioned)
+        tasks = self._tasks
+        check_partitions(self.tables, self._streams, counts, self.copartitioned, tasks)
         if isinstance(self.sync, Sync):  # co-partitioned: keys checked as they are read
-            self.sync.placement.expect({t: counts[t] for t in cfg.input_topics})
+            joined = cfg.input_topics if tasks is None else [t for g in tasks for t in g]
+            self.sync.placement.expect({t: counts[t] for t in joined})
         if not self.stateful:
             return
         await self.globals.start(counts)  # read to their ends before the first record
@@ -441,6 +444,9 @@ class Stores(Reads):
         processor: Any = seat.processor
         process: Process = processor.process
         self._scope = self._time.scope = seat.scope
+        self._tasks = seat.tasks  # a pipeline's co-partitioned stages' topics
+        if seat.tasks is not None and isinstance(self.sync, Sync):
+            self.sync.group(seat.tasks)
         if not self.stateful:
             return process, False
         seat.stores, self._seat = self, seat

@@ -6,7 +6,9 @@ from run to run and after every crash. With tables declared (``_tables``), every
 records pass through here before ``process``:
 
 - **A task** is one partition number p: partition p of every input topic and of every
-  table topic, which one instance holds together (co-partitioning).
+  table topic, which one instance holds together (co-partitioning). In a pipeline,
+  partition p of one stage's inputs and tables (``group``: each such group of topics
+  has tasks of its own, and a topic in none is taken in offset order alone).
 - Records wait in a buffer per partition. A task hands on, one at a time, the record
   with the **lowest timestamp** among its partitions' first buffered records (ties:
   a table's first, so a row and a record of the same millisecond join; then by topic).
@@ -131,16 +133,30 @@ class Sync:
         # a task's topics, tables first: the tie-break (lower rank first)
         self._topics = [*sorted(self._tables), *sorted(set(streams) - self._tables)]
         self._rank = {t: i for i, t in enumerate(self._topics)}
+        # the groups of topics whose partition p make a task (``group``): all by default
+        self._groups: list[list[str]] = [self._topics]
+        self._group_of = dict.fromkeys(self._topics, 0)
         self._idle_s, self._clock = idle_s, clock
         self._buffers: dict[Partition, deque[Record]] = {}
-        self._idle: dict[int, float] = {}  # task -> since when it waits on idle partitions
-        self._waiting: dict[int, float] = {}  # task -> since when (and the next warning)
+        # a task is (group, partition number)
+        self._idle: dict[tuple[int, int], float] = {}  # since when it waits on idle ones
+        self._waiting: dict[tuple[int, int], float] = {}  # since when (and the next warning)
         self._paused: set[Partition] = set()  # by ``throttle``, their buffers full
         self.more = False  # the last admit stopped at its max_records: more may go now
         self._forgets = self._lent = 0  # forgets so far; so far at the last admit
         self.placement = Placement()  # keys where the default partitioner puts them
         # whether a partition is caught up; pause (True) or resume one
         self.caught_up, self.throttle = feed.caught_up, feed.throttle
+
+    def group(self, tasks: Iterable[frozenset[str]]) -> None:
+        """Take partition p of each of ``tasks``' topic groups together (a pipeline's
+        co-partitioned stages; each topic in at most one), every other topic alone."""
+        rank = self._rank
+        groups = [sorted(t for t in task if t in rank) for task in tasks]
+        covered = {t for g in groups for t in g}
+        groups += [[t] for t in self._topics if t not in covered]
+        self._groups = [sorted(g, key=rank.__getitem__) for g in groups if g]
+        self._group_of = {t: i for i, g in enumerate(self._groups) for t in g}
 
     def buffered(self) -> int:
         return sum(len(b) for b in self._buffers.values())
@@ -175,7 +191,8 @@ class Sync:
         out: list[Record] = []
         self.more = False
         self._lent = self._forgets
-        for task in sorted({p for (_t, p), b in buffers.items() if b}):
+        group_of = self._group_of
+        for task in sorted({(group_of[t], p) for (t, p), b in buffers.items() if b}):
             if self._release(task, self.caught_up, out, max_records):
                 self.more = True
                 break
@@ -209,14 +226,19 @@ class Sync:
         return True
 
     def _release(
-        self, task: int, caught_up: Callable[[Partition], bool], out: list[Record], cap: int
+        self,
+        task: tuple[int, int],
+        caught_up: Callable[[Partition], bool],
+        out: list[Record],
+        cap: int,
     ) -> bool:
         """Hand on ``task``'s records that may go, up to ``cap`` in ``out``; True when
         it stopped at the cap. Decided per stretch, not per record: while the same
         partitions hold records, the others' state cannot change (nothing is fetched
         meanwhile), so one check covers every record until one of them runs dry."""
         buffers, rank = self._buffers, self._rank
-        members = [(t, task) for t in self._topics]
+        group, number = task
+        members = [(t, number) for t in self._groups[group]]
         while True:
             full = [q for m in members if (q := buffers.get(m))]
             if not full:
@@ -269,7 +291,7 @@ class Sync:
                 if not best:
                     break
 
-    def _held_back(self, task: int, head: Record, behind: list[Partition]) -> None:
+    def _held_back(self, task: tuple[int, int], head: Record, behind: list[Partition]) -> None:
         now = self._clock()
         since = self._waiting.setdefault(task, now)
         if now - since >= _WARN_AFTER_S:

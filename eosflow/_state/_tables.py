@@ -127,10 +127,18 @@ def check_partitions(
     inputs: tuple[str, ...],
     counts: Mapping[str, int],
     copartitioned: bool = False,
+    tasks: tuple[frozenset[str], ...] | None = None,
 ) -> None:
     """Every table topic has the input topics' partition count (``counts``: topic ->
     partitions), and so has every input when ``copartitioned``: a one-line
-    ``ConfigError`` naming both otherwise."""
+    ``ConfigError`` naming both otherwise. With ``tasks`` (a pipeline's groups of topics
+    taken together, ``Seat.tasks``) within each group alone."""
+    if tasks is not None:
+        for task in tasks:
+            mine = {n: t for n, t in tables.items() if t.topic in task}
+            streams = tuple(t for t in inputs if t in task)
+            check_partitions(mine, streams, counts, True)
+        return
     if copartitioned:
         for topic in inputs[1:]:
             if counts[topic] != counts[inputs[0]]:

@@ -121,7 +121,7 @@ def test_staged_subscribes_sources_and_repartition_topics_and_merges_declaration
                 "a": eosflow.Stage(Counted(), inputs=("orders",)),
                 "b": eosflow.Stage(Counted(), inputs=("a",)),
             },
-            "stages 'a' and 'b' both declare the store or window 'counts'",
+            "stages 'a' and 'b' both declare the store, window or table 'counts'",
         ),
         (
             {

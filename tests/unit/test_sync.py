@@ -209,3 +209,21 @@ def test_a_task_hands_on_the_head_merge_of_its_partitions(tables: list[str], see
             queues = {k: q for k, q in ref.items() if k[1] == task}
             want += head_merge(queues, rank, cap - len(want))
         assert order(got) == order(want), (seed, len(got), len(want))
+
+
+# A pipeline's groups (``Sync.group``): partition p of a stage's input and its table go
+# together; a topic in no group goes alone, in offset order, waiting for nothing.
+# Caught: ``group`` ignored (the source's records waited for regrouped[0] and prices[0],
+# neither read to its end); a lone topic put in every group (the same).
+def test_grouped_topics_wait_for_each_other_and_a_lone_topic_for_none() -> None:
+    c = Consumer()
+    s = Sync(["orders", "regrouped"], ["prices"], feed=c.feed())
+    s.group([frozenset({"regrouped", "prices"})])
+    polled = [rec("orders", 0, 0, 30), rec("orders", 0, 1, 10)]
+    polled += [rec("regrouped", 0, 0, 10), rec("prices", 0, 0, 5), rec("prices", 0, 1, 20)]
+    out = admit(s, polled, 100)
+    # the orders go in offset order, whatever their timestamps and the other topics; in
+    # the group, prices[0] at 20 waits: regrouped[0] is empty and not read to its end
+    assert order(out) == [("prices", 0), ("regrouped", 0), ("orders", 0), ("orders", 1)]
+    c.caught.add(("regrouped", 0))
+    assert order(admit(s, [], 100)) == [("prices", 1)]
