@@ -99,6 +99,7 @@ class EosApp:
         if isinstance(runs, Staged):  # each topic's partitions keep their stages' stores
             self._seat.scope = runs.scope
             self._seat.tasks = runs.tasks  # a stage's inputs and tables go together
+            self._seat.aliases = runs.graph.repartition  # a stage's name for its topic
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -243,7 +243,9 @@ class Processor(Lifecycle):
         ``copartitioned``, a stream-stream join's other side. Records of both partitions
         are taken in timestamp order, so it holds what that input had up to the
         record's timestamp. Only valid inside ``process``."""
-        return _stores(self, "state_of", name, "store", "stores").state_of(topic, name)
+        stores = _stores(self, "state_of", name, "store", "stores")
+        seat = seat_of(self)  # a pipeline's stage may name an input by its stage
+        return stores.state_of(topic if seat is None else seat.aliases.get(topic, topic), name)
 
     @property
     def batch(self) -> BatchState:

@@ -59,10 +59,13 @@ class Output:
 class Regroup:
     """What a stage returns (beside ``Output``\\ s) to send a record onward under a new
     key: to its own repartition topic, partitioned by ``key``, read by the stages that
-    name it among their inputs. It keeps the input record's timestamp. ``key`` and
+    name it among their inputs. It keeps the input record's event time, unless
+    ``timestamp`` (ms since the epoch) gives another: a ``process_batch`` stage's
+    ``Regroup`` carries the latest event time among its records otherwise. ``key`` and
     ``value`` are bytes, ``str``, a pydantic model, or what the reading stages declare for
     the stage's name in ``topics``."""
 
     key: object
     value: object
     headers: tuple[tuple[str, bytes], ...] = ()
+    timestamp: int | None = None

@@ -7,11 +7,11 @@ which holds what the stage regroups (``Regroup``: a new key, and the input recor
 timestamp, so event time carries across). A stage read by two is a branch; a stage
 reading two is a merge. The graph is checked once, in one line per mistake, before
 anything connects (``plan``): a stage without inputs, a name that is no legal topic
-part or is used twice, a cycle, a store or window name two stages declare, and what
-this version does not run in a stage (``copartitioned``; two stages of one
-topic that both keep timers or read their own event time; beside a ``process_batch``
-stage, a stage that keeps state, ``_check_batches``). A topic two stages declare
-differently is refused when the app is built (``_run.staged``).
+part or is used twice, a cycle, a store, window or table name two stages declare, and
+what this version does not run (two stages of one topic that both keep timers or read
+their own event time; beside a ``process_batch`` stage, a stage that keeps state,
+``_check_batches``). A topic two stages declare differently is refused when the app is
+built (``_run.staged``).
 
 The trade-off of one transaction for every stage: the whole app commits as one unit --
 a record regrouped, the regrouped record's effects downstream and every consumed
@@ -29,7 +29,7 @@ from typing import Any
 from .._errors import ConfigError
 from .._processor import Lifecycle, Processor, overrides_batch
 from .._records import Regroup
-from .._state import batch_ready, overrides
+from .._state import batch_ready, copartitioned, overrides
 
 __all__ = ["Pipeline", "Plan", "Regroup", "Stage", "plan", "repartition_topic"]
 
@@ -180,12 +180,7 @@ def _check_stage(kind: str, name: object, stage: object, group_id: str) -> None:
             f"{where}: the repartition topic {topic[:40]}... is no legal Kafka topic "
             "name: shorten the group id or the stage name"
         )
-    p = stage.processor
-    if getattr(p, "copartitioned", False) is True:
-        raise ConfigError(
-            f"{where} ({type(p).__name__}) uses copartitioned: not yet supported in a "
-            "pipeline stage; run it as an app of its own"
-        )
+    copartitioned(stage.processor)  # True or False, or one line
 
 
 def _ordered(kind: str, stages: Mapping[str, Stage]) -> tuple[str, ...]:
@@ -264,6 +259,7 @@ def _check_batches(kind: str, stages: Mapping[str, Stage]) -> None:
                 ("windows", bool(getattr(p, "windows", None))),
                 ("timers (fire)", overrides(p, "fire")),
                 ("tables", bool(getattr(p, "tables", None))),
+                ("copartitioned inputs", getattr(p, "copartitioned", False) is True),
             )
             if present
         ]

@@ -44,8 +44,9 @@ from .._config import EosConfig
 from .._errors import ConfigError
 from .._processor import Processor, ProcessResult, overrides_batch
 from .._records import Output, Record
-from .._state import BYTES, Table, Timer, Window, declared, overrides, seat_of
+from .._state import BYTES, Table, Timer, Window, copartitioned, declared, overrides, seat_of
 from ._graph import Pipeline, Plan, Regroup, Stage, plan
+from ._sizing import sized
 from ._trim import Trimmer
 
 if TYPE_CHECKING:
@@ -134,7 +135,9 @@ class Staged(Processor):
         self.tables = {k: v for n in graph.order for k, v in _attr(stages[n], "tables").items()}
         # per stage with tables: its inputs and its tables' topics, partition p of each
         # taken together (``Seat.tasks``); overlapping groups are one
-        self.tasks = _tasks(graph) if self.tables else None
+        # a stage's co-partitioned inputs: the whole app takes its topics in tasks
+        self.copartitioned = any(copartitioned(s.processor) for s in stages.values())
+        self.tasks = _tasks(graph) if self.tables or self.copartitioned else None
         self._closed_by = {  # window -> (its stage, the stage's processor)
             w: (n, stages[n].processor) for n in graph.order for w in _attr(stages[n], "windows")
         }
@@ -144,6 +147,7 @@ class Staged(Processor):
             topic: frozenset(k for _n, p in readers for k in declared(p))
             for topic, readers in self._readers.items()
         }
+        self._declared = {n: frozenset(declared(stages[n].processor)) for n in graph.order}
         self._witness()
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
@@ -163,7 +167,7 @@ class Staged(Processor):
         partitions still checks the committed offset fetched on assignment against the
         last one committed (a stale answer would have its records regrouped twice)."""
         bare = [topic for topic, names in self.scope.items() if not names]
-        if not bare or not any(self.scope.values()):
+        if not bare or not (any(self.scope.values()) or self.tables):
             return  # every topic keeps state, or none does (a stateless app's rules)
         if WITNESS in self.stores or WITNESS in self.windows:
             raise ConfigError(f"{self.graph.name}: the store name {WITNESS!r} is eosflow's")
@@ -212,14 +216,17 @@ class Staged(Processor):
                     out.extend(_flat(name, self._routed(name, result, self.routed_timestamp(r))))
                 continue
             mine = [records[i] for i in indices]
-            if seat is not None and state is not None:
-                seat.batch = state.narrowed(indices)
+            if seat is not None and state is not None:  # its own names, its records
+                seat.batch = state.narrowed(indices, self._declared[name])
             try:
                 result = await processor.process_batch(mine)
             finally:
                 if seat is not None:
                     seat.batch = state
-            when = max(self.routed_timestamp(r) for r in mine)
+            regroups = isinstance(result, Regroup) or (
+                isinstance(result, list) and any(isinstance(r, Regroup) for r in result)
+            )
+            when = max(self.routed_timestamp(r) for r in mine) if regroups else None
             out.extend(_flat(name, self._routed(name, result, when)))
         return out
 
@@ -266,7 +273,8 @@ class Staged(Processor):
             )
         if r.key is None:
             raise TypeError(f"stage {stage!r} returned a Regroup without a key")
-        return Output(topic, r.value, key=r.key, headers=r.headers, timestamp=timestamp)
+        when = timestamp if r.timestamp is None else r.timestamp
+        return Output(topic, r.value, key=r.key, headers=r.headers, timestamp=when)
 
     def _current_topic(self) -> str | None:
         seat = seat_of(self)
@@ -278,24 +286,17 @@ class Staged(Processor):
     async def ensure_topics(
         self, producer: AIOKafkaProducer, replication: int, timeout_s: float
     ) -> None:
-        """Create (or check) every repartition topic: ``Stage.partitions``, else as many
-        partitions as the stage's most partitioned input, in the graph's order."""
+        """Create (or check) every repartition topic, as many partitions as ``sized``
+        gives (``_sizing``)."""
         graph = self.graph
-        joined = _joined(graph)  # a stage -> the partition count of the tables reading it
-        topics = {t for ts in joined.values() for t in ts}
-        counts = await ak.partition_counts(producer, [*graph.sources, *topics], timeout_s)
-        wanted: dict[str, tuple[str, int]] = {}
-        for name in graph.order:
-            stage = graph.stages[name]
-            n = (
-                stage.partitions
-                or next((counts[t] for t in joined.get(name, ())), None)
-                or max(counts[graph.topic_of(i)] for i in stage.inputs)
-            )
-            topic = graph.repartition.get(name)
-            if topic is not None:
-                counts[topic] = n
-                wanted[topic] = (f"stage {name}", n)
+        tasks = self.tasks or ()
+        tables = [t.topic for t in self.tables.values() if isinstance(t, Table)]
+        known = await ak.partition_counts(producer, [*graph.sources, *tables], timeout_s)
+        stage_of = {topic: name for name, topic in graph.repartition.items()}
+        wanted = {
+            topic: (f"stage {stage_of[topic]}", n)
+            for topic, n in sized(graph, tasks, known).items()
+        }
         if wanted:
             await ak.ensure_topics(
                 producer, wanted, replication, timeout_s, "repartition", REPARTITION_CONFIGS
@@ -308,9 +309,9 @@ class Staged(Processor):
     def configure(self, config: EosConfig) -> None:
         self.pipeline.configure(config)
         for name, p in zip(self.graph.order, self.members, strict=True):
-            # a stage's inputs as it names them (a stage's name for its repartition
-            # topic), as its ``topics`` declare them
-            inputs = tuple(self.graph.stages[name].inputs)
+            # a stage's own inputs, as its records name them (a stage it reads: that
+            # stage's repartition topic; ``Seat.aliases`` maps the names back)
+            inputs = self.graph.inputs()[name]
             p.configure(config.model_copy(update={"input_topics": inputs}))
 
     async def on_start(self) -> None:
@@ -379,12 +380,13 @@ def _table_topics(stage: Stage) -> list[str]:
 
 
 def _tasks(graph: Plan) -> tuple[frozenset[str], ...]:
-    """The groups of topics whose partition p go together: each stage with tables, its
-    inputs and their topics; groups sharing a topic merged into one."""
+    """The groups of topics whose partition p go together: each stage with tables or
+    ``copartitioned``, its inputs and its tables' topics; groups sharing a topic merged
+    into one."""
     groups: list[set[str]] = []
     for name in graph.order:
         tables = _table_topics(graph.stages[name])
-        if not tables:
+        if not tables and not copartitioned(graph.stages[name].processor):
             continue
         group = {*graph.inputs()[name], *tables}
         for other in [g for g in groups if g & group]:
@@ -392,19 +394,6 @@ def _tasks(graph: Plan) -> tuple[frozenset[str], ...]:
             groups.remove(other)
         groups.append(group)
     return tuple(frozenset(g) for g in groups)
-
-
-def _joined(graph: Plan) -> dict[str, list[str]]:
-    """A regrouping stage -> the table topics of the stages reading it: its repartition
-    topic takes their partition count unless ``Stage.partitions`` says otherwise (as
-    Kafka Streams sizes a repartition topic joined with a table)."""
-    out: dict[str, list[str]] = {}
-    for name in graph.order:
-        tables = _table_topics(graph.stages[name])
-        for i in graph.stages[name].inputs if tables else ():
-            if i in graph.repartition:
-                out.setdefault(i, []).extend(tables)
-    return out
 
 
 def _topics(graph: Plan) -> dict[str, Any]:

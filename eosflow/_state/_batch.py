@@ -31,7 +31,7 @@ processor declaring any of them is refused at start (``check_batch``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._errors import ConfigError, TransactionError
@@ -163,16 +163,19 @@ class BatchState:
         data.put(dk, spec.serde.dumps(value))
         return value
 
-    def narrowed(self, indices: Sequence[int]) -> BatchState:
+    def narrowed(self, indices: Sequence[int], names: Collection[str]) -> BatchState:
         """The same state seen by a processor that got only ``records[i]`` for ``i`` in
-        ``indices`` (increasing): a pipeline's batch stage, handed its topics' records.
-        Its ``windows`` index into its records; stores, windows and merges are shared."""
-        view = BatchState(self._backing, self._specs, self._stores)
+        ``indices`` (increasing) and declares only ``names``: a pipeline's batch stage,
+        handed its topics' records. Its ``windows`` index into its records, and name
+        only its own; what it writes is shared."""
+        specs = {n: spec for n, spec in self._specs.items() if n in names}
+        view = BatchState(self._backing, specs, [n for n in self._stores if n in names])
         view.records = [self.records[i] for i in indices]
         position = {i: j for j, i in enumerate(indices)}
         view._opened = {
             name: [(position[i], s) for i, s in opened if i in position]
             for name, opened in self._opened.items()
+            if name in specs
         }
         view._taken, view._handles = self._taken, self._handles
         view._seen, view._floors = self._seen, self._floors

@@ -49,6 +49,7 @@ class Reads:
     # partition number -> table -> view: what ``Processor.table`` finds itself (_bind)
     _tables_at: dict[int, dict[str, TableStore[Any]]]
     _scope: Mapping[str, frozenset[str]] | None  # the seat's: topic -> names kept there
+    _tasks: tuple[frozenset[str], ...] | None  # the seat's: topics taken together
 
     def names(self, topic: str) -> list[str]:
         """The stores (windows and timers included) that input ``topic``'s partitions
@@ -96,6 +97,12 @@ class Reads:
             )
         if topic not in self._streams:
             raise KeyError(f"{topic!r} is not an input topic; the inputs are {list(self._streams)}")
+        if current is not None and self._tasks is not None:  # a pipeline: one stage's
+            if not any(current[0] in task and topic in task for task in self._tasks):
+                raise RuntimeError(
+                    f"Processor.state_of({topic!r}, ...) from a record of {current[0]!r}: "
+                    "only a copartitioned stage reads its other inputs' stores"
+                )
         self._time.refuse(name)
         if name not in self.specs:
             raise KeyError(f"no store {name!r}; the processor declares {sorted(self.specs)}")

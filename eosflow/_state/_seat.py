@@ -27,7 +27,10 @@ What the runtime keeps there, and who writes it:
 - ``tasks``: a pipeline's (``_stages``): the groups of topics whose partition p make one
   task of a co-partitioned stage -- its inputs and its tables' topics -- each topic in
   at most one. None: every input and table topic in one group (an app of one
-  processor). Set before the stores are bound.
+  processor). Set before the stores are bound;
+- ``aliases``: a pipeline's (``_stages``): a stage's name -> its repartition topic, the
+  names a stage may give its inputs where eosflow resolves them (``topics``
+  declarations, ``state_of``). Empty for an app of one processor.
 
 The trade-off: a context variable costs one ``get`` per call of those methods (tens of
 nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
@@ -55,6 +58,7 @@ class Seat:
     """What the runtime gives ``processor`` while an app runs it (the module's doc)."""
 
     __slots__ = (
+        "aliases",
         "batch",
         "member_ids",
         "members",
@@ -76,6 +80,7 @@ class Seat:
         self.observer = observer
         self.scope: Mapping[str, frozenset[str]] | None = None  # topic -> names kept there
         self.tasks: tuple[frozenset[str], ...] | None = None  # topics taken together
+        self.aliases: Mapping[str, str] = NOTHING  # a stage's name -> its topic
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
         self.windows: Mapping[str, Any] = NOTHING

@@ -135,9 +135,15 @@ def check_partitions(
     taken together, ``Seat.tasks``) within each group alone."""
     if tasks is not None:
         for task in tasks:
-            mine = {n: t for n, t in tables.items() if t.topic in task}
-            streams = tuple(t for t in inputs if t in task)
-            check_partitions(mine, streams, counts, True)
+            first, *rest = sorted(task)
+            for topic in rest:
+                if counts[topic] != counts[first]:
+                    raise ConfigError(
+                        f"a pipeline stage's inputs and tables are read together, partition "
+                        f"by partition: topic {first!r} has {counts[first]} partitions and "
+                        f"{topic!r} {counts[topic]}; give them one count (a repartition "
+                        "topic's: Stage.partitions)"
+                    )
         return
     if copartitioned:
         for topic in inputs[1:]:

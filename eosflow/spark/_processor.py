@@ -123,7 +123,11 @@ class SparkProcessor(Processor):
 
     def configure(self, config: EosConfig) -> None:
         self._owner = config.transactional_id
-        typed = Typed(type(self).__name__, self.topics, config.input_topics, self.output_topic)
+        # a pipeline's stage may declare a topic by the name of the stage writing it
+        seat = seat_of(self)
+        aliases = {} if seat is None else seat.aliases
+        topics = {aliases.get(t, t): d for t, d in (self.topics or {}).items()}
+        typed = Typed(type(self).__name__, topics, config.input_topics, self.output_topic)
         self._typed = typed if typed.model is not None or typed.output is not None else None
         if config.commit_interval_s < 1.0:
             log.warning(

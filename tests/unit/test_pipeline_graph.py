@@ -32,6 +32,11 @@ class Batched(Pass):
         return []
 
 
+class At(Pass):
+    async def process(self, record: eosflow.Record) -> eosflow.Regroup:
+        return eosflow.Regroup(key=b"k", value=b"v", timestamp=99)
+
+
 class TimedBatch(Batched, Timed):
     pass
 
@@ -192,6 +197,17 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
         "g--by-product--repartition", b'{"product": "p9"}', key="p9", timestamp=1234
     )
 
+    explicit, _ = staged(
+        pipeline(
+            {
+                "a": eosflow.Stage(At(), inputs=("orders",)),
+                "b": eosflow.Stage(Pass(), inputs=("a",)),
+            }
+        ),
+        config(),
+    )
+    assert (await explicit.process(record)).timestamp == 99  # type: ignore[union-attr]
+
     class Lost(Pass):
         async def process(self, record: eosflow.Record) -> eosflow.Regroup:
             return eosflow.Regroup(key=b"k", value=b"v")
@@ -203,9 +219,8 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
 
 # A pipeline with a batch stage runs the engine's batch strategy (the class overrides
 # process_batch only then), and each stage is configured with its own inputs as it names
-# them (a typed Spark stage finds its declared topics so). Caught: process_batch not
-# routed (the pipeline ran per record: the batch stage never called); the whole
-# pipeline's inputs handed to every stage.
+# its records name them. Caught: process_batch not routed (the pipeline ran per record:
+# the batch stage never called); the whole pipeline's inputs handed to every stage.
 async def test_a_batch_stage_makes_the_pipeline_a_batch_and_each_stage_its_inputs() -> None:
     from eosflow._processor import overrides_batch
 
@@ -223,7 +238,8 @@ async def test_a_batch_stage_makes_the_pipeline_a_batch_and_each_stage_its_input
     runner, cfg = staged(app, config())
     assert overrides_batch(runner) and not overrides_batch(staged(ProductCounts(), config())[0])
     runner.configure(cfg)
-    assert second.inputs == ("a",) and cfg.input_topics == ("orders", "g--a--repartition")
+    assert second.inputs == ("g--a--repartition",)  # as its records name it
+    assert cfg.input_topics == ("orders", "g--a--repartition")
     records = [
         eosflow.Record("g--a--repartition", 0, 3, b"k", b"regrouped", timestamp=5),
         eosflow.Record("orders", 0, 7, b"c1", b"order", timestamp=9),
@@ -274,3 +290,83 @@ def test_a_pipelines_lag_is_given_per_stage(caplog: pytest.LogCaptureFixture) ->
     metrics.lag_sampled(lag)
     for stage, want in (("split", 7), ("count", 5), ("audit", 12)):
         assert metrics.registry.get_sample_value("eosflow_stage_lag", {"stage": stage}) == want
+
+
+class Joined(Pass):
+    copartitioned = True
+
+
+class WithTable(Pass):
+    tables = {"prices": eosflow.Table("prices")}
+
+
+# How many partitions each repartition topic gets (``_sizing.sized``): the table's count
+# carries down the chain, Stage.partitions stays (the mismatch is refused at start), a
+# join of two regrouped inputs takes the larger default. Caught: a table's count not
+# taken (4, the orders', down the chain); a regrouped-only join's sides left at their
+# own defaults (3 and 2).
+def test_repartition_topics_are_sized_for_the_stages_that_join_them() -> None:
+    from eosflow._stages._sizing import sized
+
+    def sizes(stages: Mapping[str, eosflow.Stage], known: dict[str, int]) -> dict[str, int]:
+        runner, _ = staged(pipeline(stages), config(input_topics=tuple(known)[:1]))
+        return {
+            t.split("--")[1]: n for t, n in sized(runner.graph, runner.tasks or (), known).items()
+        }
+
+    table = {
+        "by-product": eosflow.Stage(Pass(), inputs=("orders",)),
+        "priced": eosflow.Stage(WithTable(), inputs=("by-product",)),
+        "again": eosflow.Stage(Pass(), inputs=("priced",)),
+        "last": eosflow.Stage(Pass(), inputs=("again",)),
+    }
+    assert sizes(table, {"orders": 4, "prices": 2}) == {"by-product": 2, "priced": 2, "again": 2}
+    explicit = {**table, "by-product": eosflow.Stage(Pass(), inputs=("orders",), partitions=6)}
+    assert sizes(explicit, {"orders": 4, "prices": 2})["by-product"] == 6  # refused at start
+    joined = {
+        "orders-by-id": eosflow.Stage(Pass(), inputs=("orders",)),
+        "payments-by-id": eosflow.Stage(Pass(), inputs=("payments",)),
+        "paid": eosflow.Stage(Joined(), inputs=("orders-by-id", "payments-by-id")),
+    }
+    runner, _ = staged(pipeline(joined), config(input_topics=("orders", "payments")))
+    assert runner.tasks == (
+        frozenset({"g--orders-by-id--repartition", "g--payments-by-id--repartition"}),
+    )
+    assert sized(runner.graph, runner.tasks, {"orders": 3, "payments": 2}) == {
+        "g--orders-by-id--repartition": 3,
+        "g--payments-by-id--repartition": 3,
+    }
+
+
+# A batch stage's view of the transaction's BatchState names only its own stores and
+# windows (a stage reaches only what it declares). Caught: the view keeping every
+# stage's names (the other stage's store and window reachable).
+def test_a_batch_stages_view_names_only_its_own_state() -> None:
+    from eosflow._state import BatchState
+
+    def never(name: str, partition: tuple[str, int]) -> Any:
+        raise AssertionError("not opened")
+
+    window = eosflow.Tumbling(size_s=60)
+    state = BatchState(never, {"theirs-w": window}, ["mine", "theirs"])  # type: ignore[dict-item]
+    view = state.narrowed([], {"mine"})
+    with pytest.raises(KeyError, match="no store 'theirs'"):
+        view.store("theirs", ("t", 0))
+    with pytest.raises(KeyError, match="no window 'theirs-w'"):
+        view.windows("theirs-w")
+    assert state.windows("theirs-w") == []  # the whole transaction's state has both
+
+
+# Counts that differ within a group of topics read together are one line, naming both
+# topics and the setting. Caught: the groups' check skipped (nothing refused).
+def test_a_group_of_topics_of_different_counts_is_one_line() -> None:
+    from eosflow._state._tables import check_partitions
+
+    tasks = (frozenset({"g--a--repartition", "prices"}), frozenset({"orders"}))
+    counts = {"g--a--repartition": 3, "prices": 2, "orders": 5}
+    with pytest.raises(eosflow.ConfigError) as caught:
+        check_partitions({}, ("orders", "g--a--repartition"), counts, True, tasks)
+    message = str(caught.value)
+    assert "'g--a--repartition' has 3 partitions and 'prices' 2" in message
+    assert "Stage.partitions" in message and "\n" not in message
+    check_partitions({}, ("orders",), {**counts, "prices": 3}, True, tasks)  # 5 alone: fine
