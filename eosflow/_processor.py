@@ -199,6 +199,11 @@ class Processor(Lifecycle):
     def state(self, name: str) -> Store[Any]:
         """The store ``name`` of the input partition of the record being processed
         (declared in ``stores``). Only valid inside ``process``."""
+        seat = CURRENT.get()  # the per-record path of every stateful stage: inline
+        if seat is not None and seat.stores is not None:
+            if seat.processor is self or name in seat.reach.get(id(self), NOTHING):
+                store: Store[Any] = seat.stores.store(name)
+                return store
         return _stores(self, "state", name, "store", "stores").store(name)
 
     def window(self, name: str) -> WindowStore[Any]:
@@ -328,10 +333,7 @@ def _stores(
         )
     if seat is not None and seat.processor is not processor:  # a pipeline's stage
         # its own store, window or table (a window asked as a store: the usual answer)
-        if all(
-            name not in (getattr(processor, kind, None) or NOTHING)
-            for kind in ("stores", "windows", "tables")
-        ):
+        if name not in seat.reach.get(id(processor), NOTHING):
             raise KeyError(
                 f"no {what} {name!r} in {type(processor).__name__}.{declared} "
                 f"{sorted(getattr(processor, declared, None) or {})}: a stage reaches "

@@ -151,7 +151,8 @@ class Staged(Processor):
         self._witness()
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
-        self._timed = {  # topic -> (the stage keeping its timers / event time, its processor)
+        self._timed: dict[str, dict[str, tuple[str, Processor]]] = {
+            # topic -> (the stage keeping its timers / event time, its processor)
             method: {
                 graph.topic_of(i): (n, stages[n].processor)
                 for n in graph.order
@@ -160,6 +161,7 @@ class Staged(Processor):
             }
             for method in ("fire", "timestamp")
         }
+        self._stamps = self._timed["timestamp"]  # empty: event time is the Kafka time
 
     def _witness(self) -> None:
         """In a pipeline with state, a topic whose stages keep none keeps ``WITNESS``: a
@@ -179,11 +181,17 @@ class Staged(Processor):
 
     async def process(self, record: Record[Any, Any]) -> ProcessResult:
         readers = self._readers.get(record.topic, ())
-        # a regrouped record carries the event time its stage read (``timestamp``)
-        when = self.routed_timestamp(record)
-        if len(readers) == 1:
+        if len(readers) == 1:  # the per-record path of every pipeline: kept lean
             name, processor = readers[0]
-            return self._routed(name, await processor.process(record), when)
+            result = await processor.process(record)
+            if result is None or type(result) is Output:
+                return result
+            # a regrouped record carries the event time its stage read (``timestamp``)
+            when = record.timestamp if not self._stamps else self.routed_timestamp(record)
+            if type(result) is Regroup:
+                return self._regrouped(name, result, when)
+            return self._routed(name, result, when)
+        when = self.routed_timestamp(record)
         out: list[object] = []
         for name, processor in readers:
             result = self._routed(name, await processor.process(record), when)
@@ -248,7 +256,7 @@ class Staged(Processor):
         return self._routed(stage, await processor.fire(timer), when)
 
     def routed_timestamp(self, record: Record) -> int:
-        timed = self._timed["timestamp"].get(record.topic)
+        timed = self._stamps.get(record.topic)
         return record.timestamp if timed is None else timed[1].timestamp(record)
 
     def _routed(self, stage: str, result: object, timestamp: int | None) -> ProcessResult:

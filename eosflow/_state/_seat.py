@@ -20,7 +20,8 @@ What the runtime keeps there, and who writes it:
   attribute write, as when they lived on the processor);
 - ``batch``: the ``BatchState`` of the ``process_batch`` call in progress;
 - ``members``: a pipeline's stage processors (``_stages``), which the seat serves as it
-  serves ``processor`` (each stage's stores are its own by name);
+  serves ``processor`` (each stage's stores are its own by name: ``reach``, a member's
+  id -> the names of the stores, windows and tables it declares);
 - ``scope``: a pipeline's (``_stages``): per consumed topic, the stores, windows and
   timers kept on its partitions -- those of the stages reading it. None: every one on
   every partition (set before the stores are bound);
@@ -64,6 +65,7 @@ class Seat:
         "members",
         "observer",
         "processor",
+        "reach",
         "scope",
         "stores",
         "tables",
@@ -77,6 +79,12 @@ class Seat:
         self.processor = processor
         self.members = members  # held: their ids stay theirs while the seat lives
         self.member_ids = frozenset(id(m) for m in members)  # one lookup per state() call
+        self.reach = {  # a member's id -> what it may name (read when the app is built)
+            id(m): frozenset(
+                n for kind in ("stores", "windows", "tables") for n in getattr(m, kind, None) or ()
+            )
+            for m in members
+        }
         self.observer = observer
         self.scope: Mapping[str, frozenset[str]] | None = None  # topic -> names kept there
         self.tasks: tuple[frozenset[str], ...] | None = None  # topics taken together
