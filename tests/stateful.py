@@ -4,6 +4,7 @@ group's progress, and the count check (``eosflow.testing.check_counts``)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import time
 from collections import Counter
@@ -93,6 +94,33 @@ async def produce_at(
             for n, key, t in events
         ]
         await asyncio.gather(*futs)
+    finally:
+        await p.stop()
+
+
+async def live_orders(
+    bootstrap: str,
+    topic: str,
+    n: int,
+    product_of: Callable[[int], str],
+    spacing_ms: int,
+    every: int,
+    pause_s: float,
+) -> None:
+    """Orders 0..n-1 produced while an app runs, ``every`` at a time then ``pause_s``
+    (pacing the source, not synchronising): order i keyed by its customer ``c{i % 37}``,
+    its value JSON naming ``product_of(i)``, at T0 + i * ``spacing_ms``."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
+    await p.start()
+    try:
+        for i in range(n):
+            value = json.dumps({"order": i, "product": product_of(i)}).encode()
+            key = f"c{i % 37}".encode()
+            await p.send(topic, value, key=key, timestamp_ms=T0_MS + i * spacing_ms)
+            if i % every == every - 1:
+                await p.flush()
+                await asyncio.sleep(pause_s)
+        await p.flush()
     finally:
         await p.stop()
 

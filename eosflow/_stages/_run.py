@@ -133,9 +133,9 @@ class Staged(Processor):
         self.stores = {k: v for n in graph.order for k, v in _attr(stages[n], "stores").items()}
         self.windows = {k: v for n in graph.order for k, v in _attr(stages[n], "windows").items()}
         self.tables = {k: v for n in graph.order for k, v in _attr(stages[n], "tables").items()}
-        # per stage with tables: its inputs and its tables' topics, partition p of each
-        # taken together (``Seat.tasks``); overlapping groups are one
-        # a stage's co-partitioned inputs: the whole app takes its topics in tasks
+        # per stage with tables or co-partitioned inputs: its inputs and its tables'
+        # topics, partition p of each taken together (``Seat.tasks``); the app's sync
+        # and range assignment are on when any stage has them
         self.copartitioned = any(copartitioned(s.processor) for s in stages.values())
         self.tasks = _tasks(graph) if self.tables or self.copartitioned else None
         self._closed_by = {  # window -> (its stage, the stage's processor)
@@ -209,7 +209,7 @@ class Staged(Processor):
         batch stage in one ``process_batch`` call, its ``self.batch`` narrowed to them
         (``BatchState.narrowed``), a record stage (stateless: ``_graph``) one ``process``
         call each. A batch stage's ``Regroup`` carries the latest event time of its
-        records."""
+        records, unless it gives its own (``Regroup.timestamp``)."""
         seat = seat_of(self)
         state = None if seat is None else seat.batch  # with stores or windows declared
         out: list[Output] = []
@@ -231,10 +231,9 @@ class Staged(Processor):
             finally:
                 if seat is not None:
                     seat.batch = state
-            regroups = isinstance(result, Regroup) or (
-                isinstance(result, list) and any(isinstance(r, Regroup) for r in result)
-            )
-            when = max(self.routed_timestamp(r) for r in mine) if regroups else None
+            if isinstance(result, Iterable) and not isinstance(result, str | bytes | dict):
+                result = list(result)  # read twice: for Regroups, then routed
+            when = max(self.routed_timestamp(r) for r in mine) if _regroups(result) else None
             out.extend(_flat(name, self._routed(name, result, when)))
         return out
 
@@ -356,6 +355,13 @@ class Staged(Processor):
     ) -> frozenset[tuple[str, int]]:
         topics = {self.graph.topic_of(i) for i in self.graph.stages[name].inputs}
         return frozenset(p for p in partitions if p[0] in topics)
+
+
+def _regroups(result: object) -> bool:
+    """Whether a stage's result holds a ``Regroup`` (its event time is then read)."""
+    return isinstance(result, Regroup) or (
+        isinstance(result, list) and any(isinstance(r, Regroup) for r in result)
+    )
 
 
 def _flat(stage: str, result: object) -> list[Output]:

@@ -5,13 +5,13 @@ instance. The same tally in plain Python is ``tests/state/test_pipeline_batch.py
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter
 from pathlib import Path
 
 from kit import T0_MS, create_topic, eventually
 from spark_procs import SparkPerMinute
+from stateful import live_orders
 
 import eosflow
 from eosflow._checks._checker import read_records
@@ -23,25 +23,6 @@ SPACING_MS, PRODUCTS = 100, 5
 
 def product_of(i: int) -> str:
     return f"p{(i * 7) % PRODUCTS}"
-
-
-async def live_orders(bootstrap: str, topic: str, n: int) -> None:
-    """Orders 0..n-1 as the app runs, 100 every 0.2 s; order i at T0 + i * 100 ms."""
-    from aiokafka import AIOKafkaProducer
-
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
-    await p.start()
-    try:
-        for i in range(n):
-            value = json.dumps({"order": i, "product": product_of(i)}).encode()
-            key = f"c{i % 37}".encode()
-            await p.send(topic, value, key=key, timestamp_ms=T0_MS + i * SPACING_MS)
-            if i % 100 == 99:
-                await p.flush()
-                await asyncio.sleep(0.2)  # pacing the source, not synchronising
-        await p.flush()
-    finally:
-        await p.stop()
 
 
 # Caught: the Spark stage configured with the pipeline's inputs (its declared
@@ -88,7 +69,7 @@ async def test_a_spark_stage_counts_regrouped_orders_per_minute_exactly_once(
 
     app = eosflow.EosApp(Minutes(), cfg)
     async with app:
-        await live_orders(b.bootstrap_servers, src, n)
+        await live_orders(b.bootstrap_servers, src, n, product_of, SPACING_MS, 100, 0.2)
         await eventually(closed, timeout_s=120, what="minutes 0 and 1 of every product closed")
     assert await finals() == wanted
     assert {"order", "product", "window_start"} <= set(spark.columns), spark.columns

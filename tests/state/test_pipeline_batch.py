@@ -6,14 +6,13 @@ of such a stage is in ``tests/spark/test_spark_stage.py``."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
 from kit import T0_MS, create_topic, eventually
+from stateful import live_orders
 from test_pipeline import by_product_then, config, product_of
 
 import eosflow
@@ -58,23 +57,6 @@ class BatchTally(eosflow.Processor):
         return eosflow.Output(self.minutes, json.dumps([minute, value]), key=key)
 
 
-async def live_orders(bootstrap: str, topic: str, n: int) -> None:
-    """Orders 0..n-1, 25 every 20 ms; order i at T0 + i * 100 ms, keyed by customer."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, acks="all")
-    await p.start()
-    try:
-        for i in range(n):
-            value = json.dumps({"order": i, "product": product_of(i)}).encode()
-            key = f"c{i % 37}".encode()
-            await p.send(topic, value, key=key, timestamp_ms=T0_MS + i * SPACING_MS)
-            if i % 25 == 24:
-                await p.flush()
-                await asyncio.sleep(0.02)  # pacing the source, not synchronising
-        await p.flush()
-    finally:
-        await p.stop()
-
-
 # Every transaction mixes orders and regrouped orders (at most 100 records each), so the
 # batch stage gets part of the transaction's records. Caught: the stage handed the whole
 # transaction's BatchState (its windows' indices are then the transaction's, not its
@@ -109,7 +91,7 @@ async def test_a_batch_stage_after_the_regroup_tallies_per_new_key_exactly_once(
     async with app:
         # orders arrive as the app runs, so its transactions hold orders and regrouped
         # orders together, in either order
-        await live_orders(b.bootstrap_servers, src, n)
+        await live_orders(b.bootstrap_servers, src, n, product_of, SPACING_MS, 25, 0.02)
         await eventually(counted, timeout_s=90, what="every product's total reached")
         assert app.stats.aborted >= 1  # the failing batch's transaction, retried
     # each product's totals rise strictly, in the order committed: no batch twice
