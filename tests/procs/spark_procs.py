@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
@@ -13,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType
 
 import eosflow
-from eosflow.spark import WINDOW_KEYS, SparkProcessor
+from eosflow.spark import SparkProcessor
 from examples.spark_clicks import SparkClicks
 
 
@@ -106,33 +105,3 @@ class TypedTotals(SparkProcessor):
             .agg(F.count("*").alias("orders"), F.sum("amount").alias("amount"))
             .select(F.col("customer").alias("key"), "customer", "orders", "amount")
         )
-
-
-class Regrouped(BaseModel):
-    """An order as ``examples/regroup.py``'s first stage regroups it (key: its product)."""
-
-    order: int
-    product: str
-
-
-class SparkPerMinute(SparkProcessor):
-    """A pipeline's Spark stage: the orders regrouped by product (stage ``by-product``,
-    declared with ``Regrouped`` values: the frame has ``order`` and ``product``
-    columns), counted per product and minute of event time a transaction at a time; each
-    minute's final, ``[minute from t0_ms, count]``, to ``output`` once it closes."""
-
-    windows = {"minutes": eosflow.Tumbling(size_s=60, grace_s=0)}
-    topics = {"by-product": eosflow.Topic(key=str, value=Regrouped)}
-
-    def __init__(self, output: str, t0_ms: int) -> None:
-        super().__init__()
-        self.output, self.t0_ms = output, t0_ms
-        self.columns: list[str] = []  # the last frame's, as aggregate saw them
-
-    def aggregate(self, name: str, df: DataFrame) -> DataFrame:
-        self.columns = df.columns
-        return df.groupBy(*WINDOW_KEYS).agg(F.count("*").alias("value"))
-
-    async def closed(self, key: bytes, window: eosflow.Window, value: int) -> eosflow.Output:
-        minute = (window.start_ms - self.t0_ms) // 60_000
-        return eosflow.Output(self.output, json.dumps([minute, value]), key=key)

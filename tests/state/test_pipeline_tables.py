@@ -1,7 +1,8 @@
-"""A table after the regroup (``Seat.tasks``): orders keyed by customer, regrouped by
-product, then joined with a table of prices keyed by product -- in one app, the
-repartition topic and the table taken together per partition number, the source topic
-on its own."""
+"""Tables and joins after the regroup (``Seat.tasks``): orders regrouped by product and
+priced from a table of products (``examples/regroup_prices.py``), and orders and
+payments both regrouped by order id and joined (``examples/regroup_paid.py``) -- each
+stage's inputs and tables taken together per partition number, the other topics on
+their own."""
 
 from __future__ import annotations
 
@@ -13,29 +14,17 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from kit import T0_MS, create_topic, eventually
-from test_pipeline import by_product_then, config, product_of
+from test_pipeline import config, product_of
 
 import eosflow
 from eosflow._checks._checker import read_records
 from eosflow.testing._ladder import Broker
+from examples.regroup_paid import ById, PaidAfterRegroup
+from examples.regroup_prices import PricedOrders
 
 
 def price_of(product: str) -> int:
     return 100 + int(product[1:])
-
-
-class Priced(eosflow.Processor):
-    """Each regrouped order with its product's price, from the table ``prices``."""
-
-    def __init__(self, prices: str, output: str) -> None:
-        self.tables = {"prices": eosflow.Table(prices)}
-        self.output = output
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        order = json.loads(record.value or b"{}")["order"]
-        row = self.table("prices").get(record.key or b"")
-        price = None if row is None else row["price"]
-        return eosflow.Output(self.output, json.dumps([order, price]), key=record.key)
 
 
 # The orders (3 partitions, placed by hand, not by Kafka's default partitioner) are read
@@ -70,7 +59,8 @@ async def test_a_table_after_the_regroup_joins_per_new_key_exactly_once(
     finally:
         await p.stop()
     cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, max_records_per_txn=100)
-    app = eosflow.EosApp(by_product_then(src, Priced(prices, dst)), cfg)
+    pipeline = PricedOrders(PricedOrders.Settings(orders=src, prices=prices, output=dst))
+    app = eosflow.EosApp(pipeline, cfg)
 
     async def priced() -> bool:
         assert app.failure is None, app.failure
@@ -95,53 +85,6 @@ async def test_a_table_after_the_regroup_joins_per_new_key_exactly_once(
         f"{group}--{src}--__positions--changelog",
         f"{group}--{repartition}--__positions--changelog",
     }
-
-
-class ById(eosflow.Processor):
-    """An order or a payment, regrouped by its order id."""
-
-    async def process(self, record: eosflow.Record) -> eosflow.Regroup:
-        order = json.loads(record.value or b"{}")["order"]
-        return eosflow.Regroup(key=str(order), value=record.value)
-
-
-class PaidJoin(eosflow.Processor):
-    """Orders and payments regrouped by order id, joined (``copartitioned``): each side
-    kept in its own store, the other side's read by its stage's name."""
-
-    copartitioned = True
-    stores = {"orders": eosflow.JSON, "payments": eosflow.JSON}
-
-    def __init__(self, output: str) -> None:
-        self.output = output
-
-    def configure(self, config: eosflow.EosConfig) -> None:
-        self.orders_topic = config.input_topics[0]  # the real name, as records give it
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output | None:
-        key, value = record.key or b"", json.loads(record.value or b"{}")
-        mine, other, other_stage = (
-            ("orders", "payments", "payments-by-id")
-            if record.topic == self.orders_topic
-            else ("payments", "orders", "orders-by-id")
-        )
-        self.state(mine).put(key, value)
-        found = self.state_of(other_stage, other).get(key)
-        if found is None:
-            return None
-        order, payment = (value, found) if mine == "orders" else (found, value)
-        return eosflow.Output(self.output, json.dumps([order["order"], payment["pay"]]), key=key)
-
-
-def paid_pipeline(orders: str, payments: str, join: eosflow.Processor) -> eosflow.Pipeline:
-    class Paid(eosflow.Pipeline):
-        stages = {
-            "orders-by-id": eosflow.Stage(ById(), inputs=(orders,)),
-            "payments-by-id": eosflow.Stage(ById(), inputs=(payments,)),
-            "paid": eosflow.Stage(join, inputs=("orders-by-id", "payments-by-id")),
-        }
-
-    return Paid()
 
 
 async def seed_orders_and_payments(bootstrap: str, orders: str, payments: str, n: int) -> None:
@@ -182,7 +125,8 @@ async def test_a_join_of_two_regrouped_streams_pairs_each_order_once(
     cfg = config(
         b.bootstrap_servers, group, orders, b.unique("tx"), tmp_path, max_records_per_txn=100
     ).model_copy(update={"input_topics": (orders, payments)})
-    app = eosflow.EosApp(paid_pipeline(orders, payments, PaidJoin(dst)), cfg)
+    settings = PaidAfterRegroup.Settings(orders=orders, payments=payments, output=dst)
+    app = eosflow.EosApp(PaidAfterRegroup(settings), cfg)
     wanted = Counter((i, f"pay{i}") for i in range(n) if i % 4)
 
     async def paired() -> bool:
@@ -223,7 +167,9 @@ async def test_state_of_from_a_stage_that_is_not_copartitioned_is_refused(
     await create_topic(b.bootstrap_servers, orders, 3)
     await create_topic(b.bootstrap_servers, payments, 2)
     await seed_orders_and_payments(b.bootstrap_servers, orders, payments, 20)
-    pipeline = paid_pipeline(orders, payments, PaidJoin(dst))
+    pipeline = PaidAfterRegroup(
+        PaidAfterRegroup.Settings(orders=orders, payments=payments, output=dst)
+    )
     peek = eosflow.Stage(Peeking(), inputs=(orders, payments))
     pipeline.stages = {**pipeline.stages, "orders-by-id": peek}
     cfg = config(b.bootstrap_servers, group, orders, b.unique("tx"), tmp_path)
