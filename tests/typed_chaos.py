@@ -64,8 +64,9 @@ async def tallies_ok(bootstrap: str, src: str, dst: str, registry: str, events: 
         for count, r in enumerate(readings.get(key, []), 1):
             total += r["amount"]
             want.append({"count": count, "total": total, "last_seq": r["seq"]})
-        if got != want:
-            bad.append((key, len(got), len(want), got[:3], want[:3]))
+        if got != want:  # from the first departure: what a reading made, what it should
+            at = next((i for i, (g, w) in enumerate(zip(got, want, strict=False)) if g != w), 0)
+            bad.append((key, len(got), len(want), at, got[at : at + 3], want[at : at + 3]))
     total_out = sum(len(t) for t in tallies.values())
     assert not bad, f"{len(bad)} key(s) wrong, first {bad[:3]}; events {events}"
     assert total_out == sum(len(r) for r in readings.values())
