@@ -28,18 +28,24 @@ Per store partition (a **target**):
    while a transaction is pending there, the commit markers of the previous owner's last
    transaction have not landed yet (the group coordinator saw its offsets first): wait
    for them, up to ``wait_s``, then fail. With nothing pending, a position behind the
-   committed offset means the input was processed without this store for a while (a
-   store added to a running pipeline): logged, and the restore is done. A position
-   **ahead** of it stops the app (the group's offsets were reset behind the state) --
-   but only once the committed offset, fetched again (``refetch``, which also moves the
-   partition there) every ``_REFETCH_EVERY_S``, stayed behind for
-   ``transaction_timeout_s``. An answer behind the state need not be the group's last
-   word: where offset fetches are not stable (a broker without KIP-447, or
-   ``require_stable_fetch_offsets`` off), the previous owner's offsets may still be
-   pending while its changelog's markers landed (a stalled group coordinator); where
-   they are, a group coordinator SIGSTOPped while another broker took the group over
-   answers from its cache for a moment once it runs again (seen on genuine 4.4.0).
-   Processing from the older offset would count those records twice.
+   committed offset means either a changelog end that is not the last word -- a leader
+   that has not learnt yet that another broker took its partitions over answers the
+   log it holds, stable up to its old end -- or input processed without this store for
+   a while. The restore reads on for up to ``transaction_timeout_s``; then it logs the
+   store as one the input ran without and is done. A store with no position record at
+   all (one added to a running pipeline) is done at once. Taking a stale end for the
+   last word would process on from the committed offset with the state of an older
+   one: each update in between lost. A position **ahead** of it stops the app (the
+   group's offsets were reset behind the state) -- but only once the committed offset,
+   fetched again (``refetch``, which also moves the partition there) every
+   ``_REFETCH_EVERY_S``, stayed behind for ``transaction_timeout_s``. An answer behind
+   the state need not be the group's last word either: where offset fetches are not
+   stable (a broker without KIP-447, or ``require_stable_fetch_offsets`` off), the
+   previous owner's offsets may still be pending while its changelog's markers landed
+   (a stalled group coordinator); where they are, a group coordinator SIGSTOPped while
+   another broker took the group over answers from its cache for a moment once it runs
+   again (seen on genuine 4.4.0). Processing from the older offset would count those
+   records twice.
 
 Progress is logged every few seconds on long restores. The one task, the consumer, the
 loop, retries and the jobs' bookkeeping are ``_restoring``'s (shared with the table
@@ -104,7 +110,8 @@ class Job:
     targets: list[_Target] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
-    ahead_since: float | None = None  # a store ahead of the committed offset, refetching
+    # a store ahead of the committed offset (refetching it) or behind it (reading on)
+    unsettled_since: float | None = None
     refetch_at: float = 0.0  # the committed offset is fetched again from then on
     reported: float = field(default_factory=time.monotonic)
 
@@ -236,7 +243,7 @@ class Restorer:
             return False  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
         waited = job.pending_since is not None and now - job.pending_since > self._wait_s
-        pending = ahead = False
+        pending = ahead = unsettled = False
         for t in job.targets:
             if t.done:
                 continue
@@ -270,10 +277,12 @@ class Restorer:
                 t.done = True
                 continue
             if hw is not None and t.lso >= hw:  # nothing pending: all there is
-                if self._refetching(job, t, now):
-                    ahead = True
+                waiting = self._unsettled(job, t, now)
+                if waiting is None:
+                    _settled(job, t)
                     continue
-                _settled(job, t)
+                unsettled = True
+                ahead = ahead or waiting == "ahead"
                 continue
             pending = True  # the previous owner's commit markers have not landed yet
         if ahead and self.refetch is not None:
@@ -290,7 +299,8 @@ class Restorer:
                     target.done = target.done and target.position == committed
             job.committed, job.written = committed, written
             return False  # checked again once the next fetch from the changelog is in
-        job.ahead_since = None
+        if not unsettled:
+            job.unsettled_since = None
         if not pending:
             job.pending_since = None
         elif waited:
@@ -311,29 +321,43 @@ class Restorer:
             self._report(job, now, final=False)
         return False
 
-    def _refetching(self, job: Job, t: _Target, now: float) -> bool:
-        """Whether ``t``'s store, ahead of the committed offset with nothing pending on
-        its changelog, waits for the offset to be fetched again (for at most
-        ``transaction_timeout_s``) rather than stopping the app."""
-        behind = job.committed is not None and (t.position is None or t.position < job.committed)
-        if self.refetch is None or behind:
-            return False
-        if job.ahead_since is None:
-            job.ahead_since = now
+    def _unsettled(self, job: Job, t: _Target, now: float) -> str | None:
+        """Whether ``t``'s store, at a position other than the committed offset with
+        nothing pending on its changelog, waits (for at most ``transaction_timeout_s``)
+        rather than being settled (``_settled``) -- and for what: ``"ahead"``, the
+        committed offset fetched again (``refetch``); ``"behind"``, the changelog read on.
+        Neither answer need be the last word: the offset's may come from a group
+        coordinator answering from its cache, the changelog's end from a leader that has
+        not learnt yet that another broker took its partitions over (it answers, stable,
+        up to the end it holds). A store behind with no position at all (a store added
+        to a running pipeline: its changelog holds no position record) settles at once."""
+        if job.committed is not None and (t.position is None or t.position < job.committed):
+            if t.position is None:
+                return None
+            waiting = "behind"
+        elif self.refetch is None:
+            return None
+        else:
+            waiting = "ahead"
+        if job.unsettled_since is None:
+            job.unsettled_since = now
             topic, p = job.partition
             log.info(
-                "store %r of %s[%d] reflects input up to offset %s, past the committed "
-                "offset fetched (%s): fetching it again for up to %g s",
+                "store %r of %s[%d] reflects input up to offset %s, %s the committed "
+                "offset fetched (%s) with nothing pending on its changelog: %s for up to "
+                "%g s",
                 t.store,
                 topic,
                 p,
                 t.position,
+                waiting,
                 job.committed,
+                "fetching the offset again" if waiting == "ahead" else "reading the changelog on",
                 self.config.transaction_timeout_s,
             )
-        if now - job.ahead_since <= self.config.transaction_timeout_s:
-            return True
-        return False
+        if now - job.unsettled_since <= self.config.transaction_timeout_s:
+            return waiting
+        return None
 
     def _report(self, job: Job, now: float, final: bool) -> None:
         topic, p = job.partition
@@ -364,8 +388,10 @@ class Restorer:
 
 def _settled(job: Job, t: _Target) -> None:
     """Nothing is pending on the changelog and the store's position is not the group's
-    committed offset. Behind it: the input was processed without this store for a while
-    (a store added to a running pipeline) -- logged, and the restore is done. Ahead of it
+    committed offset (and, with a position, has not become it for
+    ``transaction_timeout_s``: ``Restorer._unsettled``). Behind it: the input was
+    processed without this store for a while (a store added to a running pipeline) --
+    logged, and the restore is done. Ahead of it
     (or offsets where the group has none): the state already reflects input that would
     be processed again, counted twice -- the group's offsets were reset or expired behind
     the state. That stops the app."""

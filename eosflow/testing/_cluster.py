@@ -176,6 +176,15 @@ class FakeCluster(Broker):
         g = self.groups.groups[group_id]
         g.stale, g.stale_answers = dict(g.offsets), answers
 
+    def stale_log(self, topic: str, seconds: float) -> None:
+        """For ``seconds``, Fetch and ListOffsets answer ``topic``'s partitions as they
+        are now -- their high watermarks and last stable offsets, no record written later
+        -- while writes go on: as a leader that has not learnt yet that another broker took
+        its partitions over (SIGSTOPped past its broker session, then resumed) can answer
+        from the log it holds."""
+        for log in self.topics[topic]:
+            log.go_stale(seconds)
+
     def force_rebalance(self, group_id: str) -> None:
         """A rebalance now: a classic group prepares one; a consumer-protocol group has
         its members removed, as their session timing out would, so that they rejoin."""

@@ -79,7 +79,8 @@ async def fetch(c: Broker, f: Frame, host: str) -> Body:
     appends and markers; the first batch of a response comes whole even above the byte limits
     (KIP-74). read_committed stops at the last stable offset and lists the aborted
     transactions in range. UNKNOWN_TOPIC_OR_PARTITION, or OFFSET_OUT_OF_RANGE below the log
-    start or past the high watermark. No fetch sessions (session id 0).
+    start or past the high watermark. No fetch sessions (session id 0). A stale view
+    (``FakeCluster.stale_log``) answers the ends it froze, and nothing past them.
     Versions: v0-11; profile "4.0" v4-11 (KIP-896 floor)."""
     body = f.body
     read_committed = body.get("isolation_level", 0) == 1
@@ -126,12 +127,13 @@ def _fetch_once(c: Broker, body: Body, read_committed: bool) -> tuple[list[Body]
             max_bytes = min(p["max_bytes"], max(budget - size, 0))
             code, data, aborted = log.read(offset, max_bytes, read_committed, size == 0)
             size += len(data)
+            hw, lso = log.answered_ends()
             parts.append(
                 {
                     "partition": tp[1],
                     "error_code": code,
-                    "highwater_offset": log.high_watermark,
-                    "last_stable_offset": log.last_stable_offset,
+                    "highwater_offset": hw,
+                    "last_stable_offset": lso,
                     "log_start_offset": log.log_start_offset,
                     "aborted_transactions": [
                         {"producer_id": a.producer_id, "first_offset": a.first_offset}
@@ -174,7 +176,8 @@ async def list_offsets(c: Broker, f: Frame, host: str) -> Body:
                 continue
             ts, found = p["timestamp"], -1
             if ts == -1:
-                off = log.last_stable_offset if read_committed else log.high_watermark
+                hw, lso = log.answered_ends()
+                off = lso if read_committed else hw
             elif ts == -2:
                 off = log.log_start_offset
             else:  # by time: the record's own timestamp; nothing found has no epoch

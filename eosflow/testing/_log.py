@@ -73,8 +73,25 @@ class PartitionLog:
         self.open_txns: dict[int, int] = {}
         self.aborted: list[AbortedTxn] = []
         self._waiters: list[asyncio.Future[None]] = []
+        # a stale leader's view (``FakeCluster.stale_log``): until ``_stale_until``
+        # (monotonic), reads answer the ends the log had then, and nothing past them
+        self._stale: tuple[int, int] | None = None
+        self._stale_until = 0.0
 
     # --- state -----------------------------------------------------------------------
+
+    def go_stale(self, seconds: float) -> None:
+        """For ``seconds``, Fetch and ListOffsets see the log as it is now: its high
+        watermark and last stable offset, nothing written later."""
+        self._stale = (self.high_watermark, self.last_stable_offset)
+        self._stale_until = time.monotonic() + seconds
+
+    def answered_ends(self) -> tuple[int, int]:
+        """(high watermark, last stable offset) as reads answer them: the stale view's
+        while it lasts, else the log's."""
+        if self._stale is not None and time.monotonic() < self._stale_until:
+            return self._stale
+        return self.high_watermark, self.last_stable_offset
 
     @property
     def last_stable_offset(self) -> int:
@@ -196,9 +213,10 @@ class PartitionLog:
         """Batches from ``offset`` up to the high watermark (or the LSO for
         read_committed), at most ``max_bytes`` unless ``must_return_one`` and the first
         batch alone is larger (KIP-74). Returns (error code, bytes, aborted txns in range)."""
-        if offset < self.log_start_offset or offset > self.high_watermark:
+        hw, lso = self.answered_ends()
+        if offset < self.log_start_offset or offset > hw:
             return codes.OFFSET_OUT_OF_RANGE, b"", []
-        limit = self.last_stable_offset if read_committed else self.high_watermark
+        limit = lso if read_committed else hw
         idx = bisect.bisect_right(self._bases, offset) - 1
         idx = max(idx, 0)
         out: list[bytes] = []
