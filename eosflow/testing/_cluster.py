@@ -179,9 +179,9 @@ class FakeCluster(Broker):
     def stale_log(self, topic: str, seconds: float) -> None:
         """For ``seconds``, Fetch and ListOffsets answer ``topic``'s partitions as they
         are now -- their high watermarks and last stable offsets, no record written later
-        -- while writes go on: as a leader that has not learnt yet that another broker took
-        its partitions over (SIGSTOPped past its broker session, then resumed) can answer
-        from the log it holds."""
+        -- while writes go on: as genuine 4.4.0's leader, SIGSTOPped past its broker
+        session while another broker took its partitions over, answered Fetch (without
+        an error) and ListOffsets from the log it held for 0.1-0.8 s once it resumed."""
         for log in self.topics[topic]:
             log.go_stale(seconds)
 
