@@ -210,7 +210,7 @@ async def main(args: argparse.Namespace) -> int:
             if "ceiling" in runs:
                 point["ceiling"] = runs.pop("ceiling")
             result["throughput"].append(point)
-        if args.latency_s > 0:
+        if args.latency_s > 0 and args.latency_reps > 0:  # either at 0: no latency runs
             result["latency"] = await latencies(boot, names, args)
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "compare.json").write_text(json.dumps(result, indent=2))

@@ -221,3 +221,32 @@ def test_spark_all_is_pinned() -> None:
         "WINDOW_KEYS",
         "spark_message",
     ]
+
+
+def test_records_and_outputs_are_values() -> None:
+    """What users may rely on of ``Record``, ``Output`` and ``Regroup`` (msgspec Structs
+    since they stopped being slots dataclasses, for speed): built by position or keyword
+    with the documented defaults, compared by value, printed with their fields, not
+    hashable, copied with a field changed by ``msgspec.structs.replace``, and no
+    ``__dict__`` per object."""
+    import msgspec
+    import pytest
+
+    r = eosflow.Record("t", 1, 7, b"k", b"v")
+    assert (r.headers, r.timestamp) == ((), -1)
+    assert r == eosflow.Record(topic="t", partition=1, offset=7, key=b"k", value=b"v")
+    assert r != eosflow.Record("t", 1, 8, b"k", b"v")
+    assert repr(r) == (
+        "Record(topic='t', partition=1, offset=7, key=b'k', value=b'v', headers=(), timestamp=-1)"
+    )
+    with pytest.raises(TypeError):
+        hash(r)
+    moved = msgspec.structs.replace(r, offset=9)
+    assert (moved.offset, r.offset) == (9, 7)
+    o = eosflow.Output("d", b"v", key=b"k", partition=2)
+    assert (o.headers, o.timestamp) == ((), None)
+    assert o == eosflow.Output("d", b"v", b"k", (), 2, None)
+    g = eosflow.Regroup(key=b"n", value=b"v")
+    assert (g.headers, g.timestamp) == ((), None)
+    for value in (r, o, g):
+        assert not hasattr(value, "__dict__")
