@@ -55,8 +55,10 @@ class Fleet:
         target: str = "slow_copy:SlowCopy",
         restart_fenced: bool = False,
         log_dir: Path | None = None,
+        inputs: tuple[str, ...] = (),
     ) -> None:
         self.bootstrap_servers, self.src, self.dst, self.group = bootstrap_servers, src, dst, group
+        self.inputs = inputs or (src,)  # every input topic; ``src`` is the one watched
         self.run_id, self.env = run_id, dict(env)
         # where the test reads the group's progress (a super user's listener when the
         # instances connect over a secured one)
@@ -86,7 +88,7 @@ class Fleet:
             self.target,
             bootstrap_servers=self.bootstrap_servers,
             group_id=self.group,
-            input_topics=(self.src,),
+            input_topics=self.inputs,
             transactional_id=self.transactional_id(i),
             log_file=self.log_file(i),
             log_level="warning" if self.log_dir is None else "info",

@@ -143,11 +143,11 @@ class Staged(Processor):
         }
         # per consumed topic, what its partitions keep: the stores, windows and timers
         # of the stages reading it (``Seat.scope``; the engine's stores keep no other)
+        self._declared = {n: frozenset(declared(stages[n].processor)) for n in graph.order}
         self.scope = {
-            topic: frozenset(k for _n, p in readers for k in declared(p))
+            topic: frozenset().union(*(self._declared[n] for n, _p in readers))
             for topic, readers in self._readers.items()
         }
-        self._declared = {n: frozenset(declared(stages[n].processor)) for n in graph.order}
         self._witness()
         self.topics = _topics(graph)
         self.schema_registry = _registry(graph)
