@@ -8,6 +8,7 @@ import asyncio
 import json
 import signal
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -221,28 +222,9 @@ async def test_a_store_ahead_of_a_stale_stable_answer_fetches_it_again(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
     c = eosflow_cluster
-    src = "in"
-    c.create_topic(src, 1)
-    c.create_topic(f"{src}-counts", 1)
-    await seed_keys(c.bootstrap_servers, src, 300, 10)
-    first = eosflow.EosApp(
-        Count(), state_config(c.bootstrap_servers, "g", src, "tx-1", tmp_path / "a")
-    )
-    async with first:
-        await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
-        c.stale_offsets("g", 3)  # the next 3 fetches answer 300 (the first fetches none)
-        await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
-        await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
     ahead = "store 'counts' of in[0] reflects input up to offset 350"
-    with log_seen("eosflow.state", ahead) as refetched:
-        second = eosflow.EosApp(
-            Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
-        )
-        async with second:
-            await seed_keys(c.bootstrap_servers, src, 50, 10, start=350)
-            await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
-    assert refetched.is_set()
-    await counts_ok(c.bootstrap_servers, src, "g")
+    # the next 3 fetches answer 300 (the first fetches none)
+    await _restored_through_a_fault(c, tmp_path, lambda: c.stale_offsets("g", 3), ahead)
 
 
 # The changelog's stale end is not the changelog's end: a leader that has not learnt yet
@@ -260,6 +242,18 @@ async def test_a_store_behind_a_stale_changelog_end_reads_on(
     eosflow_cluster: FakeCluster, tmp_path: Path
 ) -> None:
     c = eosflow_cluster
+    behind = "store 'counts' of in[0] reflects input up to offset 300, behind"
+    # the restore below sees the changelog as it is at 300
+    await _restored_through_a_fault(
+        c, tmp_path, lambda: c.stale_log(changelog("g", "in"), 2.5), behind
+    )
+
+
+async def _restored_through_a_fault(
+    c: FakeCluster, tmp_path: Path, fault: Callable[[], None], said: str
+) -> None:
+    """A count of 300 records; ``fault()``; 50 more committed; then a second instance
+    restores the store and counts 50 more: every count right, and ``said`` logged."""
     src = "in"
     c.create_topic(src, 1)
     c.create_topic(f"{src}-counts", 1)
@@ -269,11 +263,10 @@ async def test_a_store_behind_a_stale_changelog_end_reads_on(
     )
     async with first:
         await until_committed(c.bootstrap_servers, src, 1, "g", 300, (first,))
-        c.stale_log(changelog("g", src), 2.5)  # the restore below sees it as at 300
+        fault()
         await seed_keys(c.bootstrap_servers, src, 50, 10, start=300)
         await until_committed(c.bootstrap_servers, src, 1, "g", 350, (first,))
-    behind = "store 'counts' of in[0] reflects input up to offset 300, behind"
-    with log_seen("eosflow.state", behind) as read_on:
+    with log_seen("eosflow.state", said) as seen:
         second = eosflow.EosApp(
             Count(), state_config(c.bootstrap_servers, "g", src, "tx-2", tmp_path / "b")
         )
@@ -281,7 +274,7 @@ async def test_a_store_behind_a_stale_changelog_end_reads_on(
             await seed_keys(c.bootstrap_servers, src, 50, 10, start=350)
             await until_committed(c.bootstrap_servers, src, 1, "g", 400, (second,))
     await counts_ok(c.bootstrap_servers, src, "g")
-    assert read_on.is_set()
+    assert seen.is_set()
 
 
 class CountTwice(Count):
