@@ -97,6 +97,10 @@ class _Target:
     applied: int = 0
     done: bool = False
     assigned: bool = False  # to the restore consumer, and positioned
+    # at a position other than the committed offset with nothing pending: since when,
+    # and whether ahead of it (the offset fetched again) or behind (the changelog read on)
+    unsettled_since: float | None = None
+    waiting: str = ""
 
 
 @dataclass(eq=False)
@@ -110,8 +114,6 @@ class Job:
     targets: list[_Target] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
-    # a store ahead of the committed offset (refetching it) or behind it (reading on)
-    unsettled_since: float | None = None
     refetch_at: float = 0.0  # the committed offset is fetched again from then on
     reported: float = field(default_factory=time.monotonic)
 
@@ -243,10 +245,11 @@ class Restorer:
             return False  # added during the fetch: assigned and positioned on the next round
         now = time.monotonic()
         waited = job.pending_since is not None and now - job.pending_since > self._wait_s
-        pending = ahead = unsettled = False
+        pending = ahead = False
         for t in job.targets:
             if t.done:
                 continue
+            since, t.unsettled_since = t.unsettled_since, None  # kept below while unsettled
             # never awaited: aiokafka's position() waits out an offset reset, which a
             # broker outage can hold up; without a position the target is not done yet
             position = ak.position_now(consumer, t.tp)
@@ -277,11 +280,11 @@ class Restorer:
                 t.done = True
                 continue
             if hw is not None and t.lso >= hw:  # nothing pending: all there is
+                t.unsettled_since = since
                 waiting = self._unsettled(job, t, now)
                 if waiting is None:
                     _settled(job, t)
                     continue
-                unsettled = True
                 ahead = ahead or waiting == "ahead"
                 continue
             pending = True  # the previous owner's commit markers have not landed yet
@@ -299,8 +302,6 @@ class Restorer:
                     target.done = target.done and target.position == committed
             job.committed, job.written = committed, written
             return False  # checked again once the next fetch from the changelog is in
-        if not unsettled:
-            job.unsettled_since = None
         if not pending:
             job.pending_since = None
         elif waited:
@@ -323,9 +324,11 @@ class Restorer:
 
     def _unsettled(self, job: Job, t: _Target, now: float) -> str | None:
         """Whether ``t``'s store, at a position other than the committed offset with
-        nothing pending on its changelog, waits (for at most ``transaction_timeout_s``)
-        rather than being settled (``_settled``) -- and for what: ``"ahead"``, the
-        committed offset fetched again (``refetch``); ``"behind"``, the changelog read on.
+        nothing pending on its changelog, waits (for at most ``transaction_timeout_s``,
+        counted per store from the first check that found it so, and again when it
+        turns from ahead to behind or back) rather than being settled (``_settled``) --
+        and for what: ``"ahead"``, the committed offset fetched again (``refetch``);
+        ``"behind"``, the changelog read on.
         Neither answer need be the last word: the offset's may come from a group
         coordinator answering from its cache, the changelog's end from a leader that has
         not learnt yet that another broker took its partitions over (it answers, stable,
@@ -339,8 +342,8 @@ class Restorer:
             return None
         else:
             waiting = "ahead"
-        if job.unsettled_since is None:
-            job.unsettled_since = now
+        if t.unsettled_since is None or t.waiting != waiting:  # a new wait, logged once
+            t.unsettled_since, t.waiting = now, waiting
             topic, p = job.partition
             log.info(
                 "store %r of %s[%d] reflects input up to offset %s, %s the committed "
@@ -355,7 +358,7 @@ class Restorer:
                 "fetching the offset again" if waiting == "ahead" else "reading the changelog on",
                 self.config.transaction_timeout_s,
             )
-        if now - job.unsettled_since <= self.config.transaction_timeout_s:
+        if now - t.unsettled_since <= self.config.transaction_timeout_s:
             return waiting
         return None
 
