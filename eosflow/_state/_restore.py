@@ -394,10 +394,9 @@ def _settled(job: Job, t: _Target) -> None:
     committed offset (and, with a position, has not become it for
     ``transaction_timeout_s``: ``Restorer._unsettled``). Behind it: the input was
     processed without this store for a while (a store added to a running pipeline) --
-    logged, and the restore is done. Ahead of it
-    (or offsets where the group has none): the state already reflects input that would
-    be processed again, counted twice -- the group's offsets were reset or expired behind
-    the state. That stops the app."""
+    logged, and the restore is done. Ahead of it (or offsets where the group has none):
+    the state already reflects input that would be processed again, counted twice -- the
+    group's offsets were reset or expired behind the state. That stops the app."""
     topic, p = job.partition
     if job.committed is None or (t.position is not None and t.position > job.committed):
         raise FatalError(
