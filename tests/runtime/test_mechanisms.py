@@ -449,13 +449,15 @@ async def test_work_ahead_across_a_rebalance_is_exactly_once(cluster: FakeCluste
 
     first, second = Paced("out"), Paced("out")
     rule = c.intercept("EndTxn", hold=True, transactional_id="tx-1")
-    app1 = eosflow.EosApp(first, cfg(c, max_records_per_txn=50, process_ahead=True))
+    # each transaction ends at its 50 records, never early: a first one cut short by the
+    # interval (or caught up between fetches) left 95 processed, never 100 (CI, twice)
+    full = dict(max_records_per_txn=50, process_ahead=True, commit_interval_s=3.0)
+    full["min_transaction_s"] = 3.0
+    app1 = eosflow.EosApp(first, cfg(c, **full))
     async with app1:
         await rule.matched()
         await until(app1, lambda: len(first.seen) == 100, "50 records processed ahead")
-        app2 = eosflow.EosApp(
-            second, cfg(c, transactional_id="tx-2", max_records_per_txn=50, process_ahead=True)
-        )
+        app2 = eosflow.EosApp(second, cfg(c, transactional_id="tx-2", **full))
         async with app2:
             group = c.groups.get("g")
             assert group is not None
