@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import os
@@ -17,8 +18,10 @@ import pytest
 
 from eosflow import ConfigError
 from eosflow.spark import SparkSettings, _session, _ship
+from eosflow.testing import FakeCluster, spawn_run
 
 MODE = os.environ.get("EOSFLOW_TEST_SPARK", "local")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_loopback_defaults_only_in_local_mode() -> None:
@@ -180,3 +183,56 @@ def test_the_warm_up_runs_a_python_task_per_slice_of_the_default_parallelism() -
             assert tasks >= 2  # local[*] on this 2-core machine: one per core
     finally:
         _session.release()
+
+
+def _bare_python(home: Path) -> str:
+    """An empty virtualenv's interpreter: no pyarrow (nor anything else)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True)
+    python = str(home / "bin" / "python")
+    no_arrow = subprocess.run([python, "-c", "import pyarrow"], capture_output=True)
+    assert no_arrow.returncode != 0  # the executors' Python really lacks it
+    return python
+
+
+@pytest.mark.timeout(600)
+async def test_executors_without_pyarrow_stop_the_start_with_one_line(
+    eosflow_cluster: FakeCluster, tmp_path: Path
+) -> None:
+    """What a new user met first on a cluster whose executors run a Python without
+    pyarrow (a bare ``python3`` on the worker's PATH when the app names none; here an
+    empty virtualenv's, named by ``PYSPARK_PYTHON`` in the app's environment, where Spark
+    reads it): ``eosflow run`` of a Spark processor used to end with ``eosflow: fatal:
+    unexpected PythonException: An exception was thrown from the Python worker ...``.
+    The warm-up names the cause in one line -- the package, the executors' interpreter,
+    the settings that pick another -- and exits 2 (configured wrong, nothing ran).
+    Spark's own log lines about the failed tasks come before it."""
+    if MODE != "standalone":  # local Spark sets spark.pyspark.python to eosflow's own
+        pytest.skip("executors with a Python of their own: the standalone stage runs it")
+    python = _bare_python(tmp_path / "bare")
+    eosflow_cluster.create_topic("lines", 1)
+    proc = await spawn_run(
+        "examples.spark_wordcount:WordCount",
+        bootstrap_servers=eosflow_cluster.bootstrap_servers,
+        group_id="wc",
+        input_topics=("lines",),
+        transactional_id="wc-1",
+        env={
+            "PYTHONPATH": str(ROOT),
+            # the session's cluster (conftest), as a user's app would name it
+            **{k: v for k, v in os.environ.items() if k.startswith("EOSFLOW_SPARK_")},
+            "PYSPARK_PYTHON": python,  # the executors' interpreter
+        },
+        capture=True,
+    )
+    _out, err = await asyncio.wait_for(proc.communicate(), 300)
+    lines = [ln for ln in err.decode().splitlines() if ln.strip()]
+    assert proc.returncode == 2, err.decode()[-3000:]
+    assert lines[-1].startswith("eosflow: Spark's executors cannot import pyarrow"), lines[-1]
+    # the interpreter the executors ran, as they reported it, and the settings
+    assert f"their Python is {python} (Python " in lines[-1], lines[-1]
+    assert "PYSPARK_PYTHON where eosflow runs" in lines[-1], lines[-1]
+    assert "spark.pyspark.python" in lines[-1], lines[-1]
+    # before it, Spark's own log (its log4j configuration's, on stderr) shows the failed
+    # tasks; nothing of eosflow's says more than the one line
+    ours = [ln for ln in lines if ln.startswith("eosflow") or " eosflow" in ln[:40]]
+    assert not any("unexpected" in ln or "fatal" in ln for ln in ours), ours
