@@ -86,7 +86,21 @@ async def run_eosflow(
         **eosflow_settings(budget),
         **({} if ahead is None else {"process_ahead": ahead}),  # None: eosflow's default
     )
-    app = eosflow.EosApp(Copy(), config)
+    steps: dict[str, list[float]] = {}
+
+    class Steps(eosflow.Observer):
+        """Each committed transaction's commit (its first step's start to its last
+        step's end) and each step (``TransactionReport.phases``), in ms."""
+
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            if report.outcome is not eosflow.Outcome.COMMITTED or not report.phases:
+                return
+            for phase, began, ended in report.phases:
+                steps.setdefault(phase, []).append((ended - began) * 1e3)
+            began = min(b for _, b, _ in report.phases)
+            steps.setdefault("commit", []).append((max(e for *_, e in report.phases) - began) * 1e3)
+
+    app = eosflow.EosApp(Copy(), config, observers=[Steps()])
     async with app:
         while app.stats.records < n:
             if app.failure is not None:
@@ -99,6 +113,10 @@ async def run_eosflow(
         EXTRA["own_s"] = time.monotonic() - first[0]  # its last transaction ended
         done = await asyncio.to_thread(finish.at)
     EXTRA["commits"] = app.stats.committed
+    for step, ms in steps.items():  # reported with the latency run's (``commits_``)
+        ms.sort()
+        EXTRA[f"commits_{step}_p50_ms"] = ms[len(ms) // 2]
+        EXTRA[f"commits_{step}_p99_ms"] = ms[int(len(ms) * 0.99)]
     return done - first[0]
 
 

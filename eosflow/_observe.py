@@ -75,8 +75,9 @@ class Abort:
 
 PHASES = ("flush", "offsets", "heartbeat", "end_txn")
 """The steps of ``TransactSession.end``, timed in each ``Transaction.phases``: flush (the
-outputs and the changelog writes answered), offsets (AddOffsetsToTxn + TxnOffsetCommit),
-heartbeat (the forced one), end_txn (EndTxn, or its recovery)."""
+outputs and the changelog writes answered), offsets (AddOffsetsToTxn + TxnOffsetCommit;
+sent while the flush waits, so the two overlap), heartbeat (the forced one), end_txn
+(EndTxn, or its recovery)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,13 @@
 """The end of a transaction, once ``TransactSession.end`` has decided to try a commit or
 an abort: flush (the store writes into their changelogs first, then every send
-answered) -> the offsets into the transaction -> the forced heartbeat (both
-``_commit``) -> EndTxn.
+answered), with the offsets into the transaction sent while it waits -> the forced
+heartbeat (both ``_commit``) -> EndTxn.
+
+The offsets need no produce answer (an abort discards them with the outputs), so they go
+as soon as the last batch is handed over: a commit takes the longer of the two rather
+than their sum. Not when their metadata needs the answers -- the changelog offsets of a
+partition whose position did not move (``Stores.written``): then they follow the flush.
+The forced heartbeat still goes once both are answered, and EndTxn once it is.
 
 Each step runs only while the ones before it passed; a step that fails makes the rest
 abort, and what it could not know is resolved, never assumed:
@@ -58,8 +64,8 @@ class Ending:
 async def decide_and_end(
     e: Ending, txn: Transaction, why: Abort | None, offsets: dict[TopicPartition, int]
 ) -> tuple[Outcome, Abort | None]:
-    """Flush, offsets, forced heartbeat, EndTxn: each step timed in ``txn.phases``;
-    a step that fails makes the rest abort (``_commit``)."""
+    """Flush (the offsets beside it), forced heartbeat, EndTxn: each step timed in
+    ``txn.phases``; a step that fails makes the rest abort (``_commit``)."""
     failure = ak.producer_failure(e.producer)
     if failure is not None:
         if ak.is_fencing(failure):
@@ -68,14 +74,25 @@ async def decide_and_end(
         txn.doom(AbortReason.PRODUCE_FAILED, f"producer failed: {failure!r}")
         await e.recover(AbortReason.PRODUCE_FAILED)
         return Outcome.RECOVERED, txn.doomed
+    step_s = step_timeout_s(e.config.transaction_timeout_s)
+    # the offsets go while the flush waits for its answers, unless their metadata needs
+    # those answers (a changelog written without moving its position: ``Stores.written``)
+    early: asyncio.Task[Abort | None] | None = None
     try:
         with txn.phase("flush"):  # the store writes first, then every send answered
             if why is None:
                 timeout_s = txn.time_left_s(e.config.transaction_timeout_s)
                 await send_changelog(e.stores, e.producer, txn, timeout_s)
                 why = txn.doomed
+            if why is None and offsets and not e.stores.written_needs_acks():
+                early = asyncio.ensure_future(_offsets(e, txn, offsets, step_s))
             await ak.flush(e.producer, txn.sends, e.config.transaction_timeout_s)
-    except TransientError as exc:
+    except BaseException as exc:
+        if early is not None:  # its outcome no longer matters: the transaction aborts
+            early.cancel()
+            await asyncio.gather(early, return_exceptions=True)
+        if not isinstance(exc, TransientError):
+            raise
         # A failed batch leaves the idempotent producer's sequence numbers out of step
         # with the broker's: aborting alone would fail every later transaction the
         # same way. A new epoch (KIP-360) aborts this one and starts them afresh.
@@ -83,34 +100,36 @@ async def decide_and_end(
         txn.doom(AbortReason.PRODUCE_FAILED, f"produce failed: {exc}")
         await e.recover(AbortReason.PRODUCE_FAILED)
         return Outcome.RECOVERED, txn.doomed
-    caps, group, step_s = e.caps, e.group, step_timeout_s(e.config.transaction_timeout_s)
-    async with group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
-        if why is None and offsets:
-            with txn.phase("offsets"):
-                written = e.stores.written()
-                why = (
-                    Abort(AbortReason.PRODUCE_FAILED, "a changelog offset is unknown")
-                    if written is None
-                    else await commit_offsets(
-                        e.producer,
-                        e.consumer,
-                        e.config,
-                        caps,
-                        offsets,
-                        ident,
-                        step_s,
-                        written,
-                    )
-                )
-        if why is None and offsets:
+    if early is not None:
+        why = await early  # a fencing answer is raised here
+    elif why is None and offsets:
+        why = await _offsets(e, txn, offsets, step_s)
+    if why is None and offsets:
+        async with e.group.committing(txn.identity) as ident:  # KIP-848: heartbeats held
             with txn.phase("heartbeat"):
-                why = await group.confirm(caps, ident, step_s)
+                why = await e.group.confirm(e.caps, ident, step_s)
     why = why or txn.doomed
     with txn.phase("end_txn"):
         outcome = await end_txn(e, why is None)
     if outcome is Outcome.RECOVERED:
         why = Abort(AbortReason.UNKNOWN_OUTCOME, f"EndTxn outcome unknown ({why or 'commit'})")
     return outcome, why
+
+
+async def _offsets(
+    e: Ending, txn: Transaction, offsets: dict[TopicPartition, int], step_s: float
+) -> Abort | None:
+    """The offsets into the transaction (``commit_offsets``), with the changelog offsets
+    ``Stores.written`` gives as their metadata; heartbeats held meanwhile (KIP-848: the
+    epoch the offsets carry stays the member's at the broker)."""
+    async with e.group.committing(txn.identity) as ident:
+        with txn.phase("offsets"):
+            written = e.stores.written()
+            if written is None:
+                return Abort(AbortReason.PRODUCE_FAILED, "a changelog offset is unknown")
+            return await commit_offsets(
+                e.producer, e.consumer, e.config, e.caps, offsets, ident, step_s, written
+            )
 
 
 async def end_txn(e: Ending, commit: bool) -> Outcome:

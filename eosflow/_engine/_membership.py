@@ -219,10 +219,12 @@ class ConsumerGroup:
     async def committing(
         self, identity: ak.GroupIdentity | None
     ) -> AsyncIterator[ak.GroupIdentity]:
-        """Heartbeats held back while the offsets and the forced heartbeat go: the
-        epoch the offsets carry is the member's at the broker (a heartbeat answered in
-        between could move it). The transaction's partitions cannot have moved since it
-        began: a revocation waits for the session lock that ``end`` holds."""
+        """Heartbeats held back while the offsets go, and again while the forced
+        heartbeat goes: the epoch the offsets carry is the member's at the broker (a
+        heartbeat answered meanwhile could move it). One answered between the two may
+        move it: the offsets were accepted under the epoch they carry, and the
+        transaction's partitions cannot have moved since it began -- a revocation waits
+        for the session lock that ``end`` holds."""
         async with self._send:
             yield self.identity()
 

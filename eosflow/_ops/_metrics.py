@@ -100,7 +100,8 @@ class PrometheusMetrics(Observer):
         )
         self.phase_seconds = p.Histogram(
             "eosflow_commit_phase_seconds",
-            "duration of each step of a commit: flush, offsets, heartbeat, end_txn",
+            "duration of each step of a commit: flush, offsets (sent during the flush), "
+            "heartbeat, end_txn",
             ("phase",),
             buckets=_SECONDS,
             registry=r,

@@ -342,6 +342,10 @@ class Stores(Reads):
                 at = position if moved else None  # no checkpoint: the writes go to disk
                 self._positions.append((partition, store, last, count, at))
 
+    def written_needs_acks(self) -> bool:
+        """Whether ``written`` must wait for the changelog records' acknowledgements."""
+        return any(position is None for *_, position in self._positions)
+
     def written(self) -> dict[Partition, str] | None:
         """Once the sealed transaction's changelog records are acknowledged: per partition
         it wrote without moving its position (wall-clock timers fired, no record of it
