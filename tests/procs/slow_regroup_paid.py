@@ -1,13 +1,13 @@
-"""``examples/regroup_paid.py``'s three stages (orders and payments regrouped by order
-id, then joined) with the join slowed to ~1 ms a record (``CHAOS_DELAY_S``), so chaos
-lands mid-stream; the topics from ``EOSFLOW_APP_ORDERS``, ``EOSFLOW_APP_PAYMENTS`` and
+"""``examples/regroup_paid.py``'s pipeline (orders and payments regrouped by order id,
+then joined) with the join slowed to ~1 ms a record (``CHAOS_DELAY_S``), so chaos lands
+mid-stream; the topics from ``EOSFLOW_APP_ORDERS``, ``EOSFLOW_APP_PAYMENTS`` and
 ``EOSFLOW_APP_OUTPUT``."""
 
 import asyncio
 import os
 
 import eosflow
-from examples.regroup_paid import ById, PaidAfterRegroup, PaidJoin
+from examples.regroup_paid import PaidAfterRegroup, PaidJoin
 
 
 class SlowPaidJoin(PaidJoin):
@@ -16,14 +16,13 @@ class SlowPaidJoin(PaidJoin):
         return await super().process(record)
 
 
-class SlowPaid(eosflow.Pipeline):
+class SlowPaid(PaidAfterRegroup):
     def __init__(self) -> None:
-        s = PaidAfterRegroup.Settings()
+        super().__init__()
+        paid = self.stages["paid"]  # the example's join stage, its processor slowed
+        join = paid.processor
+        assert isinstance(join, PaidJoin)
         self.stages = {
-            "orders-by-id": eosflow.Stage(ById(), inputs=(s.orders,)),
-            "payments-by-id": eosflow.Stage(ById(), inputs=(s.payments,)),
-            "paid": eosflow.Stage(
-                SlowPaidJoin(s.output or f"{s.orders}-paid"),
-                inputs=("orders-by-id", "payments-by-id"),
-            ),
+            **self.stages,
+            "paid": eosflow.Stage(SlowPaidJoin(join.output), inputs=paid.inputs),
         }

@@ -17,41 +17,14 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
 from fleet import Fleet, chaos_env, run_chaos
-from kit import T0_MS, broker_has_kip360, create_topic
+from kit import broker_has_kip360, create_topic
+from test_pipeline_tables import seed_orders_and_payments
 
 from eosflow._checks._checker import read_records
 from eosflow.testing._ladder import Broker
 
 ORDERS, ORDER_PARTS, PAYMENT_PARTS, INSTANCES = 12_000, 4, 2, 3
-
-
-async def seed(bootstrap: str, orders: str, payments: str, n: int) -> None:
-    """Orders keyed by customer, payments (of the orders not divisible by 4) keyed by
-    payment, each placed by hand; a payment 0.5 s after its order."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await p.start()
-    try:
-        futs = []
-        for i in range(n):
-            t = T0_MS + i * 10
-            order = json.dumps({"order": i}).encode()
-            key = f"c{i % 37}".encode()
-            futs.append(
-                await p.send(orders, order, key=key, partition=i % ORDER_PARTS, timestamp_ms=t)
-            )
-            if i % 4:
-                pay = json.dumps({"order": i, "pay": f"pay{i}"}).encode()
-                part = i % PAYMENT_PARTS
-                futs.append(
-                    await p.send(
-                        payments, pay, key=f"pay{i}".encode(), partition=part, timestamp_ms=t + 500
-                    )
-                )
-        await asyncio.gather(*futs)
-    finally:
-        await p.stop()
 
 
 async def test_the_regrouped_join_pairs_each_order_once_under_kills_and_a_zombie(
@@ -68,7 +41,7 @@ async def test_the_regrouped_join_pairs_each_order_once_under_kills_and_a_zombie
     await create_topic(bs, orders, ORDER_PARTS)
     await create_topic(bs, payments, PAYMENT_PARTS)
     await create_topic(bs, dst, 3)
-    await seed(bs, orders, payments, ORDERS)
+    await seed_orders_and_payments(bs, orders, payments, ORDERS, ORDER_PARTS, PAYMENT_PARTS)
     wanted = Counter((i, f"pay{i}") for i in range(ORDERS) if i % 4)
     session_s = max(b.min_session_timeout_s, 2.0)
     env = chaos_env(session_s) | {

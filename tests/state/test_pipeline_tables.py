@@ -87,20 +87,25 @@ async def test_a_table_after_the_regroup_joins_per_new_key_exactly_once(
     }
 
 
-async def seed_orders_and_payments(bootstrap: str, orders: str, payments: str, n: int) -> None:
-    """Orders keyed by customer on 3 partitions, payments (of the orders not divisible by
-    4) keyed by payment on 2, both placed by hand; a payment 0.5 s after its order."""
-    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+async def seed_orders_and_payments(
+    bootstrap: str, orders: str, payments: str, n: int, order_parts: int = 3, payment_parts: int = 2
+) -> None:
+    """Orders keyed by customer on ``order_parts`` partitions, payments (of the orders not
+    divisible by 4) keyed by payment on ``payment_parts``, both placed by hand; a payment
+    0.5 s after its order."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
     await p.start()
     try:
         for i in range(n):
             t = T0_MS + i * 10
             order = json.dumps({"order": i}).encode()
-            await p.send(orders, order, key=f"c{i % 37}".encode(), partition=i % 3, timestamp_ms=t)
+            key = f"c{i % 37}".encode()
+            await p.send(orders, order, key=key, partition=i % order_parts, timestamp_ms=t)
             if i % 4:
                 pay = json.dumps({"order": i, "pay": f"pay{i}"}).encode()
                 key = f"pay{i}".encode()
-                await p.send(payments, pay, key=key, partition=i % 2, timestamp_ms=t + 500)
+                part = i % payment_parts
+                await p.send(payments, pay, key=key, partition=part, timestamp_ms=t + 500)
         await p.flush()
     finally:
         await p.stop()
