@@ -84,7 +84,8 @@ sent while the flush waits, so the two overlap), heartbeat (the forced one), end
 class TransactionReport:
     """One ended transaction. ``reason`` and ``detail`` say why it did not commit (None
     when it did). ``phases`` holds (name, start, end) on the ``time.monotonic`` clock,
-    one per commit step that ran (``PHASES``); ``started`` is on that clock
+    one per commit step that ran (``PHASES``), in the order they began (flush and
+    offsets overlap); ``started`` is on that clock
     too and ``started_at`` on the wall clock (``time.time``)."""
 
     outcome: Outcome

@@ -124,7 +124,7 @@ def report_of(
         started=txn.started,
         started_at=txn.started_at,
         ended=ended,
-        phases=tuple(txn.phases),
+        phases=tuple(sorted(txn.phases, key=lambda ph: ph[1])),  # in the order they began
         partitions=tuple(txn.consumed),
         undecodable=txn.undecodable,
     )

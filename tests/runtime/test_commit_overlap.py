@@ -22,14 +22,20 @@ from eosflow.testing import FakeCluster, FaultRule
 async def _second_transaction_held(
     c: FakeCluster, **produce: object
 ) -> tuple[eosflow.EosApp, FaultRule, FaultRule, FaultRule]:
-    """An app in its second transaction, whose Produce is held (with ``produce``'s
-    further rule settings); the rules watching TxnOffsetCommit and EndTxn beside it."""
+    """An app in its second transaction (records 100-199), whose Produce is held (with
+    ``produce``'s further rule settings); the rules watching TxnOffsetCommit and EndTxn
+    beside it. The first transaction's offsets (100) are committed, and readable, by
+    then. Each transaction ends at its 100 records: the commit interval and the minimum
+    transaction (4 s) keep a short poll from ending one early."""
     await seed(c)
     proc = Gate("out", park_at=150)
-    app = eosflow.EosApp(proc, cfg(c, max_records_per_txn=100, commit_interval_s=4.0))
+    config = cfg(c, max_records_per_txn=100, commit_interval_s=4.0, min_transaction_s=4.0)
+    app = eosflow.EosApp(proc, config)
     await app.__aenter__()
     await asyncio.wait_for(proc.parked.wait(), 20)
-    await until(app, lambda: app.stats.committed >= 1, "the first transaction committed")
+    # the test cluster applies committed offsets a moment after EndTxn (``offset_lag_s``)
+    first = {("in", 0): 100}
+    await until(app, lambda: c.committed("g", "in") == first, "the first transaction's offsets")
     held = c.intercept("Produce", hold=True, **produce)
     offsets = c.intercept("TxnOffsetCommit")  # observes the next, changes nothing
     end_txn = c.intercept("EndTxn")
@@ -68,7 +74,7 @@ async def test_offsets_sent_before_a_failed_produce_are_aborted(cluster: FakeClu
         await until(app, lambda: all_done(app, c), "all committed")
     finally:
         await app.__aexit__(None, None, None)
-    assert committed == {("in", 0): 100}, committed  # the first transaction's alone
+    assert committed == {("in", 0): 100}, committed  # the second's sent, not committed
     await assert_exactly_once(c)
     assert app.stats.recovered >= 1, app.stats
     assert "produce failed" in (session_of(app).last_failure_reason or "")  # type: ignore[union-attr]
