@@ -96,3 +96,10 @@ async def _coordinator(admin: AIOKafkaAdminClient, group: str, deadline: float) 
             if not exc.retriable or time.monotonic() > deadline:
                 raise
             await asyncio.sleep(0.1)
+
+
+def p50_p99(samples: list[float]) -> tuple[float, float]:
+    """The median and the 99th percentile of ``samples`` (nearest rank, sorted in place):
+    the latency run's end-to-end figures and eosflow's commit steps are taken so."""
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.99)]

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._budget import Budget, TxnRule, eosflow_settings, quix_settings
-from benchmarks._clock import Finish
+from benchmarks._clock import Finish, p50_p99
 
 IDLE_MS = 100  # a loop's wait for the first records of its next transaction
 
@@ -114,9 +114,7 @@ async def run_eosflow(
         done = await asyncio.to_thread(finish.at)
     EXTRA["commits"] = app.stats.committed
     for step, ms in steps.items():  # reported with the latency run's (``commits_``)
-        ms.sort()
-        EXTRA[f"commits_{step}_p50_ms"] = ms[len(ms) // 2]
-        EXTRA[f"commits_{step}_p99_ms"] = ms[int(len(ms) * 0.99)]
+        EXTRA[f"commits_{step}_p50_ms"], EXTRA[f"commits_{step}_p99_ms"] = p50_p99(ms)
     return done - first[0]
 
 

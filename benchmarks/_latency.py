@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 
+from benchmarks._clock import p50_p99
 from benchmarks._harness import check, contender, create, settle
 
 NO_LATENCY = {"kafka-copier"}  # copies what its input holds at its assignment, then exits
@@ -99,8 +100,8 @@ async def latency(boot: str, name: str, args: argparse.Namespace) -> dict[str, A
     ran = await runner
     await producer.stop()
     await reader.stop()
-    lat.sort()
-    result: dict[str, Any] = {"p50_ms": lat[len(lat) // 2], "p99_ms": lat[int(len(lat) * 0.99)]}
+    p50, p99 = p50_p99(lat)
+    result: dict[str, Any] = {"p50_ms": p50, "p99_ms": p99}
     result["n"] = len(lat)
     if "commits" in ran:  # eosflow's and Kafka Streams': how many transactions it took
         result["commits_per_s"] = ran["commits"] / (LEAD_S + args.latency_s)

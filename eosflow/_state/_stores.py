@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
@@ -344,7 +344,12 @@ class Stores(Reads):
 
     def written_needs_acks(self) -> bool:
         """Whether ``written`` must wait for the changelog records' acknowledgements."""
-        return any(position is None for *_, position in self._positions)
+        return any(True for _ in self._unpositioned())
+
+    def _unpositioned(self) -> Iterator[tuple[Partition, str, asyncio.Future[object], int]]:
+        for partition, store, last, count, position in self._positions:
+            if position is None:
+                yield partition, store, last, count
 
     def written(self) -> dict[Partition, str] | None:
         """Once the sealed transaction's changelog records are acknowledged: per partition
@@ -355,9 +360,7 @@ class Stores(Reads):
         None when such an offset is unknown (aiokafka took a retried batch for a
         duplicate): the transaction must not commit."""
         offsets: dict[Partition, dict[str, int]] = {}
-        for partition, store, last, count, position in self._positions:
-            if position is not None:
-                continue
+        for partition, store, last, count in self._unpositioned():
             base = last.result().offset  # type: ignore[attr-defined]
             if base is None or base < 0:
                 return None

@@ -32,15 +32,19 @@ async def _second_transaction_held(
     config = cfg(c, max_records_per_txn=100, commit_interval_s=4.0, min_transaction_s=4.0)
     app = eosflow.EosApp(proc, config)
     await app.__aenter__()
-    await asyncio.wait_for(proc.parked.wait(), 20)
-    # the test cluster applies committed offsets a moment after EndTxn (``offset_lag_s``)
-    first = {("in", 0): 100}
-    await until(app, lambda: c.committed("g", "in") == first, "the first transaction's offsets")
-    held = c.intercept("Produce", hold=True, **produce)
-    offsets = c.intercept("TxnOffsetCommit")  # observes the next, changes nothing
-    end_txn = c.intercept("EndTxn")
-    proc.gate.set()
-    await held.matched()
+    try:
+        await asyncio.wait_for(proc.parked.wait(), 20)
+        # the test cluster applies committed offsets a moment after EndTxn (``offset_lag_s``)
+        first = {("in", 0): 100}
+        await until(app, lambda: c.committed("g", "in") == first, "the first txn's offsets")
+        held = c.intercept("Produce", hold=True, **produce)
+        offsets = c.intercept("TxnOffsetCommit")  # observes the next, changes nothing
+        end_txn = c.intercept("EndTxn")
+        proc.gate.set()
+        await held.matched()
+    except BaseException:  # the app stops here, not under the cluster fixture's teardown
+        await app.__aexit__(None, None, None)
+        raise
     return app, held, offsets, end_txn
 
 
