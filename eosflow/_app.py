@@ -83,7 +83,7 @@ class EosApp:
         self.stats = Stats()
         self.observers = Observers([self.stats, *observers])
         # health, progress, and metrics / tracing when configured: observers too
-        self.ops = Operations(config.ops, self.observers)
+        self.ops = Operations(config.ops, self.observers, config.group_id, config.input_topics)
         if isinstance(runs, Staged):
             self.ops.name_stages(runs.graph.inputs())  # lag per stage
         if inspect.getattr_static(processor, "observer") is not Lifecycle.observer:

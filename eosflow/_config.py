@@ -91,6 +91,11 @@ class OpsSettings(OneLineSettings):
         description="one OpenTelemetry span per transaction, phases and Spark jobs as "
         "children, when opentelemetry-api is installed (the otel extra)",
     )
+    console: bool = Field(
+        default=True,
+        description="serve the console, a page showing the app live, at / on the metrics "
+        "port (when one is set)",
+    )
 
 
 class EosConfig(OneLineSettings):

@@ -1,5 +1,6 @@
 """The operations port: ``/metrics`` (Prometheus text format), ``/livez``, ``/readyz``,
-and ``/state/<store>/<key>`` (a store's committed value, ``_query``).
+``/state/<store>/<key>`` (a store's committed value, ``_query``) and the console's page
+and data (``eosflow._console``), when given.
 
 A ``ThreadingHTTPServer`` in a daemon thread, not a server on the event loop: the probes
 must answer while the loop is blocked (that is what ``/livez`` reports), and a scrape
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,13 +23,22 @@ from ._query import PREFIX, StateQueries
 log = logging.getLogger("eosflow.ops")
 
 Probe = Callable[[], tuple[bool, str]]
+Answer = tuple[int, str, bytes]
 
 
 class MetricsServer:
     def __init__(
-        self, host: str, port: int, health: Health, registry: Any, queries: StateQueries
+        self,
+        host: str,
+        port: int,
+        health: Health,
+        registry: Any,
+        queries: StateQueries,
+        pages: Mapping[str, Callable[[], Answer]] | None = None,
     ) -> None:
-        routes: dict[str, Callable[[], tuple[int, str, bytes]]] = {
+        self._pages = bool(pages)
+        routes: dict[str, Callable[[], Answer]] = {
+            **(pages or {}),
             "/livez": lambda: _probe(health.live),
             "/readyz": lambda: _probe(health.ready),
         }
@@ -50,6 +60,10 @@ class MetricsServer:
                 self.send_response(status)
                 self.send_header("Content-Type", kind)
                 self.send_header("Content-Length", str(len(body)))
+                self.send_header("Cache-Control", "no-store")
+                self.send_header("X-Content-Type-Options", "nosniff")
+                if kind.startswith("text/html"):  # the console: its own files only
+                    self.send_header("Content-Security-Policy", "default-src 'self'")
                 self.end_headers()
                 self.wfile.write(body)
 
@@ -71,7 +85,11 @@ class MetricsServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("metrics and health probes on http://%s:%d/", *self._server.server_address[:2])
+        log.info(
+            "metrics and health probes on http://%s:%d/%s",
+            *self._server.server_address[:2],
+            " (the console at /)" if self._pages else "",
+        )
 
     def stop(self) -> None:
         """Stop serving and close the socket (blocks up to the server's poll interval)."""

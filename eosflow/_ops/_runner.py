@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 
 from .._config import OpsSettings
+from .._console import Console
 from .._observe import Observers
 from .._records import Partition
 from ._health import Health
@@ -42,7 +43,13 @@ LAG_EVERY_S = 1.0
 
 
 class Operations:
-    def __init__(self, settings: OpsSettings, observers: Observers) -> None:
+    def __init__(
+        self,
+        settings: OpsSettings,
+        observers: Observers,
+        group: str = "",
+        inputs: Iterable[str] = (),
+    ) -> None:
         self.settings = settings
         self.observers = observers
         self.health = Health(settings)
@@ -54,7 +61,11 @@ class Operations:
             require_prometheus()  # the install hint at construction, not at the first scrape
             self.metrics = PrometheusMetrics()
         self.tracing = Tracing() if settings.tracing and Tracing.available() else None
-        for member in (self.health, self.metrics, self.progress, self.tracing):
+        self.console: Console | None = None  # with a port: the page at /
+        if settings.metrics_port is not None and settings.console:
+            self.console = Console(group, inputs)
+        recorder = self.console.recorder if self.console is not None else None
+        for member in (self.health, self.metrics, self.progress, self.tracing, recorder):
             if member is not None:
                 observers.add(member)
         self._server: MetricsServer | None = None
@@ -68,6 +79,8 @@ class Operations:
         for member in (self.progress, self.metrics):
             if member is not None:
                 member.stages = stages
+        if self.console is not None:
+            self.console.name_stages(readers)
 
     @property
     def port(self) -> int | None:
@@ -80,8 +93,9 @@ class Operations:
         cfg = self.settings
         if cfg.metrics_port is not None and self._server is None:
             registry = self.metrics.registry if self.metrics is not None else None
+            pages = self.console.routes() if self.console is not None else None
             self._server = MetricsServer(
-                cfg.metrics_host, cfg.metrics_port, self.health, registry, self.queries
+                cfg.metrics_host, cfg.metrics_port, self.health, registry, self.queries, pages
             )
             self._server.start()
 

@@ -121,6 +121,7 @@ def test_the_wheel_holds_every_module_and_py_typed(dist: tuple[Path, Path]) -> N
     names = set(zipfile.ZipFile(dist[0]).namelist())
     ours = {n for n in names if n.startswith("eosflow/")}
     assert "eosflow/py.typed" in ours  # PEP 561: type checkers read eosflow's annotations
+    assert "eosflow/_console/static/console.js" in ours  # the console's page, as data
     assert ours == _package_files()  # nothing missing, nothing from elsewhere
     info = {n.split("/", 1)[0] for n in names - ours}
     assert info == {f"eosflow-{eosflow.__version__}.dist-info"}, info  # no tests/, testbed/

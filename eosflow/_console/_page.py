@@ -1,0 +1,66 @@
+"""``Console``: the page an app serves at ``/`` on its operations port, and the data it
+draws.
+
+The page is three static files shipped in the package (``static/``: HTML, CSS and plain
+JavaScript -- no framework, no CDN, no build step) and one JSON document,
+``/console/snapshot.json``, that the page asks for once a second: the ``Recorder``'s
+snapshot and what the app is (``about``: its group, input topics and stages). The routes
+plug into the operations server (``_ops._http``), which serves them from its threads;
+every answer is built there, from the recorder's lock-guarded state, so an open page
+costs the app's event loop nothing but the observer calls it makes anyway.
+
+What the page never shows: a setting. ``about`` holds names only (group, topics,
+stages), so no password, token or credential can reach it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from importlib import resources
+from typing import Any
+
+from ._recorder import Recorder
+
+Answer = tuple[int, str, bytes]
+
+_FILES = {
+    "/": ("index.html", "text/html; charset=utf-8"),
+    "/console/console.js": ("console.js", "text/javascript; charset=utf-8"),
+    "/console/console.css": ("console.css", "text/css; charset=utf-8"),
+}
+SNAPSHOT = "/console/snapshot.json"
+
+
+class Console:
+    """One app's console: ``recorder`` (an observer to add to the app's) and ``routes``
+    for the operations server. ``group`` and ``inputs`` name the app on the page."""
+
+    def __init__(self, group: str, inputs: Iterable[str]) -> None:
+        self.recorder = Recorder()
+        self._about: dict[str, Any] = {"group": group, "inputs": list(inputs), "stages": []}
+        static = resources.files(__package__) / "static"
+        self._files = {
+            path: (kind, (static / name).read_bytes()) for path, (name, kind) in _FILES.items()
+        }
+
+    def name_stages(self, readers: Mapping[str, Iterable[str]]) -> None:
+        """A pipeline's stages, in the graph's order, and the topics each reads."""
+        self._about["stages"] = [{"name": n, "reads": list(t)} for n, t in readers.items()]
+
+    def routes(self) -> dict[str, Callable[[], Answer]]:
+        """Path -> an answer (status, content type, body), built when asked."""
+        routes: dict[str, Callable[[], Answer]] = {
+            path: _constant(kind, body) for path, (kind, body) in self._files.items()
+        }
+        routes[SNAPSHOT] = self._snapshot
+        return routes
+
+    def _snapshot(self) -> Answer:
+        data = self.recorder.snapshot()
+        data["about"] = self._about
+        return 200, "application/json", json.dumps(data, allow_nan=False).encode()
+
+
+def _constant(kind: str, body: bytes) -> Callable[[], Answer]:
+    return lambda: (200, kind, body)

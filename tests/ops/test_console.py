@@ -1,0 +1,136 @@
+"""The console, in a real browser: headless Chromium (``tests/browser.py``) loads the
+page an app serves at ``/`` on its operations port and the test reads what a person
+would see -- the partitions held, a chart that moves as records are committed, an abort
+with its reason, a key looked up -- on any broker of the ladder (genuine Kafka in CI's
+stage 3). Screenshots are kept in the run's output folder (``EOSFLOW_TEST_OUTPUT``, else
+the temporary directory) and their paths printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import tempfile
+import urllib.request
+from pathlib import Path
+
+from browser import Chromium, attribute, element, text
+from kit import create_topic
+from pydantic import SecretStr
+from stateful import seed_keys, state_config, until_committed
+from test_metrics import get
+
+import eosflow
+from eosflow.testing._ladder import Broker
+from examples.counting import Count
+
+FAILS_AT = 7  # the offset whose first processing asks for a retry: one abort
+
+
+class CountFailingOnce(Count):
+    """``examples/counting.py``, asking once for the transaction to be retried."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        if record.offset == FAILS_AT and not self.failed:
+            self.failed = True
+            raise eosflow.TransactionError("the test asked for a retry")
+        return await super().process(record)
+
+
+def shots() -> Path:
+    folder = Path(os.environ.get("EOSFLOW_TEST_OUTPUT", tempfile.gettempdir())) / "console"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+async def test_the_console_shows_the_app_live_in_a_browser(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    browser = Chromium.find()
+    b = eosflow_broker
+    bs = b.bootstrap_servers
+    src, group = b.unique("console-in"), b.unique("console-g")
+    await create_topic(bs, src, 2)
+    await create_topic(bs, f"{src}-counts", 2)
+    await seed_keys(bs, src, 60, 6)
+    ops = {"metrics_port": 0, "progress_interval_s": 0}
+    config = state_config(bs, group, src, b.unique("console-tx"), tmp_path, ops=ops)
+    app = eosflow.EosApp(CountFailingOnce(), config)
+    async with app:
+        await until_committed(bs, src, 2, group, 60, (app,))
+        await asyncio.sleep(1.1)  # the page draws whole seconds: the last one is over
+        url = f"http://127.0.0.1:{app.ops.port}/"
+        first = await browser.dom(f"{url}?store=counts&key=k1")
+
+        rows = text(element(first, "partitions"))
+        assert f"{src} 0" in rows and f"{src} 1" in rows, rows
+        events = text(element(first, "events"))
+        assert "aborted" in events and "processing_error" in events, events
+        assert "the test asked for a retry" in events, events
+        assert "assigned" in events, events
+        assert attribute(first, "lookup-result", "data-status") == "200"
+        looked_up = json.loads(text(element(first, "lookup-result")).split(" ", 2)[2])
+        assert [v["value"] for v in looked_up["values"]] == [10], looked_up  # k1: 10 of 60
+        assert attribute(first, "fig-records", "data-total") == "60"
+        assert int(attribute(first, "chart-records", "data-total")) == 60
+        assert int(attribute(first, "chart-phases", "data-points")) > 0
+        assert text(element(first, "fig-aborted")) == "1"
+        assert group in text(element(first, "about"))
+
+        await browser.screenshot(url, shots() / "console-instance.png")
+        await seed_keys(bs, src, 60, 6, start=60)
+        await until_committed(bs, src, 2, group, 120, (app,))
+        await asyncio.sleep(1.1)
+        second = await browser.dom(url)
+        # the chart moved: every committed record is in its last five minutes
+        assert int(attribute(second, "chart-records", "data-total")) == 120
+        assert attribute(second, "fig-records", "data-total") == "120"
+        await browser.screenshot(url, shots() / "console-instance-later.png")
+    print(f"screenshots: {shots()}")
+
+
+# The page and its data as served: the page's own files only (its policy says so), no
+# answer cached, and nothing of the settings -- here a SASL password that is not used --
+# in any of them. With console off the port serves no page.
+async def test_the_console_is_served_with_its_policy_and_without_settings(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    b = eosflow_broker
+    src, group = b.unique("console-in"), b.unique("console-g")
+    await create_topic(b.bootstrap_servers, src, 1)
+    password = "console-must-not-show-this"
+    ops = {"metrics_port": 0, "progress_interval_s": 0}
+    config = state_config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, ops=ops)
+    # a password the app holds (unused without a SASL mechanism: the broker needs none)
+    security = config.security.model_copy(update={"sasl_password": SecretStr(password)})
+    config = config.model_copy(update={"security": security})
+    app = eosflow.EosApp(Count(), config)
+    async with app:
+        port = app.ops.port
+        assert port is not None
+        for path in ("/", "/console/console.js", "/console/console.css", "/console/snapshot.json"):
+            status, body = await asyncio.to_thread(get, port, path)
+            assert status == 200, (path, status)
+            assert password not in body, path
+        headers = await asyncio.to_thread(_headers, port, "/")
+        assert headers["Content-Security-Policy"] == "default-src 'self'", headers
+        assert headers["Cache-Control"] == "no-store", headers
+        snapshot = json.loads((await asyncio.to_thread(get, port, "/console/snapshot.json"))[1])
+        assert snapshot["about"]["group"] == group and snapshot["about"]["inputs"] == [src]
+    quiet = config.model_copy(update={"ops": config.ops.model_copy(update={"console": False})})
+    app = eosflow.EosApp(Count(), quiet)
+    async with app:
+        port = app.ops.port
+        assert port is not None
+        assert (await asyncio.to_thread(get, port, "/"))[0] == 404
+        assert (await asyncio.to_thread(get, port, "/console/snapshot.json"))[0] == 404
+
+
+def _headers(port: int, path: str) -> dict[str, str]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+        return dict(answer.headers)
