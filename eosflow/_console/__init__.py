@@ -12,6 +12,6 @@ its routes to the port.
 """
 
 from ._page import SNAPSHOT, Console
-from ._recorder import EVENTS, WINDOW_S, Recorder
+from ._recorder import EVENTS, TEXT_MAX, WINDOW_S, Recorder
 
-__all__ = ["EVENTS", "SNAPSHOT", "WINDOW_S", "Console", "Recorder"]
+__all__ = ["EVENTS", "SNAPSHOT", "TEXT_MAX", "WINDOW_S", "Console", "Recorder"]

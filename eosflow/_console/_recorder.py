@@ -3,21 +3,25 @@
 An ``Observer`` like the metrics and the progress line: it is told once per transaction,
 rebalance, recovery, Spark job and lag sample (never per record), and keeps
 
-- a point a second for the last ``WINDOW_S`` seconds: transactions committed and
-  aborted, records and outputs committed, dead letters, and each committed
-  transaction's commit time (its first phase's start to its last phase's end) and the
-  longest of each phase (``PHASES``) -- what the page's charts draw;
+- a point a second for the last ``WINDOW_S`` seconds: transactions committed and not
+  committed (aborted, or their outcome unknown and then recovered), records and outputs
+  committed, dead letters, the committed transactions' median and longest commit time
+  (the first phase's start to the last phase's end) and the longest of each phase
+  (``PHASES``) -- what the page's charts draw. A second is summed up when the next one
+  begins: its commit times are then dropped, so memory stays bounded whatever the rate
+  and whether or not a page is open;
+- the commit times of the last ``RECENT_S`` seconds (at most ``RECENT_MAX``), for the
+  page's median commit time;
 - the totals since the app started;
 - the last ``EVENTS`` events: partitions assigned and revoked, transactions that did not
-  commit with their reason and its words, the producer re-initialised, Spark jobs;
+  commit with their reason and its words (the exception's text, cut at ``TEXT_MAX``
+  characters), the producer re-initialised, Spark jobs;
 - the partitions held and the lag of each at the last sample.
 
-The trade-off: a point a second costs a few kilobytes for five minutes and bounds what the
-page can show (no per-transaction detail older than the event list); the page asks for a
-snapshot at most once a second. The observer's calls come from the event loop and
-``snapshot`` from the HTTP server's threads, so both take one lock, held for
-a few microseconds by an observer call. Nothing here names a setting: no secret can
-reach the page through it.
+The observer's calls come from the event loop and ``snapshot`` from the HTTP server's
+threads, so both take one lock; ``snapshot`` copies summaries under it and sorts the
+recent commit times outside it. No setting passes through here: the words of an abort
+are the only free text, and they are the processor's or the broker's.
 """
 
 from __future__ import annotations
@@ -30,32 +34,47 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._observe import (
-    PHASES,
-    Observer,
-    Outcome,
-    SparkJobReport,
-    TransactionReport,
-)
+from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
 from .._records import Partition
 
 WINDOW_S = 300
 """Seconds of history the charts hold: a point a second."""
 EVENTS = 200
 """Events the timeline holds, newest last."""
+RECENT_S = 10
+"""Seconds over which the page's median commit time is taken."""
+RECENT_MAX = 10_000
+"""Commit times kept for it at most (the newest)."""
+TEXT_MAX = 500
+"""Characters of an event's text shown at most."""
 
 
 @dataclass
 class _Second:
-    """One second's transactions."""
+    """One second's transactions, while it is the newest."""
 
+    t: int
     committed: int = 0
-    aborted: int = 0
+    not_committed: int = 0
     records: int = 0
     outputs: int = 0
     dead_lettered: int = 0
     commits_ms: list[float] = field(default_factory=list)
     phases_ms: dict[str, float] = field(default_factory=dict)  # the longest of each
+
+    def summed_up(self) -> dict[str, Any]:
+        ms = self.commits_ms
+        return {
+            "t": self.t,
+            "committed": self.committed,
+            "not_committed": self.not_committed,
+            "records": self.records,
+            "outputs": self.outputs,
+            "dead_lettered": self.dead_lettered,
+            "commit_p50_ms": statistics.median(ms) if ms else None,
+            "commit_max_ms": max(ms) if ms else None,
+            "phases_ms": {name: self.phases_ms.get(name) for name in PHASES},
+        }
 
 
 class Recorder(Observer):
@@ -65,13 +84,14 @@ class Recorder(Observer):
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._seconds: dict[int, _Second] = {}
+        self._newest: _Second | None = None
+        self._seconds: dict[int, dict[str, Any]] = {}  # summed up, the last WINDOW_S
+        self._recent: deque[tuple[float, float]] = deque(maxlen=RECENT_MAX)  # (at, ms)
         self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS)
         self._held: set[Partition] = set()
         self._lag: dict[Partition, int] = {}
-        self._totals = dict.fromkeys(
-            ("committed", "aborted", "records", "outputs", "dead_lettered", "rebalances"), 0
-        )
+        names = ("committed", "not_committed", "records", "outputs", "dead_lettered")
+        self._totals = dict.fromkeys((*names, "rebalances"), 0)
         self._started = clock()
 
     # --- the observer -----------------------------------------------------------------
@@ -83,28 +103,30 @@ class Recorder(Observer):
         with self._lock:
             second = self._second(now)
             totals = self._totals
-            if report.outcome is Outcome.COMMITTED:
-                second.committed += 1
-                second.records += report.records
-                second.outputs += report.outputs
-                second.dead_lettered += report.dead_lettered
-                totals["committed"] += 1
-                totals["records"] += report.records
-                totals["outputs"] += report.outputs
-                totals["dead_lettered"] += report.dead_lettered
-                if report.phases:
-                    began = min(b for _, b, _ in report.phases)
-                    ended = max(e for *_, e in report.phases)
-                    second.commits_ms.append((ended - began) * 1e3)
-                    for name, b, e in report.phases:
-                        ms = (e - b) * 1e3
-                        second.phases_ms[name] = max(second.phases_ms.get(name, 0.0), ms)
+            if report.outcome is not Outcome.COMMITTED:
+                second.not_committed += 1
+                totals["not_committed"] += 1
+                why = report.reason.value if report.reason is not None else "unknown"
+                words = f": {report.detail}" if report.detail else ""
+                self._event(now, "aborted", f"{report.outcome.value} ({why}){words}")
                 return
-            second.aborted += 1
-            totals["aborted"] += 1
-            reason = report.reason.value if report.reason is not None else report.outcome.value
-            words = f": {report.detail}" if report.detail else ""
-            self._event(now, "aborted", f"{report.outcome.value} ({reason}){words}")
+            second.committed += 1
+            second.records += report.records
+            second.outputs += report.outputs
+            second.dead_lettered += report.dead_lettered
+            totals["committed"] += 1
+            totals["records"] += report.records
+            totals["outputs"] += report.outputs
+            totals["dead_lettered"] += report.dead_lettered
+            if report.phases:
+                began = min(b for _, b, _ in report.phases)
+                ended = max(e for *_, e in report.phases)
+                ms = (ended - began) * 1e3
+                second.commits_ms.append(ms)
+                self._recent.append((now, ms))
+                for name, b, e in report.phases:
+                    longest = second.phases_ms.get(name, 0.0)
+                    second.phases_ms[name] = max(longest, (e - b) * 1e3)
 
     def partitions_assigned(self, partitions: frozenset[Partition]) -> None:
         with self._lock:
@@ -119,7 +141,7 @@ class Recorder(Observer):
                 self._lag.pop(p, None)
             self._event(self._clock(), "revoked", _named(partitions))
 
-    def producer_reinitialised(self, reason: Any) -> None:
+    def producer_reinitialised(self, reason: AbortReason) -> None:
         with self._lock:
             self._event(self._clock(), "recovered", f"producer re-initialised ({reason.value})")
 
@@ -137,54 +159,56 @@ class Recorder(Observer):
 
     def snapshot(self) -> dict[str, Any]:
         """The page's data, plain JSON types: ``now`` (wall clock, s), ``started``,
-        ``totals``, ``series`` (one entry per second of the last ``WINDOW_S``, oldest
-        first: ``t`` and each count, ``commit_p50_ms`` / ``commit_max_ms`` and
-        ``phases_ms``, None where no transaction committed), ``partitions`` (held, with
+        ``totals``, ``series`` (one point per whole second of the last ``WINDOW_S``,
+        oldest first: ``t`` and each count, ``commit_p50_ms`` / ``commit_max_ms`` and
+        ``phases_ms``, None where no transaction committed), ``commit_p50_ms`` (over the
+        last ``RECENT_S`` seconds, None without a commit), ``partitions`` (held, with
         their lag at the last sample, None before one) and ``events``."""
         now = self._clock()
         last = int(now) - 1  # the last whole second
         with self._lock:
+            if self._newest is not None and self._newest.t <= last:
+                self._close(last + 1)
             first = max(int(self._started), last - WINDOW_S + 1)
-            for t in [t for t in self._seconds if t < last - WINDOW_S]:
-                del self._seconds[t]
-            series = [_point(t, self._seconds.get(t)) for t in range(first, last + 1)]
+            seconds = self._seconds
+            series = [seconds.get(t) or _Second(t).summed_up() for t in range(first, last + 1)]
+            recent = [ms for at, ms in self._recent if at >= now - RECENT_S]
             partitions = [
                 {"topic": p[0], "partition": p[1], "lag": self._lag.get(p)}
                 for p in sorted(self._held)
             ]
-            return {
-                "now": now,
-                "started": self._started,
-                "totals": dict(self._totals),
-                "series": series,
-                "partitions": partitions,
-                "events": list(self._events),
-            }
+            totals, events = dict(self._totals), list(self._events)
+        return {
+            "now": now,
+            "started": self._started,
+            "totals": totals,
+            "series": series,
+            "commit_p50_ms": statistics.median(recent) if recent else None,
+            "partitions": partitions,
+            "events": events,
+        }
 
     def _second(self, now: float) -> _Second:
         t = int(now)
-        second = self._seconds.get(t)
-        if second is None:
-            second = self._seconds[t] = _Second()
-        return second
+        newest = self._newest
+        if newest is None or newest.t != t:
+            if newest is not None:
+                self._close(t)
+            newest = self._newest = _Second(t)
+        return newest
+
+    def _close(self, t: int) -> None:
+        """Sum up the newest second (``t`` has begun) and forget what left the window."""
+        assert self._newest is not None
+        self._seconds[self._newest.t] = self._newest.summed_up()
+        self._newest = None
+        for old in [s for s in self._seconds if s <= t - WINDOW_S - 1]:
+            del self._seconds[old]
 
     def _event(self, now: float, kind: str, text: str) -> None:
+        if len(text) > TEXT_MAX:
+            text = text[: TEXT_MAX - 1] + "\u2026"
         self._events.append({"at": now, "kind": kind, "text": text})
-
-
-def _point(t: int, second: _Second | None) -> dict[str, Any]:
-    s = second or _Second()
-    return {
-        "t": t,
-        "committed": s.committed,
-        "aborted": s.aborted,
-        "records": s.records,
-        "outputs": s.outputs,
-        "dead_lettered": s.dead_lettered,
-        "commit_p50_ms": statistics.median(s.commits_ms) if s.commits_ms else None,
-        "commit_max_ms": max(s.commits_ms) if s.commits_ms else None,
-        "phases_ms": {name: s.phases_ms.get(name) for name in PHASES},
-    }
 
 
 def _named(partitions: frozenset[Partition]) -> str:

@@ -18,12 +18,11 @@ from typing import Any
 
 from .._errors import ConfigError
 from ._health import Health
-from ._query import PREFIX, StateQueries
+from ._query import PREFIX, Answer, StateQueries
 
 log = logging.getLogger("eosflow.ops")
 
 Probe = Callable[[], tuple[bool, str]]
-Answer = tuple[int, str, bytes]
 
 
 class MetricsServer:
@@ -98,6 +97,6 @@ class MetricsServer:
         self._server.server_close()
 
 
-def _probe(check: Probe) -> tuple[int, str, bytes]:
+def _probe(check: Probe) -> Answer:
     ok, why = check()
     return (200 if ok else 503), "text/plain; charset=utf-8", f"{why}\n".encode()

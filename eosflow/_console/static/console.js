@@ -43,7 +43,7 @@ function drawChart(canvas, times, series, unit) {
   ctx.textAlign = "right"; ctx.textBaseline = "middle";
   for (let v = 0; v <= top_value + 1e-9; v += step) {
     ctx.beginPath(); ctx.moveTo(left, y(v)); ctx.lineTo(w - right, y(v)); ctx.stroke();
-    ctx.fillText(fmt(v, step < 1 ? 1 : 0), left - 6, y(v));
+    ctx.fillText(fmt(v, step < 1 ? 2 : 0), left - 6, y(v));
   }
   ctx.save(); ctx.translate(12, (top + h - bottom) / 2); ctx.rotate(-Math.PI / 2);
   ctx.textAlign = "center"; ctx.fillText(unit, 0, 0); ctx.restore();
@@ -93,20 +93,22 @@ function render(s) {
   const secs = Math.max(1, recent.length);
   const records = recent.reduce((a, p) => a + p.records, 0);
   const commits = recent.reduce((a, p) => a + p.committed, 0);
-  const p50s = recent.map((p) => p.commit_p50_ms).filter((v) => v !== null).sort((a, b) => a - b);
   $("fig-records").textContent = fmt(records / secs);
   $("fig-commits").textContent = fmt(commits / secs, 1);
-  $("fig-commit-ms").textContent = p50s.length ? fmt(p50s[Math.floor(p50s.length / 2)], 1) : "\u2013";
+  $("fig-commit-ms").textContent = fmt(s.commit_p50_ms, 1);
   const lags = s.partitions.map((p) => p.lag).filter((v) => v !== null);
   $("fig-lag").textContent = lags.length ? fmt(lags.reduce((a, v) => a + v, 0)) : "\u2013";
-  $("fig-aborted").textContent = fmt(s.totals.aborted);
+  $("fig-not-committed").textContent = fmt(s.totals.not_committed);
   $("fig-records").dataset.total = String(s.totals.records);
 
   const times = s.series.map((p) => p.t);
   drawChart($("chart-records"), times, [
     { label: "records committed", colour: "#1f6feb", values: s.series.map((p) => p.records) },
-    { label: "aborted transactions", colour: "#cf222e", values: s.series.map((p) => p.aborted) },
   ], "records / s");
+  drawChart($("chart-transactions"), times, [
+    { label: "committed", colour: "#067647", values: s.series.map((p) => p.committed) },
+    { label: "not committed", colour: "#cf222e", values: s.series.map((p) => p.not_committed) },
+  ], "transactions / s");
   drawChart($("chart-phases"), times, Object.keys(PHASE_COLOURS).map((name) => ({
     label: name, colour: PHASE_COLOURS[name], values: s.series.map((p) => p.phases_ms[name]),
   })), "ms");
@@ -139,10 +141,14 @@ function render(s) {
   }));
 }
 
+// One request at a time, each given 3 s: a frozen app turns the page stale, it does not
+// pile requests up, and an old answer never lands after a newer one.
 async function refresh() {
   const status = $("status");
   try {
-    const answer = await fetch("/console/snapshot.json", { cache: "no-store" });
+    const answer = await fetch("/console/snapshot.json", {
+      cache: "no-store", signal: AbortSignal.timeout(3000),
+    });
     if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
     const s = await answer.json();
     render(s);
@@ -152,12 +158,22 @@ async function refresh() {
     status.textContent = `no answer from the app (${err.message}): the figures below are stale`;
     status.classList.add("stale");
   }
+  setTimeout(refresh, EVERY_MS);
 }
 
 async function lookUp(store, key) {
   const out = $("lookup-result");
-  const answer = await fetch(`/state/${encodeURIComponent(store)}/${encodeURIComponent(key)}`);
-  const text = await answer.text();
+  out.textContent = "asking\u2026";
+  delete out.dataset.status;
+  let answer, text;
+  try {
+    answer = await fetch(`/state/${encodeURIComponent(store)}/${encodeURIComponent(key)}`,
+      { signal: AbortSignal.timeout(5000) });
+    text = await answer.text();
+  } catch (err) {
+    out.textContent = `no answer from the app (${err.message})`;
+    return;
+  }
   let shown = text;
   try { shown = JSON.stringify(JSON.parse(text), null, 2); } catch (_) { /* as sent */ }
   out.textContent = `HTTP ${answer.status}\n${shown}`;
@@ -179,4 +195,3 @@ if (asked.get("store")) {
 }
 
 refresh();
-setInterval(refresh, EVERY_MS);
