@@ -7,7 +7,8 @@ NAME:
 - ``eosflow-copy-bare`` / ``eosflow-copy-ops``: the same copy with every operations
   feature off (no metrics port, no progress line, no tracing), then with all of them on:
   the metrics port scraped every second by a thread as a Prometheus would (harsher than
-  its usual 15 s), the progress line every 10 s, tracing through OpenTelemetry's API
+  its usual 15 s) and the console's snapshot asked as often (its page open), the
+  progress line every 10 s, tracing through OpenTelemetry's API
   (``python -m benchmarks metrics`` runs the two in turns);
 - ``eosflow-count``: the running count of ``examples/counting.py`` (a JSON store per
   partition, the new count emitted per record), default settings;
@@ -78,16 +79,21 @@ def _config(
 
 
 BARE = {"metrics_port": None, "progress_interval_s": 0, "tracing": False}
-ALL_ON = {"metrics_port": 0, "progress_interval_s": 10, "tracing": True}
+ALL_ON = {"metrics_port": 0, "progress_interval_s": 10, "tracing": True, "console": True}
 
 
 def _scrape_every_second(app: Any, stop: threading.Event) -> None:
-    """A Prometheus that scrapes every second (checks every answer is whole)."""
+    """A Prometheus that scrapes every second, and the console's page open: its snapshot
+    asked once a second, as the page does (checks every answer is whole)."""
     port = app.ops.port
     while not stop.wait(1.0):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
             assert b"eosflow_records_consumed_total" in r.read()
         EXTRA["scrapes"] = EXTRA.get("scrapes", 0) + 1
+        url = f"http://127.0.0.1:{port}/console/snapshot.json"
+        with urllib.request.urlopen(url, timeout=5) as r:
+            assert b'"series"' in r.read()
+        EXTRA["snapshots"] = EXTRA.get("snapshots", 0) + 1
 
 
 async def run_eosflow(

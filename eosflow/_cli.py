@@ -1,4 +1,4 @@
-"""The ``eosflow`` command: ``run``, ``check``, ``status`` and ``demo``.
+"""The ``eosflow`` command: ``run``, ``check``, ``status``, ``console`` and ``demo``.
 
 Exit status: 0 after a clean stop (SIGTERM/SIGINT end the open transaction, leave the
 group), 1 on a fatal error (one line on stderr saying why), 2 on bad usage or config
@@ -173,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="eosflow",
         description="Exactly-once consume-transform-produce on Apache Kafka: the commands "
-        "run, produce, consume, check, status and demo.",
+        "run, produce, consume, check, status, console and demo.",
     )
     p.add_argument("--version", action=_Version)
     p.add_argument("--log-level", default="info", choices=LOG_LEVELS)
@@ -281,6 +281,15 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--app-dir", default=".", help="look for the module here first")
     _add_config_flags(status, security_only=True)
     status.set_defaults(func=_cmd_status)
+
+    con = sub.add_parser(
+        "console", parents=[common], help="a group's page in the browser, live: what status reads"
+    )
+    con.add_argument("--bootstrap-servers", required=True)
+    con.add_argument("--group-id", required=True)
+    con.add_argument("--port", type=int, default=0, help="on 127.0.0.1 (default 0: a free one)")
+    _add_config_flags(con, security_only=True)
+    con.set_defaults(func=_cmd_console)
 
     demo = sub.add_parser(
         "demo",
@@ -547,6 +556,13 @@ def _cmd_status(args: argparse.Namespace) -> int:
     )
     print(report.table(None if plan is None else plan.inputs()))
     return 0
+
+
+def _cmd_console(args: argparse.Namespace) -> int:
+    from ._ops import console_command
+
+    security = load_security(config_values(args).get("security"))
+    return console_command(args.bootstrap_servers, args.group_id, security, args.port)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

@@ -107,3 +107,12 @@ def text(html: str) -> str:
     words = re.sub(r"<[^>]+>", " ", html)
     words = words.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
     return re.sub(r"\s+", " ", words).strip()
+
+
+def rows(dom: str, id_: str) -> list[list[str]]:
+    """The text of each cell of each body row of the table ``id_``."""
+    body = element(dom, id_).split("<tbody>", 1)[-1]
+    return [
+        [text(cell) for cell in re.findall(r"<td\b[^>]*>(.*?)</td>", row, flags=re.S)]
+        for row in re.findall(r"<tr\b[^>]*>(.*?)</tr>", body, flags=re.S)
+    ]

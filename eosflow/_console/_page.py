@@ -26,6 +26,7 @@ Answer = tuple[int, str, bytes]
 
 _FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
+    "/console/common.js": ("common.js", "text/javascript; charset=utf-8"),
     "/console/console.js": ("console.js", "text/javascript; charset=utf-8"),
     "/console/console.css": ("console.css", "text/css; charset=utf-8"),
 }
@@ -51,7 +52,7 @@ class Console:
     def routes(self) -> dict[str, Callable[[], Answer]]:
         """Path -> an answer (status, content type, body), built when asked."""
         routes: dict[str, Callable[[], Answer]] = {
-            path: _constant(kind, body) for path, (kind, body) in self._files.items()
+            path: constant(kind, body) for path, (kind, body) in self._files.items()
         }
         routes[SNAPSHOT] = self._snapshot
         return routes
@@ -62,5 +63,5 @@ class Console:
         return 200, "application/json", json.dumps(data, allow_nan=False).encode()
 
 
-def _constant(kind: str, body: bytes) -> Callable[[], Answer]:
+def constant(kind: str, body: bytes) -> Callable[[], Answer]:
     return lambda: (200, kind, body)

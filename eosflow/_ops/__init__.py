@@ -13,6 +13,8 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
 - ``_runner``: ``Operations``, which builds the above from the settings and runs the
   loop-side ticker (loop liveness, lag samples, progress lines);
 - ``_status``: ``eosflow status``, a group's partitions from the broker's view;
+- ``_group_console``: ``eosflow console``, the same view as a live page in the browser
+  (the console room's ``GroupPage``);
 - ``_topic_io``: ``eosflow produce`` and ``eosflow consume``, lines into a topic and a
   topic's committed records out (for trying eosflow and looking at what it wrote);
 - ``_loading``: ``load_processor``, the ``package.module:ClassName`` that ``eosflow run``
@@ -20,6 +22,7 @@ Its settings are ``OpsSettings`` (``EosConfig.ops``), kept with the others in
   ``eosflow status``.
 """
 
+from ._group_console import console_command
 from ._loading import load_plan, load_processor
 from ._logs import JsonLines, summarised_aiokafka_logs
 from ._logs import configure as configure_logs
@@ -33,6 +36,7 @@ __all__ = [
     "Operations",
     "PrometheusMetrics",
     "configure_logs",
+    "console_command",
     "consume_command",
     "group_status",
     "load_plan",

@@ -30,17 +30,18 @@ class MetricsServer:
         self,
         host: str,
         port: int,
-        health: Health,
+        health: Health | None,
         registry: Any,
-        queries: StateQueries,
+        queries: StateQueries | None,
         pages: Mapping[str, Callable[[], Answer]] | None = None,
     ) -> None:
+        """An app's port (``health``, ``queries``, a metrics ``registry`` when metrics
+        are on, the console's ``pages``), or pages alone (``eosflow console``)."""
         self._pages = bool(pages)
-        routes: dict[str, Callable[[], Answer]] = {
-            **(pages or {}),
-            "/livez": lambda: _probe(health.live),
-            "/readyz": lambda: _probe(health.ready),
-        }
+        routes: dict[str, Callable[[], Answer]] = {**(pages or {})}
+        if health is not None:
+            routes["/livez"] = lambda: _probe(health.live)
+            routes["/readyz"] = lambda: _probe(health.ready)
         if registry is not None:
             from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -52,7 +53,7 @@ class MetricsServer:
                 route = routes.get(path)
                 if route is not None:
                     status, kind, body = route()
-                elif path.startswith(PREFIX):
+                elif queries is not None and path.startswith(PREFIX):
                     status, kind, body = queries.answer(path)
                 else:
                     status, kind, body = 404, "text/plain", b"not found\n"

@@ -15,7 +15,7 @@ import eosflow
 from eosflow._cli import _parser, commands, main
 
 ROOT = Path(__file__).resolve().parents[2]
-COMMANDS = ["run", "produce", "consume", "check", "status", "demo"]
+COMMANDS = ["run", "produce", "consume", "check", "status", "console", "demo"]
 
 
 def test_the_installed_metadata_has_the_package_version() -> None:
