@@ -28,7 +28,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = re.compile(r"^<!-- eosflow:(\w+)(?: (\S+))? -->$", re.M)
-COMMANDS = ["run", "topology", "produce", "consume", "check", "status", "demo"]
+COMMANDS = ["run", "topology", "produce", "consume", "check", "status", "console", "demo"]
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
