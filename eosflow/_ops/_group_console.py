@@ -60,7 +60,7 @@ async def _serve(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     page = GroupPage(group_id, look, loop)
-    server = MetricsServer(host, port, None, None, None, page.routes())
+    server = MetricsServer(host, port, None, None, None, page.routes(), setting="--port")
     server.start()
     print(f"eosflow console: group {group_id} on http://{host}:{server.port}/", flush=True)
     try:

@@ -10,6 +10,7 @@ why. Binds 127.0.0.1 by default; port 0 takes a free port (``MetricsServer.port`
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -34,10 +35,17 @@ class MetricsServer:
         registry: Any,
         queries: StateQueries | None,
         pages: Mapping[str, Callable[[], Answer]] | None = None,
+        setting: str = "metrics_port",
     ) -> None:
         """An app's port (``health``, ``queries``, a metrics ``registry`` when metrics
-        are on, the console's ``pages``), or pages alone (``eosflow console``)."""
-        self._pages = bool(pages)
+        are on, the console's ``pages``), or pages alone (``eosflow console``, whose
+        port is its ``setting``).
+
+        Bound to a loopback address, it answers only requests that name a loopback host
+        (``Host``): a web page elsewhere cannot read it through a DNS name made to point
+        at 127.0.0.1 (DNS rebinding). Bound to another address, any host is answered."""
+        self._pages, self._probes = bool(pages), health is not None
+        loopback = _loopback(host)
         routes: dict[str, Callable[[], Answer]] = {**(pages or {})}
         if health is not None:
             routes["/livez"] = lambda: _probe(health.live)
@@ -51,7 +59,10 @@ class MetricsServer:
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 route = routes.get(path)
-                if route is not None:
+                asked = self.headers.get("Host")  # a browser always names one
+                if loopback and asked is not None and not _loopback(_hostname(asked)):
+                    status, kind, body = 403, "text/plain", b"only for a loopback host\n"
+                elif route is not None:
                     status, kind, body = route()
                 elif queries is not None and path.startswith(PREFIX):
                     status, kind, body = queries.answer(path)
@@ -73,7 +84,7 @@ class MetricsServer:
         try:
             self._server = ThreadingHTTPServer((host, port), Handler)
         except OSError as exc:
-            raise ConfigError(f"metrics_port: cannot listen on {host}:{port}: {exc}") from None
+            raise ConfigError(f"{setting}: cannot listen on {host}:{port}: {exc}") from None
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="eosflow-metrics", daemon=True
@@ -85,11 +96,12 @@ class MetricsServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info(
-            "metrics and health probes on http://%s:%d/%s",
-            *self._server.server_address[:2],
-            " (the console at /)" if self._pages else "",
-        )
+        where = self._server.server_address[:2]
+        if self._probes:
+            console = " (the console at /)" if self._pages else ""
+            log.info("metrics and health probes on http://%s:%d/%s", *where, console)
+        else:
+            log.info("the console on http://%s:%d/", *where)
 
     def stop(self) -> None:
         """Stop serving and close the socket (blocks up to the server's poll interval)."""
@@ -101,3 +113,19 @@ class MetricsServer:
 def _probe(check: Probe) -> Answer:
     ok, why = check()
     return (200 if ok else 503), "text/plain; charset=utf-8", f"{why}\n".encode()
+
+
+def _hostname(host: str) -> str:
+    """The host of a ``Host`` header, its port dropped (``[::1]:80`` -> ``::1``)."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import tempfile
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -48,18 +49,27 @@ def shots() -> Path:
     return folder
 
 
+async def counting(
+    b: Broker, name: str, state_dir: Path, **kw: object
+) -> tuple[str, str, eosflow.EosConfig]:
+    """An input of 60 records over 6 keys on 2 partitions, its counts' topic, and the
+    config of ``examples/counting.py`` over it: (input, group, config)."""
+    bs = b.bootstrap_servers
+    src, group = b.unique(f"{name}-in"), b.unique(f"{name}-g")
+    await create_topic(bs, src, 2)
+    await create_topic(bs, f"{src}-counts", 2)
+    await seed_keys(bs, src, 60, 6)
+    return src, group, state_config(bs, group, src, b.unique(f"{name}-tx"), state_dir, **kw)
+
+
 async def test_the_console_shows_the_app_live_in_a_browser(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     browser = Chromium.find()
     b = eosflow_broker
     bs = b.bootstrap_servers
-    src, group = b.unique("console-in"), b.unique("console-g")
-    await create_topic(bs, src, 2)
-    await create_topic(bs, f"{src}-counts", 2)
-    await seed_keys(bs, src, 60, 6)
     ops = {"metrics_port": 0, "progress_interval_s": 0}
-    config = state_config(bs, group, src, b.unique("console-tx"), tmp_path, ops=ops)
+    src, group, config = await counting(b, "console", tmp_path, ops=ops)
     app = eosflow.EosApp(CountFailingOnce(), config)
     async with app:
         await until_committed(bs, src, 2, group, 60, (app,))
@@ -118,6 +128,10 @@ async def test_the_console_is_served_with_its_policy_and_without_settings(
             status, body = await asyncio.to_thread(get, port, path)
             assert status == 200, (path, status)
             assert password not in body, path
+        # a page elsewhere, reaching 127.0.0.1 through a name of its own (DNS rebinding)
+        rebound = await asyncio.to_thread(_status_as, port, "/console/snapshot.json", "x.example")
+        assert rebound == 403
+        assert await asyncio.to_thread(_status_as, port, "/", f"localhost:{port}") == 200
         headers = await asyncio.to_thread(_headers, port, "/")
         assert headers["Content-Security-Policy"] == "default-src 'self'", headers
         assert headers["Cache-Control"] == "no-store", headers
@@ -136,3 +150,12 @@ async def test_the_console_is_served_with_its_policy_and_without_settings(
 def _headers(port: int, path: str) -> dict[str, str]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
         return dict(answer.headers)
+
+
+def _status_as(port: int, path: str, host: str) -> int:
+    asked = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Host": host})
+    try:
+        with urllib.request.urlopen(asked, timeout=5) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code

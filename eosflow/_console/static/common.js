@@ -75,6 +75,7 @@ function drawChart(canvas, times, series, unit) {
   }
   const first = series[0].values;
   canvas.dataset.points = String(n);
+  canvas.dataset.drawn = String(first.filter((v) => v !== null).length);
   canvas.dataset.total = String(first.reduce((a, v) => a + (v || 0), 0));
   canvas.dataset.max = String(max);
 }
@@ -83,3 +84,37 @@ function lastSeconds(series, k) {
   return series.slice(Math.max(0, series.length - k));
 }
 
+
+// Ask `url` for JSON every `everyMs`, one request at a time, each given `timeoutMs`: a
+// frozen server turns the page stale, it does not pile requests up, and an old answer
+// never lands after a newer one. `render` draws an answer; `said` is the status line.
+function poll(url, everyMs, timeoutMs, render, said, nobody) {
+  async function refresh() {
+    const status = $("status");
+    try {
+      const answer = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(timeoutMs) });
+      if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+      const s = await answer.json();
+      render(s);
+      status.textContent = said(s);
+      status.classList.remove("stale");
+    } catch (err) {
+      status.textContent = `no answer from ${nobody} (${err.message}): the figures below are stale`;
+      status.classList.add("stale");
+    }
+    setTimeout(refresh, everyMs);
+  }
+  refresh();
+}
+
+// A table row of [text, class] cells, the text set as text (never as markup).
+function row(cells) {
+  const tr = document.createElement("tr");
+  for (const [text, cls] of cells) {
+    const cell = document.createElement("td");
+    cell.textContent = text;
+    if (cls) cell.className = cls;
+    tr.append(cell);
+  }
+  return tr;
+}

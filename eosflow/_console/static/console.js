@@ -33,15 +33,9 @@ function render(s) {
     label: name, colour: PHASE_COLOURS[name], values: s.series.map((p) => p.phases_ms[name]),
   })), "ms");
 
-  const body = $("partitions").tBodies[0];
-  body.replaceChildren(...(s.partitions.length ? s.partitions.map((p) => {
-    const row = document.createElement("tr");
-    for (const [text, cls] of [[p.topic, ""], [String(p.partition), "num"], [fmt(p.lag), "num"]]) {
-      const cell = document.createElement("td"); cell.textContent = text; if (cls) cell.className = cls;
-      row.append(cell);
-    }
-    return row;
-  }) : [Object.assign(document.createElement("tr"), { innerHTML: "<td colspan=3>none held</td>" })]));
+  $("partitions").tBodies[0].replaceChildren(...(s.partitions.length
+    ? s.partitions.map((p) => row([[p.topic, ""], [String(p.partition), "num"], [fmt(p.lag), "num"]]))
+    : [row([["none held", ""]])]));
 
   const stages = s.about.stages || [];
   $("stages-part").hidden = stages.length === 0;  // one processor: no stages to show
@@ -59,26 +53,6 @@ function render(s) {
     li.append(when, kind, document.createTextNode(e.text));
     return li;
   }));
-}
-
-// One request at a time, each given 3 s: a frozen app turns the page stale, it does not
-// pile requests up, and an old answer never lands after a newer one.
-async function refresh() {
-  const status = $("status");
-  try {
-    const answer = await fetch("/console/snapshot.json", {
-      cache: "no-store", signal: AbortSignal.timeout(3000),
-    });
-    if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
-    const s = await answer.json();
-    render(s);
-    status.textContent = `updated ${clock(s.now)}, every ${EVERY_MS / 1000} s`;
-    status.classList.remove("stale");
-  } catch (err) {
-    status.textContent = `no answer from the app (${err.message}): the figures below are stale`;
-    status.classList.add("stale");
-  }
-  setTimeout(refresh, EVERY_MS);
 }
 
 async function lookUp(store, key) {
@@ -114,4 +88,5 @@ if (asked.get("store")) {
   lookUp(asked.get("store"), asked.get("key") || "");
 }
 
-refresh();
+poll("/console/snapshot.json", EVERY_MS, 3000, render,
+  (s) => `updated ${clock(s.now)}, every ${EVERY_MS / 1000} s`, "the app");

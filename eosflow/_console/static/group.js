@@ -7,14 +7,16 @@ const EVERY_MS = 2000;
 const WINDOW_S = 300;
 
 // The history's samples as one value a second over the last five minutes, each second
-// holding the latest sample at or before it (null before the first).
+// holding the latest sample at or before it while that is at most GAP_S old (null
+// otherwise, and for a look that failed): no page open, or the broker away, is a gap.
+const GAP_S = 3;
 function perSecond(history, now) {
   const last = Math.floor(now), times = [], values = [];
-  let i = 0, value = null;
+  let i = 0, sample = null;
   for (let t = last - WINDOW_S + 1; t <= last; t++) {
-    while (i < history.length && history[i].t < t + 1) value = history[i++].lag;
+    while (i < history.length && history[i].t < t + 1) sample = history[i++];
     times.push(t);
-    values.push(value);
+    values.push(sample !== null && t - sample.t <= GAP_S ? sample.lag : null);
   }
   return { times, values };
 }
@@ -33,35 +35,12 @@ function render(s) {
   $("fig-state").textContent = s.state;
   const held = s.partitions.filter((p) => p.member !== null).length;
   $("fig-partitions").textContent = `${held} / ${s.partitions.length}`;
-  $("partitions").tBodies[0].replaceChildren(...s.partitions.map((p) => {
-    const row = document.createElement("tr");
-    const cells = [[p.topic, ""], [String(p.partition), "num"], [fmt(p.committed), "num"],
-      [fmt(p.last_stable), "num"], [fmt(p.lag), "num"], [p.member || "\u2013", ""]];
-    for (const [text, cls] of cells) {
-      const cell = document.createElement("td"); cell.textContent = text; if (cls) cell.className = cls;
-      row.append(cell);
-    }
-    return row;
-  }));
+  $("partitions").tBodies[0].replaceChildren(...s.partitions.map((p) => row([
+    [p.topic, ""], [String(p.partition), "num"], [fmt(p.committed), "num"],
+    [fmt(p.last_stable), "num"], [fmt(p.lag), "num"], [p.member || "\u2013", ""],
+  ])));
 }
 
-// One request at a time, each given 15 s (a look at the broker can take a few).
-async function refresh() {
-  const status = $("status");
-  try {
-    const answer = await fetch("/console/group.json", {
-      cache: "no-store", signal: AbortSignal.timeout(15000),
-    });
-    if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
-    const s = await answer.json();
-    render(s);
-    status.textContent = `looked at ${clock(s.now)}, every ${EVERY_MS / 1000} s`;
-    status.classList.remove("stale");
-  } catch (err) {
-    status.textContent = `no answer from eosflow console (${err.message}): the figures below are stale`;
-    status.classList.add("stale");
-  }
-  setTimeout(refresh, EVERY_MS);
-}
-
-refresh();
+// a look at the broker can take many seconds (eosflow console gives it 30)
+poll("/console/group.json", EVERY_MS, 35000, render,
+  (s) => `looked at ${clock(s.now)}, every ${EVERY_MS / 1000} s`, "eosflow console");
