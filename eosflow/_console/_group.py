@@ -26,10 +26,9 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
-from importlib import resources
 from typing import Any
 
-from ._page import Answer, constant
+from ._page import Answer, static_routes
 from ._recorder import TEXT_MAX
 
 REFRESH_S = 2.0
@@ -70,15 +69,10 @@ class GroupPage:
         self._looked = threading.Event()  # set while no look is in flight
         self._looked.set()
         self._history: deque[dict[str, float | None]] = deque(maxlen=HISTORY)
-        static = resources.files(__package__) / "static"
-        self._files = {
-            path: (kind, (static / name).read_bytes()) for path, (name, kind) in _FILES.items()
-        }
+        self._files = static_routes(_FILES)
 
     def routes(self) -> dict[str, Callable[[], Answer]]:
-        routes = {path: constant(kind, body) for path, (kind, body) in self._files.items()}
-        routes["/console/group.json"] = self._answer
-        return routes
+        return {**self._files, "/console/group.json": self._answer}
 
     def _answer(self) -> Answer:
         with self._lock:

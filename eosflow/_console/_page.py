@@ -40,10 +40,7 @@ class Console:
     def __init__(self, group: str, inputs: Iterable[str]) -> None:
         self.recorder = Recorder()
         self._about: dict[str, Any] = {"group": group, "inputs": list(inputs), "stages": []}
-        static = resources.files(__package__) / "static"
-        self._files = {
-            path: (kind, (static / name).read_bytes()) for path, (name, kind) in _FILES.items()
-        }
+        self._files = static_routes(_FILES)
 
     def name_stages(self, readers: Mapping[str, Iterable[str]]) -> None:
         """A pipeline's stages, in the graph's order, and the topics each reads."""
@@ -51,11 +48,7 @@ class Console:
 
     def routes(self) -> dict[str, Callable[[], Answer]]:
         """Path -> an answer (status, content type, body), built when asked."""
-        routes: dict[str, Callable[[], Answer]] = {
-            path: constant(kind, body) for path, (kind, body) in self._files.items()
-        }
-        routes[SNAPSHOT] = self._snapshot
-        return routes
+        return {**self._files, SNAPSHOT: self._snapshot}
 
     def _snapshot(self) -> Answer:
         data = self.recorder.snapshot()
@@ -63,5 +56,14 @@ class Console:
         return 200, "application/json", json.dumps(data, allow_nan=False).encode()
 
 
-def constant(kind: str, body: bytes) -> Callable[[], Answer]:
+def static_routes(files: Mapping[str, tuple[str, str]]) -> dict[str, Callable[[], Answer]]:
+    """Path -> the answer of a file of ``static/`` (``files``: path -> (name, type)),
+    read once."""
+    static = resources.files(__package__) / "static"
+    return {
+        path: _constant(kind, (static / name).read_bytes()) for path, (name, kind) in files.items()
+    }
+
+
+def _constant(kind: str, body: bytes) -> Callable[[], Answer]:
     return lambda: (200, kind, body)

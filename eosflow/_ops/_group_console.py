@@ -10,6 +10,7 @@ security settings ``eosflow status`` takes (``--security-protocol`` and the othe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import signal
 from typing import Any
 
@@ -35,17 +36,7 @@ async def _serve(
 ) -> int:
     async def look() -> dict[str, Any]:
         s = await group_status(bootstrap_servers, group_id, security)
-        partitions = [
-            {
-                "topic": p.topic,
-                "partition": p.partition,
-                "committed": p.committed,
-                "last_stable": p.last_stable,
-                "lag": p.lag,
-                "member": p.member,
-            }
-            for p in s.partitions
-        ]
+        partitions = [dataclasses.asdict(p) for p in s.partitions]
         return {
             "group": s.group_id,
             "state": s.state,
