@@ -22,9 +22,11 @@ sinks' boundary (``sinks/_errors.py``) -- and nothing else leaves
     │                             declares (names the field): dead-lettered, or the
     │                             policy "stop" makes it a ProcessingError
     └── TransactionError          retriable: the transaction was aborted and its input
-        └── TransientError        will be consumed again. A broker or network failure
-                                  of one step (names it); retried with a growing
-                                  backoff, fatal once it persists past ``retry_timeout_s``
+        ├── TransientError        will be consumed again. A broker or network failure
+        │                         of one step (names it); retried with a growing
+        │                         backoff, fatal once it persists past ``retry_timeout_s``
+        └── SchemaFetched         a table row named a schema id not fetched yet: fetched,
+                                  and the transaction redone (once per id; no shrinking)
 
 An EndTxn whose outcome is unknown raises nothing: the session resolves it (KIP-360) and
 reports ``Outcome.RECOVERED``; only a recovery that cannot reach the broker raises
@@ -146,6 +148,9 @@ class DecodeError(EosflowError, ValueError):
 
 class TransactionError(EosflowError):
     retriable = True
+    #: whether the transactions after it hold fewer records (a processor asking for a
+    #: retry may be struggling with the batch's size; a fetched schema is not)
+    shrink = True
 
 
 class TransientError(TransactionError):
@@ -155,3 +160,17 @@ class TransientError(TransactionError):
         super().__init__(f"{step}: {cause}")
         self.step = step
         self.cause = cause
+
+
+class SchemaFetched(TransactionError):
+    """``process`` read a table's row naming a schema id this process had not fetched (a
+    sync read cannot await the registry): the schema is fetched now, the transaction
+    aborted and redone as it was -- once per schema id and process."""
+
+    shrink = False
+
+    def __init__(self, topic: str, partition: int, offset: int) -> None:
+        super().__init__(
+            f"{topic}[{partition}]@{offset} read a table row in a schema not fetched yet; "
+            "fetched, the transaction is redone"
+        )

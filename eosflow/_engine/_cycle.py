@@ -114,18 +114,18 @@ class Engine:
         tables = declared_tables(processor, config.input_topics)
         # typed records (``_typed``): declared inputs decoded first -- the stores'
         # wrappers, windows and timers see what ``process`` sees -- and outputs encoded
-        # by their topic's declaration where they are not bytes
-        table_topics = [t.topic for t in tables.values()]
+        # by their topic's declaration where they are not bytes; tables' registry schemas
+        # bound to the app's registry (``typed.tables``: what the stores read with)
         name, inputs = type(processor).__name__, config.input_topics
         registry = processor.schema_registry
-        typed = self._typed = Typing(name, processor.topics, inputs, table_topics, registry)
+        typed = self._typed = Typing(name, processor.topics, inputs, tables, registry)
         self.session = TransactSession(
             config,
             on_assigned,
             on_revoked,
             declared(processor),
             observers,
-            tables,
+            typed.tables,
             copartitioned(processor),
         )
         self.last_outcome: Outcome | None = None
@@ -470,7 +470,10 @@ class Engine:
 
     def _retry_smaller(self, exc: TransactionError, held: int) -> None:
         """The processor asked for a retry of a transaction that held ``held`` records:
-        the next transactions hold at most half as many."""
+        the next transactions hold at most half as many (none fewer for ``shrink=False``)."""
+        if not exc.shrink:
+            log.info("%s", exc)
+            return
         limit = self._sizing.failed(held)
         log.error("%s; transaction aborted, retrying with at most %d records", exc, limit)
 

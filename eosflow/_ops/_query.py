@@ -6,12 +6,14 @@ The key is everything after the store's name and its slash, percent-decoded to b
 partitions this instance holds (``Stores.read_committed``): never a value of the open
 transaction, which may still abort. Read on the app's event loop (the server's thread
 hands the read over and waits at most ``WAIT_S``), so a local copy is never read while a
-rebalance closes it.
+rebalance closes it. A table's row in a registry's schema not fetched yet has the schema
+fetched on the loop first, then is read again.
 
 - 200: ``{"store", "key", "values": [{"topic", "partition", "value"}]}`` -- one entry
   per held partition whose store has the key (a keyed input has one); a value the
-  store's serde gives as bytes is ``"value_base64"`` instead; what JSON cannot hold
-  inside a value (bytes, other objects) is given as its ``str()``;
+  store's serde gives as bytes is ``"value_base64"`` instead, a pydantic model as its
+  fields (JSON mode); what JSON cannot hold inside a value (bytes, other objects) is
+  given as its ``str()``;
 - 404: ``{"error": "..."}`` in one line -- no such store (the declared ones are named),
   or the key is in none of the partitions held here (they are named: another instance
   holds the rest);
@@ -32,7 +34,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import unquote_to_bytes
 
+from pydantic import BaseModel
+
 from .._records import Partition
+from .._schemas import NeedsSchema
 
 Found = tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]
 Read = Callable[[str, bytes], Found]
@@ -70,8 +75,20 @@ class StateQueries:
         def on_loop() -> None:
             try:
                 done.set_result(read(name, key))
+            except NeedsSchema as need:  # a table's row in a schema not fetched yet
+                asyncio.ensure_future(need.fetch()).add_done_callback(fetched)
             except BaseException as exc:
                 done.set_exception(exc)
+
+        def fetched(fetch: asyncio.Future[None]) -> None:  # read again (the id known now)
+            if fetch.cancelled():
+                failed: BaseException | None = RuntimeError("stopped while fetching a schema")
+            else:
+                failed = fetch.exception()
+            if failed is None:
+                on_loop()
+            else:
+                done.set_exception(failed)
 
         try:
             loop.call_soon_threadsafe(on_loop)
@@ -108,6 +125,8 @@ class StateQueries:
 def _value(value: Any) -> dict[str, Any]:
     if isinstance(value, (bytes, bytearray)):
         return {"value_base64": base64.b64encode(value).decode()}
+    if isinstance(value, BaseModel):  # a store's or table's model: its fields
+        return {"value": value.model_dump(mode="json")}
     return {"value": value}
 
 

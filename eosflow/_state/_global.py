@@ -38,6 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
+from .._schemas import Schemaful
 from ._local import Checkpoint, Env, LocalPartition
 from ._settings import StateSettings
 from ._store import JSON, RESERVED_KEY, Serde, store_key
@@ -54,21 +55,36 @@ _MAX_RECORDS = 20_000
 class GlobalTable:
     """A topic read whole by every instance, as the latest value per key
     (``Processor.tables``): looked up by any key, not synchronised with the stream.
-    ``serde``: how its values are read (JSON by default)."""
+    ``serde``: how its values are read (JSON by default; a registry's schema as for
+    ``Table``)."""
 
     topic: str
-    serde: Serde = JSON
+    serde: Serde | Schemaful = JSON
 
     def __post_init__(self) -> None:
         if not isinstance(self.topic, str) or not self.topic:
             raise ConfigError(
                 f"eosflow.GlobalTable: topic must be a topic name, not {self.topic!r}"
             )
-        if not isinstance(self.serde, Serde):
-            raise ConfigError(
-                f"eosflow.GlobalTable({self.topic!r}): serde must have dumps and loads "
-                f"(e.g. eosflow.JSON), not {self.serde!r}"
-            )
+        check_serde(f"eosflow.GlobalTable({self.topic!r})", self.serde)
+
+
+def check_serde(where: str, serde: object) -> None:
+    """A table's ``serde`` is a ``Serde`` or a registry's schema: a one-line
+    ``ConfigError`` naming ``where`` otherwise."""
+    if not isinstance(serde, (Serde, Schemaful)):
+        raise ConfigError(
+            f"{where}: serde must have dumps and loads (e.g. eosflow.JSON), or be a "
+            f"registry's schema (eosflow.Avro(M)), not {serde!r}"
+        )
+
+
+def bound_serde(serde: Serde | Schemaful) -> Serde:
+    """A table's serde as its stores read it: a registry's schema must have been bound
+    to the app's registry (``_typed.Typing``) before the stores open."""
+    if isinstance(serde, Schemaful):
+        raise RuntimeError(f"{serde!r}: a table's schema was not bound to a registry")  # a bug
+    return serde
 
 
 class GlobalStore(Generic[V]):
@@ -149,7 +165,7 @@ class GlobalTables:
         for name, spec in self.specs.items():
             local = LocalPartition(self._root / "global", (spec.topic, 0), [name], self._env())
             self._local[name] = local
-            self._stores[name] = GlobalStore(name, local, spec.serde)
+            self._stores[name] = GlobalStore(name, local, bound_serde(spec.serde))
         consumer = self._consumer = await cfg.reader("global", _POLL_MS)
         tps = [
             TopicPartition(s.topic, p) for s in self.specs.values() for p in range(counts[s.topic])

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import TransactionError
 from .._records import Partition
-from ._global import GlobalStore, GlobalTables
+from ._global import GlobalStore, GlobalTables, bound_serde
 from ._store import Serde, Store
 from ._tables import Table, TableStore
 
@@ -133,7 +133,7 @@ class Reads:
         if name in self.globals.specs:
             raise KeyError(f"{name!r} is a global table: every instance holds all of it")
         table = self.tables.get(name)
-        serde = self.specs.get(name) or (table.serde if table is not None else None)
+        serde = self.specs.get(name) or (bound_serde(table.serde) if table is not None else None)
         if serde is None:
             declared = sorted([*self.specs, *self.tables])
             raise KeyError(f"no store {name!r}; the processor declares {declared}")
@@ -198,7 +198,7 @@ class Reads:
                     f"table {table!r}: {partition[0]}[{partition[1]}] is not held here"
                 )
             handle = handles[table] = Store(
-                table, partition, self.tables[table].serde, self._layers, local
+                table, partition, bound_serde(self.tables[table].serde), self._layers, local
             )
         return handle
 

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
 from .._records import Partition
-from ._global import GlobalTable
+from .._schemas import Schemaful
+from ._global import GlobalTable, check_serde
 from ._layers import MISSING
 from ._store import BYTES, JSON, RESERVED_KEY, Serde, Store, store_key
 
@@ -52,7 +53,9 @@ class Table:
 
     ``topic``: the table's topic, co-partitioned with the input (the same partition
     count, keys partitioned the same way: Kafka's default partitioner on both sides).
-    ``serde``: how its values are read (JSON by default; ``eosflow.BYTES`` keeps them raw).
+    ``serde``: how its values are read (JSON by default; ``eosflow.BYTES`` keeps them raw;
+    ``eosflow.Avro(M)``, ``JsonSchema`` or ``Protobuf``: by their writer's schema in the
+    app's schema registry, each schema id fetched once -- ``_typed`` binds it).
     ``max_idle_s``: how long records wait, once the table has been read to its end, for
     a row still on its way (Kafka Streams' ``max.task.idle.ms``; ``_sync``): 0 by
     default, no wait -- a row written after the record it would have joined was
@@ -60,7 +63,7 @@ class Table:
     """
 
     topic: str
-    serde: Serde = JSON
+    serde: Serde | Schemaful = JSON
     max_idle_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -71,11 +74,7 @@ class Table:
             raise ConfigError(
                 f"eosflow.Table({self.topic!r}): max_idle_s must be seconds >= 0, not {idle!r}"
             )
-        if not isinstance(self.serde, Serde):
-            raise ConfigError(
-                f"eosflow.Table({self.topic!r}): serde must have dumps and loads "
-                f"(e.g. eosflow.JSON), not {self.serde!r}"
-            )
+        check_serde(f"eosflow.Table({self.topic!r})", self.serde)
 
 
 def declared_tables(

@@ -29,21 +29,29 @@ registry's client.
 
 Tables' topics are not decoded here: a table keeps its rows as written and decodes a
 row when it is read, by the table's own serde (``Table(topic, serde=eosflow.Model(M))``)
--- a declaration naming a table's topic is refused, pointing there.
+-- a declaration naming a table's topic is refused, pointing there. A table whose serde
+is a registry's schema (``Table(topic, serde=eosflow.Avro(M))``) is bound here like a
+declaration, under ``<topic>-value``; ``tables`` are the tables as the stores read
+them (a new ``Table`` with the bound codec: the processor's own is left as it is). A
+row is read inside ``process``, where the registry cannot be awaited: a row naming a
+schema id not fetched yet raises ``NeedsSchema`` there, and ``decoding``'s wrapper then
+fetches it and raises ``SchemaFetched`` -- the transaction is aborted and redone as it
+was, the id known this time. One abort per schema id and process: the trade for never
+re-running half of a ``process`` whose writes were already made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import ConfigError, DecodeError
+from .._errors import ConfigError, DecodeError, SchemaFetched
 from .._records import Output, Record
 from .._schemas import NeedsSchema, Registry, SchemaCodec, Schemaful, SchemaRegistrySettings
-from .._state import Serde
+from .._state import GlobalTable, Serde, Table
 from ._codecs import codec_of
 
 __all__ = ["Topic", "Typing"]
@@ -67,16 +75,16 @@ class Topic:
 
 class Typing:
     """``processor``'s declared topics (name -> ``Topic``), checked in one line each:
-    ``inputs`` are the app's input topics, ``tables`` its tables' topics; ``registry``
-    the schema registry's settings (None: from ``EOSFLOW_SCHEMA_REGISTRY_*``, read only
-    if a declaration needs a registry)."""
+    ``inputs`` are the app's input topics, ``tables`` its tables (name -> ``Table`` or
+    ``GlobalTable``); ``registry`` the schema registry's settings (None: from
+    ``EOSFLOW_SCHEMA_REGISTRY_*``, read only if a declaration needs a registry)."""
 
     def __init__(
         self,
         processor: str,
         topics: Mapping[str, object],
         inputs: Collection[str],
-        tables: Collection[str] = (),
+        tables: Mapping[str, Table | GlobalTable] | None = None,
         registry: SchemaRegistrySettings | None = None,
     ) -> None:
         if not isinstance(topics, Mapping):
@@ -84,13 +92,24 @@ class Typing:
         self._codecs: dict[str, _Codecs] = {}
         self._registry: Registry | None = None
         self._bound: list[tuple[SchemaCodec, bool]] = []  # (codec, an output's)
+        self.tables: dict[str, Table | GlobalTable] = {}
+        for name, table in (tables or {}).items():
+            serde = table.serde
+            if isinstance(serde, Schemaful):
+                where = f"{processor}.tables[{name!r}].serde"
+                subject = f"{table.topic}-value"
+                serde = self._bind(serde, where, subject, registry, output=False)
+                table = replace(table, serde=serde)
+            self.tables[name] = table
+        self._refetch = len(self._bound)  # tables' schemas: rows read inside process
+        # (tables are refused with process_batch: ``_state._declare``)
         for name, topic in topics.items():
             where = f"{processor}.topics[{name!r}]"
             if not isinstance(topic, Topic):
                 raise ConfigError(
                     f"{where} is {topic!r}: expected eosflow.Topic(value=..., key=...)"
                 )
-            if name in tables:
+            if any(t.topic == name for t in self.tables.values()):
                 raise ConfigError(
                     f"{where}: {name!r} is a table's topic: declare its rows' type on the "
                     f"table, eosflow.Table({name!r}, serde=eosflow.Model(M))"
@@ -114,6 +133,16 @@ class Typing:
     ) -> Serde | None:
         if not isinstance(spec, Schemaful):
             return codec_of(spec, where)
+        return self._bind(spec, where, subject, settings, output)
+
+    def _bind(
+        self,
+        spec: Schemaful,
+        where: str,
+        subject: str,
+        settings: SchemaRegistrySettings | None,
+        output: bool,
+    ) -> SchemaCodec:
         if self._registry is None:
             if settings is None:
                 settings = SchemaRegistrySettings.from_environment()
@@ -153,7 +182,10 @@ class Typing:
         return bool(self._codecs)
 
     def decoding(self, process: Process) -> Process:
-        """``process`` taking records of declared input topics decoded."""
+        """``process`` taking records of declared input topics decoded; with tables in a
+        registry's schema, a row's schema not fetched yet fetched (``SchemaFetched``)."""
+        if self._refetch:
+            process = _refetching(process)
         inputs = self._inputs
         if not inputs:
             return process
@@ -219,6 +251,20 @@ class Typing:
         return Output(
             o.topic, value, key=key, headers=o.headers, partition=o.partition, timestamp=o.timestamp
         )
+
+
+def _refetching(process: Process) -> Process:
+    """``process``, a table row's schema not fetched yet (``NeedsSchema`` from a read
+    inside it) fetched and the record's transaction redone (``SchemaFetched``)."""
+
+    async def refetching(record: Record) -> Any:
+        try:
+            return await process(record)
+        except NeedsSchema as need:
+            await need.fetch()
+            raise SchemaFetched(record.topic, record.partition, record.offset) from None
+
+    return refetching
 
 
 async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:

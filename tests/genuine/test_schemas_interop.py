@@ -199,7 +199,7 @@ async def test_a_schema_id_is_fetched_once_for_all_its_records(
     ctx = SerializationContext(topic, MessageField.VALUE)
     settings = eosflow.SchemaRegistrySettings(url=url)
     typing = Typing(
-        "Once", {topic: eosflow.Topic(value=eosflow.Avro(Order))}, (topic,), (), settings
+        "Once", {topic: eosflow.Topic(value=eosflow.Avro(Order))}, (topic,), {}, settings
     )
     seen: list[Order] = []
 

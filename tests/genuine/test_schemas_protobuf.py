@@ -167,7 +167,7 @@ async def test_a_nested_message_both_ways_its_schema_fetched_once(
         src: eosflow.Topic(value=eosflow.Protobuf(Line)),
         dst: eosflow.Topic(value=eosflow.Protobuf(Line)),
     }
-    typing = Typing("Lines", declared, (src,), (), settings)
+    typing = Typing("Lines", declared, (src,), {}, settings)
     seen: list[Any] = []
 
     async def process(record: eosflow.Record) -> None:
@@ -211,7 +211,7 @@ async def test_the_generated_proto_text_registers_and_compatibility_is_checked(
 
     async def register(message: Any, name: str = topic) -> None:
         declared = {name: eosflow.Topic(value=eosflow.Protobuf(message))}
-        typing = Typing("Evolving", declared, (), (), settings)
+        typing = Typing("Evolving", declared, (), {}, settings)
         try:
             await typing.prepare()
         finally:

@@ -97,7 +97,7 @@ def test_a_type_without_an_avro_form_is_one_line_naming_the_field() -> None:
 def test_a_record_without_the_header_does_not_decode() -> None:
     settings = eosflow.SchemaRegistrySettings(url=nowhere())
     typing = Typing(
-        "Shop", {"orders": eosflow.Topic(value=eosflow.Avro(Order))}, ("orders",), (), settings
+        "Shop", {"orders": eosflow.Topic(value=eosflow.Avro(Order))}, ("orders",), {}, settings
     )
 
     async def process(record: eosflow.Record) -> None:
@@ -115,6 +115,25 @@ def test_a_declaration_without_a_registry_is_one_line() -> None:
         eosflow.ConfigError, match=r"Shop.topics\['orders'\].value is .*EOSFLOW_SCHEMA_REGISTRY_URL"
     ):
         Typing("Shop", {"orders": eosflow.Topic(value=eosflow.JsonSchema(Order))}, ("orders",))
+
+
+# A table's rows in a registry's schema: one line without a registry, the table bound
+# under <topic>-value with the processor's own Table left as it was; a serde that is
+# neither a Serde nor a schema is one line naming the table.
+def test_a_tables_schema_is_bound_to_the_registry_or_refused_in_one_line() -> None:
+    table = eosflow.Table("customers", serde=eosflow.Avro(Order))
+    with pytest.raises(
+        eosflow.ConfigError,
+        match=r"^Shop.tables\['c'\].serde is eosflow.Avro\(Order\): a schema registry is needed",
+    ):
+        Typing("Shop", {}, ("orders",), {"c": table})
+    settings = eosflow.SchemaRegistrySettings(url=nowhere())
+    typing = Typing("Shop", {}, ("orders",), {"c": table}, settings)
+    bound = typing.tables["c"].serde
+    assert "under 'customers-value'" in repr(bound) and hasattr(bound, "loads")
+    assert isinstance(table.serde, eosflow.Avro)  # the processor's own is left as it is
+    with pytest.raises(eosflow.ConfigError, match=r"^eosflow.GlobalTable\('t'\): serde must"):
+        eosflow.GlobalTable("t", serde=Order)  # type: ignore[arg-type]
 
 
 # Credentials never ride in a URL (they would be in every line naming it), and the
@@ -153,7 +172,7 @@ async def test_a_registry_that_does_not_answer_is_an_error_once_retries_run_out(
 def test_an_output_codec_writes_nothing_before_its_schema_is_registered() -> None:
     settings = eosflow.SchemaRegistrySettings(url=nowhere())
     typing = Typing(
-        "Shop", {"out": eosflow.Topic(value=eosflow.Avro(Line))}, ("orders",), (), settings
+        "Shop", {"out": eosflow.Topic(value=eosflow.Avro(Line))}, ("orders",), {}, settings
     )
     with pytest.raises(TypeError, match="no registered schema"):
         typing.encode(eosflow.Output("out", Line(sku="a", qty=1, price=1.0)))

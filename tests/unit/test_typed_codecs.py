@@ -139,4 +139,4 @@ def test_model_is_a_serde() -> None:
 )
 def test_a_wrong_declaration_is_one_line(topics: Any, said: str) -> None:
     with pytest.raises(eosflow.ConfigError, match=said):
-        Typing("Shop", topics, ("orders",), ("customers",))
+        Typing("Shop", topics, ("orders",), {"customers": eosflow.Table("customers")})
