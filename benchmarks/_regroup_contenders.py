@@ -11,6 +11,9 @@ key first, through a repartition topic, and count it there:
   per new key in a JSON store and emits each new count (the key, the count as text).
   Default settings but the commit interval. The regrouped records, the counts, their
   changelog and both topics' offsets commit in one transaction per commit.
+- ``eosflow-regroup-fold``: the same with the counts' topic declared
+  ``eosflow.Topic(fold=True)``: each transaction writes a key's last count only, as
+  Kafka Streams' record cache does.
 - ``quixstreams-regroup``: quixstreams 3, exactly-once, ``group_by(new_key, name=
   "by-product")`` (bytes in and out) then the state benchmark's count
   (``apply(stateful=True)``), each new count emitted.
@@ -47,7 +50,14 @@ def new_key(value: bytes) -> bytes:
 
 
 async def run_eosflow(
-    boot: str, src: str, dst: str, n: int, interval: float, group: str, state_dir: str
+    boot: str,
+    src: str,
+    dst: str,
+    n: int,
+    interval: float,
+    group: str,
+    state_dir: str,
+    fold: bool = False,
 ) -> float:
     import eosflow
 
@@ -62,6 +72,7 @@ async def run_eosflow(
 
     class Count(eosflow.Processor):
         stores = {"counts": eosflow.JSON}
+        topics = {dst: eosflow.Topic(fold=True)} if fold else {}
 
         async def process(self, record: eosflow.Record) -> eosflow.Output:
             counts = self.state("counts")
@@ -137,8 +148,9 @@ def main() -> None:
     name, boot, src, dst = sys.argv[1:5]
     n, interval, group, state_dir = int(sys.argv[5]), float(sys.argv[6]), sys.argv[7], sys.argv[8]
     Path(state_dir).mkdir(parents=True, exist_ok=True)
-    if name == "eosflow-regroup":
-        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, group, state_dir))
+    if name in ("eosflow-regroup", "eosflow-regroup-fold"):
+        fold = name.endswith("-fold")
+        seconds = asyncio.run(run_eosflow(boot, src, dst, n, interval, group, state_dir, fold))
     elif name == "quixstreams-regroup":
         seconds = run_quixstreams(boot, src, dst, n, interval, group, state_dir)
     else:

@@ -9,6 +9,8 @@ spread over many new keys). The contenders, in turns (A B C A B C ...), each in 
 process into a fresh output topic and group:
 
 - ``eosflow-regroup``: a two-stage ``Pipeline`` (``_regroup_contenders``);
+- ``eosflow-regroup-fold``: the same, its counts' topic folded per key per transaction
+  (``eosflow.Topic(fold=True)``): the work Kafka Streams' record cache spares it;
 - ``kafka-streams-regroup``: ``groupBy(new key).count()`` under exactly_once_v2
   (``java/RegroupCount.java``), warm (its JVM first counts ``WARM_RECORDS`` of a topic
   seeded alike); its version as ``python -m benchmarks run`` picks it. Its record cache
@@ -24,8 +26,9 @@ Every contender has the same commit interval (``--interval``, 100 ms: Kafka Stre
 default under exactly-once) and otherwise its defaults. Every run is checked against the
 input: per new key, the committed counts rise to exactly its number of records -- each
 count once, 1..n, for eosflow and quixstreams, which emit every update; Kafka Streams'
-record cache folds a key's updates between commits into one output, so for it the counts
-must rise strictly and end at n. ``eosflow-count``: per source key, 1..n.
+record cache folds a key's updates between commits into one output, and so does
+``eosflow-regroup-fold``: for those the counts must rise strictly and end at n.
+``eosflow-count``: per source key, 1..n.
 
 Targets (reported, never failed on): eosflow-regroup >= 1.0x kafka-streams-regroup and
 >= 3x quixstreams-regroup. The broker: as ``python -m benchmarks run`` (``--broker fake``
@@ -60,8 +63,16 @@ STREAMS = "kafka-streams-regroup"
 # the same with its record cache off: every update emitted, as eosflow and quixstreams do
 STREAMS_EVERY = "kafka-streams-regroup-every"
 JVM = (STREAMS, STREAMS_EVERY)
-CONTENDERS = ["eosflow-regroup", STREAMS, STREAMS_EVERY, "quixstreams-regroup", "eosflow-count"]
-FOLDS = {STREAMS}  # contenders whose record cache folds updates between commits
+FOLD = "eosflow-regroup-fold"
+CONTENDERS = [
+    "eosflow-regroup",
+    FOLD,
+    STREAMS,
+    STREAMS_EVERY,
+    "quixstreams-regroup",
+    "eosflow-count",
+]
+FOLDS = {STREAMS, FOLD}  # contenders that fold a key's updates between commits
 TIMEOUT_S = 1800.0
 
 

@@ -128,6 +128,7 @@ class Engine:
             typed.tables,
             copartitioned(processor),
         )
+        self.session.folded = frozenset(typed.folded)  # outputs folded per key (Topic.fold)
         self.last_outcome: Outcome | None = None
         self._stopping = stopping
         self._ending: asyncio.Task[Outcome] | None = None

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
@@ -82,6 +82,9 @@ class TransactSession:
         # topics the app makes, after the producer started and before the stores and
         # the group (``Engine.before_join``): retried with the rest of the start
         self.prepare: Callable[[AIOKafkaProducer], Awaitable[None]] | None = None
+        # output topics whose outputs are held and folded per key until ``end``
+        # (``Topic.fold``; the engine sets them from the processor's declarations)
+        self.folded: frozenset[str] = frozenset()
         # told the offsets of each committed transaction, once committed (``Engine.
         # after_commit``); must not block: it runs under the session lock
         self.committed_hook: Callable[[AIOKafkaProducer, Mapping[Partition, int]], None] | None = (
@@ -302,11 +305,17 @@ class TransactSession:
         """Produce ``outputs`` in the open transaction as whole batches (``_produce``). A
         refusal (the producer went fatal under us, e.g. fenced, or the broker failed)
         dooms the transaction and drops the rest; ``end`` sorts out why. An output that
-        can never be produced is a ``FatalError``."""
+        can never be produced is a ``FatalError``. Outputs of ``folded`` topics with a
+        key are held instead, the last per key, and sent by ``end`` before its flush."""
         txn = self._txn
         assert txn is not None, "send_all outside a transaction"
+        if self.folded:
+            outputs = _held(self.folded, txn.held, outputs)
         if txn.refused or not outputs:
             return
+        await self._produce(txn, outputs)
+
+    async def _produce(self, txn: Transaction, outputs: Sequence[Output]) -> None:
         partitioner = self._producers.partitioner
         assert partitioner is not None
         try:
@@ -399,6 +408,8 @@ class TransactSession:
             else:
                 why = txn.doomed or (Abort(AbortReason.REVOKED, stale) if stale else None)
             offsets = {TopicPartition(t, p): off for (t, p), off in txn.consumed.items()}
+            if why is None and txn.held:  # the folded topics' last values, before the flush
+                await self._send_held(txn)  # a refusal dooms it (decide_and_end reads that)
             try:
                 outcome, why = await decide_and_end(self._ending(), txn, why, offsets)
             except ak.Fenced as fenced:
@@ -447,6 +458,15 @@ class TransactSession:
                 )
             else:
                 self._lock.release()
+
+    async def _send_held(self, txn: Transaction) -> None:
+        """Send the folded topics' outputs ``txn`` held. A refusal dooms it; an output
+        that can never be produced too, and stops the app once it is aborted."""
+        try:
+            await self._produce(txn, list(txn.held.values()))
+        except FatalError as exc:
+            txn.fatal = exc
+            txn.doom(AbortReason.PRODUCE_FAILED, str(exc))
 
     def _ending(self) -> Ending:
         """The clients, stores and recovery the end of a transaction works with."""
@@ -538,3 +558,20 @@ class TransactSession:
         self.observer.partitions_assigned(partitions)
         if self._on_assigned is not None:
             await self._on_assigned(partitions)
+
+
+def _held(
+    folded: Collection[str],
+    held: dict[tuple[str, int | None, object], Output],
+    outputs: Sequence[Output],
+) -> Sequence[Output]:
+    """``outputs`` but those of ``folded`` topics with a key, which go into ``held``:
+    the last per (topic, partition, key), a later one taking an earlier one's place."""
+    now: list[Output] = []
+    for o in outputs:
+        key = o.key
+        if key is not None and o.topic in folded:
+            held[(o.topic, o.partition, key)] = o
+        else:
+            now.append(o)
+    return now if len(now) < len(outputs) else outputs

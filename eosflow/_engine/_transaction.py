@@ -3,7 +3,8 @@
 ``TransactSession.begin`` creates one and ``end`` consumes it: "in a transaction" means
 one exists. It holds its deadline (when it stops taking records: the commit interval
 from its start), the next offset consumed per partition, the send futures of its
-outputs, whether a send was refused, and why it is doomed if it is.
+outputs, the outputs of folded topics held back until its end (the last per key),
+whether a send was refused, and why it is doomed if it is.
 
 It is tied to the assignment under which its records were polled: ``epoch`` is the
 session's assignment epoch at that moment (bumped by every revocation, assignment and
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field
 from .._aiokafka import GroupIdentity
 from .._errors import FatalError
 from .._observe import Abort, AbortReason, Outcome, TransactionReport
-from .._records import Partition
+from .._records import Output, Partition
 
 
 @dataclass(eq=False, slots=True)
@@ -42,6 +43,8 @@ class Transaction:
     consumed: dict[Partition, int] = field(default_factory=dict)
     touched: set[Partition] = field(default_factory=set)  # consumed, but no record of them
     sends: list[asyncio.Future[object]] = field(default_factory=list)
+    # outputs of folded topics, the last per (topic, partition, key): sent at ``end``
+    held: dict[tuple[str, int | None, object], Output] = field(default_factory=dict)
     doomed: Abort | None = None
     refused: bool = False  # the producer refused a send: the rest were dropped
     sealed: bool = False  # takes no more records (``seal``): what is polled is work ahead

@@ -67,10 +67,18 @@ class Topic:
     the default), ``str`` (UTF-8), a pydantic model class (its JSON, validated), or a
     ``Serde`` (``eosflow.JSON``, ``eosflow.Model(M)``, anything with ``dumps`` and
     ``loads``). An input topic's records reach ``process`` decoded; an output topic's
-    ``Output`` takes the objects and is encoded on its way out."""
+    ``Output`` takes the objects and is encoded on its way out.
+
+    ``fold``: an output topic of running values per key (a count, a total) -- of a
+    key's outputs in one transaction only the last is written, at the transaction's end
+    (as Kafka Streams' record cache folds a KTable's updates between commits). Every
+    transaction writes each key's last value; the values before it in the same
+    transaction are never written, and outputs without a key are written as they come.
+    Off by default: every output is written."""
 
     value: object = bytes
     key: object = bytes
+    fold: bool = False
 
 
 class Typing:
@@ -101,6 +109,7 @@ class Typing:
                 serde = self._bind(serde, where, subject, registry, output=False)
                 table = replace(table, serde=serde)
             self.tables[name] = table
+        self.folded: set[str] = set()  # output topics whose outputs fold per key (``Topic``)
         self._refetch = len(self._bound)  # tables' schemas: rows read inside process
         # (tables are refused with process_batch: ``_state._declare``)
         for name, topic in topics.items():
@@ -115,6 +124,12 @@ class Typing:
                     f"table, eosflow.Table({name!r}, serde=eosflow.Model(M))"
                 )
             output = name not in inputs
+            if topic.fold is not False:
+                if topic.fold is not True:
+                    raise ConfigError(f"{where}.fold is {topic.fold!r}: expected True or False")
+                if not output:
+                    raise ConfigError(f"{where}: fold is for topics the app writes, not inputs")
+                self.folded.add(name)
             codecs = (
                 self._codec(topic.key, f"{where}.key", f"{name}-key", registry, output),
                 self._codec(topic.value, f"{where}.value", f"{name}-value", registry, output),
