@@ -25,8 +25,8 @@ sinks' boundary (``sinks/_errors.py``) -- and nothing else leaves
         ├── TransientError        will be consumed again. A broker or network failure
         │                         of one step (names it); retried with a growing
         │                         backoff, fatal once it persists past ``retry_timeout_s``
-        └── SchemaFetched         a table row named a schema id not fetched yet: fetched,
-                                  and the transaction redone (once per id; no shrinking)
+        └── SchemaPending         a table row named a schema id not fetched yet: fetched,
+                                  and the transaction redone (not shrunk)
 
 An EndTxn whose outcome is unknown raises nothing: the session resolves it (KIP-360) and
 reports ``Outcome.RECOVERED``; only a recovery that cannot reach the broker raises
@@ -35,6 +35,8 @@ by: ``TransactionError``s are retried inside ``run()``; what leaves it never is.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class EosflowError(Exception):
@@ -162,15 +164,17 @@ class TransientError(TransactionError):
         self.cause = cause
 
 
-class SchemaFetched(TransactionError):
-    """``process`` read a table's row naming a schema id this process had not fetched (a
-    sync read cannot await the registry): the schema is fetched now, the transaction
-    aborted and redone as it was -- once per schema id and process."""
+class SchemaPending(TransactionError):
+    """A table's row read in the transaction names a schema id this process has not
+    fetched, and a read cannot await the registry: the fetch is started (``pending``,
+    an awaitable) and the transaction aborted, to be redone as it was once the schema
+    is there. A fetch that fails is raised by the next read of that id."""
 
     shrink = False
 
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
+    def __init__(self, schema_id: int, pending: Any) -> None:
         super().__init__(
-            f"{topic}[{partition}]@{offset} read a table row in a schema not fetched yet; "
-            "fetched, the transaction is redone"
+            f"a table row names schema id {schema_id}, not fetched yet: fetching it; "
+            "the transaction is redone"
         )
+        self.schema_id, self.pending = schema_id, pending

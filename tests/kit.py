@@ -9,6 +9,8 @@ import os
 import signal
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
@@ -496,3 +498,12 @@ async def demo(*args: str) -> str:
     last = out.decode().rstrip().splitlines()[-1]
     assert last.startswith("EXACTLY ONCE: OK -- the ") and "SIGKILLed" in last, last
     return out.decode()
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """GET ``path`` on an app's operations port (blocking: call it in a thread)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()

@@ -19,13 +19,13 @@ a burst and the commit competes with processing: on genuine Kafka 4.4.0 with
 is long against a commit.
 
 Errors: a processor exception aborts the transaction (nothing past the failing record is
-committed) and ends ``run()`` with ``ProcessingError``, unless ``dead_letter_topic`` is
-set: then the failing record (per record when ``process`` is used, the whole batch when
-``process_batch`` is overridden) goes to that topic with error headers inside the same
-transaction and processing goes on. A broker failure aborts the transaction and the
-cycle goes on after a backoff (``_failures``), until failures outlast
+committed) and ends ``run()`` with ``ProcessingError`` (a ``FatalError``: with itself,
+always), unless ``dead_letter_topic`` is set: then the failing record (per record for
+``process``, the whole batch for ``process_batch``) goes to that topic with error headers
+inside the same transaction and processing goes on. A broker failure aborts the transaction, and
+the cycle goes on after a backoff (``_failures``) until failures outlast
 ``retry_timeout_s``. A processor's ``TransactionError`` aborts and retries with at most
-half the records. A fenced producer ends ``run()`` with ``ProducerFencedError``.
+half the records (``shrink=False``: as many). A fenced producer: ``ProducerFencedError``.
 
 Cancellation: ``end_on_cancel`` ends the open transaction explicitly -- aborted if it was
 still being filled, or the in-flight ``end`` is finished (committed, aborted or
@@ -524,7 +524,7 @@ class Engine:
                     elif result is not None:
                         idle()  # a lazy result is read outside process(): as such
                         outputs.extend(check(result))  # checked: a TypeError names it
-                except TransactionError:  # retriable: the transaction aborts, all is redone
+                except (TransactionError, FatalError):  # the transaction aborts: redone, or stop
                     work.records.extend(records[:done])  # processed, now to be dropped
                     raise
                 except Exception as exc:

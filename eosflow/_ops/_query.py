@@ -36,8 +36,8 @@ from urllib.parse import unquote_to_bytes
 
 from pydantic import BaseModel
 
+from .._errors import SchemaPending
 from .._records import Partition
-from .._schemas import NeedsSchema
 
 Found = tuple[list[tuple[Partition, Any]], list[Partition], list[Partition]]
 Read = Callable[[str, bytes], Found]
@@ -75,8 +75,8 @@ class StateQueries:
         def on_loop() -> None:
             try:
                 done.set_result(read(name, key))
-            except NeedsSchema as need:  # a table's row in a schema not fetched yet
-                asyncio.ensure_future(need.fetch()).add_done_callback(fetched)
+            except SchemaPending as pending:  # a table's row in a schema not fetched yet
+                pending.pending.add_done_callback(fetched)
             except BaseException as exc:
                 done.set_exception(exc)
 

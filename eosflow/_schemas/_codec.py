@@ -33,9 +33,9 @@ class NeedsSchema(Exception):
     """Raised by ``loads`` for a schema id not fetched yet: await ``fetch()``, then
     decode again."""
 
-    def __init__(self, fetch: Callable[[], Awaitable[None]]) -> None:
-        super().__init__("a writer schema is to be fetched first")
-        self.fetch = fetch
+    def __init__(self, fetch: Callable[[], Awaitable[None]], schema_id: int) -> None:
+        super().__init__(f"writer schema {schema_id} is to be fetched first")
+        self.fetch, self.schema_id = fetch, schema_id
 
 
 class UnknownSchemaId(ValueError):
@@ -108,7 +108,7 @@ class SchemaCodec:
         try:
             read = self._readers[schema_id]
         except KeyError:
-            raise NeedsSchema(lambda: self._fetch(schema_id)) from None
+            raise NeedsSchema(lambda: self._fetch(schema_id), schema_id) from None
         if read is None:
             raise UnknownSchemaId(f"schema id {schema_id} is unknown to {self.registry.url}")
         return read(data)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._errors import ConfigError, TransactionError
+from .._errors import ConfigError, FatalError, TransactionError
 from .._records import Partition
 from ._seat import Seat
 from ._store import Store, store_key
@@ -277,7 +277,7 @@ async def run_batch(
         try:
             out.extend(check(await processor.process_batch(state.records)))
             out.extend(await state.close(processor.closed, check))
-        except TransactionError:
+        except (TransactionError, FatalError):
             raise
         except Exception as exc:
             if undo is not None:

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator,
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
-from .._errors import ConfigError, TransactionError
+from .._errors import ConfigError, FatalError, TransactionError
 from .._records import Partition
 from ._batch import BatchState, run_batch
 from ._changelog import (
@@ -532,7 +532,7 @@ class Stores(Reads):
         if not self.specs:
             try:
                 return check(await processor.process_batch(records)), 0
-            except TransactionError:
+            except (TransactionError, FatalError):
                 raise
             except Exception as exc:
                 return failed(records, exc), len(records)
@@ -587,8 +587,8 @@ class Stores(Reads):
                 undo = self._layers.start_undo()
                 try:
                     out.extend(check(await self._time.fire(timer)))
-                except TransactionError:
-                    raise  # retriable: the transaction aborts, and all is redone
+                except (TransactionError, FatalError):
+                    raise  # the transaction aborts: all is redone, or the app stops
                 except Exception as exc:
                     self._layers.revert(undo)
                     out.extend(failed(partition, timer, exc))

@@ -33,22 +33,24 @@ row when it is read, by the table's own serde (``Table(topic, serde=eosflow.Mode
 is a registry's schema (``Table(topic, serde=eosflow.Avro(M))``) is bound here like a
 declaration, under ``<topic>-value``; ``tables`` are the tables as the stores read
 them (a new ``Table`` with the bound codec: the processor's own is left as it is). A
-row is read inside ``process``, where the registry cannot be awaited: a row naming a
-schema id not fetched yet raises ``NeedsSchema`` there, and ``decoding``'s wrapper then
-fetches it and raises ``SchemaFetched`` -- the transaction is aborted and redone as it
-was, the id known this time. One abort per schema id and process: the trade for never
-re-running half of a ``process`` whose writes were already made.
+row is read where the registry cannot be awaited (``process``, a lazy result, a timer's
+``fire``): a row naming a schema id not fetched yet starts the fetch and raises
+``SchemaPending`` there (``_TableRows``), a ``TransactionError``: the transaction is
+aborted and redone as it was. ``decoding``'s wrapper awaits the fetch before the abort,
+so the redo finds the id known: one abort per schema id and process -- the trade for
+never re-running half of a ``process`` whose writes were already made.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
 
-from .._errors import ConfigError, DecodeError, SchemaFetched
+from .._errors import ConfigError, DecodeError, SchemaPending
 from .._records import Output, Record
 from .._schemas import NeedsSchema, Registry, SchemaCodec, Schemaful, SchemaRegistrySettings
 from .._state import GlobalTable, Serde, Table
@@ -106,7 +108,7 @@ class Typing:
             if isinstance(serde, Schemaful):
                 where = f"{processor}.tables[{name!r}].serde"
                 subject = f"{table.topic}-value"
-                serde = self._bind(serde, where, subject, registry, output=False)
+                serde = _TableRows(self._bind(serde, where, subject, registry, output=False))
                 table = replace(table, serde=serde)
             self.tables[name] = table
         self.folded: set[str] = set()  # output topics whose outputs fold per key (``Topic``)
@@ -198,9 +200,9 @@ class Typing:
 
     def decoding(self, process: Process) -> Process:
         """``process`` taking records of declared input topics decoded; with tables in a
-        registry's schema, a row's schema not fetched yet fetched (``SchemaFetched``)."""
+        registry's schema, a row's schema fetched before its ``SchemaPending`` aborts."""
         if self._refetch:
-            process = _refetching(process)
+            process = _settling(process)
         inputs = self._inputs
         if not inputs:
             return process
@@ -268,18 +270,51 @@ class Typing:
         )
 
 
-def _refetching(process: Process) -> Process:
-    """``process``, a table row's schema not fetched yet (``NeedsSchema`` from a read
-    inside it) fetched and the record's transaction redone (``SchemaFetched``)."""
+def _settling(process: Process) -> Process:
+    """``process``, a table row's ``SchemaPending`` raised once its fetch is done (a
+    failed fetch raised instead: ``SchemaRegistryError`` stops the app)."""
 
-    async def refetching(record: Record) -> Any:
+    async def settling(record: Record) -> Any:
         try:
             return await process(record)
-        except NeedsSchema as need:
-            await need.fetch()
-            raise SchemaFetched(record.topic, record.partition, record.offset) from None
+        except SchemaPending as pending:
+            await pending.pending
+            raise
 
-    return refetching
+    return settling
+
+
+class _TableRows:
+    """A table's bound codec as its stores read it (a ``Serde``): ``loads`` never awaits.
+    A row naming a schema id not fetched yet starts that fetch (once) and raises
+    ``SchemaPending``; a fetch that failed is raised by the next read of its id."""
+
+    __slots__ = ("_codec", "_fetching")
+
+    def __init__(self, codec: SchemaCodec) -> None:
+        self._codec = codec
+        self._fetching: dict[int, asyncio.Future[None]] = {}
+
+    def dumps(self, value: Any, /) -> bytes:
+        return self._codec.dumps(value)
+
+    def loads(self, data: bytes, /) -> Any:
+        try:
+            return self._codec.loads(data)
+        except NeedsSchema as need:
+            pending = self._fetching.get(need.schema_id)
+            if pending is not None and pending.done():
+                failed = None if pending.cancelled() else pending.exception()
+                if failed is not None:
+                    raise failed from None
+                pending = None  # cancelled: fetched again
+            if pending is None:
+                pending = asyncio.ensure_future(need.fetch())
+                self._fetching[need.schema_id] = pending
+            raise SchemaPending(need.schema_id, pending) from None
+
+    def __repr__(self) -> str:
+        return repr(self._codec)
 
 
 async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:

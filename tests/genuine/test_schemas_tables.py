@@ -1,19 +1,19 @@
 """Tables whose rows are kept in a genuine schema registry (Apicurio, started by the test
 kit): ``eosflow.Table(topic, serde=eosflow.Avro(M))``. The rows are written by
-confluent-kafka's own ``AvroSerializer`` in two versions of the subject's schema (two
-schema ids), and a table row is read inside ``process``, where the registry cannot be
-awaited: a row naming an id not fetched yet aborts its transaction, the schema is
-fetched, and the transaction is redone -- after a restart too, when the rows come from
-the local copy and the new process has fetched nothing. ``GET /state/<table>/<key>``
-fetches a schema no record read before. The comment above each test names the mutation
-it caught."""
+confluent-kafka's own ``AvroSerializer`` in versions of the subject's schema (a schema id
+each), and a row is read where the registry cannot be awaited (``process``, a wall-clock
+timer's ``fire``): a row naming an id not fetched yet starts the fetch and aborts its
+transaction, which is redone once the schema is there -- after a restart too, when the
+rows come from the local copy and the new process has fetched nothing. ``GET
+/state/<table>/<key>`` fetches a schema no record read before. A registry that does not
+answer stops the app, dead-letter topic or not. The comment above each test names the
+mutation it caught."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import urllib.error
-import urllib.request
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kit import T0_MS, create_topic, eventually
+from kit import T0_MS, create_topic, eventually, get
 from pydantic import BaseModel
 from stateful import state_config
 
@@ -62,15 +62,6 @@ async def produce(bootstrap: str, topic: str, events: list[tuple[bytes, int, byt
         await p.flush()
     finally:
         await p.stop()
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    """GET ``path`` on the app's operations port (blocking: call it in a thread)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 def enrich(
@@ -138,7 +129,7 @@ async def test_a_tables_rows_are_read_in_their_writers_schemas_across_a_restart(
     app = eosflow.EosApp(enrich(table, out, url), cfg)
     async with app:
         await run_until(app, b, out, 30)
-        assert app.stats.aborted >= 1, "a row's schema met first aborts and redoes"
+        assert app.stats.aborted == 2, "each of the two ids met aborts once"
         port = app.ops.port
         assert port is not None
         status, body = await asyncio.to_thread(get, port, "/state/customers/c9")
@@ -149,7 +140,7 @@ async def test_a_tables_rows_are_read_in_their_writers_schemas_across_a_restart(
     again = eosflow.EosApp(enrich(table, out, url), cfg)
     async with again:
         await run_until(again, b, out, 60)
-        assert again.stats.aborted >= 1, "the new process fetched the ids afresh"
+        assert again.stats.aborted == 2, "the new process fetches the two ids afresh"
 
     got = [r.value for r in await read_records(b.bootstrap_servers, out)]
     names = {0: b"Ada", 1: b"Bo", 2: b"-"}
@@ -159,13 +150,48 @@ async def test_a_tables_rows_are_read_in_their_writers_schemas_across_a_restart(
 
 
 # The same with a global table (rows read whole by the instance, not by the group).
-# Caught: as above, the row's NeedsSchema handed to the error policy.
+# Caught: as above, the rows' codec not wrapped.
 async def test_a_global_tables_rows_are_read_in_their_writers_schemas(
     eosflow_broker: Broker, eosflow_schema_registry: Any, tmp_path: Path
 ) -> None:
     b, url = eosflow_broker, eosflow_schema_registry.url
-    orders, customers, out = b.unique("orders"), b.unique("customers"), b.unique("out")
-    for topic in (orders, customers, out):
+    keys = tuple((b"c0", b"c1", b"c5")[i % 3] for i in range(30))
+    orders, customers, out, _dlq = await _customers_and_orders(b, url, keys)
+    cfg = state_config(b.bootstrap_servers, b.unique("g"), orders, b.unique("tx"), tmp_path)
+    table = eosflow.GlobalTable(customers, serde=eosflow.Avro(Customer))
+    app = eosflow.EosApp(enrich(table, out, url), cfg)
+    async with app:
+        await run_until(app, b, out, 30)
+        assert app.stats.aborted == 2, "each of the two ids met aborts once"
+    got = [r.value for r in await read_records(b.bootstrap_servers, out)]
+    names = {0: b"Ada", 1: b"Bo", 2: b"-"}
+    assert sorted(got) == sorted(f"o{i}".encode() + b":" + names[i % 3] for i in range(30))
+
+
+class Remind(eosflow.Processor):
+    """Each order sets a wall-clock timer; its ``fire`` reads the customer's row."""
+
+    def __init__(self, customers: str, out: str, registry: str) -> None:
+        self.tables = {"customers": eosflow.Table(customers, serde=eosflow.Avro(Customer))}
+        self.schema_registry = eosflow.SchemaRegistrySettings(url=registry)
+        self.out = out
+
+    async def process(self, record: eosflow.Record) -> None:
+        assert record.key is not None and record.value is not None
+        self.timers.after(0.05, record.key, record.value)
+
+    async def fire(self, timer: eosflow.Timer) -> eosflow.Output:
+        row: Customer | None = self.table("customers").get(timer.key)
+        name = b"-" if row is None else row.name.encode()
+        return eosflow.Output(self.out, timer.payload + b":" + name, key=timer.key)
+
+
+async def _customers_and_orders(b: Broker, url: str, keys: tuple[bytes, ...]) -> tuple[str, ...]:
+    """Topics of this test: orders (one per key of ``keys``), customers c0 (V1) and c1
+    (V2) written through the registry at ``url``, the output and a dead-letter topic."""
+    orders, customers = b.unique("orders"), b.unique("customers")
+    out, dlq = b.unique("out"), b.unique("dlq")
+    for topic in (orders, customers, out, dlq):
         await create_topic(b.bootstrap_servers, topic, 1)
     client = SchemaRegistryClient({"url": url})
     ctx = SerializationContext(customers, MessageField.VALUE)
@@ -175,15 +201,54 @@ async def test_a_global_tables_rows_are_read_in_their_writers_schemas(
         (b"c1", T0_MS + 1, v2({"id": "c1", "name": "Bo", "tier": "gold"}, ctx)),
     ]
     await produce(b.bootstrap_servers, customers, rows)
-    keys = (b"c0", b"c1", b"c5")
-    events = [(keys[i % 3], T0_MS + 100 + i, f"o{i}".encode()) for i in range(30)]
+    events = [(k, T0_MS + 100 + i, b"o%d" % i) for i, k in enumerate(keys)]
     await produce(b.bootstrap_servers, orders, events)
+    return orders, customers, out, dlq
+
+
+# A wall-clock timer's fire reads rows of both ids: its transaction is redone until the
+# schemas are there, each timer fires once. Caught: the rows' codec raising
+# NeedsSchema (the fire failed: ProcessingError).
+async def test_a_wall_clock_timer_reads_a_tables_row_in_a_schema_not_fetched_yet(
+    eosflow_broker: Broker, eosflow_schema_registry: Any, tmp_path: Path
+) -> None:
+    b, url = eosflow_broker, eosflow_schema_registry.url
+    orders, customers, out, _dlq = await _customers_and_orders(b, url, (b"c0", b"c1", b"c5"))
     cfg = state_config(b.bootstrap_servers, b.unique("g"), orders, b.unique("tx"), tmp_path)
-    table = eosflow.GlobalTable(customers, serde=eosflow.Avro(Customer))
-    app = eosflow.EosApp(enrich(table, out, url), cfg)
+    app = eosflow.EosApp(Remind(customers, out, url), cfg)
     async with app:
-        await run_until(app, b, out, 30)
+        await run_until(app, b, out, 3)
         assert app.stats.aborted >= 1, "a row's schema met first aborts and redoes"
-    got = [r.value for r in await read_records(b.bootstrap_servers, out)]
-    names = {0: b"Ada", 1: b"Bo", 2: b"-"}
-    assert sorted(got) == sorted(f"o{i}".encode() + b":" + names[i % 3] for i in range(30))
+    got = sorted(r.value for r in await read_records(b.bootstrap_servers, out))
+    assert got == [b"o0:Ada", b"o1:Bo", b"o2:-"]
+
+
+# The app's registry does not answer (a port nothing listens on): once its retries run
+# out, the app stops with SchemaRegistryError -- the record is fine, so it is not
+# dead-lettered -- and nothing is committed. Caught: a FatalError from process taken as
+# the record's failure (the order dead-lettered, the app going on).
+async def test_an_unreachable_registry_stops_the_app_even_with_a_dead_letter_topic(
+    eosflow_broker: Broker, eosflow_schema_registry: Any, tmp_path: Path
+) -> None:
+    b, url = eosflow_broker, eosflow_schema_registry.url
+    orders, customers, out, dlq = await _customers_and_orders(b, url, (b"c0",))
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    table = eosflow.Table(customers, serde=eosflow.Avro(Customer))
+    proc = enrich(table, out, dead)
+    proc.schema_registry = eosflow.SchemaRegistrySettings(url=dead, retry_timeout_s=1.0)
+    group = b.unique("g")
+    cfg = state_config(
+        b.bootstrap_servers, group, orders, b.unique("tx"), tmp_path, dead_letter_topic=dlq
+    )
+    app = eosflow.EosApp(proc, cfg)
+
+    async def stopped() -> bool:
+        return app.failure is not None
+
+    with pytest.raises(eosflow.SchemaRegistryError, match=dead):
+        async with app:
+            await eventually(stopped, timeout_s=60, what="the stop")
+    assert await read_records(b.bootstrap_servers, dlq) == []
+    assert await read_records(b.bootstrap_servers, out) == []

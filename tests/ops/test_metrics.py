@@ -6,12 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import urllib.error
-import urllib.request
 from collections.abc import AsyncIterator
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from kit import create_topic, eventually, ladder_config, session_of
+from kit import create_topic, eventually, get, ladder_config, session_of
 from prometheus_client.parser import text_string_to_metric_families
 
 import eosflow
@@ -19,15 +17,6 @@ from eosflow._ops._runner import LAG_EVERY_S
 from eosflow.testing._ladder import Broker
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def get(port: int, path: str) -> tuple[int, str]:
-    """GET ``path`` on the app's port (blocking: call it in a thread)."""
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return answer.status, answer.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
 
 
 async def scrape(app: eosflow.EosApp) -> Samples:
