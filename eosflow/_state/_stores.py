@@ -434,9 +434,9 @@ class Stores(Reads):
 
     def idle(self) -> None:
         """No record is in process: ``table()`` and ``state()`` find nothing. The engine
-        calls it before anything else may run (a join's wrapper has no frame of its own
-        around ``process`` to reset what it set); the other wrappers reset on their way
-        out, so it finds nothing to do for them."""
+        calls it before anything else may run: the per-record wrappers of a join and of
+        a stateful app have no frame of their own around ``process`` to reset what they
+        set (one coroutine frame less a record); the others reset on their way out."""
         self.current = None
         self._now = _NO_HANDLES
         if self._seat is not None:
@@ -487,13 +487,11 @@ class Stores(Reads):
             seat.tables = tables_at.get(partition[1], no_tables)
             return process(record)
 
-        async def process_with_state(record: Record) -> Any:
+        def process_with_state(record: Record) -> Awaitable[Any]:
+            # no frame of its own around ``process`` either: ``idle`` resets what it sets
             self.current = partition = (record.topic, record.partition)
             self._now = handles.get(partition, empty)
-            try:
-                return await process(record)
-            finally:  # state() outside process() must not get the last record's store
-                self.current, self._now = None, empty
+            return process(record)
 
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
