@@ -112,7 +112,7 @@ class Typing:
                 table = replace(table, serde=serde)
             self.tables[name] = table
         self.folded: set[str] = set()  # output topics whose outputs fold per key (``Topic``)
-        self._refetch = len(self._bound)  # tables' schemas: rows read inside process
+        self._table_schemas = len(self._bound)  # tables in a registry: rows read inside process
         # (tables are refused with process_batch: ``_state._declare``)
         for name, topic in topics.items():
             where = f"{processor}.topics[{name!r}]"
@@ -201,7 +201,7 @@ class Typing:
     def decoding(self, process: Process) -> Process:
         """``process`` taking records of declared input topics decoded; with tables in a
         registry's schema, a row's schema fetched before its ``SchemaPending`` aborts."""
-        if self._refetch:
+        if self._table_schemas:
             process = _settling(process)
         inputs = self._inputs
         if not inputs:

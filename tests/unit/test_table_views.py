@@ -138,3 +138,28 @@ def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
         stores.idle()
         with pytest.raises(RuntimeError, match="record in process"):
             processor.state("seen")
+
+
+class _Count(eosflow.Processor):
+    stores = {"seen": eosflow.BYTES}
+
+    async def process(self, record: eosflow.Record) -> None:
+        self.state("seen").put(record.key or b"", b"1")
+
+
+# A stateful app without tables: its wrapper (process_with_state) has no frame of its own
+# around process either, so the record's stores stay until idle takes them away; state()
+# outside process then finds none. Caught: idle leaving the store handles in place.
+def test_idle_takes_a_stateful_apps_stores_away(tmp_path: Path) -> None:
+    processor = _Count()
+    with (
+        held(tmp_path, processor, {0: b"row"}, {"seen": eosflow.BYTES}) as stores,
+        seat_for(processor) as seat,
+    ):
+        process = stores.bind(seat, lambda r: r)
+        stores.begin(adopted=False)
+        asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
+        assert processor.state("seen").get(b"k") == b"1"  # still set: the engine idles
+        stores.idle()
+        with pytest.raises(RuntimeError, match="record in process"):
+            processor.state("seen")
