@@ -5,13 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
-from pydantic import BaseModel
-
 from ._errors import ConfigError
 from ._observe import Observer
 from ._records import Output, Record, Regroup
 from ._state import CURRENT, NOTHING, seat_of
-from ._typed import model_json
+from ._typed import as_bytes
 
 if TYPE_CHECKING:
     from ._config import EosConfig
@@ -368,37 +366,21 @@ def as_outputs(result: object, encode: Encode | None = None) -> list[Output]:
 
 
 def normalised(o: Output, encode: Encode | None = None) -> Output:
-    """``o`` with its key and value as bytes: ``encode`` first (the topic's declaration),
-    then a ``str`` as UTF-8 and a pydantic model as its JSON; other types are a
-    ``TypeError`` naming the field."""
+    """``o`` with its key and value as bytes: by ``encode`` (the topics' declarations,
+    ``_typed.Typing.encode``, which also takes the rest) or else a ``str`` as UTF-8 and
+    a pydantic model as its JSON; other types are a ``TypeError`` naming the field."""
     key, value = o.key, o.value
     if (key is None or type(key) is bytes) and (value is None or type(value) is bytes):
         return o
     if encode is not None:
-        o = encode(o)
-        key, value = o.key, o.value
-        if (key is None or type(key) is bytes) and (value is None or type(value) is bytes):
-            return o  # encoded by its declaration: no second copy
+        return encode(o)
     return Output(
         o.topic,
-        _as_bytes(value, "value", o.topic),
-        key=_as_bytes(key, "key", o.topic),
-        headers=o.headers,
-        partition=o.partition,
-        timestamp=o.timestamp,
-    )
-
-
-def _as_bytes(v: object, field: str, topic: str) -> bytes | None:
-    if v is None or isinstance(v, bytes):
-        return v
-    if isinstance(v, str):
-        return v.encode()
-    if isinstance(v, BaseModel):
-        return model_json(v)
-    raise TypeError(
-        f"Output.{field} for {topic} is {type(v).__name__}; expected bytes, str, a "
-        "pydantic model or None (or what the topic declares: Processor.topics)"
+        as_bytes(value, "value", o.topic),
+        as_bytes(key, "key", o.topic),
+        o.headers,
+        o.partition,
+        o.timestamp,
     )
 
 

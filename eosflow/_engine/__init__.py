@@ -16,14 +16,16 @@ What the engine holds:
 - ``_membership`` and ``_commit``: the two group protocols, and the commit's membership
   steps (TxnOffsetCommit, the forced heartbeat); ``_protocols``: which protocol
   generations a session speaks;
-- ``_sizing``: how many records a poll and a transaction take; ``_failures``: the backoff
-  and the give-up rule; ``_collector``: the garbage collector while an app runs.
+- ``_sizing``: how many records a poll and a transaction take; ``_failures``: the backoff,
+  the give-up rule and a dead letter's copy; ``_collector``: the garbage collector while
+  an app runs.
 
 Below it: the adapter (``_aiokafka``), the stores (``_state``), the observer seam
 (``_observe``). Above it: the app, the command line.
 """
 
 from ._collector import collecting
-from ._cycle import Engine, dead_letter
+from ._cycle import Engine
+from ._failures import dead_letter
 
 __all__ = ["Engine", "collecting", "dead_letter"]

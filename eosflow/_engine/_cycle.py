@@ -52,11 +52,11 @@ from .._errors import (
     TransientError,
 )
 from .._observe import AbortReason, Outcome
-from .._processor import Processor, as_outputs, overrides_batch
+from .._processor import Processor, as_outputs, normalised, overrides_batch
 from .._records import Output, Record
 from .._state import Seat, Timer, copartitioned, declared, declared_tables
 from .._typed import Typing
-from ._failures import Failures
+from ._failures import Failures, dead_letter
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
 
@@ -147,6 +147,7 @@ class Engine:
         self._check = (
             functools.partial(as_outputs, encode=typed.encode) if typed.encodes else as_outputs
         )
+        self._encode = typed.encode if typed.encodes else normalised  # an Output's to bytes
         self._process_record: Callable[[Record], Awaitable[object]] = typed.decoding(
             self.session.stores.bind(seat, self._check)
         )
@@ -491,12 +492,13 @@ class Engine:
         ``_failed`` (dead letter or stop).
 
         The per-record path of every app, kept lean: one clock read, the processor's
-        coroutine, a type check of its result. Offsets are marked per run of records of
-        one partition (poll hands them over in runs), not per record. The stores' ``idle``
-        says no record is in process -- before the loop yields, before a result other
-        than an ``Output`` is read, and when the run ends -- for a join's record has no
-        frame of its own that could (``Stores._bind``)."""
-        process, check = self._process_record, self._check
+        coroutine, a type check of its result (an ``Output`` of objects encoded by its
+        topic's declaration, ``Typing.encode``, without ``as_outputs``' checks). Offsets
+        are marked per run of records of one partition (poll hands them over in runs), not
+        per record. The stores' ``idle`` says no record is in process -- before the loop
+        yields, before a result other than an ``Output`` is read, and when the run ends --
+        for a join's record has no frame of its own that could (``Stores._bind``)."""
+        process, check, encode = self._process_record, self._check, self._encode
         idle = self.session.stores.idle  # no record in process: state() finds none
         outputs, offsets = work.outputs, work.offsets
         mono = time.monotonic
@@ -521,6 +523,8 @@ class Engine:
                         and (result.key is None or type(result.key) is bytes)
                     ):
                         outputs.append(result)
+                    elif type(result) is Output:  # objects: encoded, or a TypeError
+                        outputs.append(encode(result))
                     elif result is not None:
                         idle()  # a lazy result is read outside process(): as such
                         outputs.extend(check(result))  # checked: a TypeError names it
@@ -583,17 +587,3 @@ _NEVER = float("inf")  # no deadline (work done ahead stops when the commit is d
 def _all_room(room: int, remaining_s: float) -> int:
     """Poll size of the batch strategy: everything there is room for."""
     return room
-
-
-def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:
-    """The dead-letter copy of ``record`` (as read: a record that did not decode goes as
-    it was written): same key and value, original headers plus the error, the record's
-    coordinates and, for a ``DecodeError``, the field."""
-    headers = (
-        *record.headers,
-        ("eosflow.error", f"{type(exc).__name__}: {exc}".encode()),
-        ("eosflow.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
-    )
-    if isinstance(exc, DecodeError):  # where it did not decode: key, value, a field's path
-        headers = (*headers, ("eosflow.error.field", exc.field.encode()))
-    return Output(topic=topic, value=record.value, key=record.key, headers=headers)

@@ -1,4 +1,5 @@
-"""``Failures``: the backoff and the give-up rule of an app's failed transactions."""
+"""``Failures``: the backoff and the give-up rule of an app's failed transactions;
+``dead_letter``: a failed record's copy for the dead-letter topic."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import logging
 import time
 
 from .._config import EosConfig
-from .._errors import FatalError
+from .._errors import DecodeError, FatalError
+from .._records import Output, Record
 from .._timeouts import within
 
 log = logging.getLogger("eosflow.app")
@@ -68,3 +70,17 @@ class Failures:
         with contextlib.suppress(TimeoutError):  # a stop cuts the wait short
             await within(stopping.wait(), self._backoff)
         self._backoff = min(self._backoff * 2, cfg.retry_backoff_max_s)
+
+
+def dead_letter(record: Record, exc: BaseException, topic: str) -> Output:
+    """The dead-letter copy of ``record`` (as read: a record that did not decode goes as
+    it was written): same key and value, original headers plus the error, the record's
+    coordinates and, for a ``DecodeError``, the field."""
+    headers = (
+        *record.headers,
+        ("eosflow.error", f"{type(exc).__name__}: {exc}".encode()),
+        ("eosflow.source", f"{record.topic}/{record.partition}/{record.offset}".encode()),
+    )
+    if isinstance(exc, DecodeError):  # where it did not decode: key, value, a field's path
+        headers = (*headers, ("eosflow.error.field", exc.field.encode()))
+    return Output(topic=topic, value=record.value, key=record.key, headers=headers)

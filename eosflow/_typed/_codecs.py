@@ -15,6 +15,7 @@ model's own ``model_dump_json`` gives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
@@ -24,7 +25,7 @@ from .._state import Serde
 
 M = TypeVar("M", bound=BaseModel)
 
-__all__ = ["Model", "codec_of", "declared_model", "model_json"]
+__all__ = ["Model", "as_bytes", "codec_of", "declared_model", "loader", "model_json"]
 
 
 class Model(Generic[M]):
@@ -46,7 +47,7 @@ class Model(Generic[M]):
     def dumps(self, value: Any, /) -> bytes:
         if not isinstance(value, self.model):
             raise TypeError(f"{type(value).__name__} given where {self.model.__name__} is taken")
-        return model_json(value)
+        return value.__pydantic_serializer__.to_json(value)  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"eosflow.Model({self.model.__name__})"
@@ -55,6 +56,28 @@ class Model(Generic[M]):
 def model_json(value: BaseModel) -> bytes:
     """``value``'s JSON, as its ``model_dump_json`` gives it, as bytes."""
     return value.__pydantic_serializer__.to_json(value)
+
+
+def loader(codec: Serde) -> Callable[[bytes], Any]:
+    """``codec.loads`` without its frame where there is one to spare: a ``Model``'s
+    compiled validator itself."""
+    return codec._validate if isinstance(codec, Model) else codec.loads
+
+
+def as_bytes(v: object, field: str, topic: str) -> bytes | None:
+    """An output's ``field`` (key or value) of ``topic`` with no declaration for it, as
+    bytes: a ``str`` as UTF-8, a pydantic model as its JSON; anything else is a
+    ``TypeError`` naming the field."""
+    if v is None or isinstance(v, bytes):
+        return v
+    if isinstance(v, str):
+        return v.encode()
+    if isinstance(v, BaseModel):
+        return model_json(v)
+    raise TypeError(
+        f"Output.{field} for {topic} is {type(v).__name__}; expected bytes, str, a "
+        "pydantic model or None (or what the topic declares: Processor.topics)"
+    )
 
 
 class _Utf8:

@@ -44,23 +44,26 @@ never re-running half of a ``process`` whose writes were already made.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from msgspec.structs import replace as replace_struct
 from pydantic import ValidationError
 
 from .._errors import ConfigError, DecodeError, SchemaPending
 from .._records import Output, Record
 from .._schemas import NeedsSchema, Registry, SchemaCodec, Schemaful, SchemaRegistrySettings
 from .._state import GlobalTable, Serde, Table
-from ._codecs import codec_of
+from ._codecs import as_bytes, codec_of, loader
 
 __all__ = ["Topic", "Typing"]
 
 Process = Callable[[Record], Awaitable[Any]]
 Failed = Callable[[Sequence[Record], Exception], list[Output]]  # the app's error policy
 _Codecs = tuple[Serde | None, Serde | None]  # key's, value's (None: bytes)
+_UNDECLARED: _Codecs = (None, None)
 
 
 @dataclass(frozen=True)
@@ -206,15 +209,16 @@ class Typing:
         inputs = self._inputs
         if not inputs:
             return process
+        decoders = {topic: _decoder(codecs) for topic, codecs in inputs.items()}
 
         def typed(record: Record) -> Awaitable[Any]:  # no frame of its own per record
-            codecs = inputs.get(record.topic)
-            if codecs is None:
+            decode = decoders.get(record.topic)
+            if decode is None:
                 return process(record)
             try:
-                return process(decoded(record, codecs))
+                return process(decode(record))
             except NeedsSchema:  # once per schema id: fetch it, then decode
-                return _fetched_first(record, codecs, process)
+                return _fetched_first(record, inputs[record.topic], process)
 
         return typed
 
@@ -251,23 +255,25 @@ class Typing:
         return out, dead, failed_as_written
 
     def encode(self, o: Output) -> Output:
-        """``o`` with its key and value encoded by its topic's declaration where they are
-        not bytes already (None stays None); what no declaration covers is left as is."""
-        codecs = self._codecs.get(o.topic)
-        if codecs is None:
-            return o
-        kc, vc = codecs
-        key, value = o.key, o.value
+        """``o`` with its key and value as bytes (None stays None): each side by its
+        topic's declaration where it is not bytes already, and what no declaration covers
+        as ``as_bytes`` takes it (a ``str``, a pydantic model). A value the codec does not
+        take, or another type, is a ``TypeError`` naming the topic. One new ``Output``, no
+        frame but the codecs' (the engine calls this for every typed output)."""
+        topic, key, value = o.topic, o.key, o.value
+        kc, vc = self._codecs.get(topic, _UNDECLARED)
         try:
             if kc is not None and key is not None and type(key) is not bytes:
                 key = kc.dumps(key)
             if vc is not None and value is not None and type(value) is not bytes:
                 value = vc.dumps(value)
         except Exception as exc:
-            raise TypeError(f"Output for {o.topic}: {exc}") from exc
-        return Output(
-            o.topic, value, key=key, headers=o.headers, partition=o.partition, timestamp=o.timestamp
-        )
+            raise TypeError(f"Output for {topic}: {exc}") from exc
+        if key is not None and type(key) is not bytes:
+            key = as_bytes(key, "key", topic)
+        if value is not None and type(value) is not bytes:
+            value = as_bytes(value, "value", topic)
+        return Output(topic, value, key, o.headers, o.partition, o.timestamp)
 
 
 def _settling(process: Process) -> Process:
@@ -330,6 +336,29 @@ async def _decoded_fetching(record: Record, codecs: _Codecs) -> Record:
 async def _fetched_first(record: Record, codecs: _Codecs, process: Process) -> Any:
     """``process`` of ``record`` once the schemas it names are fetched."""
     return await process(await _decoded_fetching(record, codecs))
+
+
+def _decoder(codecs: _Codecs) -> Callable[[Record], Record]:
+    """``decoded`` for one topic's codecs: a value alone declared (the common case) in
+    one frame around the codec's own call (``loader``: a model's compiled validator)."""
+    kc, vc = codecs
+    if kc is not None or vc is None:
+        return functools.partial(decoded, codecs=codecs)
+    loads = loader(vc)
+
+    def value_decoded(record: Record) -> Record:
+        value = record.value
+        if value is None:  # a tombstone
+            return record
+        try:
+            value = loads(value)
+        except NeedsSchema:
+            raise
+        except Exception as exc:
+            raise _error(record, "value", vc, exc) from exc
+        return replace_struct(record, value=value)
+
+    return value_decoded
 
 
 def decoded(record: Record, codecs: _Codecs) -> Record:

@@ -179,3 +179,51 @@ async def test_a_tables_rows_are_read_as_models(cluster: FakeCluster) -> None:
     dead = await read(c, "dlq")
     assert [k for k, _v, _h in dead] == [b"c1", b"c1"]
     assert b"tier" in dead[0][2]["eosflow.error"]
+
+
+class Mixed(eosflow.Processor):
+    """Each record's ``Output`` on the per-record path: a model for its declared topic,
+    the wrong model there for order 3, and a ``str`` and a model for undeclared topics."""
+
+    topics = {
+        "orders": eosflow.Topic(key=str, value=Order),
+        "doubled": eosflow.Topic(value=Doubled),
+    }
+
+    async def process(self, record: eosflow.Record[str, Order]) -> eosflow.Output | None:
+        order = record.value
+        if order is None:
+            return None
+        if order.id == 3:
+            return eosflow.Output("doubled", order, key=record.key)  # not a Doubled
+        if order.id % 3 == 1:
+            return eosflow.Output("notes", f"order {order.id}", key=record.key)  # undeclared
+        if order.id % 3 == 2:
+            return eosflow.Output("notes", order, key=record.key)  # undeclared: its JSON
+        return eosflow.Output("doubled", Doubled(id=order.id, qty=2 * order.qty, before=0))
+
+
+# An Output of objects returned by process is encoded on the engine's per-record path
+# (``Typing.encode``): a declared topic by its model, an undeclared one's str as UTF-8
+# and model as its JSON; the wrong model for a declared topic dead-letters its record
+# naming the topic and both models, and the app goes on. Caught: the per-record branch
+# appending the Output unencoded (the producer refuses the model: the app stops).
+async def test_outputs_of_objects_are_encoded_or_dead_letter_their_record(
+    cluster: FakeCluster,
+) -> None:
+    c = cluster
+    await seeded(c)
+    c.create_topic("notes", 1)
+    app = eosflow.EosApp(Mixed(), cfg(c, input_topics=("orders",), dead_letter_topic="dlq"))
+    async with app:
+        await until(app, lambda: sum(c.committed("g", "orders").values()) >= N, "all committed")
+    dlq = await read(c, "dlq")
+    assert [(k, v) for k, v, _ in dlq] == [(b"c3", value(3)), (b"c1", value(BAD))]
+    said = dlq[0][2]["eosflow.error"]
+    assert said == b"TypeError: Output for doubled: Order given where Doubled is taken"
+    ok = [i for i in range(N) if i not in (3, BAD, TOMBSTONE)]
+    doubled = [Doubled.model_validate_json(v or b"") for _k, v, _h in await read(c, "doubled")]
+    assert doubled == [Doubled(id=i, qty=2 * i, before=0) for i in ok if i % 3 == 0]
+    notes = [(k, v) for k, v, _h in await read(c, "notes")]
+    text = {1: lambda i: f"order {i}", 2: lambda i: Order(id=i, qty=i).model_dump_json()}
+    assert notes == [(f"c{i % 4}".encode(), text[i % 3](i).encode()) for i in ok if i % 3]
