@@ -28,6 +28,7 @@ from ._errors import ConfigError, EosflowError, FatalError
 from ._observe import Observer, Observers, Outcome, Stats
 from ._ops import Operations, summarised_aiokafka_logs
 from ._processor import Lifecycle, Processor, overrides_batch
+from ._records import Partition, PartitionOffsets
 from ._stages import Pipeline, Staged, staged
 from ._state import Seat, batch_ready, seated
 from .sinks import PostgresSink, runner
@@ -47,7 +48,7 @@ class Runtime(Protocol):
     async def start(self) -> None: ...
     async def run(self) -> None: ...
     async def stop(self) -> None: ...
-    def lag(self) -> dict[tuple[str, int], int]: ...
+    def partition_offsets(self) -> dict[Partition, PartitionOffsets]: ...
     async def end_on_cancel(self) -> None: ...
     async def abort_on(self, exc: BaseException) -> None: ...
 
@@ -133,7 +134,7 @@ class EosApp:
         engine = self._new_runtime()
         self._runtime = engine
         try:
-            self.ops.start(engine.lag, engine.reader)
+            self.ops.start(engine.partition_offsets, engine.reader)
             self._runs.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,

@@ -11,7 +11,7 @@ one with a field changed. Treat them as values all the same: eosflow never mutat
 
 from __future__ import annotations
 
-from typing import Generic
+from typing import Generic, NamedTuple
 
 from msgspec import Struct
 from typing_extensions import TypeVar
@@ -22,6 +22,20 @@ V = TypeVar("V", default=bytes)
 Partition = tuple[str, int]
 """(topic, partition): the one shape of a partition key, from poll to commit (eosflow's
 own; aiokafka's ``TopicPartition`` stays in the adapter)."""
+
+
+class PartitionOffsets(NamedTuple):
+    """Where a held partition stands, as the app sees it without asking the broker:
+    ``committed`` (the group's committed offset, or a sink's database position; None
+    before one is known), ``position`` (the consumer's next fetch; None before one),
+    ``last_stable`` (the last stable offset the last fetch answer gave) and ``lag``
+    (records not yet committed: 0 once all is read and nothing is pending, the rest
+    being commit markers)."""
+
+    committed: int | None
+    position: int | None
+    last_stable: int
+    lag: int
 
 
 class Record(Struct, Generic[K, V]):

@@ -16,7 +16,10 @@ rebalance, recovery, Spark job and lag sample (never per record), and keeps
 - the last ``EVENTS`` events: partitions assigned and revoked, transactions that did not
   commit with their reason and its words (the exception's text, cut at ``TEXT_MAX``
   characters), the producer re-initialised, Spark jobs;
-- the partitions held and the lag of each at the last sample.
+- the partitions held and, at the last sample, where each stands: committed offset,
+  position, last stable offset and lag (``offsets_sampled``, from the operations
+  ticker; an observer's ``lag_sampled`` alone gives the lag);
+- the late records each window left out (``late_records``), in total and per second.
 
 The observer's calls come from the event loop and ``snapshot`` from the HTTP server's
 threads, so both take one lock; ``snapshot`` copies summaries under it and sorts the
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
-from .._records import Partition
+from .._records import Partition, PartitionOffsets
 
 WINDOW_S = 300
 """Seconds of history the charts hold: a point a second."""
@@ -59,6 +62,7 @@ class _Second:
     records: int = 0
     outputs: int = 0
     dead_lettered: int = 0
+    late: int = 0
     commits_ms: list[float] = field(default_factory=list)
     phases_ms: dict[str, float] = field(default_factory=dict)  # the longest of each
 
@@ -71,6 +75,7 @@ class _Second:
             "records": self.records,
             "outputs": self.outputs,
             "dead_lettered": self.dead_lettered,
+            "late": self.late,
             "commit_p50_ms": statistics.median(ms) if ms else None,
             "commit_max_ms": max(ms) if ms else None,
             "phases_ms": {name: self.phases_ms.get(name) for name in PHASES},
@@ -90,7 +95,9 @@ class Recorder(Observer):
         self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS)
         self._held: set[Partition] = set()
         self._lag: dict[Partition, int] = {}
-        names = ("committed", "not_committed", "records", "outputs", "dead_lettered")
+        self._offsets: dict[Partition, PartitionOffsets] = {}
+        self._late: dict[str, int] = {}  # window -> late records since the start
+        names = ("committed", "not_committed", "records", "outputs", "dead_lettered", "late")
         self._totals = dict.fromkeys((*names, "rebalances"), 0)
         self._started = clock()
 
@@ -139,6 +146,7 @@ class Recorder(Observer):
             self._held -= partitions
             for p in partitions:
                 self._lag.pop(p, None)
+                self._offsets.pop(p, None)
             self._event(self._clock(), "revoked", _named(partitions))
 
     def producer_reinitialised(self, reason: AbortReason) -> None:
@@ -151,9 +159,22 @@ class Recorder(Observer):
         with self._lock:
             self._event(self._clock(), "spark", text)
 
+    def late_records(self, window: str, records: int) -> None:
+        now = self._clock()
+        with self._lock:
+            self._second(now).late += records
+            self._totals["late"] += records
+            self._late[window] = self._late.get(window, 0) + records
+
     def lag_sampled(self, lag: Mapping[Partition, int]) -> None:
         with self._lock:
             self._lag = dict(lag)
+
+    def offsets_sampled(self, offsets: Mapping[Partition, PartitionOffsets]) -> None:
+        """Where each held partition stands (the operations ticker's sample, with its
+        ``lag_sampled``)."""
+        with self._lock:
+            self._offsets = dict(offsets)
 
     # --- the page's view --------------------------------------------------------------
 
@@ -163,7 +184,9 @@ class Recorder(Observer):
         oldest first: ``t`` and each count, ``commit_p50_ms`` / ``commit_max_ms`` and
         ``phases_ms``, None where no transaction committed), ``commit_p50_ms`` (over the
         last ``RECENT_S`` seconds, None without a commit), ``partitions`` (held, with
-        their lag at the last sample, None before one) and ``events``."""
+        their ``lag``, ``committed``, ``position`` and ``last_stable`` at the last sample,
+        None before one), ``late`` (each window's late records since the start) and
+        ``events``."""
         now = self._clock()
         last = int(now) - 1  # the last whole second
         with self._lock:
@@ -174,10 +197,9 @@ class Recorder(Observer):
             series = [seconds.get(t) or _Second(t).summed_up() for t in range(first, last + 1)]
             recent = [ms for at, ms in self._recent if at >= now - RECENT_S]
             partitions = [
-                {"topic": p[0], "partition": p[1], "lag": self._lag.get(p)}
-                for p in sorted(self._held)
+                _standing(p, self._lag.get(p), self._offsets.get(p)) for p in sorted(self._held)
             ]
-            totals, events = dict(self._totals), list(self._events)
+            totals, events, late = dict(self._totals), list(self._events), dict(self._late)
         return {
             "now": now,
             "started": self._started,
@@ -185,6 +207,7 @@ class Recorder(Observer):
             "series": series,
             "commit_p50_ms": statistics.median(recent) if recent else None,
             "partitions": partitions,
+            "late": [{"window": w, "records": n} for w, n in sorted(late.items())],
             "events": events,
         }
 
@@ -209,6 +232,15 @@ class Recorder(Observer):
         if len(text) > TEXT_MAX:
             text = text[: TEXT_MAX - 1] + "\u2026"
         self._events.append({"at": now, "kind": kind, "text": text})
+
+
+def _standing(p: Partition, lag: int | None, at: PartitionOffsets | None) -> dict[str, Any]:
+    """A held partition's row: its offsets at the last sample (None before one)."""
+    row: dict[str, Any] = {"topic": p[0], "partition": p[1], "lag": lag}
+    row.update(committed=None, position=None, last_stable=None)
+    if at is not None:
+        row.update(at._asdict())
+    return row
 
 
 def _named(partitions: frozenset[Partition]) -> str:

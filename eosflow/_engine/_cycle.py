@@ -53,7 +53,7 @@ from .._errors import (
 )
 from .._observe import AbortReason, Outcome
 from .._processor import Processor, as_outputs, normalised, overrides_batch
-from .._records import Output, Record
+from .._records import Output, Partition, PartitionOffsets, Record
 from .._state import Seat, Timer, copartitioned, declared, declared_tables
 from .._typed import Typing
 from ._failures import Failures, dead_letter
@@ -184,8 +184,8 @@ class Engine:
         finally:
             await self._typed.close()
 
-    def lag(self) -> dict[tuple[str, int], int]:
-        return self.session.lag()
+    def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
+        return self.session.partition_offsets()
 
     @property
     def reader(self) -> Callable[[str, bytes], Any]:

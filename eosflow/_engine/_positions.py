@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._records import Partition, Record
+from .._records import Partition, PartitionOffsets, Record
 
 log = logging.getLogger("eosflow.session")
 
@@ -326,30 +326,27 @@ class Positions:
                 runs.append(records)
         return runs
 
-    def lag(self, consumer: AIOKafkaConsumer) -> dict[tuple[str, int], int]:
-        """Each held partition's records not yet committed: its last stable offset minus
-        its committed offset (or, with none, its position); partitions not fetched yet
-        are left out. Once the consumer has read up to the last stable offset and nothing
-        was polled past the committed offset, the gap is commit markers and aborted
-        records, not lag: it is 0 (every transaction on the input ends with a marker
-        after its last record, so the committed offset never reaches the last stable
-        offset by itself)."""
-        out: dict[tuple[str, int], int] = {}
+    def offsets(self, consumer: AIOKafkaConsumer) -> dict[Partition, PartitionOffsets]:
+        """Each held partition's committed offset, position, last stable offset and lag:
+        the last stable offset minus the committed offset (or, with none, the position);
+        partitions not fetched yet are left out. Once the consumer has read up to the last
+        stable offset and nothing was polled past the committed offset, the gap is commit
+        markers and aborted records, not lag: it is 0 (every transaction on the input ends
+        with a marker after its last record, so the committed offset never reaches the
+        last stable offset by itself)."""
+        out: dict[Partition, PartitionOffsets] = {}
         for tp in self.ready | self.held:
             ends = ak.log_position(consumer, tp)
             if ends is None:
                 continue
             stable, position = ends
-            base = self.committed.get(tp)
-            if base is None:
-                base = position
+            committed = self.committed.get(tp)
+            base = position if committed is None else committed
             if base is None:
                 continue
             read_all = position is not None and position >= stable
-            if read_all and self.polled.get(tp, -1) <= base:
-                out[(tp.topic, tp.partition)] = 0
-            else:
-                out[(tp.topic, tp.partition)] = max(0, stable - base)
+            lag = 0 if read_all and self.polled.get(tp, -1) <= base else max(0, stable - base)
+            out[(tp.topic, tp.partition)] = PartitionOffsets(committed, position, stable, lag)
         return out
 
     def give_back(self, consumer: AIOKafkaConsumer, records: list[Record]) -> None:

@@ -37,7 +37,7 @@ from .._errors import (
     TransientError,
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
-from .._records import Output, Partition, Record
+from .._records import Output, Partition, PartitionOffsets, Record
 from .._state import Feed, GlobalTable, Serde, Stores, Table, state_settings, subscribed
 from .._timeouts import outlived, step_timeout_s
 from ._end import Ending, decide_and_end
@@ -242,11 +242,11 @@ class TransactSession:
         # one list; with tables in timestamp order per task, some held back (``_sync``)
         return self.stores.sync.admit(runs, max_records)
 
-    def lag(self) -> dict[tuple[str, int], int]:
-        """Each held partition's records not yet committed (``Positions.lag``)."""
+    def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
+        """Where each held partition stands, its lag too (``Positions.offsets``)."""
         if self._consumer is None:
             return {}
-        return self._pos.lag(self._consumer)
+        return self._pos.offsets(self._consumer)
 
     def give_back(self, records: list[Record]) -> None:
         """Return polled, unprocessed records: the next poll delivers them again -- from

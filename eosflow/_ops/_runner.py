@@ -7,8 +7,9 @@ and OpenTelemetry is installed; each joins the app's observers. ``start`` (first
 in ``run()``) opens the port and starts the ticker, a task on the app's event loop that
 
 - beats every 0.25 s: the pulse ``/livez`` watches;
-- samples lag about once a second (``lag``: the session's view, no broker request, no
-  await: the pulse never waits on it) and tells every observer (``lag_sampled``);
+- samples the held partitions' offsets about once a second (``offsets``: the session's
+  view, no broker request, no await: the pulse never waits on it), tells every observer
+  their lag (``lag_sampled``) and the console where each stands;
 - logs the progress line when due.
 
 ``failed`` marks the app failed (``/livez`` answers 503 from then on); ``stop`` (last
@@ -26,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from .._config import OpsSettings
 from .._console import Console
 from .._observe import Observers
-from .._records import Partition
+from .._records import Partition, PartitionOffsets
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
@@ -36,7 +37,7 @@ from ._tracing import Tracing
 
 log = logging.getLogger("eosflow.ops")
 
-LagSource = Callable[[], Mapping[Partition, int]]
+OffsetsSource = Callable[[], Mapping[Partition, PartitionOffsets]]
 
 BEAT_S = 0.25
 LAG_EVERY_S = 1.0
@@ -99,14 +100,14 @@ class Operations:
             )
             self._server.start()
 
-    def start(self, lag: LagSource, read: Read | None = None) -> None:
+    def start(self, offsets: OffsetsSource, read: Read | None = None) -> None:
         """``open``, then start the ticker on the running loop; ``read`` answers state
         queries (``Stores.read_committed``) from then on."""
         self.open()
         if read is not None:
             self.queries.serve(read, asyncio.get_running_loop())
         self.health.beat()
-        self._ticker = asyncio.create_task(self._tick(lag), name="eosflow-ops")
+        self._ticker = asyncio.create_task(self._tick(offsets), name="eosflow-ops")
 
     def failed(self, why: str) -> None:
         self.health.failed(why)
@@ -123,7 +124,7 @@ class Operations:
             server, self._server = self._server, None
             await asyncio.to_thread(server.stop)
 
-    async def _tick(self, lag: LagSource) -> None:
+    async def _tick(self, offsets: OffsetsSource) -> None:
         sampled = 0.0
         while True:
             await asyncio.sleep(BEAT_S)
@@ -132,7 +133,10 @@ class Operations:
             try:
                 if now - sampled >= LAG_EVERY_S:
                     sampled = now
-                    self.observers.lag_sampled(lag())
+                    sample = offsets()
+                    self.observers.lag_sampled({p: o.lag for p, o in sample.items()})
+                    if self.console is not None:  # where each partition stands, for its page
+                        self.console.recorder.offsets_sampled(sample)
                 if self.progress is not None and self.progress.due(now):
                     self.progress.emit(now)
             except Exception:

@@ -32,7 +32,7 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from .._observe import AbortReason, Observer, Outcome, TransactionReport
-from .._records import Partition, Record
+from .._records import Partition, PartitionOffsets, Record
 from .._timeouts import within
 from ._connection import Database
 from ._errors import DRIVER_ERRORS
@@ -137,26 +137,25 @@ class SinkRunner:
             await ak.close_consumer(consumer, timeout_s=10.0)
         await self.db.close()
 
-    def lag(self) -> dict[Partition, int]:
-        """Each held partition's records not yet in the database: its last stable offset
-        (as the last fetch answer gave it) minus the database's position, 0 once the
-        consumer has read everything and nothing polled is left to write (the gap is
-        then commit markers); partitions not fetched yet are left out."""
+    def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
+        """Each held partition's database position (as ``committed``), consumer position,
+        last stable offset (as the last fetch answer gave it) and lag: the last stable
+        offset minus the database's position, 0 once the consumer has read everything and
+        nothing polled is left to write (the gap is then commit markers); partitions not
+        fetched yet are left out."""
         consumer = self._consumer
         if consumer is None:
             return {}
-        out: dict[Partition, int] = {}
+        out: dict[Partition, PartitionOffsets] = {}
         for tp, claim in self._held.items():
             ends = ak.log_position(consumer, TopicPartition(*tp))
-            if ends is None or claim.next_offset is None:
+            at = claim.next_offset
+            if ends is None or at is None:
                 continue
             stable, position = ends
             caught_up = position is not None and position >= stable and tp not in self._owed
-            out[tp] = (
-                0
-                if caught_up and claim.next_offset >= (position or 0)
-                else max(0, stable - claim.next_offset)
-            )
+            lag = 0 if caught_up and at >= (position or 0) else max(0, stable - at)
+            out[tp] = PartitionOffsets(at, position, stable, lag)
         return out
 
     @property

@@ -85,15 +85,16 @@ async def test_the_database_killed_and_restarted(cluster: FakeCluster, postgres:
         await seed(c.bootstrap_servers, "in", N, PARTS)  # more to write, none written
 
         async def lagging() -> bool:
-            return sum(app._runtime.lag().values()) >= N  # type: ignore[union-attr]
+            at = app._runtime.partition_offsets()  # type: ignore[union-attr]
+            return sum(o.lag for o in at.values()) >= N
 
         await eventually(lagging, timeout_s=20, what="the new records counted as lag")
         await postgres.start()
         await written(postgres, 2 * N)
 
         async def no_lag() -> bool:
-            lag = app._runtime.lag()  # type: ignore[union-attr]
-            return len(lag) == PARTS and set(lag.values()) == {0}
+            at = app._runtime.partition_offsets()  # type: ignore[union-attr]
+            return len(at) == PARTS and {o.lag for o in at.values()} == {0}
 
         await eventually(no_lag, timeout_s=20, what="lag 0 on every partition")
     reasons = {r.reason for r in reports.seen if r.outcome is not eosflow.Outcome.COMMITTED}

@@ -1,5 +1,6 @@
 """The console's ``Recorder``: what an app's reports become on its page -- a point a
-second, totals, events with reasons, the partitions held and their lag -- driven with
+second, totals, events with reasons, the partitions held and their offsets, late records
+per window -- driven with
 real ``TransactionReport``s on a clock the test moves."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pytest import approx
 
 from eosflow._console import EVENTS, TEXT_MAX, WINDOW_S, Console, Recorder
 from eosflow._observe import AbortReason, Outcome, SparkJobReport, TransactionReport
+from eosflow._records import PartitionOffsets
 
 
 class Clock:
@@ -86,16 +88,23 @@ def test_the_series_covers_the_last_window_only_and_empty_seconds_are_zero() -> 
     assert s["totals"]["records"] == 10  # totals keep everything
 
 
-def test_partitions_held_with_their_lag_and_the_events_are_bounded() -> None:
+def test_partitions_held_with_their_offsets_and_the_events_are_bounded() -> None:
     clock = Clock()
     r = Recorder(clock)
     r.partitions_assigned(frozenset({("in", 0), ("in", 1)}))
     r.lag_sampled({("in", 0): 5, ("in", 1): 0})
+    none = {"committed": None, "position": None, "last_stable": None}
+    assert r.snapshot()["partitions"] == [
+        {"topic": "in", "partition": 0, "lag": 5, **none},
+        {"topic": "in", "partition": 1, "lag": 0, **none},
+    ]
+    r.offsets_sampled({("in", 0): PartitionOffsets(10, 15, 15, 5)})
     r.partitions_revoked(frozenset({("in", 1)}))
     r.producer_reinitialised(AbortReason.UNKNOWN_OUTCOME)
     r.spark_job(SparkJobReport(1.0, 3.5, 1000, cancelled=False))
     s = r.snapshot()
-    assert s["partitions"] == [{"topic": "in", "partition": 0, "lag": 5}]
+    at = {"committed": 10, "position": 15, "last_stable": 15}
+    assert s["partitions"] == [{"topic": "in", "partition": 0, "lag": 5, **at}]
     kinds = [(e["kind"], e["text"]) for e in s["events"]]
     assert kinds == [
         ("assigned", "in[0], in[1]"),
@@ -107,6 +116,23 @@ def test_partitions_held_with_their_lag_and_the_events_are_bounded() -> None:
         r.transaction_ended(aborted(f"abort {i}"))
     events = r.snapshot()["events"]
     assert len(events) == EVENTS and events[-1]["text"].endswith(f"abort {EVENTS + 9}")
+
+
+def test_late_records_are_counted_per_window_and_per_second() -> None:
+    clock = Clock()
+    r = Recorder(clock)
+    r.late_records("per-minute", 3)
+    r.late_records("per-hour", 1)
+    clock.now += 1
+    r.late_records("per-minute", 2)
+    clock.now += 1
+    s = r.snapshot()
+    assert s["late"] == [
+        {"window": "per-hour", "records": 1},
+        {"window": "per-minute", "records": 5},
+    ]
+    assert [p["late"] for p in s["series"][-2:]] == [4, 2]
+    assert s["totals"]["late"] == 6
 
 
 def test_the_console_serves_its_files_and_the_snapshot_with_what_the_app_is() -> None:

@@ -34,8 +34,13 @@ function render(s) {
   })), "ms");
 
   $("partitions").tBodies[0].replaceChildren(...(s.partitions.length
-    ? s.partitions.map((p) => row([[p.topic, ""], [String(p.partition), "num"], [fmt(p.lag), "num"]]))
+    ? s.partitions.map((p) => row([[p.topic, ""], [String(p.partition), "num"],
+      [fmt(p.committed), "num"], [fmt(p.position), "num"], [fmt(p.last_stable), "num"],
+      [fmt(p.lag), "num"]]))
     : [row([["none held", ""]])]));
+
+  $("late-part").hidden = s.late.length === 0;  // no window has left a record out
+  $("late").tBodies[0].replaceChildren(...s.late.map((w) => row([[w.window, ""], [fmt(w.records), "num"]])));
 
   const stages = s.about.stages || [];
   $("stages-part").hidden = stages.length === 0;  // one processor: no stages to show
