@@ -165,7 +165,8 @@ class TransientError(TransactionError):
 
 
 class SchemaPending(TransactionError):
-    """A table's row read in the transaction names a schema id this process has not
+    """A table's row or a store's value read in the transaction names a schema id this
+    process has not
     fetched, and a read cannot await the registry: the fetch is started (``pending``,
     an awaitable) and the transaction aborted, to be redone as it was once the schema
     is there. A fetch that fails is raised by the next read of that id."""
@@ -174,7 +175,7 @@ class SchemaPending(TransactionError):
 
     def __init__(self, schema_id: int, pending: Any) -> None:
         super().__init__(
-            f"a table row names schema id {schema_id}, not fetched yet: fetching it; "
+            f"a value read names schema id {schema_id}, not fetched yet: fetching it; "
             "the transaction is redone"
         )
         self.schema_id, self.pending = schema_id, pending

@@ -13,7 +13,7 @@ from ._typed import as_bytes
 
 if TYPE_CHECKING:
     from ._config import EosConfig
-    from ._schemas import SchemaRegistrySettings
+    from ._schemas import Schemaful, SchemaRegistrySettings
     from ._state import (
         BatchState,
         GlobalStore,
@@ -178,7 +178,7 @@ class Processor(Lifecycle):
     # The declarations are read from the processor object: a class sets them in its
     # body, or an instance in ``__init__`` (from its settings) -- so they are plain
     # attributes, not ClassVars, and an instance's assignment type-checks.
-    stores: Mapping[str, Serde | None] = {}
+    stores: Mapping[str, Serde | Schemaful | None] = {}
     windows: Mapping[str, WindowSpec | Session | Sliding] = {}
     tables: Mapping[str, Table | GlobalTable] = {}
     #: the inputs are co-partitioned (the same partition count, keyed alike): partition p

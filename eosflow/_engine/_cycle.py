@@ -114,16 +114,19 @@ class Engine:
         tables = declared_tables(processor, config.input_topics)
         # typed records (``_typed``): declared inputs decoded first -- the stores'
         # wrappers, windows and timers see what ``process`` sees -- and outputs encoded
-        # by their topic's declaration where they are not bytes; tables' registry schemas
-        # bound to the app's registry (``typed.tables``: what the stores read with)
+        # by their topic's declaration where they are not bytes; tables' and stores' registry
+        # schemas bound to the app's registry (``typed.tables``, ``typed.stores``: what the
+        # stores read and write with)
         name, inputs = type(processor).__name__, config.input_topics
         registry = processor.schema_registry
-        typed = self._typed = Typing(name, processor.topics, inputs, tables, registry)
+        stores, group = declared(processor), config.group_id
+        typed = Typing(name, processor.topics, inputs, tables, registry, stores=stores, group=group)
+        self._typed = typed
         self.session = TransactSession(
             config,
             on_assigned,
             on_revoked,
-            declared(processor),
+            typed.stores,
             observers,
             typed.tables,
             copartitioned(processor),

@@ -75,7 +75,7 @@ class StateQueries:
         def on_loop() -> None:
             try:
                 done.set_result(read(name, key))
-            except SchemaPending as pending:  # a table's row in a schema not fetched yet
+            except SchemaPending as pending:  # a row or value in a schema not fetched yet
                 pending.pending.add_done_callback(fetched)
             except BaseException as exc:
                 done.set_exception(exc)

@@ -35,10 +35,17 @@ declaration, under ``<topic>-value``; ``tables`` are the tables as the stores re
 them (a new ``Table`` with the bound codec: the processor's own is left as it is). A
 row is read where the registry cannot be awaited (``process``, a lazy result, a timer's
 ``fire``): a row naming a schema id not fetched yet starts the fetch and raises
-``SchemaPending`` there (``_TableRows``), a ``TransactionError``: the transaction is
+``SchemaPending`` there (``_Rows``), a ``TransactionError``: the transaction is
 aborted and redone as it was. ``decoding``'s wrapper awaits the fetch before the abort,
 so the redo finds the id known: one abort per schema id and process -- the trade for
 never re-running half of a ``process`` whose writes were already made.
+
+A store may keep its values in a registry's schema too (``stores = {"last":
+eosflow.Avro(M)}``): bound under ``<group>--<store>--changelog-value`` (or the
+declaration's ``subject``), its schema registered by ``prepare`` as an output's is, its
+values written in it (to the local copy and the changelog: Confluent's wire format,
+readable by any registry-aware client) and read as a table's rows are (``stores``: the
+bound serdes the engine hands the stores).
 """
 
 from __future__ import annotations
@@ -89,8 +96,10 @@ class Topic:
 class Typing:
     """``processor``'s declared topics (name -> ``Topic``), checked in one line each:
     ``inputs`` are the app's input topics, ``tables`` its tables (name -> ``Table`` or
-    ``GlobalTable``); ``registry`` the schema registry's settings (None: from
-    ``EOSFLOW_SCHEMA_REGISTRY_*``, read only if a declaration needs a registry)."""
+    ``GlobalTable``), ``stores`` its stores (name -> ``Serde`` or a registry's schema,
+    as ``_state.declared`` gives them) and ``group`` its group id (a store's subject:
+    ``<group>--<store>--changelog-value``); ``registry`` the schema registry's settings
+    (None: from ``EOSFLOW_SCHEMA_REGISTRY_*``, read only if a declaration needs one)."""
 
     def __init__(
         self,
@@ -99,6 +108,9 @@ class Typing:
         inputs: Collection[str],
         tables: Mapping[str, Table | GlobalTable] | None = None,
         registry: SchemaRegistrySettings | None = None,
+        *,
+        stores: Mapping[str, Serde | Schemaful] | None = None,
+        group: str = "",
     ) -> None:
         if not isinstance(topics, Mapping):
             raise ConfigError(f"{processor}.topics is {type(topics).__name__}: expected a dict")
@@ -111,12 +123,19 @@ class Typing:
             if isinstance(serde, Schemaful):
                 where = f"{processor}.tables[{name!r}].serde"
                 subject = f"{table.topic}-value"
-                serde = _TableRows(self._bind(serde, where, subject, registry, output=False))
+                serde = _Rows(self._bind(serde, where, subject, registry, output=False))
                 table = replace(table, serde=serde)
             self.tables[name] = table
+        self.stores: dict[str, Serde] = {}  # as the stores read and write them
+        for name, spec in (stores or {}).items():
+            if isinstance(spec, Schemaful):  # written here: its schema registered first
+                where = f"{processor}.stores[{name!r}]"
+                subject = f"{group}--{name}--changelog-value"
+                spec = _Rows(self._bind(spec, where, subject, registry, output=True))
+            self.stores[name] = spec
         self.folded: set[str] = set()  # output topics whose outputs fold per key (``Topic``)
-        self._table_schemas = len(self._bound)  # tables in a registry: rows read inside process
-        # (tables are refused with process_batch: ``_state._declare``)
+        self._read_schemas = len(self._bound)  # tables and stores in a registry: read in
+        # process (refused with process_batch: ``_state._declare``)
         for name, topic in topics.items():
             where = f"{processor}.topics[{name!r}]"
             if not isinstance(topic, Topic):
@@ -204,7 +223,7 @@ class Typing:
     def decoding(self, process: Process) -> Process:
         """``process`` taking records of declared input topics decoded; with tables in a
         registry's schema, a row's schema fetched before its ``SchemaPending`` aborts."""
-        if self._table_schemas:
+        if self._read_schemas:
             process = _settling(process)
         inputs = self._inputs
         if not inputs:
@@ -290,8 +309,9 @@ def _settling(process: Process) -> Process:
     return settling
 
 
-class _TableRows:
-    """A table's bound codec as its stores read it (a ``Serde``): ``loads`` never awaits.
+class _Rows:
+    """A table's or a store's bound codec as the stores read it (a ``Serde``): ``loads``
+    never awaits; ``dumps`` writes in the schema registered at ``prepare``.
     A row naming a schema id not fetched yet starts that fetch (once) and raises
     ``SchemaPending``; a fetch that failed is raised by the next read of its id."""
 

@@ -8,9 +8,10 @@ they are committed, so a
 processor that raises, or an API the text uses wrongly, fails here. (Spark processors
 are only defined: the Spark examples' own tests run them; so are sinks, which need a
 database and JSON values: ``tests/sinks/test_table_sink.py`` runs the same
-declarations; and so are processors whose topics or tables are kept in a schema
-registry, which ``tests/genuine/test_schemas_interop.py`` and ``test_schemas_tables.py``
-run, the same processors against a genuine one.) The docs' longer examples are files
+declarations; and so are processors whose topics, tables or stores are kept in a
+schema registry, which ``tests/genuine/test_schemas_interop.py``,
+``test_schemas_tables.py`` and ``test_schemas_stores.py`` run, processors declared alike
+against a genuine one.) The docs' longer examples are files
 of ``examples/``, shown by the docs build and run by their own tests.
 """
 
@@ -49,6 +50,7 @@ async def _exercise(bootstrap: str, records: int) -> None:
     for cls in found:
         sides = [s for t in cls.topics.values() for s in (t.key, t.value)]
         sides += [t.serde for t in (getattr(cls, "tables", None) or {}).values()]
+        sides += list((getattr(cls, "stores", None) or {}).values())
         if any(isinstance(s, (_eosflow.Avro, _eosflow.JsonSchema)) for s in sides):
             print("REGISTRY", cls.__name__, flush=True)  # defined only: it needs a registry
             continue

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 import eosflow
 from eosflow._schemas import Registry, avro_schema_of
+from eosflow._state import batch_ready, declared
 from eosflow._typed import Typing
 
 
@@ -134,6 +135,38 @@ def test_a_tables_schema_is_bound_to_the_registry_or_refused_in_one_line() -> No
     assert isinstance(table.serde, eosflow.Avro)  # the processor's own is left as it is
     with pytest.raises(eosflow.ConfigError, match=r"^eosflow.GlobalTable\('t'\): serde must"):
         eosflow.GlobalTable("t", serde=Order)  # type: ignore[arg-type]
+
+
+# A store's values in a registry's schema: bound under <group>--<store>--changelog-value,
+# one line without a registry, refused with process_batch (read per record), and other
+# stores left as declared.
+def test_a_stores_schema_is_bound_under_its_changelogs_subject_or_refused() -> None:
+    class Shop(eosflow.Processor):
+        stores = {"last": eosflow.Avro(Order), "n": eosflow.JSON}
+
+    stores = declared(Shop())
+    with pytest.raises(
+        eosflow.ConfigError,
+        match=r"^Shop.stores\['last'\] is eosflow.Avro\(Order\): a schema registry is needed",
+    ):
+        Typing("Shop", {}, ("orders",), stores=stores, group="shop")
+    settings = eosflow.SchemaRegistrySettings(url=nowhere())
+    typing = Typing("Shop", {}, ("orders",), None, settings, stores=stores, group="shop")
+    assert "under 'shop--last--changelog-value'" in repr(typing.stores["last"])
+    assert typing.stores["n"] is eosflow.JSON
+
+    class Batched(Shop):
+        async def process_batch(self, records: object) -> list[eosflow.Output]:
+            return []
+
+    with pytest.raises(eosflow.ConfigError, match=r"^Batched keeps a store in a registry's"):
+        batch_ready(Batched(), True)
+    with pytest.raises(eosflow.ConfigError, match=r"or a registry's schema"):
+
+        class Wrong(eosflow.Processor):
+            stores = {"x": Order}  # a model class is neither
+
+        declared(Wrong())
 
 
 # Credentials never ride in a URL (they would be in every line naming it), and the
