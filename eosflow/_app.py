@@ -86,7 +86,7 @@ class EosApp:
         # health, progress, and metrics / tracing when configured: observers too
         self.ops = Operations(config.ops, self.observers, config.group_id, config.input_topics)
         if isinstance(runs, Staged):
-            self.ops.name_stages(runs.graph.inputs())  # lag per stage
+            self.ops.name_stages(runs.graph.inputs(), runs.graph.repartition)  # lag per stage
         if inspect.getattr_static(processor, "observer") is not Lifecycle.observer:
             raise ConfigError(  # (an instance's own is refused by the property itself)
                 f"{type(processor).__name__}.observer is eosflow's (the app's observers, "

@@ -75,12 +75,15 @@ class Chromium:
         """The page's DOM once its scripts ran ``budget_ms`` of virtual time."""
         return await self.run(f"--virtual-time-budget={budget_ms}", "--dump-dom", url)
 
-    async def screenshot(self, url: str, path: Path, budget_ms: int = 3000) -> None:
-        """A 1280x1000 picture of the page, as a laptop screen shows it."""
+    async def screenshot(
+        self, url: str, path: Path, budget_ms: int = 3000, height: int = 1000
+    ) -> None:
+        """A picture of the page 1280 pixels wide, as a laptop screen shows it (and
+        ``height`` tall: more shows what lies below the first screen)."""
         await self.run(
             f"--virtual-time-budget={budget_ms}",
             f"--screenshot={path}",
-            "--window-size=1280,1000",
+            f"--window-size=1280,{height}",
             url,
         )
         assert await asyncio.to_thread(lambda: path.stat().st_size) > 0

@@ -42,9 +42,17 @@ class Console:
         self._about: dict[str, Any] = {"group": group, "inputs": list(inputs), "stages": []}
         self._files = static_routes(_FILES)
 
-    def name_stages(self, readers: Mapping[str, Iterable[str]]) -> None:
-        """A pipeline's stages, in the graph's order, and the topics each reads."""
-        self._about["stages"] = [{"name": n, "reads": list(t)} for n, t in readers.items()]
+    def name_stages(
+        self, readers: Mapping[str, Iterable[str]], regroups: Mapping[str, str] | None = None
+    ) -> None:
+        """A pipeline's stages, in the graph's order, the topics each reads and, for a
+        stage others read, the repartition topic it writes (``regroups``): what the page
+        draws the graph from."""
+        regroups = regroups or {}
+        self._about["stages"] = [
+            {"name": n, "reads": list(t), "regroups_to": regroups.get(n)}
+            for n, t in readers.items()
+        ]
 
     def routes(self) -> dict[str, Callable[[], Answer]]:
         """Path -> an answer (status, content type, body), built when asked."""

@@ -73,15 +73,18 @@ class Operations:
         self._ticker: asyncio.Task[None] | None = None
         self.queries = StateQueries()  # GET /state/<store>/<key>, once started
 
-    def name_stages(self, readers: Mapping[str, Iterable[str]]) -> None:
+    def name_stages(
+        self, readers: Mapping[str, Iterable[str]], regroups: Mapping[str, str] | None = None
+    ) -> None:
         """A pipeline's stages (in the graph's order) and the topics each reads: the
-        progress line and ``eosflow_stage_lag`` give each stage's lag."""
+        progress line and ``eosflow_stage_lag`` give each stage's lag; the console draws
+        the graph (``regroups``: a stage read by others -> its repartition topic)."""
         stages = stages_of(readers)
         for member in (self.progress, self.metrics):
             if member is not None:
                 member.stages = stages
         if self.console is not None:
-            self.console.name_stages(readers)
+            self.console.name_stages(readers, regroups)
 
     @property
     def port(self) -> int | None:

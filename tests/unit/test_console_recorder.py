@@ -137,7 +137,10 @@ def test_late_records_are_counted_per_window_and_per_second() -> None:
 
 def test_the_console_serves_its_files_and_the_snapshot_with_what_the_app_is() -> None:
     console = Console("orders-app", ["orders"])
-    console.name_stages({"regroup": ["orders"], "count": ["orders-app-by-product"]})
+    console.name_stages(
+        {"regroup": ["orders"], "count": ["orders-app-by-product"]},
+        {"regroup": "orders-app-by-product"},
+    )
     routes = console.routes()
     status, kind, page = routes["/"]()
     assert status == 200 and kind.startswith("text/html")
@@ -150,8 +153,8 @@ def test_the_console_serves_its_files_and_the_snapshot_with_what_the_app_is() ->
         "group": "orders-app",
         "inputs": ["orders"],
         "stages": [
-            {"name": "regroup", "reads": ["orders"]},
-            {"name": "count", "reads": ["orders-app-by-product"]},
+            {"name": "regroup", "reads": ["orders"], "regroups_to": "orders-app-by-product"},
+            {"name": "count", "reads": ["orders-app-by-product"], "regroups_to": None},
         ],
     }
 

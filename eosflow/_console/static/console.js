@@ -44,6 +44,7 @@ function render(s) {
 
   const stages = s.about.stages || [];
   $("stages-part").hidden = stages.length === 0;  // one processor: no stages to show
+  if (stages.length && $("pipeline").dataset.drawn !== "yes") drawPipeline($("pipeline"), stages);
   $("stages").replaceChildren(...stages.map((st) => {
     const li = document.createElement("li");
     li.textContent = `${st.name}: reads ${st.reads.join(", ")}`;
@@ -58,6 +59,58 @@ function render(s) {
     li.append(when, kind, document.createTextNode(e.text));
     return li;
   }));
+}
+
+// The pipeline's graph, drawn once: its source topics in the first column, then each
+// stage one column right of the furthest stage it reads; an arrow per input (a stage's
+// regrouped records: from that stage, through its repartition topic).
+function drawPipeline(svg, stages) {
+  const NS = "http://www.w3.org/2000/svg";
+  const W = 150, H = 34, DX = 200, DY = 56;
+  const writer = {};  // repartition topic -> the stage writing it
+  for (const st of stages) if (st.regroups_to) writer[st.regroups_to] = st.name;
+  const column = {}, nodes = [], edges = [];
+  const sources = [...new Set(stages.flatMap((st) => st.reads.filter((t) => !(t in writer))))];
+  sources.forEach((t) => { column["topic:" + t] = 0; nodes.push({ id: "topic:" + t, label: t, kind: "topic" }); });
+  for (const st of stages) {  // in the graph's order: what a stage reads is placed before it
+    const from = st.reads.map((t) => (t in writer ? "stage:" + writer[t] : "topic:" + t));
+    column["stage:" + st.name] = 1 + Math.max(...from.map((f) => column[f] ?? 0));
+    nodes.push({ id: "stage:" + st.name, label: st.name, kind: "stage" });
+    from.forEach((f) => edges.push({ from: f, to: "stage:" + st.name }));
+  }
+  const rows = {}, at = {};
+  for (const n of nodes) {
+    const c = column[n.id];
+    rows[c] = (rows[c] || 0) + 1;
+    at[n.id] = { x: 8 + c * DX, y: 8 + (rows[c] - 1) * DY };
+  }
+  svg.setAttribute("width", String(16 + W + DX * Math.max(...Object.values(column))));
+  svg.setAttribute("height", String(16 + H + DY * (Math.max(...Object.values(rows)) - 1)));
+  const make = (tag, attrs) => {
+    const el = document.createElementNS(NS, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+    return el;
+  };
+  const marker = make("marker", { id: "arrow", viewBox: "0 0 10 10", refX: 10, refY: 5, markerWidth: 8, markerHeight: 8, orient: "auto" });
+  marker.append(make("path", { d: "M0,0 L10,5 L0,10 z", fill: "#5b6573" }));
+  const defs = make("defs", {}); defs.append(marker); svg.append(defs);
+  for (const e of edges) {
+    const a = at[e.from], b = at[e.to];
+    svg.append(make("line", { x1: a.x + W, y1: a.y + H / 2, x2: b.x, y2: b.y + H / 2,
+      stroke: "#5b6573", "marker-end": "url(#arrow)", "data-edge": `${e.from} -> ${e.to}` }));
+  }
+  for (const n of nodes) {
+    const g = make("g", { "data-node": n.id, class: n.kind });
+    g.append(make("rect", { x: at[n.id].x, y: at[n.id].y, width: W, height: H, rx: n.kind === "stage" ? 6 : 16 }));
+    const label = make("text", { x: at[n.id].x + W / 2, y: at[n.id].y + H / 2 + 5, "text-anchor": "middle" });
+    label.textContent = n.label.length > 22 ? n.label.slice(0, 21) + "\u2026" : n.label;
+    const title = make("title", {}); title.textContent = n.label;
+    g.append(title, label);
+    svg.append(g);
+  }
+  svg.dataset.nodes = String(nodes.length);
+  svg.dataset.edges = String(edges.length);
+  svg.dataset.drawn = "yes";
 }
 
 async function lookUp(store, key) {
