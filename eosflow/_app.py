@@ -28,7 +28,7 @@ from ._errors import ConfigError, EosflowError, FatalError
 from ._observe import Observer, Observers, Outcome, Stats
 from ._ops import Operations, summarised_aiokafka_logs
 from ._processor import Lifecycle, Processor, overrides_batch
-from ._records import Partition, PartitionOffsets
+from ._records import Partition, PartitionOffsets, RestoreProgress
 from ._stages import Pipeline, Staged, staged
 from ._state import Seat, batch_ready, seated
 from .sinks import PostgresSink, runner
@@ -49,6 +49,7 @@ class Runtime(Protocol):
     async def run(self) -> None: ...
     async def stop(self) -> None: ...
     def partition_offsets(self) -> dict[Partition, PartitionOffsets]: ...
+    def restoring(self) -> list[RestoreProgress]: ...
     async def end_on_cancel(self) -> None: ...
     async def abort_on(self, exc: BaseException) -> None: ...
 
@@ -134,7 +135,7 @@ class EosApp:
         engine = self._new_runtime()
         self._runtime = engine
         try:
-            self.ops.start(engine.partition_offsets, engine.reader)
+            self.ops.start(engine, engine.reader)
             self._runs.configure(self.config)
             # A stop asked while starting (a slow on_start such as a Spark cold start, or
             # brokers retried for retry_timeout_s) cancels the start: nothing was consumed,

@@ -38,6 +38,18 @@ class PartitionOffsets(NamedTuple):
     lag: int
 
 
+class RestoreProgress(NamedTuple):
+    """One store (or table) of a partition held back while its local copy is restored:
+    ``applied`` records so far, read ``towards`` an offset of its changelog (or table
+    topic; None before it is known), for ``seconds``."""
+
+    partition: Partition
+    store: str
+    applied: int
+    towards: int | None
+    seconds: float
+
+
 class Record(Struct, Generic[K, V]):
     """One consumed record. ``timestamp`` is in milliseconds since the epoch, as Kafka
     stores it; ``headers`` keep Kafka's order and may repeat a key. ``key`` and

@@ -19,7 +19,9 @@ rebalance, recovery, Spark job and lag sample (never per record), and keeps
 - the partitions held and, at the last sample, where each stands: committed offset,
   position, last stable offset and lag (``offsets_sampled``, from the operations
   ticker; an observer's ``lag_sampled`` alone gives the lag);
-- the late records each window left out (``late_records``), in total and per second.
+- the late records each window left out (``late_records``), in total and per second;
+- what restores at the last sample (``restoring_sampled``): each store or table of a
+  partition held back, its records applied and the offset it reads towards.
 
 The observer's calls come from the event loop and ``snapshot`` from the HTTP server's
 threads, so both take one lock; ``snapshot`` copies summaries under it and sorts the
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
-from .._records import Partition, PartitionOffsets
+from .._records import Partition, PartitionOffsets, RestoreProgress
 
 WINDOW_S = 300
 """Seconds of history the charts hold: a point a second."""
@@ -97,6 +99,7 @@ class Recorder(Observer):
         self._lag: dict[Partition, int] = {}
         self._offsets: dict[Partition, PartitionOffsets] = {}
         self._late: dict[str, int] = {}  # window -> late records since the start
+        self._restoring: list[RestoreProgress] = []
         names = ("committed", "not_committed", "records", "outputs", "dead_lettered", "late")
         self._totals = dict.fromkeys((*names, "rebalances"), 0)
         self._started = clock()
@@ -170,6 +173,11 @@ class Recorder(Observer):
         with self._lock:
             self._lag = dict(lag)
 
+    def restoring_sampled(self, restoring: list[RestoreProgress]) -> None:
+        """What restores now (the operations ticker's sample)."""
+        with self._lock:
+            self._restoring = list(restoring)
+
     def offsets_sampled(self, offsets: Mapping[Partition, PartitionOffsets]) -> None:
         """Where each held partition stands (the operations ticker's sample, with its
         ``lag_sampled``)."""
@@ -185,8 +193,9 @@ class Recorder(Observer):
         ``phases_ms``, None where no transaction committed), ``commit_p50_ms`` (over the
         last ``RECENT_S`` seconds, None without a commit), ``partitions`` (held, with
         their ``lag``, ``committed``, ``position`` and ``last_stable`` at the last sample,
-        None before one), ``late`` (each window's late records since the start) and
-        ``events``."""
+        None before one), ``late`` (each window's late records since the start),
+        ``restoring`` (at the last sample: topic, partition, store, applied, towards,
+        seconds) and ``events``."""
         now = self._clock()
         last = int(now) - 1  # the last whole second
         with self._lock:
@@ -200,6 +209,7 @@ class Recorder(Observer):
                 _standing(p, self._lag.get(p), self._offsets.get(p)) for p in sorted(self._held)
             ]
             totals, events, late = dict(self._totals), list(self._events), dict(self._late)
+            restoring = list(self._restoring)
         return {
             "now": now,
             "started": self._started,
@@ -208,6 +218,7 @@ class Recorder(Observer):
             "commit_p50_ms": statistics.median(recent) if recent else None,
             "partitions": partitions,
             "late": [{"window": w, "records": n} for w, n in sorted(late.items())],
+            "restoring": [_restore_row(r) for r in sorted(restoring)],
             "events": events,
         }
 
@@ -241,6 +252,12 @@ def _standing(p: Partition, lag: int | None, at: PartitionOffsets | None) -> dic
     if at is not None:
         row.update(at._asdict())
     return row
+
+
+def _restore_row(r: RestoreProgress) -> dict[str, Any]:
+    (topic, partition), rest = r.partition, r._asdict()
+    del rest["partition"]
+    return {"topic": topic, "partition": partition, **rest}
 
 
 def _named(partitions: frozenset[Partition]) -> str:

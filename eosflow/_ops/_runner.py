@@ -7,9 +7,9 @@ and OpenTelemetry is installed; each joins the app's observers. ``start`` (first
 in ``run()``) opens the port and starts the ticker, a task on the app's event loop that
 
 - beats every 0.25 s: the pulse ``/livez`` watches;
-- samples the held partitions' offsets about once a second (``offsets``: the session's
+- samples the held partitions' offsets about once a second (``Watched``: the session's
   view, no broker request, no await: the pulse never waits on it), tells every observer
-  their lag (``lag_sampled``) and the console where each stands;
+  their lag (``lag_sampled``) and the console where each stands and what restores;
 - logs the progress line when due.
 
 ``failed`` marks the app failed (``/livez`` answers 503 from then on); ``stop`` (last
@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from .._config import OpsSettings
 from .._console import Console
 from .._observe import Observers
-from .._records import Partition, PartitionOffsets
+from .._records import Partition, PartitionOffsets, RestoreProgress
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
@@ -37,7 +38,13 @@ from ._tracing import Tracing
 
 log = logging.getLogger("eosflow.ops")
 
-OffsetsSource = Callable[[], Mapping[Partition, PartitionOffsets]]
+
+class Watched(Protocol):
+    """What the ticker samples of the running app (the engine, or a sink's runner)."""
+
+    def partition_offsets(self) -> Mapping[Partition, PartitionOffsets]: ...
+    def restoring(self) -> list[RestoreProgress]: ...
+
 
 BEAT_S = 0.25
 LAG_EVERY_S = 1.0
@@ -103,14 +110,14 @@ class Operations:
             )
             self._server.start()
 
-    def start(self, offsets: OffsetsSource, read: Read | None = None) -> None:
+    def start(self, watched: Watched, read: Read | None = None) -> None:
         """``open``, then start the ticker on the running loop; ``read`` answers state
         queries (``Stores.read_committed``) from then on."""
         self.open()
         if read is not None:
             self.queries.serve(read, asyncio.get_running_loop())
         self.health.beat()
-        self._ticker = asyncio.create_task(self._tick(offsets), name="eosflow-ops")
+        self._ticker = asyncio.create_task(self._tick(watched), name="eosflow-ops")
 
     def failed(self, why: str) -> None:
         self.health.failed(why)
@@ -127,7 +134,7 @@ class Operations:
             server, self._server = self._server, None
             await asyncio.to_thread(server.stop)
 
-    async def _tick(self, offsets: OffsetsSource) -> None:
+    async def _tick(self, watched: Watched) -> None:
         sampled = 0.0
         while True:
             await asyncio.sleep(BEAT_S)
@@ -136,10 +143,11 @@ class Operations:
             try:
                 if now - sampled >= LAG_EVERY_S:
                     sampled = now
-                    sample = offsets()
+                    sample = watched.partition_offsets()
                     self.observers.lag_sampled({p: o.lag for p, o in sample.items()})
                     if self.console is not None:  # where each partition stands, for its page
                         self.console.recorder.offsets_sampled(sample)
+                        self.console.recorder.restoring_sampled(watched.restoring())
                 if self.progress is not None and self.progress.due(now):
                     self.progress.emit(now)
             except Exception:

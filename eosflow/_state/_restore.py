@@ -64,7 +64,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._errors import FatalError
-from .._records import Partition
+from .._records import Partition, RestoreProgress
 from ._changelog import decode_position
 from ._local import EMPTY, Checkpoint, LocalPartition
 from ._restoring import Restoring, Words, report_due
@@ -141,6 +141,18 @@ class Restorer:
     @property
     def restoring(self) -> frozenset[Partition]:
         return frozenset(self._restoring.jobs)
+
+    def progress(self) -> list[RestoreProgress]:
+        """Each store of each partition restoring: records applied, the changelog's
+        stable offset it reads towards (once known)."""
+        now = time.monotonic()
+        return [
+            RestoreProgress(
+                j.partition, t.store, t.applied, t.lso if t.lso >= 0 else None, now - j.started
+            )
+            for j in self._restoring.jobs.values()
+            for t in j.targets
+        ]
 
     def add(self, job: Job, changelogs: dict[str, str]) -> None:
         """Restore ``job`` (replacing a job of the same partition). ``changelogs``: store

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
 from .._errors import ConfigError, FatalError, TransactionError
-from .._records import Partition
+from .._records import Partition, RestoreProgress
 from ._batch import BatchState, run_batch
 from ._changelog import (
     changelog_topic,
@@ -227,6 +227,10 @@ class Stores(Reads):
         self._ready.clear()
         self._settle()
 
+    def restoring(self) -> list[RestoreProgress]:
+        """What is restoring now, stores' and tables' (``RestoreProgress``)."""
+        return self._restorer.progress() + self._table_restorer.progress()
+
     # --- the group --------------------------------------------------------------------
 
     def _restored(self, partition: Partition) -> None:
@@ -347,9 +351,7 @@ class Stores(Reads):
         return any(True for _ in self._unpositioned())
 
     def _unpositioned(self) -> Iterator[tuple[Partition, str, asyncio.Future[object], int]]:
-        for partition, store, last, count, position in self._positions:
-            if position is None:
-                yield partition, store, last, count
+        yield from ((p, s, last, n) for p, s, last, n, at in self._positions if at is None)
 
     def written(self) -> dict[Partition, str] | None:
         """Once the sealed transaction's changelog records are acknowledged: per partition
@@ -565,14 +567,13 @@ class Stores(Reads):
         limit: int,
     ) -> tuple[list[Any], int]:
         """Fire ``partition``'s wall-clock timers due now, in the open transaction: each
-        deleted and ``fire(timer)`` called (``state()`` and ``timers`` are that
-        partition's; windows refuse: there is no record); their outputs, checked with
-        ``check``. A ``fire`` that raises leaves no write but the timer's deletion, and
-        ``failed`` gives its outputs (a dead letter) or raises (the app stops; the
-        transaction aborts). A ``TransactionError`` (retry) aborts the transaction, as
-        from ``process``. At most ``limit`` fire (the rest in the next transaction, so
-        a backlog after an outage never outgrows one); returns the outputs and how many
-        fired."""
+        deleted and ``fire(timer)`` called (``state()`` and ``timers`` are that partition's;
+        windows refuse: no record); their outputs, checked with ``check``. A ``fire`` that
+        raises leaves no write but the timer's deletion, and ``failed`` gives its outputs
+        (a dead letter) or raises (the app stops; the transaction aborts); a
+        ``TransactionError`` (retry) aborts the transaction, as from ``process``. At most
+        ``limit`` fire (the rest in the next transaction: a backlog after an outage never
+        outgrows one); returns the outputs and how many fired."""
         empty: dict[str, Store[Any]] = {}
         out: list[Any] = []
         fired = 0

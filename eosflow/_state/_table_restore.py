@@ -35,7 +35,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._errors import FatalError
-from .._records import Partition
+from .._records import Partition, RestoreProgress
 from ._local import Checkpoint, LocalPartition
 from ._restoring import Restoring, Words, report_due
 from ._settings import StateSettings
@@ -92,6 +92,14 @@ class TableRestorer:
         self._restoring: Restoring[TableJob, TableJob] = Restoring(
             config, self, _WORDS, on_ready, on_failed, wait_s
         )
+
+    def progress(self) -> list[RestoreProgress]:
+        """Each table partition restoring: rows applied, towards the committed offset."""
+        now = time.monotonic()
+        return [
+            RestoreProgress(j.partition, j.store, j.applied, j.committed, now - j.started)
+            for j in self._restoring.jobs.values()
+        ]
 
     def add(self, job: TableJob) -> None:
         """Restore ``job`` (replacing one of the same partition); ready at once when the

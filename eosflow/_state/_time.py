@@ -26,7 +26,7 @@ from .._records import Partition
 from ._seat import Seat
 from ._sessions import Session, SessionStore
 from ._sliding import Sliding, SlidingStore
-from ._store import Store
+from ._store import Serde, Store
 from ._timers import STORE as TIMERS
 from ._timers import Timer, TimerStore
 from ._windows import Hopping, LateRecord, Tumbling, WindowSpec, WindowStore, event_time
@@ -68,6 +68,12 @@ def declared_windows(processor: object) -> dict[str, AnySpec]:
             )
         if name in stores:
             raise ConfigError(f"{kind}: {name!r} names both a store and a window; rename one")
+        if not isinstance(getattr(spec, "serde", None), Serde):  # a registry's schema, say
+            raise ConfigError(
+                f"{kind}.windows[{name!r}].serde is {getattr(spec, 'serde', None)!r}: a window "
+                "keeps its values through a Serde (eosflow.JSON, eosflow.Model(M)); a "
+                "registry's schema is for stores, tables and topics"
+            )
         out[name] = spec
     return out
 

@@ -43,9 +43,9 @@ never re-running half of a ``process`` whose writes were already made.
 A store may keep its values in a registry's schema too (``stores = {"last":
 eosflow.Avro(M)}``): bound under ``<group>--<store>--changelog-value`` (or the
 declaration's ``subject``), its schema registered by ``prepare`` as an output's is, its
-values written in it (to the local copy and the changelog: Confluent's wire format,
-readable by any registry-aware client) and read as a table's rows are (``stores``: the
-bound serdes the engine hands the stores).
+values written in it (to the local copy and the changelog, in Confluent's wire format;
+the changelog's position records are eosflow's own) and read as a table's rows are
+(``stores``: the bound serdes the engine hands the stores).
 """
 
 from __future__ import annotations

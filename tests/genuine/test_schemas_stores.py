@@ -92,7 +92,8 @@ async def run_until(app: eosflow.EosApp, bootstrap: str, out: str, n: int) -> No
 # is read by confluent-kafka's AvroDeserializer; a key's value is answered as fields.
 # Caught: the store's schema left unbound (the app stops: an Avro has no dumps). Not
 # caught here: the fetch not awaited before the abort (the abort and the rewind outlast
-# a fetch from this registry, so the redo still met the id once).
+# a fetch from this registry, so the redo still met the id once; the unit test
+# test_a_stores_schema_fetch_is_awaited_before_the_abort catches it).
 async def test_a_stores_values_are_kept_in_the_registry_and_read_across_versions(
     eosflow_broker: Broker, eosflow_schema_registry: Any, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 from pydantic import BaseModel
 
 import eosflow
+from eosflow._errors import SchemaPending
 from eosflow._schemas import Registry, avro_schema_of
 from eosflow._state import batch_ready, declared
 from eosflow._typed import Typing
@@ -167,6 +168,33 @@ def test_a_stores_schema_is_bound_under_its_changelogs_subject_or_refused() -> N
             stores = {"x": Order}  # a model class is neither
 
         declared(Wrong())
+
+
+# A store's value naming a schema not fetched yet aborts the transaction only once the
+# fetch is done (so the redo finds the id known). Caught: stores not counted among the
+# reads that need the wait (the abort at once, the fetch still pending).
+def test_a_stores_schema_fetch_is_awaited_before_the_abort() -> None:
+    class Shop(eosflow.Processor):
+        stores = {"last": eosflow.Avro(Order)}
+
+    settings = eosflow.SchemaRegistrySettings(url=nowhere())
+    typing = Typing("Shop", {}, ("orders",), None, settings, stores=declared(Shop()), group="g")
+
+    async def main() -> None:
+        fetched: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def process(record: eosflow.Record) -> None:
+            raise SchemaPending(5, fetched)  # as a store's read raises it
+
+        wrapped = typing.decoding(process)
+        task = asyncio.ensure_future(wrapped(eosflow.Record("orders", 0, 0, b"k", b"v")))
+        done, _ = await asyncio.wait([task], timeout=0.2)
+        assert not done, "aborted before the schema was fetched"
+        fetched.set_result(None)
+        with pytest.raises(SchemaPending):
+            await task
+
+    asyncio.run(main())
 
 
 # Credentials never ride in a URL (they would be in every line naming it), and the

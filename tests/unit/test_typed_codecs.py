@@ -11,8 +11,8 @@ import pytest
 from pydantic import BaseModel
 
 import eosflow
-from eosflow._processor import as_outputs
-from eosflow._typed import Typing
+from eosflow._processor import as_outputs, normalised
+from eosflow._typed import Model, Typing
 
 
 class Item(BaseModel):
@@ -114,6 +114,41 @@ def test_outputs_are_encoded_by_their_topic() -> None:
         as_outputs(eosflow.Output("totals", Order(id=2, items=[])), typing.encode)
     with pytest.raises(TypeError, match=r"Output.value for x is int"):
         as_outputs(eosflow.Output("x", 42))
+
+
+# An Output rebuilt with its key and value encoded keeps its headers, partition and
+# timestamp, on a declared topic, an undeclared one (a str), and through normalised.
+# Caught: the rebuilt Output given the topic, value and key alone.
+def test_an_encoded_output_keeps_its_headers_partition_and_timestamp() -> None:
+    typing = typing_of({"totals": eosflow.Topic(value=Item)}, inputs=())
+    kept = {"headers": (("h", b"1"),), "partition": 3, "timestamp": 123}
+    for o in (
+        eosflow.Output("totals", Item(sku="a", qty=3), key=b"k", **kept),  # type: ignore[arg-type]
+        eosflow.Output("elsewhere", "text", key="k", **kept),  # type: ignore[arg-type]
+    ):
+        for encoded in (typing.encode(o), normalised(o), normalised(o, typing.encode)):
+            assert (encoded.headers, encoded.partition, encoded.timestamp) == (
+                kept["headers"],
+                3,
+                123,
+            ), (o, encoded)
+            assert type(encoded.value) is bytes and encoded.key == b"k"
+
+
+# A Model subclass's own loads is kept (the fast path takes a plain Model's validator
+# alone). Caught: isinstance in loader (the subclass's loads skipped: a DecodeError).
+def test_a_model_subclass_decodes_with_its_own_loads() -> None:
+    class Prefixed(Model[Item]):
+        def loads(self, data: bytes, /) -> Item:
+            return super().loads(data.removeprefix(b"z:"))
+
+    typing = typing_of({"orders": eosflow.Topic(value=Prefixed(Item))})
+
+    async def process(r: eosflow.Record) -> Any:
+        return r.value
+
+    got = asyncio.run(typing.decoding(process)(rec(b'z:{"sku":"a","qty":1}')))  # type: ignore[arg-type]
+    assert got == Item(sku="a", qty=1)
 
 
 # A model round-trips through eosflow.Model, which is a Serde a store may hold too.

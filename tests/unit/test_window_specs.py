@@ -79,6 +79,12 @@ def test_declarations_are_checked_in_one_line() -> None:
         declared(Both())
     with pytest.raises(eosflow.ConfigError, match=r"windows\['clicks'\]: expected a name and"):
         declared(NotASpec())
+
+    class InARegistry(eosflow.Processor):  # a window's values are not kept in a registry
+        windows = {"clicks": eosflow.Tumbling(size_s=60, serde=eosflow.Avro(schema='"long"'))}  # type: ignore[arg-type]
+
+    with pytest.raises(eosflow.ConfigError, match=r"^InARegistry.windows\['clicks'\].serde is"):
+        declared(InARegistry())
     assert declared(Fine()) == {"seen": eosflow.JSON, "clicks": eosflow.BYTES}
 
 

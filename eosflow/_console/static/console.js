@@ -39,6 +39,10 @@ function render(s) {
       [fmt(p.lag), "num"]]))
     : [row([["none held", ""]])]));
 
+  $("restoring-part").hidden = s.restoring.length === 0;  // nothing restores
+  $("restoring").tBodies[0].replaceChildren(...s.restoring.map((r) => row([[r.topic, ""],
+    [String(r.partition), "num"], [r.store, ""], [fmt(r.applied), "num"], [fmt(r.towards), "num"],
+    [fmt(r.seconds, 1), "num"]])));
   $("late-part").hidden = s.late.length === 0;  // no window has left a record out
   $("late").tBodies[0].replaceChildren(...s.late.map((w) => row([[w.window, ""], [fmt(w.records), "num"]])));
 
