@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -507,3 +508,13 @@ def get(port: int, path: str) -> tuple[int, str]:
             return answer.status, answer.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+
+
+async def state_value(app: eosflow.EosApp, store: str, key: str) -> Any:
+    """The first value ``GET /state/<store>/<key>`` answers on ``app``'s operations port
+    (the answer must be 200)."""
+    port = app.ops.port
+    assert port is not None, "the app serves no operations port"
+    status, body = await asyncio.to_thread(get, port, f"/state/{store}/{key}")
+    assert status == 200, body
+    return json.loads(body)["values"][0]["value"]

@@ -10,7 +10,6 @@ caught."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kit import create_topic, eventually, get
+from kit import create_topic, eventually, state_value
 from pydantic import BaseModel, create_model
 from stateful import state_config
 
@@ -119,11 +118,7 @@ async def test_a_stores_values_are_kept_in_the_registry_and_read_across_versions
     async with again:
         await run_until(again, bs, out, 60)
         assert again.stats.aborted == 1, "the first version's schema id, fetched once"
-        port = again.ops.port
-        assert port is not None
-        status, body = await asyncio.to_thread(get, port, "/state/last/k2")
-        assert status == 200, body
-        assert json.loads(body)["values"][0]["value"] == {"id": 59, "qty": 59 % 7, "note": "-"}
+        assert await state_value(again, "last", "k2") == {"id": 59, "qty": 59 % 7, "note": "-"}
 
     got = sorted(r.value for r in await read_records(bs, out))
     want = sorted(f"{i}:{'-' if i < 3 else i - 3}".encode() for i in range(60))

@@ -11,7 +11,6 @@ mutation it caught."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 from pathlib import Path
@@ -22,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from kit import T0_MS, create_topic, eventually, get
+from kit import T0_MS, create_topic, eventually, state_value
 from pydantic import BaseModel
 from stateful import state_config
 
@@ -130,11 +129,7 @@ async def test_a_tables_rows_are_read_in_their_writers_schemas_across_a_restart(
     async with app:
         await run_until(app, b, out, 30)
         assert app.stats.aborted == 2, "each of the two ids met aborts once"
-        port = app.ops.port
-        assert port is not None
-        status, body = await asyncio.to_thread(get, port, "/state/customers/c9")
-        assert status == 200, body
-        assert json.loads(body)["values"][0]["value"] == {"id": "c9", "name": "Cy"}
+        assert await state_value(app, "customers", "c9") == {"id": "c9", "name": "Cy"}
 
     await produce(b.bootstrap_servers, orders, batch(30, 30))
     again = eosflow.EosApp(enrich(table, out, url), cfg)
