@@ -20,6 +20,7 @@ rebalance, recovery, Spark job and lag sample (never per record), and keeps
   position, last stable offset and lag (``offsets_sampled``, from the operations
   ticker; an observer's ``lag_sampled`` alone gives the lag);
 - the late records each window left out (``late_records``), in total and per second;
+- the Spark jobs: the longest to end in each second, and their count;
 - what restores at the last sample (``restoring_sampled``): each store or table of a
   partition held back, its records applied and the offset it reads towards.
 
@@ -65,6 +66,7 @@ class _Second:
     outputs: int = 0
     dead_lettered: int = 0
     late: int = 0
+    spark_max_s: float | None = None  # the longest Spark job that ended in this second
     commits_ms: list[float] = field(default_factory=list)
     phases_ms: dict[str, float] = field(default_factory=dict)  # the longest of each
 
@@ -78,6 +80,7 @@ class _Second:
             "outputs": self.outputs,
             "dead_lettered": self.dead_lettered,
             "late": self.late,
+            "spark_max_s": self.spark_max_s,
             "commit_p50_ms": statistics.median(ms) if ms else None,
             "commit_max_ms": max(ms) if ms else None,
             "phases_ms": {name: self.phases_ms.get(name) for name in PHASES},
@@ -101,7 +104,7 @@ class Recorder(Observer):
         self._late: dict[str, int] = {}  # window -> late records since the start
         self._restoring: list[RestoreProgress] = []
         names = ("committed", "not_committed", "records", "outputs", "dead_lettered", "late")
-        self._totals = dict.fromkeys((*names, "rebalances"), 0)
+        self._totals = dict.fromkeys((*names, "spark_jobs", "rebalances"), 0)
         self._started = clock()
 
     # --- the observer -----------------------------------------------------------------
@@ -159,8 +162,13 @@ class Recorder(Observer):
     def spark_job(self, report: SparkJobReport) -> None:
         how = "cancelled past its budget" if report.cancelled else "done"
         text = f"{report.rows} rows in {report.duration_s:.2f} s, {how}"
+        now = self._clock()
         with self._lock:
-            self._event(self._clock(), "spark", text)
+            second = self._second(now)
+            longest = second.spark_max_s
+            second.spark_max_s = max(longest or 0.0, report.duration_s)
+            self._totals["spark_jobs"] += 1
+            self._event(now, "spark", text)
 
     def late_records(self, window: str, records: int) -> None:
         now = self._clock()

@@ -139,6 +139,20 @@ def test_late_records_are_counted_per_window_and_per_second() -> None:
     assert s["totals"]["late"] == 6
 
 
+# The Spark jobs: the longest to end in each second, and their count.
+def test_spark_jobs_are_charted_by_their_longest_each_second() -> None:
+    clock = Clock()
+    r = Recorder(clock)
+    r.spark_job(SparkJobReport(1.0, 3.5, 1000))
+    r.spark_job(SparkJobReport(2.0, 2.5, 10))
+    clock.now += 1
+    r.spark_job(SparkJobReport(4.0, 4.25, 5, cancelled=True))
+    clock.now += 1
+    s = r.snapshot()
+    assert [p["spark_max_s"] for p in s["series"][-2:]] == [2.5, 0.25]
+    assert s["totals"]["spark_jobs"] == 3
+
+
 def test_the_console_serves_its_files_and_the_snapshot_with_what_the_app_is() -> None:
     console = Console("orders-app", ["orders"])
     console.name_stages(

@@ -33,6 +33,13 @@ function render(s) {
     label: name, colour: PHASE_COLOURS[name], values: s.series.map((p) => p.phases_ms[name]),
   })), "ms");
 
+  $("spark-part").hidden = !s.totals.spark_jobs;  // an app without Spark: no chart
+  if (s.totals.spark_jobs) {
+    drawChart($("chart-spark"), times, [
+      { label: "longest Spark job", colour: "#e8590c", values: s.series.map((p) => p.spark_max_s) },
+    ], "s");
+  }
+
   $("partitions").tBodies[0].replaceChildren(...(s.partitions.length
     ? s.partitions.map((p) => row([[p.topic, ""], [String(p.partition), "num"],
       [fmt(p.committed), "num"], [fmt(p.position), "num"], [fmt(p.last_stable), "num"],
