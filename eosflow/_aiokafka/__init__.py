@@ -124,7 +124,14 @@ from ._errors import (
 )
 from ._fetch import as_records
 from ._group_consumer import consumer_for
-from ._groups import GroupView, Member, describe_group, remove_member
+from ._groups import (
+    GroupView,
+    Member,
+    TxnView,
+    describe_group,
+    describe_transactions,
+    remove_member,
+)
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._partitioner import Partitioner, default_partition
@@ -160,6 +167,7 @@ __all__ = [
     "LoginWatch",
     "Member",
     "Partitioner",
+    "TxnView",
     "as_records",
     "capabilities",
     "close_consumer",
@@ -171,6 +179,7 @@ __all__ = [
     "default_partition",
     "delete_records",
     "describe_group",
+    "describe_transactions",
     "ensure_topics",
     "error_for",
     "error_name",

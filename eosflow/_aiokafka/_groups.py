@@ -1,6 +1,8 @@
 """A consumer group as the broker sees it, for ``eosflow status``: its members and what
-each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11); and a crashed
-classic member removed on its behalf (``remove_member``, LeaveGroup).
+each holds, and its committed offsets (OffsetFetch, any Kafka since 0.11); a crashed
+classic member removed on its behalf (``remove_member``, LeaveGroup); transactional ids
+as their coordinators hold them, for the group's page (``describe_transactions``,
+DescribeTransactions: Kafka 3.0+; None before).
 
 Members come from ConsumerGroupDescribe (KIP-848, Kafka 4.0+) for a group of the consumer
 protocol, else from DescribeGroups with the classic protocol's assignment decoded. The
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
@@ -40,6 +43,19 @@ class Member:
     client_id: str
     host: str
     partitions: tuple[Partition, ...]
+
+
+@dataclass(frozen=True)
+class TxnView:
+    """A transactional id as its coordinator holds it (DescribeTransactions)."""
+
+    transactional_id: str
+    state: str  # Kafka's: Empty, Ongoing, PrepareCommit, CompleteCommit ...
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    started_ms: int  # the open transaction's start (epoch ms); -1: none open
+    partitions: tuple[Partition, ...]  # in the open transaction, not yet marked
 
 
 @dataclass(frozen=True)
@@ -116,13 +132,65 @@ async def remove_member(
     return True
 
 
-async def _coordinator(admin: AIOKafkaAdminClient, group_id: str) -> int:
-    """The group's coordinator; a broker just started (or a group's coordinator not yet
-    loaded) answers COORDINATOR_NOT_AVAILABLE for a moment: asked again for up to 10 s."""
+async def describe_transactions(
+    bootstrap_servers: str, security: KafkaSecurity, ids: Iterable[str]
+) -> dict[str, TxnView] | None:
+    """``ids`` as their transaction coordinators hold them; an id a coordinator never saw
+    (TRANSACTIONAL_ID_NOT_FOUND) is left out. None where the brokers do not serve
+    DescribeTransactions (before Kafka 3.0). Other errors mapped, as every call's; a
+    coordinator that moved meanwhile (NOT_COORDINATOR) is such an error, for the caller
+    to ask again."""
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap_servers, **connection_settings(security)
+    )
+    with mapped(f"connecting to {bootstrap_servers}"):
+        await admin.start()
+    found: dict[str, TxnView] = {}
+    try:
+        with mapped("describing transactions"):
+            by_node: dict[int, list[str]] = {}
+            for txn_id in sorted(set(ids)):
+                by_node.setdefault(await _coordinator(admin, txn_id, 1), []).append(txn_id)
+            for node, asked in by_node.items():
+                body = {"transactional_ids": asked}
+                try:
+                    resp = await admin._client.send(
+                        node, wire.SpecRequest.of(specs.DESCRIBE_TRANSACTIONS, body)
+                    )
+                except IncompatibleBrokerVersion:
+                    return None  # before Kafka 3.0
+                for t in resp.to_object()["transaction_states"]:
+                    if t["error_code"] == codes.TRANSACTIONAL_ID_NOT_FOUND:
+                        continue
+                    if t["error_code"]:
+                        what = f"describing transactional id {t['transactional_id']!r}"
+                        raise map_error(error_for(t["error_code"]), what)
+                    found[t["transactional_id"]] = TxnView(
+                        t["transactional_id"],
+                        t["transaction_state"],
+                        t["producer_id"],
+                        t["producer_epoch"],
+                        t["transaction_timeout_ms"],
+                        t["transaction_start_time_ms"],
+                        tuple(
+                            (tp["name"], p)
+                            for tp in t["topic_partitions"]
+                            for p in sorted(tp["partition_indexes"])
+                        ),
+                    )
+    finally:
+        await admin.close()
+    return found
+
+
+async def _coordinator(admin: AIOKafkaAdminClient, key: str, kind: int = 0) -> int:
+    """The coordinator of a group (``kind`` 0) or a transactional id (1); a broker just
+    started (or a coordinator not yet loaded) answers COORDINATOR_NOT_AVAILABLE for a
+    moment: asked again for up to 10 s."""
     deadline = time.monotonic() + 10.0
     while True:
         try:
-            return int(await admin.find_coordinator(group_id))
+            return int(await admin.find_coordinator(key, kind))
         except GroupCoordinatorNotAvailableError:
             if time.monotonic() > deadline:
                 raise

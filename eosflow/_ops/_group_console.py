@@ -1,6 +1,7 @@
 """``eosflow console``: a group's page in the browser, live -- what ``eosflow status``
-reads (``group_status``), shown by the console room's ``GroupPage`` and served on
-127.0.0.1 (a free port unless one is given) until SIGINT or SIGTERM.
+reads (``group_status``) and its members' transactional ids as their coordinators hold
+them (``member_transactions``; Kafka 3.0+), shown by the console room's ``GroupPage``
+and served on 127.0.0.1 (a free port unless one is given) until SIGINT or SIGTERM.
 
 It needs nothing of the apps: only the brokers and, for a secured cluster, the same
 security settings ``eosflow status`` takes (``--security-protocol`` and the others, or
@@ -14,10 +15,11 @@ import dataclasses
 import signal
 from typing import Any
 
+from .. import _aiokafka as ak
 from .._console import GroupPage
 from .._security import KafkaSecurity
 from ._http import MetricsServer
-from ._status import group_status
+from ._status import group_status, member_transactions
 
 
 def console_command(
@@ -37,6 +39,7 @@ async def _serve(
     async def look() -> dict[str, Any]:
         s = await group_status(bootstrap_servers, group_id, security)
         partitions = [dataclasses.asdict(p) for p in s.partitions]
+        txns = await member_transactions(bootstrap_servers, security, s.clients)
         return {
             "group": s.group_id,
             "state": s.state,
@@ -44,6 +47,7 @@ async def _serve(
             "members": s.members,
             "lag": s.lag,
             "partitions": partitions,
+            "transactions": None if txns is None else [_txn(c, t) for c, t in txns.items()],
         }
 
     loop = asyncio.get_running_loop()
@@ -59,3 +63,18 @@ async def _serve(
     finally:
         await asyncio.to_thread(server.stop)
     return 0
+
+
+_OPEN = ("Ongoing", "PrepareCommit", "PrepareAbort")  # a transaction begun, not yet ended
+
+
+def _txn(client: str, t: ak.TxnView) -> dict[str, Any]:
+    return {
+        "client": client,
+        "id": t.transactional_id,
+        "state": t.state,
+        "producer": f"{t.producer_id}/{t.producer_epoch}",
+        "started_ms": t.started_ms if t.state in _OPEN and t.started_ms >= 0 else None,
+        "timeout_ms": t.timeout_ms,
+        "partitions": [f"{topic}[{p}]" for topic, p in t.partitions],
+    }

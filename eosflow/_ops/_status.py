@@ -46,6 +46,7 @@ class GroupStatus:
     protocol: str
     members: int
     partitions: tuple[PartitionStatus, ...]
+    clients: tuple[str, ...] = ()  # the members' client ids
 
     @property
     def lag(self) -> int:
@@ -108,7 +109,39 @@ async def group_status(
         at = view.committed.get(tp)
         lag = None if at is None else 0 if tp in caught_up else max(0, end - at)
         rows.append(PartitionStatus(tp[0], tp[1], at, end, holder.get(tp), lag))
-    return GroupStatus(group_id, view.state, view.protocol, len(view.members), tuple(rows))
+    clients = tuple(m.client_id for m in view.members)
+    return GroupStatus(group_id, view.state, view.protocol, len(view.members), tuple(rows), clients)
+
+
+async def member_transactions(
+    bootstrap_servers: str, security: KafkaSecurity, clients: Iterable[str]
+) -> dict[str, ak.TxnView] | None:
+    """The transactional ids of a group's eosflow members, by member client id, as their
+    coordinators hold them (None: a broker before Kafka 3.0 does not tell). An eosflow
+    member's client id is ``<client id>-<transactional id>-<start, µs>`` (``EosConfig
+    .client_id``); neither part is known from outside, and both may hold dashes, so
+    every dash-separated tail of what precedes the start is asked and the longest one
+    the coordinators know is the member's. A member without such an id (another
+    client, an eosflow instance before its first transaction) is left out."""
+    tails: dict[str, list[str]] = {}
+    for client in clients:
+        head, _, stamp = client.rpartition("-")
+        if head and stamp.isascii() and stamp.isdecimal():
+            parts = head.split("-")
+            tails[client] = ["-".join(parts[i:]) for i in range(1, len(parts))]
+    if not tails:
+        return {}
+    known = await ak.describe_transactions(
+        bootstrap_servers, security, [t for ts in tails.values() for t in ts]
+    )
+    if known is None:
+        return None
+    out = {}
+    for client, ts in tails.items():
+        longest = next((t for t in ts if t in known), None)
+        if longest is not None:
+            out[client] = known[longest]
+    return out
 
 
 async def _last_stable_offsets(

@@ -7,6 +7,8 @@ aiokafka's snake_case habit; versions and nullability follow Kafka's JSON messag
 
 from __future__ import annotations
 
+from ._describe_specs import CONSUMER_GROUP_DESCRIBE as CONSUMER_GROUP_DESCRIBE
+from ._describe_specs import DESCRIBE_TRANSACTIONS as DESCRIBE_TRANSACTIONS
 from ._wire import API_VERSIONS_KEY, MessageSpec, One, field
 
 _OFFSET_COMMIT_PARTITION_RESP = (field("partition_index", "int32"), field("error_code", "int16"))
@@ -471,64 +473,6 @@ request are the partitions the member owns (acknowledging a revocation by leavin
 out); the answer's ``assignment`` (null when unchanged) is the target, by topic id.
 A field given as None is sent null ("unchanged"); one left out of the body is sent empty."""
 
-_CGD_ASSIGNMENT = One(  # not nullable here
-    (
-        field(
-            "topic_partitions",
-            (
-                field("topic_id", "uuid"),
-                field("topic_name", "string"),
-                field("partitions", "[]int32"),
-            ),
-        ),
-    ),
-    nullable=False,
-)
-
-CONSUMER_GROUP_DESCRIBE = MessageSpec(
-    api_key=69,
-    name="ConsumerGroupDescribe",
-    versions=(0, 1),
-    flexible_from=0,
-    request=(field("group_ids", "[]string"), field("include_authorized_operations", "bool")),
-    response=(
-        field("throttle_time_ms", "int32"),
-        field(
-            "groups",
-            (
-                field("error_code", "int16"),
-                field("error_message", "string"),
-                field("group_id", "string"),
-                field("group_state", "string"),
-                field("group_epoch", "int32"),
-                field("assignment_epoch", "int32"),
-                field("assignor_name", "string"),
-                field(
-                    "members",
-                    (
-                        field("member_id", "string"),
-                        field("instance_id", "string"),
-                        field("rack_id", "string"),
-                        field("member_epoch", "int32"),
-                        field("client_id", "string"),
-                        field("client_host", "string"),
-                        field("subscribed_topic_names", "[]string"),
-                        field("subscribed_topic_regex", "string"),
-                        field("assignment", _CGD_ASSIGNMENT),
-                        field("target_assignment", _CGD_ASSIGNMENT),
-                        field("member_type", "int8", since=1),
-                    ),
-                ),
-                field("authorized_operations", "int32"),
-            ),
-        ),
-    ),
-)
-"""A consumer-protocol group as its coordinator holds it (KIP-848; Kafka 4.0+), for
-``eosflow status``: state, epochs and each member's current assignment by topic id and
-name. A group of the classic protocol, or none, is GROUP_ID_NOT_FOUND. v1 adds the
-member's type (classic or consumer, -1 unknown: a group migrating between them)."""
-
 SPECS: dict[int, MessageSpec] = {
     s.api_key: s
     for s in (
@@ -536,6 +480,7 @@ SPECS: dict[int, MessageSpec] = {
         METADATA,
         CONSUMER_GROUP_HEARTBEAT,
         CONSUMER_GROUP_DESCRIBE,
+        DESCRIBE_TRANSACTIONS,
         TXN_OFFSET_COMMIT,
         OFFSET_FETCH,
         INIT_PRODUCER_ID,

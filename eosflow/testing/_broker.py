@@ -29,13 +29,18 @@ from ._txn import TxnCoordinator, TxnSettings
 # The highest versions are the cluster's own (what _codec decodes), lower than Kafka's on
 # purpose; within them the ranges are Kafka's (checked against 2.4.1 and 4.4.0 by
 # tests/contract/test_broker_answers.py). A cap below the floor leaves the API out:
-# ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) are Kafka 4's.
+# ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) are Kafka 4's,
+# DescribeTransactions (65) Kafka 3.0's.
 PROFILES: dict[str, tuple[dict[int, int], dict[int, int]]] = {
     "2.4": (
         {},
-        {0: 8, 28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 21: 1, 68: -1, 69: -1},
+        {0: 8, 28: 2, 9: 6, 22: 2, 26: 1, 25: 1, 24: 1, 12: 4, 3: 9, 21: 1, 65: -1, 68: -1}
+        | {69: -1},
     ),
-    "2.5": ({}, {0: 8, 28: 3, 9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 21: 1, 68: -1, 69: -1}),
+    "2.5": (
+        {},
+        {0: 8, 28: 3, 9: 7, 22: 3, 26: 1, 25: 1, 24: 1, 3: 9, 21: 1, 65: -1, 68: -1, 69: -1},
+    ),
     "4.0": ({0: 3, 1: 4, 2: 1, 8: 2, 9: 1, 19: 2, 20: 1, 32: 1}, {}),
 }
 # Floors a profile advertises lower than it accepts: Kafka 4.x advertises Produce from v0

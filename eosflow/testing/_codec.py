@@ -98,6 +98,7 @@ API_NAMES = {
     28: "TxnOffsetCommit",
     32: "DescribeConfigs",
     36: "SaslAuthenticate",
+    65: "DescribeTransactions",
     68: "ConsumerGroupHeartbeat",
     69: "ConsumerGroupDescribe",
 }

@@ -1,5 +1,5 @@
 """The transaction coordinator's APIs: InitProducerId, AddPartitionsToTxn,
-AddOffsetsToTxn, TxnOffsetCommit, EndTxn."""
+AddOffsetsToTxn, TxnOffsetCommit, EndTxn, DescribeTransactions."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from .._protocol import codes
 from ._api import Body, by_topic, handles, sorted_out, tp_offsets
 from ._broker import Broker
 from ._codec import Frame
+from ._txn import ONGOING, PREPARE_ABORT, PREPARE_COMMIT
 
 
 @handles("InitProducerId")
@@ -110,3 +111,49 @@ async def end_txn(c: Broker, f: Frame, host: str) -> Body:
         f.version,
     )
     return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+
+@handles("DescribeTransactions")
+async def describe_transactions(c: Broker, f: Frame, host: str) -> Body:
+    """Each asked id as the coordinator holds it: state, producer id and epoch, timeout,
+    the open transaction's start in epoch ms (-1 unless one is open or ending) and its
+    partitions not yet marked (the marked ones leave as their markers land, as Kafka's
+    do); TRANSACTIONAL_ID_NOT_FOUND for an id never initialised. Node 0 coordinates every
+    id, so NOT_COORDINATOR is never answered. Versions: v0; not in profiles "2.4" and
+    "2.5" (Kafka 3.0's, KIP-664)."""
+    states = []
+    for txn_id in f.body["transactional_ids"]:
+        meta = c.txns.txns.get(txn_id)
+        if meta is None:
+            states.append(
+                {
+                    "error_code": codes.TRANSACTIONAL_ID_NOT_FOUND,
+                    "transactional_id": txn_id,
+                    "transaction_state": "",
+                    "transaction_timeout_ms": 0,
+                    "transaction_start_time_ms": -1,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                    "topic_partitions": [],
+                }
+            )
+            continue
+        open_ = meta.state in (ONGOING, PREPARE_COMMIT, PREPARE_ABORT)
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in sorted(meta.partitions if open_ else ()):
+            by_topic.setdefault(topic, []).append(p)
+        states.append(
+            {
+                "error_code": codes.NONE,
+                "transactional_id": txn_id,
+                "transaction_state": meta.state,
+                "transaction_timeout_ms": meta.timeout_ms,
+                "transaction_start_time_ms": int(meta.started_ms) if open_ else -1,
+                "producer_id": meta.producer_id,
+                "producer_epoch": meta.epoch,
+                "topic_partitions": [
+                    {"name": t, "partition_indexes": ps} for t, ps in by_topic.items()
+                ],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}

@@ -83,6 +83,7 @@ class TxnMeta:
     partitions: set[Partition] = field(default_factory=set)
     groups: set[str] = field(default_factory=set)
     started: float = 0.0
+    started_ms: float = 0.0  # the same start, epoch ms (DescribeTransactions)
     token: int = 0
 
 
@@ -182,6 +183,7 @@ class TxnCoordinator:
         if meta.state != ONGOING:
             meta.state = ONGOING
             meta.started = time.monotonic()
+            meta.started_ms = time.time() * 1000
             meta.partitions = set()
             meta.groups = set()
             meta.token = next(self._tokens)
@@ -335,6 +337,8 @@ class TxnCoordinator:
                 log = self.log_for(tp)
                 if log is not None:
                     log.write_marker(pid, epoch, commit)
+            if meta.token == token:
+                meta.partitions -= tps  # marked: no longer described as in the transaction
             if last and meta.state in (PREPARE_COMMIT, PREPARE_ABORT) and meta.token == token:
                 meta.state = COMPLETE_COMMIT if commit else COMPLETE_ABORT
 

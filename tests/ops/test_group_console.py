@@ -69,12 +69,23 @@ async def test_the_group_page_shows_the_brokers_view_live(
         async with eosflow.EosApp(Count(), config) as app:
             await until_committed(bs, src, 2, group, 60, (app,))
             first = await browser.dom(url)
+            await browser.screenshot(url, shots() / "console-group-live.png", height=1100)
         table = rows(first, "partitions")
         assert [(r[0], r[1]) for r in table] == [(src, "0"), (src, "1")], table
         assert sum(int(r[2]) for r in table) == 60, table  # committed, all of the input
         assert all(r[4] == "0" and "@" in r[5] for r in table), table  # caught up, held
         assert text(element(first, "fig-members")) == "1"
         assert text(element(first, "fig-partitions")) == "2 / 2"
+        # the member's transactional id as its coordinator holds it, where it tells
+        txns = rows(first, "transactions")
+        if describes_transactions(b):
+            assert len(txns) == 1 and txns[0][1] == config.transactional_id, txns
+            assert txns[0][0].startswith(f"eosflow-{config.transactional_id}-"), txns
+            assert txns[0][2] in ("Ongoing", "PrepareCommit", "CompleteCommit", "Empty"), txns
+            assert "/" in txns[0][3] and int(txns[0][3].split("/")[0]) >= 0, txns
+        else:
+            assert txns == [["not told"]], txns
+            assert "Kafka 3.0+" in text(element(first, "txn-note"))
 
         # the app gone and 30 more records in: the page shows them as lag
         await seed_keys(bs, src, 30, 6, start=60)
@@ -88,6 +99,13 @@ async def test_the_group_page_shows_the_brokers_view_live(
         assert PASSWORD not in first + second
         await browser.screenshot(url, shots() / "console-group.png")
     assert PASSWORD not in "".join(out)
+
+
+def describes_transactions(b: Broker) -> bool:
+    """Whether the cluster serves DescribeTransactions (Kafka 3.0+)."""
+    if b.kafka is not None:
+        return int(b.kafka.version.split(".")[0]) >= 3
+    return b.cluster is None or b.cluster.settings.profile == "4.0"
 
 
 async def test_a_look_that_fails_is_shown_and_tried_again(eosflow_broker: Broker) -> None:

@@ -39,6 +39,26 @@ function render(s) {
     [p.topic, ""], [String(p.partition), "num"], [fmt(p.committed), "num"],
     [fmt(p.last_stable), "num"], [fmt(p.lag), "num"], [p.member || "\u2013", ""],
   ])));
+  renderTransactions(s.transactions, s.now);
+}
+
+// Each eosflow member's transactional id as its coordinator holds it; null where the
+// broker does not describe transactions (before Kafka 3.0).
+function renderTransactions(txns, now) {
+  const note = $("txn-note");
+  note.hidden = txns !== null;
+  note.textContent = txns === null ? "this cluster does not describe transactions (Kafka 3.0+ does)" : "";
+  const body = $("transactions").tBodies[0];
+  if (!txns || txns.length === 0) {
+    body.replaceChildren(row([[txns === null ? "not told" : "no member with a transactional id", ""]]));
+    body.rows[0].cells[0].colSpan = 6;
+    return;
+  }
+  body.replaceChildren(...txns.map((t) => row([
+    [t.client, ""], [t.id, ""], [t.state, ""], [t.producer, "num"],
+    [t.started_ms === null ? "\u2013" : `${fmt(Math.max(0, now - t.started_ms / 1000), 1)} s`, "num"],
+    [t.partitions.join(", ") || "\u2013", ""],
+  ])));
 }
 
 // a look at the broker can take many seconds (eosflow console gives it 30)
