@@ -50,6 +50,31 @@ class RestoreProgress(NamedTuple):
     seconds: float
 
 
+class StoreSize(NamedTuple):
+    """A store's (or table's) local copy of one ready partition, as last committed:
+    ``keys`` as counted by the last complete walk over it (None before one; eosflow's
+    own keys left out), ``bytes`` its files and memtables as RocksDB tells them. For a
+    tumbling or hopping window: the ``windows`` holding values, the ``oldest_ms`` one's
+    start and the partition's ``stream_time_ms`` (None before a record; all three None
+    for other stores)."""
+
+    partition: Partition
+    store: str
+    keys: int | None
+    bytes: int
+    windows: int | None = None
+    oldest_ms: int | None = None
+    stream_time_ms: int | None = None
+
+
+class StateNow(NamedTuple):
+    """A runtime's state, sampled for the console: what restores, and each ready local
+    copy's size."""
+
+    restoring: list[RestoreProgress]
+    stores: list[StoreSize]
+
+
 class Record(Struct, Generic[K, V]):
     """One consumed record. ``timestamp`` is in milliseconds since the epoch, as Kafka
     stores it; ``headers`` keep Kafka's order and may repeat a key. ``key`` and

@@ -21,8 +21,11 @@ rebalance, recovery, Spark job and lag sample (never per record), and keeps
   ticker; an observer's ``lag_sampled`` alone gives the lag);
 - the late records each window left out (``late_records``), in total and per second;
 - the Spark jobs: the longest to end in each second, and their count;
-- what restores at the last sample (``restoring_sampled``): each store or table of a
-  partition held back, its records applied and the offset it reads towards.
+- the runtime's state at the last sample (``state_sampled``): what restores (each
+  store or table of a partition held back, its records applied and the offset it reads
+  towards) and each ready local copy's size (keys and bytes as RocksDB estimates them;
+  for a tumbling or hopping window, the windows open, the oldest one's start and the
+  stream time).
 
 The observer's calls come from the event loop and ``snapshot`` from the HTTP server's
 threads, so both take one lock; ``snapshot`` copies summaries under it and sorts the
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._observe import PHASES, AbortReason, Observer, Outcome, SparkJobReport, TransactionReport
-from .._records import Partition, PartitionOffsets, RestoreProgress
+from .._records import Partition, PartitionOffsets, RestoreProgress, StateNow, StoreSize
 
 WINDOW_S = 300
 """Seconds of history the charts hold: a point a second."""
@@ -102,7 +105,7 @@ class Recorder(Observer):
         self._lag: dict[Partition, int] = {}
         self._offsets: dict[Partition, PartitionOffsets] = {}
         self._late: dict[str, int] = {}  # window -> late records since the start
-        self._restoring: list[RestoreProgress] = []
+        self._state = StateNow([], [])
         names = ("committed", "not_committed", "records", "outputs", "dead_lettered", "late")
         self._totals = dict.fromkeys((*names, "spark_jobs", "rebalances"), 0)
         self._started = clock()
@@ -181,10 +184,11 @@ class Recorder(Observer):
         with self._lock:
             self._lag = dict(lag)
 
-    def restoring_sampled(self, restoring: list[RestoreProgress]) -> None:
-        """What restores now (the operations ticker's sample)."""
+    def state_sampled(self, now: StateNow) -> None:
+        """What restores and what the local copies hold now (the operations ticker's
+        sample)."""
         with self._lock:
-            self._restoring = list(restoring)
+            self._state = now
 
     def offsets_sampled(self, offsets: Mapping[Partition, PartitionOffsets]) -> None:
         """Where each held partition stands (the operations ticker's sample, with its
@@ -203,7 +207,8 @@ class Recorder(Observer):
         their ``lag``, ``committed``, ``position`` and ``last_stable`` at the last sample,
         None before one), ``late`` (each window's late records since the start),
         ``restoring`` (at the last sample: topic, partition, store, applied, towards,
-        seconds) and ``events``."""
+        seconds), ``stores`` (at the last sample: topic, partition, store, keys, bytes,
+        windows, oldest_ms, stream_time_ms) and ``events``."""
         now = self._clock()
         last = int(now) - 1  # the last whole second
         with self._lock:
@@ -217,7 +222,7 @@ class Recorder(Observer):
                 _standing(p, self._lag.get(p), self._offsets.get(p)) for p in sorted(self._held)
             ]
             totals, events, late = dict(self._totals), list(self._events), dict(self._late)
-            restoring = list(self._restoring)
+            state = self._state
         return {
             "now": now,
             "started": self._started,
@@ -226,7 +231,8 @@ class Recorder(Observer):
             "commit_p50_ms": statistics.median(recent) if recent else None,
             "partitions": partitions,
             "late": [{"window": w, "records": n} for w, n in sorted(late.items())],
-            "restoring": [_restore_row(r) for r in sorted(restoring)],
+            "restoring": [_row(r) for r in sorted(state.restoring)],
+            "stores": [_row(s) for s in state.stores],
             "events": events,
         }
 
@@ -262,7 +268,7 @@ def _standing(p: Partition, lag: int | None, at: PartitionOffsets | None) -> dic
     return row
 
 
-def _restore_row(r: RestoreProgress) -> dict[str, Any]:
+def _row(r: RestoreProgress | StoreSize) -> dict[str, Any]:
     (topic, partition), rest = r.partition, r._asdict()
     del rest["partition"]
     return {"topic": topic, "partition": partition, **rest}

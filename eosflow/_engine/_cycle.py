@@ -53,7 +53,7 @@ from .._errors import (
 )
 from .._observe import AbortReason, Outcome
 from .._processor import Processor, as_outputs, normalised, overrides_batch
-from .._records import Output, Partition, PartitionOffsets, Record, RestoreProgress
+from .._records import Output, Partition, PartitionOffsets, Record, StateNow
 from .._state import Seat, Timer, copartitioned, declared, declared_tables
 from .._typed import Typing
 from ._failures import Failures, dead_letter
@@ -190,8 +190,8 @@ class Engine:
     def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
         return self.session.partition_offsets()
 
-    def restoring(self) -> list[RestoreProgress]:
-        return self.session.restoring()
+    def state_now(self) -> StateNow:
+        return self.session.state_now()
 
     @property
     def reader(self) -> Callable[[str, bytes], Any]:

@@ -37,7 +37,7 @@ from .._errors import (
     TransientError,
 )
 from .._observe import Abort, AbortReason, Observer, Outcome
-from .._records import Output, Partition, PartitionOffsets, Record, RestoreProgress
+from .._records import Output, Partition, PartitionOffsets, Record, StateNow
 from .._state import Feed, GlobalTable, Serde, Stores, Table, state_settings, subscribed
 from .._timeouts import outlived, step_timeout_s
 from ._end import Ending, decide_and_end
@@ -242,9 +242,9 @@ class TransactSession:
         # one list; with tables in timestamp order per task, some held back (``_sync``)
         return self.stores.sync.admit(runs, max_records)
 
-    def restoring(self) -> list[RestoreProgress]:
-        """The stores and tables restoring now (``Stores.restoring``)."""
-        return self.stores.restoring()
+    def state_now(self) -> StateNow:
+        """What restores and what the local copies hold now (``Stores.state_now``)."""
+        return self.stores.state_now()
 
     def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
         """Where each held partition stands, its lag too (``Positions.offsets``)."""

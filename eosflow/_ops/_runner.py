@@ -9,7 +9,8 @@ in ``run()``) opens the port and starts the ticker, a task on the app's event lo
 - beats every 0.25 s: the pulse ``/livez`` watches;
 - samples the held partitions' offsets about once a second (``Watched``: the session's
   view, no broker request, no await: the pulse never waits on it), tells every observer
-  their lag (``lag_sampled``) and the console where each stands and what restores;
+  their lag (``lag_sampled``) and the console where each stands, what restores and
+  what each store's local copy holds;
 - logs the progress line when due.
 
 ``failed`` marks the app failed (``/livez`` answers 503 from then on); ``stop`` (last
@@ -28,7 +29,7 @@ from typing import Protocol
 from .._config import OpsSettings
 from .._console import Console
 from .._observe import Observers
-from .._records import Partition, PartitionOffsets, RestoreProgress
+from .._records import Partition, PartitionOffsets, StateNow
 from ._health import Health
 from ._http import MetricsServer
 from ._metrics import PrometheusMetrics, require_prometheus
@@ -43,7 +44,7 @@ class Watched(Protocol):
     """What the ticker samples of the running app (the engine, or a sink's runner)."""
 
     def partition_offsets(self) -> Mapping[Partition, PartitionOffsets]: ...
-    def restoring(self) -> list[RestoreProgress]: ...
+    def state_now(self) -> StateNow: ...
 
 
 BEAT_S = 0.25
@@ -147,7 +148,7 @@ class Operations:
                     self.observers.lag_sampled({p: o.lag for p, o in sample.items()})
                     if self.console is not None:  # where each partition stands, for its page
                         self.console.recorder.offsets_sampled(sample)
-                        self.console.recorder.restoring_sampled(watched.restoring())
+                        self.console.recorder.state_sampled(watched.state_now())
                 if self.progress is not None and self.progress.due(now):
                     self.progress.emit(now)
             except Exception:

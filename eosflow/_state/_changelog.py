@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Iterable
 
 from .._errors import ConfigError
 
@@ -74,11 +75,24 @@ def decode_position(data: bytes | None) -> int | None:
 # moving it (a wall-clock timer fired) leaves the position alone, and only this tells the
 # next owner that its writes are still to come (their commit markers not yet landed).
 _METADATA = "eosflow-changelog:"
+_METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
 
 def encode_written(offsets: dict[str, int]) -> str:
     """``store -> changelog offset of the transaction's last record`` as metadata."""
     return _METADATA + json.dumps(offsets, sort_keys=True, separators=(",", ":"))
+
+
+def check_written_fits(stores: Iterable[str]) -> None:
+    """``encode_written`` naming every one of ``stores`` (what a timer's commit does)
+    fits Kafka's default offset.metadata.max.bytes; else a one-line ``ConfigError``."""
+    size = len(encode_written({s: 2**63 - 1 for s in stores}).encode())
+    if size > _METADATA_MAX:
+        raise ConfigError(
+            f"with timers, a commit's offset metadata names every store: {size} "
+            f"bytes for these, over Kafka's {_METADATA_MAX} "
+            "(offset.metadata.max.bytes); use fewer or shorter store names"
+        )
 
 
 def decode_written(metadata: str | None) -> dict[str, int]:

@@ -30,7 +30,7 @@ import os
 import re
 import shutil
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -198,6 +198,40 @@ class LocalPartition:
                 return
             yield key, it.value()
             it.next()
+
+    def size(self, store: str) -> int:
+        """``store``'s bytes, its files and memtables, as RocksDB tells them: two
+        property reads, no scan."""
+        cf = self._cf[store]
+        files = cf.property_int_value("rocksdb.total-sst-files-size") or 0
+        return int(files) + int(cf.property_int_value("rocksdb.size-all-mem-tables") or 0)
+
+    def keys_after(self, store: str, after: bytes | None, most: int) -> list[bytes]:
+        """At most ``most`` keys of ``store`` in byte order, from its first (``after``
+        None) or from the first after ``after``: a fresh iterator each call."""
+        it, keys = self._cf[store].iter(), list[bytes]()
+        if after is None:
+            it.seek_to_first()
+        else:
+            it.seek(after)
+            if it.valid() and it.key() == after:
+                it.next()
+        while len(keys) < most and it.valid():
+            keys.append(it.key())
+            it.next()
+        return keys
+
+    def seeker(self, store: str) -> Callable[[bytes], tuple[bytes, bytes] | None]:
+        """The first (key, value) of ``store`` at or after a given key (None past the
+        last), read past the read cache: one iterator, sought again at each call (a skip
+        scan costs a seek a step)."""
+        it = self._cf[store].iter()
+
+        def first(at: bytes) -> tuple[bytes, bytes] | None:
+            it.seek(at)
+            return (it.key(), it.value()) if it.valid() else None
+
+        return first
 
     def checkpoint(self, store: str) -> Checkpoint:
         raw = self._cf[_META_CF].get(store.encode())

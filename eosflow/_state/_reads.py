@@ -1,7 +1,7 @@
 """``Reads``: what a processor reads of its state while a record is processed -- the
 record's stores, windows, timers and tables -- and what a query reads of the committed
-copies (``read_committed``). ``Stores`` is one; its lifecycle and the transaction's
-steps are in ``__init__``."""
+copies (``read_committed``), the console their sizes (``sizes``). ``Stores`` is one;
+its lifecycle and the transaction's steps are in ``__init__``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import TransactionError
-from .._records import Partition
+from .._records import Partition, StoreSize
 from ._global import GlobalStore, GlobalTables, bound_serde
 from ._store import Serde, Store
 from ._tables import Table, TableStore
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ._layers import Layers
     from ._local import LocalPartition
     from ._sessions import SessionStore
+    from ._sizes import Sizes
     from ._sliding import SlidingStore
     from ._time import EventTime
     from ._timers import TimerStore
@@ -41,6 +42,7 @@ class Reads:
     _time: EventTime
     _held: set[Partition]
     _ready: set[Partition]
+    _sizes: Sizes  # what the console is shown of the local copies
     _table_of: dict[str, str]  # table topic -> table name
     _streams: tuple[str, ...]  # the input topics processed (not tables)
     copartitioned: bool  # partition p of every input together, in time order
@@ -57,6 +59,12 @@ class Reads:
         (``Seat.scope``)."""
         kept = None if self._scope is None else self._scope.get(topic)
         return sorted(self.specs if kept is None else (n for n in self.specs if n in kept))
+
+    def sizes(self) -> list[StoreSize]:
+        """Each ready partition's stores and tables as their local copies hold them, as
+        last committed (``StoreSize``, from ``_sizes``): keys counted by a bounded walk,
+        bytes, and a tumbling or hopping window's windows open."""
+        return self._sizes.sample(self._local, self._ready, self._time.batch_windows())
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or

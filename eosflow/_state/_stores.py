@@ -38,12 +38,13 @@ from collections.abc import Awaitable, Callable, Collection, Iterable, Iterator,
 from typing import TYPE_CHECKING, Any
 
 from .. import _aiokafka as ak
-from .._errors import ConfigError, FatalError, TransactionError
-from .._records import Partition, RestoreProgress
+from .._errors import FatalError, TransactionError
+from .._records import Partition, StateNow
 from ._batch import BatchState, run_batch
 from ._changelog import (
     changelog_topic,
     check_names,
+    check_written_fits,
     decode_written,
     encode_position,
     encode_written,
@@ -56,6 +57,7 @@ from ._reads import Reads
 from ._restore import Job, Restorer
 from ._seat import NOTHING, Seat
 from ._settings import StateSettings
+from ._sizes import Sizes
 from ._store import RESERVED_KEY, Serde, Store
 from ._sync import Feed, Sync, Unsynced
 from ._table_restore import TableJob, TableRestorer, at
@@ -71,7 +73,6 @@ if TYPE_CHECKING:
 
 
 log = logging.getLogger("eosflow.state")
-_METADATA_MAX = 4096  # Kafka's default offset.metadata.max.bytes
 
 Process = Callable[["Record"], Awaitable[Any]]
 
@@ -143,6 +144,7 @@ class Stores(Reads):
         # record count, position), read once it committed
         self._positions: list[tuple[Partition, str, asyncio.Future[object], int, int | None]] = []
         self._ready: set[Partition] = set()  # held, and restored: processed
+        self._sizes = Sizes()  # the local copies' keys counted for the console, a walk a tick
         # each partition's committed offset's metadata (the session's, kept current by
         # its offset fetches): what the restore must read past (``_changelog``)
         self.metadata: Mapping[Any, str] = {} if metadata is None else metadata
@@ -154,13 +156,7 @@ class Stores(Reads):
         if self.specs:
             check_names(config.group_id, self._streams, sorted(self.specs))
         if TIMERS in self.specs:  # a fire's commit names what it wrote per store (written)
-            size = len(encode_written({s: 2**63 - 1 for s in self.specs}).encode())
-            if size > _METADATA_MAX:
-                raise ConfigError(
-                    f"with timers, a commit's offset metadata names every store: {size} "
-                    f"bytes for these, over Kafka's {_METADATA_MAX} "
-                    "(offset.metadata.max.bytes); use fewer or shorter store names"
-                )
+            check_written_fits(self.specs)
         self._root = instance_dir(config.state_dir, config.group_id, config.transactional_id)
         self.globals = GlobalTables(config, globals_, self._root, self._shared_env, on_failed)
 
@@ -227,9 +223,9 @@ class Stores(Reads):
         self._ready.clear()
         self._settle()
 
-    def restoring(self) -> list[RestoreProgress]:
-        """What is restoring now, stores' and tables' (``RestoreProgress``)."""
-        return self._restorer.progress() + self._table_restorer.progress()
+    def state_now(self) -> StateNow:
+        """What restores now (``RestoreProgress``), and each ready copy's ``sizes``."""
+        return StateNow(self._restorer.progress() + self._table_restorer.progress(), self.sizes())
 
     # --- the group --------------------------------------------------------------------
 

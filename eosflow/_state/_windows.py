@@ -200,6 +200,29 @@ def read_time(store: Store[Any]) -> int:
     return NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
 
 
+def open_windows(
+    first: Callable[[bytes], tuple[bytes, bytes] | None], most: int = 10_000
+) -> tuple[list[int], int | None]:
+    """The starts of the windows holding values in a window store's local copy, oldest
+    first (at most ``most``), and its stream time (None before a record). ``first``
+    gives the first (key, value) at or after a key (``LocalPartition.seeker``), so this
+    costs one seek a window, not a read of every key."""
+    found = first(TIME_KEY)
+    now = int(_TIME.unpack(found[1])[0]) if found is not None and found[0] == TIME_KEY else None
+    starts: list[int] = []
+    at = _DATA
+    while len(starts) < most:
+        found = first(at)
+        if found is None or found[0][:1] != _DATA or len(found[0]) < 1 + _START.size:
+            break
+        (shifted,) = _START.unpack_from(found[0], 1)
+        starts.append(shifted - _SHIFT)
+        if shifted == 2**64 - 1:
+            break
+        at = _DATA + _START.pack(shifted + 1)
+    return starts, None if now == NO_TIME else now
+
+
 class WindowStore(Generic[V]):
     """One windowed store of one input partition, as ``Processor.window(name)`` gives it
     in ``process``. Its values commit, abort and restore like a store's; the windows it

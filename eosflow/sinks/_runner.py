@@ -32,7 +32,7 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from .._observe import AbortReason, Observer, Outcome, TransactionReport
-from .._records import Partition, PartitionOffsets, Record, RestoreProgress
+from .._records import Partition, PartitionOffsets, Record, StateNow
 from .._timeouts import within
 from ._connection import Database
 from ._errors import DRIVER_ERRORS
@@ -137,8 +137,8 @@ class SinkRunner:
             await ak.close_consumer(consumer, timeout_s=10.0)
         await self.db.close()
 
-    def restoring(self) -> list[RestoreProgress]:
-        return []  # a sink keeps no state of its own: nothing restores
+    def state_now(self) -> StateNow:
+        return StateNow([], [])  # a sink keeps no state of its own
 
     def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
         """Each held partition's database position (as ``committed``), consumer position,

@@ -22,14 +22,14 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from browser import Chromium, attribute, element, rows, text
-from kit import create_topic
+from kit import T0_MS, create_topic
 from pydantic import SecretStr
 from stateful import clicks_at, produce_at, seed_keys, state_config, steady, until_committed
 from test_metrics import get
 
 import eosflow
 from eosflow._console import Console, Recorder
-from eosflow._observe import SparkJobReport
+from eosflow._observe import Outcome, SparkJobReport, TransactionReport
 from eosflow._ops._http import MetricsServer
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import Broker
@@ -126,7 +126,10 @@ async def test_the_console_shows_the_app_live_in_a_browser(
 
 # A window that left a record out: the page lists it by window, and only then shows the
 # table (the counting app above has none: hidden there). Caught: late records not
-# recorded (the table hidden, no row).
+# recorded (the table hidden, no row). The window's store shows the one window still
+# open, [20, 30) s, and the stream time its last click set, 29.5 s. Caught: the stores
+# not sampled (no row); the first key's window taken for each (windows counted by key:
+# 5 open).
 async def test_the_console_lists_each_windows_late_records(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
@@ -144,10 +147,21 @@ async def test_the_console_lists_each_windows_late_records(
     app = eosflow.EosApp(clicks.Clicks(clicks.Clicks.Settings(window_s=10, grace_s=2)), config)
     async with app:
         await until_committed(bs, src, 1, group, len(times), (app,))
-        dom = await browser.dom(f"http://127.0.0.1:{app.ops.port}/")
+        url = f"http://127.0.0.1:{app.ops.port}/"
+        stores = await table_rows(browser, url, "stores", lambda t: "00:00:29" in str(t))
+        stores = await table_rows(browser, url, "stores", lambda t: t[0][3] != "\u2013")
+        dom = await browser.dom(url)
+        await browser.screenshot(url, shots() / "console-windows.png", height=1300)
     assert app.stats.late == 1
     assert rows(dom, "late") == [["clicks", "1"]]
     assert 'id="late-part" hidden' not in dom
+    assert len(stores) == 1, stores
+    store, topic, partition, keys, size, open_, oldest, now = stores[0]
+    assert (store, topic, partition) == ("clicks", src, "0"), stores
+    assert keys == "5" and size.split()[1] in ("B", "KiB"), stores  # a key a user, once
+    day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))  # produce_at's first ms
+    assert (open_, oldest) == ("1", f"{day} 00:00:20 UTC"), stores
+    assert now == f"{day} 00:00:29 UTC", stores
 
 
 # A pipeline's page draws its graph: the source topic, each stage, an arrow per input
@@ -211,7 +225,7 @@ async def test_the_console_shows_a_restore_in_progress(
     async with app:
         await held.matched(timeout_s=60)
         url = f"http://127.0.0.1:{app.ops.port}/"
-        table = await restore_rows(browser, url, lambda t: bool(t))
+        table = await table_rows(browser, url, "restoring", lambda t: bool(t))
         assert len(table) == 1, table
         topic, partition, store, applied, towards, _s = table[0]
         assert (topic, partition, store) == (src, "0", "counts"), table
@@ -220,19 +234,24 @@ async def test_the_console_shows_a_restore_in_progress(
         await browser.screenshot(url, shots() / "console-restoring.png")
         c.remove_fault(held)
         held.release()
-        assert await restore_rows(browser, url, lambda t: not t) == []
+        assert await table_rows(browser, url, "restoring", lambda t: not t) == []
+        # restored: the store's local copy listed with its size, about what it holds
+        stores = await table_rows(browser, url, "stores", lambda t: t and t[0][3] != "\u2013")
+        assert [r[:4] for r in stores] == [["counts", src, "0", f"{keys:,}"]], stores
+        assert stores[0][4].endswith(" MiB") and float(stores[0][4].split()[0]) >= 5, stores
+        assert stores[0][5:] == ["\u2013"] * 3, stores  # not a window
         await seed_keys(bs, src, 10, keys, start=keys)
         await until_committed(bs, src, 1, "g", keys + 10, (app,), timeout_s=60)
 
 
-async def restore_rows(
-    browser: Chromium, url: str, wanted: Callable[[list[list[str]]], bool]
+async def table_rows(
+    browser: Chromium, url: str, table_id: str, wanted: Callable[[list[list[str]]], bool]
 ) -> list[list[str]]:
-    """The restoring table's rows as the page shows them, once ``wanted`` (the app
-    samples them about once a second; 20 s at most)."""
+    """The rows of the page's table ``table_id`` as it shows them, once ``wanted`` (the
+    app samples the state about once a second; 20 s at most)."""
     deadline = asyncio.get_running_loop().time() + 20
     while True:
-        table = rows(await browser.dom(url), "restoring")
+        table = rows(await browser.dom(url), table_id)
         if wanted(table) or asyncio.get_running_loop().time() > deadline:
             return table
 
@@ -257,6 +276,34 @@ async def test_the_console_charts_spark_jobs() -> None:
     assert 'id="spark-part" hidden' not in dom
     assert float(attribute(dom, "chart-spark", "data-max")) == 2.5
     assert int(attribute(dom, "chart-spark", "data-drawn")) == 1  # one second had jobs
+
+
+# Dead letters and rebalances, from what the recorder is told (a console served alone):
+# a transaction that dead-lettered 3 records shows them in large type and on the records
+# chart; an assignment and a revocation are dashed marks on the transactions chart.
+# Caught: the marks not drawn (0); the dead letters left out of the chart (one series).
+async def test_the_console_shows_dead_letters_and_rebalances_on_the_timeline() -> None:
+    browser = Chromium.find()
+    ago = [3.0]
+    console = Console("dlq-app", ["orders"])
+    console.recorder = r = Recorder(lambda: time.time() - ago[0])
+    r.partitions_assigned(frozenset({("orders", 0), ("orders", 1)}))
+    t = time.monotonic()
+    report = TransactionReport(Outcome.COMMITTED, None, None, 10, 7, 3, t, time.time(), t + 0.01)
+    ago[0] = 2.0
+    r.transaction_ended(report)
+    ago[0] = 1.5
+    r.partitions_revoked(frozenset({("orders", 1)}))
+    ago[0] = 0.0
+    server = MetricsServer("127.0.0.1", 0, None, None, None, console.routes())
+    server.start()
+    try:
+        dom = await browser.dom(f"http://127.0.0.1:{server.port}/")
+    finally:
+        await asyncio.to_thread(server.stop)
+    assert text(element(dom, "fig-dead")) == "3"
+    assert attribute(dom, "chart-records", "data-totals") == "10,3"
+    assert attribute(dom, "chart-transactions", "data-marks") == "2"
 
 
 async def committed_offsets(

@@ -11,7 +11,7 @@ from pytest import approx
 
 from eosflow._console import EVENTS, TEXT_MAX, WINDOW_S, Console, Recorder
 from eosflow._observe import AbortReason, Outcome, SparkJobReport, TransactionReport
-from eosflow._records import PartitionOffsets, RestoreProgress
+from eosflow._records import PartitionOffsets, RestoreProgress, StateNow, StoreSize
 
 
 class Clock:
@@ -99,10 +99,15 @@ def test_partitions_held_with_their_offsets_and_the_events_are_bounded() -> None
         {"topic": "in", "partition": 1, "lag": 0, **none},
     ]
     r.offsets_sampled({("in", 0): PartitionOffsets(10, 15, 15, 5)})
-    r.restoring_sampled([RestoreProgress(("in", 1), "counts", 7, 90, 1.5)])
+    size = StoreSize(("in", 0), "per-minute", 12, 4096, 2, 60_000, 150_000)
+    r.state_sampled(StateNow([RestoreProgress(("in", 1), "counts", 7, 90, 1.5)], [size]))
     restoring = r.snapshot()["restoring"]
     want = {"topic": "in", "partition": 1, "store": "counts", "applied": 7, "towards": 90}
     assert restoring == [{**want, "seconds": 1.5}]
+    assert r.snapshot()["stores"] == [
+        {"topic": "in", "partition": 0, "store": "per-minute", "keys": 12, "bytes": 4096}
+        | {"windows": 2, "oldest_ms": 60_000, "stream_time_ms": 150_000}
+    ]
     r.partitions_revoked(frozenset({("in", 1)}))
     r.producer_reinitialised(AbortReason.UNKNOWN_OUTCOME)
     r.spark_job(SparkJobReport(1.0, 3.5, 1000, cancelled=False))

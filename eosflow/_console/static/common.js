@@ -13,6 +13,21 @@ function clock(t) {
   return new Date(t * 1000).toLocaleTimeString("en-GB", { hour12: false });
 }
 
+// An event time (ms since the epoch) with its date, in UTC: it may be days from now.
+function eventTime(ms) {
+  if (ms === null || ms === undefined) return "\u2013";
+  return new Date(ms).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+}
+
+// A size in bytes, in the largest binary unit under 1,024 of it.
+function bytes(n) {
+  if (n === null || n === undefined) return "\u2013";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${fmt(n, i === 0 ? 0 : 1)} ${units[i]}`;
+}
+
 // A 1-2-5 step giving about `ticks` intervals up to `max`.
 function niceStep(max, ticks) {
   const raw = max / ticks;
@@ -22,7 +37,9 @@ function niceStep(max, ticks) {
 }
 
 // Lines over time with a y axis in `unit` and an x axis in minutes before now.
-function drawChart(canvas, times, series, unit) {
+// `marks`: moments to show as dashed vertical lines ({t: seconds, colour}), those
+// within the chart's seconds; how many were drawn is kept in `data-marks`.
+function drawChart(canvas, times, series, unit, marks = []) {
   const ctx = canvas.getContext("2d");
   const w = canvas.width, h = canvas.height;
   const left = 56, right = 10, top = 22, bottom = 28;
@@ -73,7 +90,20 @@ function drawChart(canvas, times, series, unit) {
     ctx.fillText(s.label, lx + 14, 5);
     lx += ctx.measureText(s.label).width + 30;
   }
+  // the marks, under the legend's row
+  let drawnMarks = 0;
+  ctx.setLineDash([4, 3]); ctx.lineWidth = 1.2;
+  for (const m of marks) {
+    const i = Math.floor(m.t) - times[0];
+    if (n === 0 || i < 0 || i > n - 1) continue;
+    ctx.strokeStyle = m.colour;
+    ctx.beginPath(); ctx.moveTo(x(i), top); ctx.lineTo(x(i), h - bottom); ctx.stroke();
+    drawnMarks++;
+  }
+  ctx.setLineDash([]);
+  canvas.dataset.marks = String(drawnMarks);
   const first = series[0].values;
+  canvas.dataset.totals = series.map((s) => s.values.reduce((a, v) => a + (v || 0), 0)).join(",");
   canvas.dataset.points = String(n);
   canvas.dataset.drawn = String(first.filter((v) => v !== null).length);
   canvas.dataset.total = String(first.reduce((a, v) => a + (v || 0), 0));

@@ -3,6 +3,7 @@
 "use strict";
 
 const EVERY_MS = 1000;
+const MARK_COLOURS = { assigned: "#067647", revoked: "#bf8700" };
 const PHASE_COLOURS = { flush: "#1f6feb", offsets: "#8250df", heartbeat: "#bf8700", end_txn: "#cf222e" };
 
 function render(s) {
@@ -19,16 +20,21 @@ function render(s) {
   const lags = s.partitions.map((p) => p.lag).filter((v) => v !== null);
   $("fig-lag").textContent = lags.length ? fmt(lags.reduce((a, v) => a + v, 0)) : "\u2013";
   $("fig-not-committed").textContent = fmt(s.totals.not_committed);
+  $("fig-dead").textContent = fmt(s.totals.dead_lettered);
   $("fig-records").dataset.total = String(s.totals.records);
 
   const times = s.series.map((p) => p.t);
   drawChart($("chart-records"), times, [
     { label: "records committed", colour: "#1f6feb", values: s.series.map((p) => p.records) },
+    { label: "dead-lettered", colour: "#cf222e", values: s.series.map((p) => p.dead_lettered) },
   ], "records / s");
+  // rebalances on the timeline: partitions assigned (green) and revoked (amber)
+  const marks = s.events.filter((e) => e.kind in MARK_COLOURS)
+    .map((e) => ({ t: e.at, colour: MARK_COLOURS[e.kind] }));
   drawChart($("chart-transactions"), times, [
     { label: "committed", colour: "#067647", values: s.series.map((p) => p.committed) },
     { label: "not committed", colour: "#cf222e", values: s.series.map((p) => p.not_committed) },
-  ], "transactions / s");
+  ], "transactions / s", marks);
   drawChart($("chart-phases"), times, Object.keys(PHASE_COLOURS).map((name) => ({
     label: name, colour: PHASE_COLOURS[name], values: s.series.map((p) => p.phases_ms[name]),
   })), "ms");
@@ -50,6 +56,10 @@ function render(s) {
   $("restoring").tBodies[0].replaceChildren(...s.restoring.map((r) => row([[r.topic, ""],
     [String(r.partition), "num"], [r.store, ""], [fmt(r.applied), "num"], [fmt(r.towards), "num"],
     [fmt(r.seconds, 1), "num"]])));
+  $("stores-part").hidden = s.stores.length === 0;  // a stateless app
+  $("stores").tBodies[0].replaceChildren(...s.stores.map((t) => row([[t.store, ""], [t.topic, ""],
+    [String(t.partition), "num"], [fmt(t.keys), "num"], [bytes(t.bytes), "num"],
+    [fmt(t.windows), "num"], [eventTime(t.oldest_ms), "num"], [eventTime(t.stream_time_ms), "num"]])));
   $("late-part").hidden = s.late.length === 0;  // no window has left a record out
   $("late").tBodies[0].replaceChildren(...s.late.map((w) => row([[w.window, ""], [fmt(w.records), "num"]])));
 

@@ -1,0 +1,96 @@
+"""What the console is shown of the state stores (``_state/_sizes.py``), on real RocksDB
+local copies: keys counted by a walk of a bounded number of keys a sample, resumed
+where the last sample stopped; bytes; a window's windows open and stream time. And the
+check, moved out of ``Stores`` beside it, that a timer's commit metadata fits."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import pytest
+
+from eosflow import ConfigError
+from eosflow._records import StoreSize
+from eosflow._state._changelog import check_written_fits
+from eosflow._state._local import EMPTY, Env, LocalPartition
+from eosflow._state._sizes import Sizes
+from eosflow._state._store import RESERVED_KEY
+from eosflow._state._windows import TIME_KEY, data_key
+
+P, Q = ("in", 0), ("in", 1)
+
+
+def put(local: LocalPartition, store: str, keys: dict[bytes, bytes | None]) -> None:
+    local.apply({store: keys}, {store: EMPTY})
+
+
+# A store of 4 keys overwritten 200 times each, walked 2 keys a sample over two stores:
+# no figure until a walk ends (None), then exactly 4 -- where RocksDB's estimate counts
+# the overwrites. The position record is eosflow's, not counted. Mutations caught: a
+# walk restarted at each sample instead of resumed (never ends: None for ever); the
+# budget given whole to each store (the small store counted in the third sample).
+def test_keys_are_counted_over_samples_resuming_where_the_last_stopped(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["counts", "other"], Env())
+    for n in range(200):
+        put(local, "counts", {f"k{i}".encode(): str(n).encode() for i in range(4)})
+    put(local, "counts", {RESERVED_KEY: b"position"})
+    put(local, "other", {b"a": b"1"})
+    sizes = Sizes(keys_per_sample=2)
+    seen = [sizes.sample({P: local}, {P}, ()) for _ in range(4)]
+    assert [[s.keys for s in sample] for sample in seen] == [
+        [None, None],  # counts: the position record (first in byte order), k0
+        [None, None],  # counts: k1, k2
+        [4, None],  # counts: k3 and its end; other: a -- the budget spent
+        [4, 1],  # other: nothing after a, its walk ends; counts: its position record, k0
+    ]
+    assert [s.keys for s in sizes.sample({P: local}, {P}, ())] == [4, 1]  # walked again
+    estimate = local._cf["counts"].property_int_value("rocksdb.estimate-num-keys")
+    assert estimate > 100  # what the count replaces
+    assert all(s.bytes > 0 for s in seen[-1]) and seen[-1][0].windows is None
+    local.close()
+
+
+# A partition not ready (restoring) or without a local copy is not listed, and a store
+# of a partition no longer held is forgotten. Deleted keys are not counted.
+def test_only_ready_copies_are_listed_and_deletes_count(tmp_path: Path) -> None:
+    env = Env()
+    a, b = LocalPartition(tmp_path, P, ["s"], env), LocalPartition(tmp_path, Q, ["s"], env)
+    put(a, "s", {b"x": b"1", b"y": b"2"})
+    put(a, "s", {b"x": None})
+    sizes = Sizes()
+    assert [(s.partition, s.keys) for s in sizes.sample({P: a, Q: b}, {P}, ())] == [(P, 1)]
+    assert [(s.partition, s.keys) for s in sizes.sample({P: a, Q: b}, {P, Q}, ())] == [
+        (P, 1),
+        (Q, 0),
+    ]
+    assert sizes.sample({Q: b}, {Q}, ()) == [StoreSize(Q, "s", 0, b.size("s"))]
+    a.close()
+    b.close()
+
+
+# A window store: the windows holding values (one seek each: 3 windows of 4 keys), the
+# oldest one's start and the stream time; its stream time key is not counted as a key.
+# Mutation caught: windows counted by key (12 open).
+def test_a_windows_open_windows_and_stream_time(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["w"], Env())
+    rows: dict[bytes, bytes | None] = {
+        data_key(start, f"u{k}".encode()): b"1" for start in (0, 60_000, 120_000) for k in range(4)
+    }
+    rows[TIME_KEY] = struct.pack(">q", 150_000)
+    put(local, "w", rows)
+    (size,) = Sizes().sample({P: local}, {P}, {"w"})
+    assert (size.keys, size.windows, size.oldest_ms, size.stream_time_ms) == (12, 3, 0, 150_000)
+    put(local, "w", {data_key(0, f"u{k}".encode()): None for k in range(4)})  # [0, 60 s) closed
+    (size,) = Sizes().sample({P: local}, {P}, {"w"})
+    assert (size.keys, size.windows, size.oldest_ms) == (8, 2, 60_000)
+    local.close()
+
+
+# With timers a commit's metadata names every store; too many (or too long) names for
+# Kafka's default 4,096 characters are refused in one line at start, not at a commit.
+def test_stores_whose_names_overflow_the_commit_metadata_are_refused() -> None:
+    check_written_fits([f"store-{i}" for i in range(10)])
+    with pytest.raises(ConfigError, match=r"^with timers, .* over Kafka's 4096 ") as e:
+        check_written_fits([f"a-rather-long-store-name-{i}" for i in range(200)])
+    assert "\n" not in str(e.value)
