@@ -36,7 +36,9 @@
   loop, every output checked, and each codec's cost per record (``typed_bench.py``);
 - ``regroup``: counting by another key through a repartition topic -- an eosflow pipeline
   against Kafka Streams' ``groupBy().count()``, quixstreams' ``group_by`` and eosflow's
-  single-stage count (``regroup_bench.py``).
+  single-stage count (``regroup_bench.py``);
+- ``console-cost``: what an open console page costs an app, each part timed alone on the
+  CPU and summed per second (``console_cost.py``).
 
 Options after the command go to that benchmark (``--help`` lists them).
 """
@@ -65,6 +67,7 @@ COMMANDS = {
     "join-latency": "benchmarks.join_latency",
     "typed": "benchmarks.typed_bench",
     "regroup": "benchmarks.regroup_bench",
+    "console-cost": "benchmarks.console_cost",
 }
 
 if __name__ == "__main__":
