@@ -402,6 +402,7 @@ class SinkRunner:
             # from aiokafka's own positions, before the seek) is void too
             self._generation += 1
         log.info("assigned %s", sorted(f"{t}[{p}]" for t, p in new))
+        self.observer.partitions_assigned(frozenset(new))  # (metrics, the console)
         await self._on_assigned(frozenset(new))
 
     async def _claim(self, new: list[Partition]) -> dict[Partition, PartitionClaim]:
@@ -435,6 +436,7 @@ class SinkRunner:
                 self._held.pop(tp, None)
             self._owed -= gone  # another instance writes them now
         if gone:
+            self.observer.partitions_revoked(gone)
             await self._on_revoked(gone)
 
     def _failed(self, exc: Exception) -> None:
