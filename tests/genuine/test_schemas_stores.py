@@ -211,3 +211,80 @@ async def test_a_stores_values_in_json_schema_or_protobuf_are_restored_and_read_
             last[r.key] = (v["id"], v["qty"]) if kind == "json-schema" else (v.id, v.doubled)
     qty = (lambda i: i % 7) if kind == "json-schema" else (lambda i: 2 * (i % 7))
     assert last == {k: (57 + i, qty(57 + i)) for i, k in enumerate(KEYS)}
+
+
+class Tally(BaseModel):
+    product: str
+    n: int
+
+
+def tallies(orders: str, out: str, registry: str) -> eosflow.Pipeline:
+    """Orders regrouped by product, then counted in a store kept in Avro (``Tally``)."""
+
+    class ByProduct(eosflow.Processor):
+        async def process(self, record: eosflow.Record) -> eosflow.Regroup:
+            return eosflow.Regroup(key=str(json.loads(record.value or b"{}")["qty"]), value=b"")
+
+    class Count(eosflow.Processor):
+        stores = {"tally": eosflow.Avro(Tally)}
+        schema_registry = eosflow.SchemaRegistrySettings(url=registry)
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            product = (record.key or b"").decode()
+            tally = self.state("tally")
+            now = tally.get(record.key or b"")
+            assert now is None or isinstance(now, Tally), now
+            n = 1 if now is None else now.n + 1
+            tally.put(record.key or b"", Tally(product=product, n=n))
+            return eosflow.Output(out, str(n), key=record.key)
+
+    class Tallies(eosflow.Pipeline):
+        stages = {
+            "by-product": eosflow.Stage(ByProduct(), inputs=(orders,)),
+            "count": eosflow.Stage(Count(), inputs=("by-product",)),
+        }
+
+    return Tallies()
+
+
+# A pipeline's later stage keeps its store in Avro after a regroup: 42 orders over 7
+# products (each order's qty), then 21 more through a new process restored into a new
+# local copy -- each product's outputs exactly 1, 2, ..., 9, and the store's changelog
+# (the stage's own: keyed by the repartition topic) read by confluent-kafka's
+# AvroDeserializer. Caught: the stage's registry not taken for the pipeline's (the app
+# stops in one line: "Tallies.stores['tally'] is eosflow.Avro(Tally): a schema registry
+# is needed ...").
+async def test_a_pipeline_stages_store_is_kept_in_the_registry(
+    eosflow_broker: Broker, eosflow_schema_registry: Any, tmp_path: Path
+) -> None:
+    b, url = eosflow_broker, eosflow_schema_registry.url
+    bs = b.bootstrap_servers
+    orders, out, group, tx = b.unique("orders"), b.unique("out"), b.unique("g"), b.unique("tx")
+    for topic in (orders, out):
+        await create_topic(bs, topic, 1)
+    await produce_orders(bs, orders, 0, 42)
+    first = eosflow.EosApp(
+        tallies(orders, out, url), state_config(bs, group, orders, tx, tmp_path / "a")
+    )
+    async with first:
+        await run_until(first, bs, out, 42)
+    await produce_orders(bs, orders, 42, 21)
+    again = eosflow.EosApp(
+        tallies(orders, out, url), state_config(bs, group, orders, tx, tmp_path / "b")
+    )
+    async with again:
+        await run_until(again, bs, out, 63)
+    by: dict[bytes, list[int]] = {}
+    for r in await read_records(bs, out):
+        assert r.key is not None and r.value is not None
+        by.setdefault(r.key, []).append(int(r.value))
+    assert by == {str(q).encode(): list(range(1, 10)) for q in range(7)}, by
+
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": url}))
+    log = changelog_topic(group, f"{group}--by-product--repartition", "tally")
+    ctx = SerializationContext(log, MessageField.VALUE)
+    last: dict[bytes, Any] = {}
+    for r in await read_records(bs, log):
+        if r.key != RESERVED_KEY and r.value is not None:
+            last[r.key] = deserialize(r.value, ctx)
+    assert last == {str(q).encode(): {"product": str(q), "n": 9} for q in range(7)}, last
