@@ -30,6 +30,7 @@ _T = struct.Struct(">Q")  # a time, shifted by 2**63 so byte order = number orde
 _SHIFT = 2**63
 _LEN = struct.Struct(">I")
 _TIME = struct.Struct(">q")
+ENDS = b"e"  # the closing order's key family: one key a session (the console counts them)
 
 
 @dataclass(frozen=True)
@@ -164,10 +165,10 @@ class SessionStore(Generic[V]):
         through = self.closed
         if through is None or (before is not None and through <= before):
             return []
-        hi = b"e" + _T.pack(through + 1 + _SHIFT)
+        hi = ENDS + _T.pack(through + 1 + _SHIFT)
         # from past the sessions closed before: theirs are deletes, which a RocksDB scan
         # from the family's start would step over, all of them, at every close
-        lo = b"e" if before is None else b"e" + _T.pack(before + 1 + _SHIFT)
+        lo = ENDS if before is None else ENDS + _T.pack(before + 1 + _SHIFT)
         found = [dk for dk, _ in self._data.range(lo, hi)]
         out = []
         for ck in found:
@@ -190,4 +191,4 @@ def _session_key(key: bytes, start: int) -> bytes:
 
 
 def _close_key(end: int, key: bytes, start: int) -> bytes:
-    return b"e" + _T.pack(end + _SHIFT) + key_part(key) + _T.pack(start + _SHIFT)
+    return ENDS + _T.pack(end + _SHIFT) + key_part(key) + _T.pack(start + _SHIFT)

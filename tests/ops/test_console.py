@@ -36,7 +36,7 @@ from eosflow._observe import Outcome, SparkJobReport, TransactionReport
 from eosflow._ops._http import MetricsServer
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import Broker
-from examples import clicks
+from examples import clicks, sessions
 from examples.counting import Count
 from examples.regroup import ProductCounts
 
@@ -165,6 +165,33 @@ async def test_the_console_lists_each_windows_late_records(
     day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))  # produce_at's first ms
     assert (open_, oldest) == ("1", f"{day} 00:00:20 UTC"), stores
     assert now == f"{day} 00:00:29 UTC", stores
+
+
+# A session window's store, from a running app: its sessions counted (5 users, each one
+# session open under the 30-minute gap), its keys the 5 sessions' values, the stream
+# time its last visit set. Caught: the session windows not named to the sizes (no count).
+async def test_the_console_counts_a_session_windows_sessions(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    browser = Chromium.find()
+    b = eosflow_broker
+    bs = b.bootstrap_servers
+    src, group = b.unique("visits"), b.unique("visits-g")
+    await create_topic(bs, src, 1)
+    await create_topic(bs, f"{src}-sessions", 1)
+    times = steady(0, 10, 0.5)
+    await produce_at(bs, src, clicks_at(0, times), b"visit")
+    ops = {"metrics_port": 0, "progress_interval_s": 0}
+    config = state_config(bs, group, src, b.unique("visits-tx"), tmp_path, ops=ops)
+    app = eosflow.EosApp(sessions.Sessions(), config)
+    async with app:
+        await until_committed(bs, src, 1, group, len(times), (app,))
+        url = f"http://127.0.0.1:{app.ops.port}/"
+        stores = await table_rows(browser, url, "stores", lambda t: bool(t) and t[0][3] != "\u2013")
+    day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))
+    assert stores == [
+        ["visits", src, "0", "5", stores[0][4], "5", "\u2013", f"{day} 00:00:09 UTC"]
+    ], stores
 
 
 # A pipeline's page draws its graph: the source topic, each stage, an arrow per input

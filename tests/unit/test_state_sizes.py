@@ -14,6 +14,7 @@ from eosflow import ConfigError
 from eosflow._records import StoreSize
 from eosflow._state._changelog import check_written_fits
 from eosflow._state._local import EMPTY, Env, LocalPartition
+from eosflow._state._sessions import ENDS, key_part
 from eosflow._state._sizes import Sizes
 from eosflow._state._store import RESERVED_KEY
 from eosflow._state._windows import TIME_KEY, data_key
@@ -94,3 +95,24 @@ def test_stores_whose_names_overflow_the_commit_metadata_are_refused() -> None:
     with pytest.raises(ConfigError, match=r"^with timers, .* over Kafka's 4096 ") as e:
         check_written_fits([f"a-rather-long-store-name-{i}" for i in range(200)])
     assert "\n" not in str(e.value)
+
+
+# A session window: its sessions counted by the walk (one closing-order key each, as
+# ``_sessions`` keeps them), its keys the sessions' values, its stream time read. Three
+# sessions of two users, walked 2 keys a sample. Mutation caught: the end keys not told
+# apart (0 sessions).
+def test_a_session_windows_sessions_are_counted(tmp_path: Path) -> None:
+    local = LocalPartition(tmp_path, P, ["s"], Env())
+    t = struct.Struct(">Q")
+    rows: dict[bytes, bytes | None] = {TIME_KEY: struct.pack(">q", 90_000)}
+    for user, start, end in ((b"u1", 0, 5_000), (b"u1", 60_000, 61_000), (b"u2", 1_000, 2_000)):
+        rows[b"s" + key_part(user) + t.pack(start + 2**63)] = t.pack(end + 2**63) + b"1"
+        rows[ENDS + t.pack(end + 2**63) + key_part(user) + t.pack(start + 2**63)] = b""
+    put(local, "s", rows)
+    sizes = Sizes(keys_per_sample=2)
+    for _ in range(3):
+        (size,) = sizes.sample({P: local}, {P}, (), {"s"})
+        assert size.keys is None  # 7 keys, the stream time among them: still walking
+    (size,) = sizes.sample({P: local}, {P}, (), {"s"})
+    assert (size.keys, size.windows, size.stream_time_ms) == (3, 3, 90_000), size
+    local.close()
