@@ -38,6 +38,18 @@ class PartitionOffsets(NamedTuple):
     lag: int
 
 
+def lag_of(stable: int, position: int | None, base: int, pending: bool) -> int:
+    """The lag of a partition committed up to ``base`` (an offset, or the database's
+    position for a sink): the last stable offset minus it -- or 0 once the consumer has
+    read up to the last stable offset and nothing it read is left to commit
+    (``pending`` false). The gap is then commit markers and aborted records: every
+    transaction on the input ends with a marker after its last record, so the committed
+    offset never reaches the last stable offset by itself."""
+    if position is not None and position >= stable and not pending:
+        return 0
+    return max(0, stable - base)
+
+
 class RestoreProgress(NamedTuple):
     """One store (or table) of a partition held back while its local copy is restored:
     ``applied`` records so far, read ``towards`` an offset of its changelog (or table

@@ -38,7 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._config import EosConfig
-from .._records import Partition, PartitionOffsets, Record
+from .._records import Partition, PartitionOffsets, Record, lag_of
 
 log = logging.getLogger("eosflow.session")
 
@@ -327,13 +327,9 @@ class Positions:
         return runs
 
     def offsets(self, consumer: AIOKafkaConsumer) -> dict[Partition, PartitionOffsets]:
-        """Each held partition's committed offset, position, last stable offset and lag:
-        the last stable offset minus the committed offset (or, with none, the position);
-        partitions not fetched yet are left out. Once the consumer has read up to the last
-        stable offset and nothing was polled past the committed offset, the gap is commit
-        markers and aborted records, not lag: it is 0 (every transaction on the input ends
-        with a marker after its last record, so the committed offset never reaches the
-        last stable offset by itself)."""
+        """Each held partition's committed offset, position, last stable offset and lag
+        (``lag_of``: from the committed offset or, with none, the position; pending while
+        records were polled past it); partitions not fetched yet are left out."""
         out: dict[Partition, PartitionOffsets] = {}
         for tp in self.ready | self.held:
             ends = ak.log_position(consumer, tp)
@@ -344,8 +340,7 @@ class Positions:
             base = position if committed is None else committed
             if base is None:
                 continue
-            read_all = position is not None and position >= stable
-            lag = 0 if read_all and self.polled.get(tp, -1) <= base else max(0, stable - base)
+            lag = lag_of(stable, position, base, self.polled.get(tp, -1) > base)
             out[(tp.topic, tp.partition)] = PartitionOffsets(committed, position, stable, lag)
         return out
 

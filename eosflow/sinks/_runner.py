@@ -32,7 +32,7 @@ from .. import _aiokafka as ak
 from .._config import EosConfig
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
 from .._observe import AbortReason, Observer, Outcome, TransactionReport
-from .._records import Partition, PartitionOffsets, Record, StateNow
+from .._records import Partition, PartitionOffsets, Record, StateNow, lag_of
 from .._timeouts import within
 from ._connection import Database
 from ._errors import DRIVER_ERRORS
@@ -142,10 +142,9 @@ class SinkRunner:
 
     def partition_offsets(self) -> dict[Partition, PartitionOffsets]:
         """Each held partition's database position (as ``committed``), consumer position,
-        last stable offset (as the last fetch answer gave it) and lag: the last stable
-        offset minus the database's position, 0 once the consumer has read everything and
-        nothing polled is left to write (the gap is then commit markers); partitions not
-        fetched yet are left out."""
+        last stable offset (as the last fetch answer gave it) and lag (``lag_of``, from
+        the database's position; pending while a failed write is owed or records were
+        read past it); partitions not fetched yet are left out."""
         consumer = self._consumer
         if consumer is None:
             return {}
@@ -156,9 +155,8 @@ class SinkRunner:
             if ends is None or at is None:
                 continue
             stable, position = ends
-            caught_up = position is not None and position >= stable and tp not in self._owed
-            lag = 0 if caught_up and at >= (position or 0) else max(0, stable - at)
-            out[tp] = PartitionOffsets(at, position, stable, lag)
+            pending = tp in self._owed or (position is not None and at < position)
+            out[tp] = PartitionOffsets(at, position, stable, lag_of(stable, position, at, pending))
         return out
 
     @property
