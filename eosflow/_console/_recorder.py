@@ -18,7 +18,7 @@ rebalance, recovery, Spark job and lag sample (never per record), and keeps
   characters), the producer re-initialised, Spark jobs;
 - the partitions held and, at the last sample, where each stands: committed offset,
   position, last stable offset and lag (``offsets_sampled``, from the operations
-  ticker; an observer's ``lag_sampled`` alone gives the lag);
+  ticker, the lag among them);
 - the late records each window left out (``late_records``), in total and per second;
 - the Spark jobs: the longest to end in each second, and their count;
 - the runtime's state at the last sample (``state_sampled``): what restores (each
@@ -102,7 +102,6 @@ class Recorder(Observer):
         self._recent: deque[tuple[float, float]] = deque(maxlen=RECENT_MAX)  # (at, ms)
         self._events: deque[dict[str, Any]] = deque(maxlen=EVENTS)
         self._held: set[Partition] = set()
-        self._lag: dict[Partition, int] = {}
         self._offsets: dict[Partition, PartitionOffsets] = {}
         self._late: dict[str, int] = {}  # window -> late records since the start
         self._state = StateNow([], [])
@@ -154,7 +153,6 @@ class Recorder(Observer):
         with self._lock:
             self._held -= partitions
             for p in partitions:
-                self._lag.pop(p, None)
                 self._offsets.pop(p, None)
             self._event(self._clock(), "revoked", _named(partitions))
 
@@ -180,10 +178,6 @@ class Recorder(Observer):
             self._totals["late"] += records
             self._late[window] = self._late.get(window, 0) + records
 
-    def lag_sampled(self, lag: Mapping[Partition, int]) -> None:
-        with self._lock:
-            self._lag = dict(lag)
-
     def state_sampled(self, now: StateNow) -> None:
         """What restores and what the local copies hold now (the operations ticker's
         sample)."""
@@ -191,8 +185,8 @@ class Recorder(Observer):
             self._state = now
 
     def offsets_sampled(self, offsets: Mapping[Partition, PartitionOffsets]) -> None:
-        """Where each held partition stands (the operations ticker's sample, with its
-        ``lag_sampled``)."""
+        """Where each held partition stands, its lag too (the operations ticker's
+        sample; the observers' ``lag_sampled`` is the same sample's lags)."""
         with self._lock:
             self._offsets = dict(offsets)
 
@@ -218,9 +212,7 @@ class Recorder(Observer):
             seconds = self._seconds
             series = [seconds.get(t) or _Second(t).summed_up() for t in range(first, last + 1)]
             recent = [ms for at, ms in self._recent if at >= now - RECENT_S]
-            partitions = [
-                _standing(p, self._lag.get(p), self._offsets.get(p)) for p in sorted(self._held)
-            ]
+            partitions = [_standing(p, self._offsets.get(p)) for p in sorted(self._held)]
             totals, events, late = dict(self._totals), list(self._events), dict(self._late)
             state = self._state
         return {
@@ -259,10 +251,10 @@ class Recorder(Observer):
         self._events.append({"at": now, "kind": kind, "text": text})
 
 
-def _standing(p: Partition, lag: int | None, at: PartitionOffsets | None) -> dict[str, Any]:
-    """A held partition's row: its offsets at the last sample (None before one)."""
-    row: dict[str, Any] = {"topic": p[0], "partition": p[1], "lag": lag}
-    row.update(committed=None, position=None, last_stable=None)
+def _standing(p: Partition, at: PartitionOffsets | None) -> dict[str, Any]:
+    """A held partition's row: its offsets and lag at the last sample (None before one)."""
+    row: dict[str, Any] = {"topic": p[0], "partition": p[1]}
+    row.update(committed=None, position=None, last_stable=None, lag=None)
     if at is not None:
         row.update(at._asdict())
     return row
