@@ -83,29 +83,6 @@ INIT_PID_2PC = MessageSpec(
         field("ongoing_txn_producer_epoch", "int16"),
     ),
 )
-DESCRIBE_TXNS = MessageSpec(
-    api_key=65,
-    name="DescribeTransactions",
-    versions=(0, 0),
-    flexible_from=0,
-    request=(field("transactional_ids", "[]string"),),
-    response=(
-        field("throttle_time_ms", "int32"),
-        field(
-            "transaction_states",
-            (
-                field("error_code", "int16"),
-                field("transactional_id", "string"),
-                field("transaction_state", "string"),
-                field("transaction_timeout_ms", "int32"),
-                field("transaction_start_time_ms", "int64"),
-                field("producer_id", "int64"),
-                field("producer_epoch", "int16"),
-                field("topics", (field("topic", "string"), field("partitions", "[]int32"))),
-            ),
-        ),
-    ),
-)
 
 
 def code_name(code: int) -> str:
@@ -255,7 +232,9 @@ class Probe:
         return code_name(int(answer.get("error_code", -1)))
 
     async def describe(self, *txns: str) -> dict[str, str]:
-        answer = await Client(self.port).call(DESCRIBE_TXNS, 0, {"transactional_ids": list(txns)})
+        answer = await Client(self.port).call(
+            _specs.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": list(txns)}
+        )
         states: dict[str, str] = {}
         for s in answer.get("transaction_states", []):
             keep = ("error_code", "transaction_state", "transaction_timeout_ms")

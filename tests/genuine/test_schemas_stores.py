@@ -12,6 +12,7 @@ names the mutation it caught."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +49,14 @@ class Order(BaseModel):
 OrderV2: type[BaseModel] = create_model("Order", id=(int, ...), qty=(int, ...), note=(str, "-"))
 
 
-def last_order(model: type[BaseModel], out: str, registry: str) -> eosflow.Processor:
-    class Last(eosflow.Processor):
-        """Each order written with the id of its key's order before it, kept in a store."""
+def last_kept(
+    serde: Any, value: Callable[[int, int], Any], out: str, registry: str
+) -> eosflow.Processor:
+    """Each order written with the id of its key's order before it, kept in a store of
+    ``serde`` as ``value(id, qty)``; a value read back must be of the type written."""
 
-        stores = {"last": eosflow.Avro(model)}
+    class Last(eosflow.Processor):
+        stores = {"last": serde}
         schema_registry = eosflow.SchemaRegistrySettings(url=registry)
 
         async def process(self, record: eosflow.Record) -> eosflow.Output:
@@ -60,12 +64,18 @@ def last_order(model: type[BaseModel], out: str, registry: str) -> eosflow.Proce
             order = json.loads(record.value)
             last = self.state("last")
             before = last.get(record.key)
-            assert before is None or isinstance(before, model), before
-            last.put(record.key, model(id=order["id"], qty=order["qty"]))
-            said = f"{order['id']}:{'-' if before is None else before.id}"  # type: ignore[attr-defined]
+            now = value(order["id"], order["qty"])
+            assert before is None or type(before) is type(now), before
+            last.put(record.key, now)
+            said = f"{order['id']}:{'-' if before is None else before.id}"
             return eosflow.Output(out, said.encode(), key=record.key)
 
     return Last()
+
+
+def last_order(model: type[BaseModel], out: str, registry: str) -> eosflow.Processor:
+    """``last_kept`` with ``model`` in Avro."""
+    return last_kept(eosflow.Avro(model), lambda i, qty: model(id=i, qty=qty), out, registry)
 
 
 async def produce_orders(bootstrap: str, topic: str, first: int, n: int) -> None:
@@ -142,28 +152,41 @@ async def test_a_stores_values_are_kept_in_the_registry_and_read_across_versions
 Total = protos.classes(protos.order_file())["shop.Total"]
 
 
+async def two_processes(
+    b: Broker,
+    tmp_path: Path,
+    make: Callable[[str, str], eosflow.Processor | eosflow.Pipeline],
+    first_n: int,
+    then_n: int,
+) -> tuple[str, str, str, tuple[eosflow.EosApp, eosflow.EosApp]]:
+    """``make(orders, out)`` over ``first_n`` orders, then in a new process with a new
+    local copy (restored from the changelog) over ``then_n`` more, each run until all its
+    outputs are committed: (orders, out, group, the two apps)."""
+    bs = b.bootstrap_servers
+    orders, out, group, tx = b.unique("orders"), b.unique("out"), b.unique("g"), b.unique("tx")
+    for topic in (orders, out):
+        await create_topic(bs, topic, 1)
+    apps = []
+    for run, (first, n) in enumerate(((0, first_n), (first_n, then_n))):
+        await produce_orders(bs, orders, first, n)
+        config = state_config(bs, group, orders, tx, tmp_path / str(run))
+        app = eosflow.EosApp(make(orders, out), config)
+        async with app:
+            await run_until(app, bs, out, first + n)
+        apps.append(app)
+    return orders, out, group, (apps[0], apps[1])
+
+
 def last_value(kind: str, out: str, registry: str) -> eosflow.Processor:
-    """Each order written with the id of its key's order before it, kept in a store in
-    ``kind``: a pydantic ``Order`` in JSON Schema, or a Protobuf ``shop.Total``."""
-    serde = eosflow.JsonSchema(Order) if kind == "json-schema" else eosflow.Protobuf(Total)
-
-    def value(i: int, qty: int) -> Any:
-        return Order(id=i, qty=qty) if kind == "json-schema" else Total(id=i, doubled=2 * qty)
-
-    class Last(eosflow.Processor):
-        stores = {"last": serde}
-        schema_registry = eosflow.SchemaRegistrySettings(url=registry)
-
-        async def process(self, record: eosflow.Record) -> eosflow.Output:
-            assert record.key is not None and record.value is not None
-            order = json.loads(record.value)
-            last = self.state("last")
-            before = last.get(record.key)
-            last.put(record.key, value(order["id"], order["qty"]))
-            said = f"{order['id']}:{'-' if before is None else before.id}"
-            return eosflow.Output(out, said.encode(), key=record.key)
-
-    return Last()
+    """``last_kept`` with a pydantic ``Order`` in JSON Schema, or a Protobuf
+    ``shop.Total``."""
+    if kind == "json-schema":
+        return last_kept(
+            eosflow.JsonSchema(Order), lambda i, qty: Order(id=i, qty=qty), out, registry
+        )
+    return last_kept(
+        eosflow.Protobuf(Total), lambda i, qty: Total(id=i, doubled=2 * qty), out, registry
+    )
 
 
 # Thirty orders, then thirty more through a new process restored from the changelog into
@@ -177,22 +200,10 @@ async def test_a_stores_values_in_json_schema_or_protobuf_are_restored_and_read_
 ) -> None:
     b, url = eosflow_broker, eosflow_schema_registry.url
     bs = b.bootstrap_servers
-    orders, out, group, tx = b.unique("orders"), b.unique("out"), b.unique("g"), b.unique("tx")
-    for topic in (orders, out):
-        await create_topic(bs, topic, 1)
-    await produce_orders(bs, orders, 0, 30)
-    first = eosflow.EosApp(
-        last_value(kind, out, url), state_config(bs, group, orders, tx, tmp_path / "a")
+    orders, out, group, runs = await two_processes(
+        b, tmp_path, lambda _, out: last_value(kind, out, url), 30, 30
     )
-    async with first:
-        await run_until(first, bs, out, 30)
-    await produce_orders(bs, orders, 30, 30)
-    again = eosflow.EosApp(
-        last_value(kind, out, url), state_config(bs, group, orders, tx, tmp_path / "b")
-    )
-    async with again:
-        await run_until(again, bs, out, 60)
-    assert first.stats.aborted == again.stats.aborted == 0  # one schema, known at start
+    assert [app.stats.aborted for app in runs] == [0, 0]  # one schema, known at start
     got = sorted(r.value for r in await read_records(bs, out))
     assert got == sorted(f"{i}:{'-' if i < 3 else i - 3}".encode() for i in range(60))
 
@@ -259,21 +270,9 @@ async def test_a_pipeline_stages_store_is_kept_in_the_registry(
 ) -> None:
     b, url = eosflow_broker, eosflow_schema_registry.url
     bs = b.bootstrap_servers
-    orders, out, group, tx = b.unique("orders"), b.unique("out"), b.unique("g"), b.unique("tx")
-    for topic in (orders, out):
-        await create_topic(bs, topic, 1)
-    await produce_orders(bs, orders, 0, 42)
-    first = eosflow.EosApp(
-        tallies(orders, out, url), state_config(bs, group, orders, tx, tmp_path / "a")
+    _, out, group, _ = await two_processes(
+        b, tmp_path, lambda orders, out: tallies(orders, out, url), 42, 21
     )
-    async with first:
-        await run_until(first, bs, out, 42)
-    await produce_orders(bs, orders, 42, 21)
-    again = eosflow.EosApp(
-        tallies(orders, out, url), state_config(bs, group, orders, tx, tmp_path / "b")
-    )
-    async with again:
-        await run_until(again, bs, out, 63)
     by: dict[bytes, list[int]] = {}
     for r in await read_records(bs, out):
         assert r.key is not None and r.value is not None

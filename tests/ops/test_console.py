@@ -9,6 +9,7 @@ the temporary directory) and their paths printed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import os
@@ -17,7 +18,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -137,20 +138,14 @@ async def test_the_console_lists_each_windows_late_records(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     browser = Chromium.find()
-    b = eosflow_broker
-    bs = b.bootstrap_servers
-    src, group = b.unique("late-in"), b.unique("late-g")
-    await create_topic(bs, src, 1)
-    await create_topic(bs, f"{src}-per-window", 1)
     times = steady(0, 30, 0.5)
     times[42:42] = [7.5]  # at 21 s of stream time: [0, 10) closed at 12 s
-    await produce_at(bs, src, clicks_at(0, times), b"click")
-    ops = {"metrics_port": 0, "progress_interval_s": 0}
-    config = state_config(bs, group, src, b.unique("late-tx"), tmp_path, ops=ops)
-    app = eosflow.EosApp(clicks.Clicks(clicks.Clicks.Settings(window_s=10, grace_s=2)), config)
-    async with app:
-        await until_committed(bs, src, 1, group, len(times), (app,))
-        url = f"http://127.0.0.1:{app.ops.port}/"
+    every_10s = clicks.Clicks(clicks.Clicks.Settings(window_s=10, grace_s=2))
+    async with clicks_through(eosflow_broker, tmp_path, every_10s, "per-window", times) as (
+        src,
+        app,
+        url,
+    ):
         stores = await table_rows(browser, url, "stores", lambda t: "00:00:29" in str(t))
         stores = await table_rows(browser, url, "stores", lambda t: t[0][3] != "\u2013")
         dom = await browser.dom(url)
@@ -162,9 +157,7 @@ async def test_the_console_lists_each_windows_late_records(
     store, topic, partition, keys, size, open_, oldest, now = stores[0]
     assert (store, topic, partition) == ("clicks", src, "0"), stores
     assert keys == "5" and size.split()[1] in ("B", "KiB"), stores  # a key a user, once
-    day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))  # produce_at's first ms
-    assert (open_, oldest) == ("1", f"{day} 00:00:20 UTC"), stores
-    assert now == f"{day} 00:00:29 UTC", stores
+    assert (open_, oldest, now) == ("1", shown_at(20), shown_at(29)), stores
 
 
 # A session window's store, from a running app: its sessions counted (5 users, each one
@@ -174,24 +167,39 @@ async def test_the_console_counts_a_session_windows_sessions(
     eosflow_broker: Broker, tmp_path: Path
 ) -> None:
     browser = Chromium.find()
-    b = eosflow_broker
-    bs = b.bootstrap_servers
-    src, group = b.unique("visits"), b.unique("visits-g")
-    await create_topic(bs, src, 1)
-    await create_topic(bs, f"{src}-sessions", 1)
     times = steady(0, 10, 0.5)
-    await produce_at(bs, src, clicks_at(0, times), b"visit")
+    async with clicks_through(eosflow_broker, tmp_path, sessions.Sessions(), "sessions", times) as (
+        src,
+        _,
+        url,
+    ):
+        stores = await table_rows(browser, url, "stores", lambda t: bool(t) and t[0][3] != "\u2013")
+    assert stores == [["visits", src, "0", "5", stores[0][4], "5", "\u2013", shown_at(9)]], stores
+
+
+@contextlib.asynccontextmanager
+async def clicks_through(
+    b: Broker, tmp_path: Path, processor: eosflow.Processor, output: str, times: list[float]
+) -> AsyncIterator[tuple[str, eosflow.EosApp, str]]:
+    """``processor`` with an operations port, run over clicks of 5 users at ``times``
+    (seconds after ``T0_MS``) on a new topic of one partition (its output topic named
+    ``<topic>-<output>``), every click committed: (the topic, the app, its page's URL)."""
+    bs = b.bootstrap_servers
+    src, group = b.unique("clicks"), b.unique("clicks-g")
+    await create_topic(bs, src, 1)
+    await create_topic(bs, f"{src}-{output}", 1)
+    await produce_at(bs, src, clicks_at(0, times), b"click")
     ops = {"metrics_port": 0, "progress_interval_s": 0}
-    config = state_config(bs, group, src, b.unique("visits-tx"), tmp_path, ops=ops)
-    app = eosflow.EosApp(sessions.Sessions(), config)
+    app = eosflow.EosApp(processor, state_config(bs, group, src, b.unique("tx"), tmp_path, ops=ops))
     async with app:
         await until_committed(bs, src, 1, group, len(times), (app,))
-        url = f"http://127.0.0.1:{app.ops.port}/"
-        stores = await table_rows(browser, url, "stores", lambda t: bool(t) and t[0][3] != "\u2013")
+        yield src, app, f"http://127.0.0.1:{app.ops.port}/"
+
+
+def shown_at(seconds: int) -> str:
+    """How the page shows the event time ``seconds`` after ``produce_at``'s first ms."""
     day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))
-    assert stores == [
-        ["visits", src, "0", "5", stores[0][4], "5", "\u2013", f"{day} 00:00:09 UTC"]
-    ], stores
+    return f"{day} 00:00:{seconds:02d} UTC"
 
 
 # A pipeline's page draws its graph: the source topic, each stage, an arrow per input
@@ -297,15 +305,20 @@ async def test_the_console_charts_spark_jobs() -> None:
     console.recorder.spark_job(SparkJobReport(1.0, 3.5, 1000))
     console.recorder.spark_job(SparkJobReport(2.0, 2.5, 10))
     ago[0] = 0.0
-    server = MetricsServer("127.0.0.1", 0, None, None, None, console.routes())
-    server.start()
-    try:
-        dom = await browser.dom(f"http://127.0.0.1:{server.port}/")
-    finally:
-        await asyncio.to_thread(server.stop)
+    dom = await served_alone(browser, console)
     assert 'id="spark-part" hidden' not in dom
     assert float(attribute(dom, "chart-spark", "data-max")) == 2.5
     assert int(attribute(dom, "chart-spark", "data-drawn")) == 1  # one second had jobs
+
+
+async def served_alone(browser: Chromium, console: Console) -> str:
+    """The page of ``console``, served by an operations server of its own, as drawn."""
+    server = MetricsServer("127.0.0.1", 0, None, None, None, console.routes())
+    server.start()
+    try:
+        return await browser.dom(f"http://127.0.0.1:{server.port}/")
+    finally:
+        await asyncio.to_thread(server.stop)
 
 
 # Dead letters and rebalances, from what the recorder is told (a console served alone):
@@ -325,12 +338,7 @@ async def test_the_console_shows_dead_letters_and_rebalances_on_the_timeline() -
     ago[0] = 1.5
     r.partitions_revoked(frozenset({("orders", 1)}))
     ago[0] = 0.0
-    server = MetricsServer("127.0.0.1", 0, None, None, None, console.routes())
-    server.start()
-    try:
-        dom = await browser.dom(f"http://127.0.0.1:{server.port}/")
-    finally:
-        await asyncio.to_thread(server.stop)
+    dom = await served_alone(browser, console)
     assert text(element(dom, "fig-dead")) == "3"
     assert attribute(dom, "chart-records", "data-totals") == "10,3"
     assert attribute(dom, "chart-transactions", "data-marks") == "2"
