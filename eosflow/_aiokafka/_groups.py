@@ -136,10 +136,11 @@ async def describe_transactions(
     bootstrap_servers: str, security: KafkaSecurity, ids: Iterable[str]
 ) -> dict[str, TxnView] | None:
     """``ids`` as their transaction coordinators hold them; an id a coordinator never saw
-    (TRANSACTIONAL_ID_NOT_FOUND) is left out. None where the brokers do not serve
-    DescribeTransactions (before Kafka 3.0). Other errors mapped, as every call's; a
-    coordinator that moved meanwhile (NOT_COORDINATOR) is such an error, for the caller
-    to ask again."""
+    (TRANSACTIONAL_ID_NOT_FOUND), or that this client may not DESCRIBE
+    (TRANSACTIONAL_ID_AUTHORIZATION_FAILED: a prefixed ACL covers some ids asked, not
+    all), is left out. None where the brokers do not serve DescribeTransactions (before
+    Kafka 3.0). Other errors mapped, as every call's; a coordinator that moved meanwhile
+    (NOT_COORDINATOR) is such an error, for the caller to ask again."""
     admin = AIOKafkaAdminClient(
         bootstrap_servers=bootstrap_servers, **connection_settings(security)
     )
@@ -160,7 +161,7 @@ async def describe_transactions(
                 except IncompatibleBrokerVersion:
                     return None  # before Kafka 3.0
                 for t in resp.to_object()["transaction_states"]:
-                    if t["error_code"] == codes.TRANSACTIONAL_ID_NOT_FOUND:
+                    if t["error_code"] in _NOT_TOLD:
                         continue
                     if t["error_code"]:
                         what = f"describing transactional id {t['transactional_id']!r}"
@@ -181,6 +182,9 @@ async def describe_transactions(
     finally:
         await admin.close()
     return found
+
+
+_NOT_TOLD = (codes.TRANSACTIONAL_ID_NOT_FOUND, codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
 
 
 async def _coordinator(admin: AIOKafkaAdminClient, key: str, kind: int = 0) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from .. import _aiokafka as ak
 from .._console import GroupPage
+from .._errors import EosflowError
 from .._security import KafkaSecurity
 from ._http import MetricsServer
 from ._status import group_status, member_transactions
@@ -39,7 +40,13 @@ async def _serve(
     async def look() -> dict[str, Any]:
         s = await group_status(bootstrap_servers, group_id, security)
         partitions = [dataclasses.asdict(p) for p in s.partitions]
-        txns = await member_transactions(bootstrap_servers, security, s.clients)
+        note = None
+        try:
+            txns = await member_transactions(bootstrap_servers, security, s.clients)
+        except EosflowError as exc:  # the group's view stands without them
+            txns, note = None, f"the transactions were not read: {exc}"
+        if txns is None and note is None:
+            note = "this cluster does not describe transactions (Kafka 3.0+ does)"
         return {
             "group": s.group_id,
             "state": s.state,
@@ -48,6 +55,7 @@ async def _serve(
             "lag": s.lag,
             "partitions": partitions,
             "transactions": None if txns is None else [_txn(c, t) for c, t in txns.items()],
+            "transactions_note": note,
         }
 
     loop = asyncio.get_running_loop()

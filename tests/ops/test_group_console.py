@@ -101,6 +101,32 @@ async def test_the_group_page_shows_the_brokers_view_live(
     assert PASSWORD not in "".join(out)
 
 
+# The transactions cannot be read (here every DescribeTransactions is dropped by the
+# test cluster, its connection closed): the group's view stands, the table says why.
+# Caught: a failure of that look failing the whole look (no partitions shown).
+async def test_transactions_not_read_leave_the_groups_view_standing(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    cluster = eosflow_broker.require_fake("DescribeTransactions dropped")
+    browser = Chromium.find()
+    bs = eosflow_broker.bootstrap_servers
+    src, group, config = await counting(eosflow_broker, "gconsole-nodt", tmp_path)
+    dropped = cluster.intercept("DescribeTransactions", drop=True, times=None)
+    out: list[str] = []
+    try:
+        async with console(bs, group, out) as url:
+            async with eosflow.EosApp(Count(), config) as app:
+                await until_committed(bs, src, 2, group, 60, (app,))
+                dom = await browser.dom(url)
+    finally:
+        cluster.remove_fault(dropped)
+    assert [r[:2] for r in rows(dom, "partitions")] == [[src, "0"], [src, "1"]]
+    assert rows(dom, "transactions") == [["not told"]]
+    note = text(element(dom, "txn-note"))
+    assert note.startswith("the transactions were not read: describing transactions"), note
+    assert dropped.hits >= 1
+
+
 def describes_transactions(b: Broker) -> bool:
     """Whether the cluster serves DescribeTransactions (Kafka 3.0+)."""
     if b.kafka is not None:

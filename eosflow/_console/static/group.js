@@ -39,18 +39,19 @@ function render(s) {
     [p.topic, ""], [String(p.partition), "num"], [fmt(p.committed), "num"],
     [fmt(p.last_stable), "num"], [fmt(p.lag), "num"], [p.member || "\u2013", ""],
   ])));
-  renderTransactions(s.transactions, s.now);
+  renderTransactions(s.transactions, s.transactions_note, s.now);
 }
 
-// Each eosflow member's transactional id as its coordinator holds it; null where the
-// broker does not describe transactions (before Kafka 3.0).
-function renderTransactions(txns, now) {
+// Each eosflow member's transactional id as its coordinator holds it; null, with the
+// note saying why, where they were not read (a cluster before Kafka 3.0, a failed look).
+function renderTransactions(txns, why, now) {
   const note = $("txn-note");
-  note.hidden = txns !== null;
-  note.textContent = txns === null ? "this cluster does not describe transactions (Kafka 3.0+ does)" : "";
+  note.hidden = !why;
+  note.textContent = why || "";
   const body = $("transactions").tBodies[0];
   if (!txns || txns.length === 0) {
-    body.replaceChildren(row([[txns === null ? "not told" : "no member with a transactional id", ""]]));
+    const none = "no member with a transactional id this client may describe";
+    body.replaceChildren(row([[txns === null ? "not told" : none, ""]]));
     body.rows[0].cells[0].colSpan = 6;
     return;
   }
