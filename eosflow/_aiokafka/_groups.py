@@ -26,7 +26,11 @@ from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.coordinator.protocol import ConsumerProtocolMemberAssignment
-from aiokafka.errors import GroupCoordinatorNotAvailableError, IncompatibleBrokerVersion
+from aiokafka.errors import (
+    GroupCoordinatorNotAvailableError,
+    IncompatibleBrokerVersion,
+    TransactionalIdAuthorizationFailed,
+)
 from aiokafka.protocol.group import LeaveGroupRequest
 
 from .._errors import FatalError
@@ -151,7 +155,11 @@ async def describe_transactions(
         with mapped("describing transactions"):
             by_node: dict[int, list[str]] = {}
             for txn_id in sorted(set(ids)):
-                by_node.setdefault(await _coordinator(admin, txn_id, 1), []).append(txn_id)
+                try:
+                    node = await _coordinator(admin, txn_id, 1)
+                except TransactionalIdAuthorizationFailed:
+                    continue  # FindCoordinator checks DESCRIBE on the id too
+                by_node.setdefault(node, []).append(txn_id)
             for node, asked in by_node.items():
                 body = {"transactional_ids": asked}
                 try:

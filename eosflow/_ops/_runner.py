@@ -148,8 +148,17 @@ class Operations:
                     self.observers.lag_sampled({p: o.lag for p, o in sample.items()})
                     if self.console is not None:  # where each partition stands, for its page
                         self.console.recorder.offsets_sampled(sample)
-                        self.console.recorder.state_sampled(watched.state_now())
+                        self._sample_state(watched)
                 if self.progress is not None and self.progress.due(now):
                     self.progress.emit(now)
             except Exception:
                 log.exception("operations ticker failed; going on")
+
+    def _sample_state(self, watched: Watched) -> None:
+        """The console's sample of the state (restores, the local copies' sizes): a
+        failure is logged and leaves the rest of the tick (lag, progress) to run."""
+        assert self.console is not None
+        try:
+            self.console.recorder.state_sampled(watched.state_now())
+        except Exception:
+            log.exception("sampling the state for the console failed; going on")

@@ -129,6 +129,7 @@ class LocalPartition:
         self._handle: dict[str, Any] = {}
         self._reads = env.reads
         self._readers: dict[str, Reader] = {}  # store -> its reads through the read cache
+        self.wipes = 0  # stores wiped so far: what was counted of them before is void
         self._refresh()
 
     def _open(self) -> Any:
@@ -206,9 +207,10 @@ class LocalPartition:
         files = cf.property_int_value("rocksdb.total-sst-files-size") or 0
         return int(files) + int(cf.property_int_value("rocksdb.size-all-mem-tables") or 0)
 
-    def keys_after(self, store: str, after: bytes | None, most: int) -> list[bytes]:
-        """At most ``most`` keys of ``store`` in byte order, from its first (``after``
-        None) or from the first after ``after``: a fresh iterator each call."""
+    def keys_after(self, store: str, after: bytes | None, most: int, last: bytes) -> list[bytes]:
+        """At most ``most`` keys of ``store`` in byte order, none past ``last``, from its
+        first (``after`` None) or from the first after ``after``: a fresh iterator each
+        call."""
         it, keys = self._cf[store].iter(), list[bytes]()
         if after is None:
             it.seek_to_first()
@@ -217,9 +219,18 @@ class LocalPartition:
             if it.valid() and it.key() == after:
                 it.next()
         while len(keys) < most and it.valid():
-            keys.append(it.key())
+            key = it.key()
+            if key > last:
+                break
+            keys.append(key)
             it.next()
         return keys
+
+    def last_key(self, store: str) -> bytes | None:
+        """``store``'s last key in byte order (None: empty)."""
+        it = self._cf[store].iter()
+        it.seek_to_last()
+        return it.key() if it.valid() else None  # type: ignore[no-any-return]
 
     def seeker(self, store: str) -> Callable[[bytes], tuple[bytes, bytes] | None]:
         """The first (key, value) of ``store`` at or after a given key (None past the
@@ -271,6 +282,7 @@ class LocalPartition:
         # first: if the drop fails, nothing kept is read, nor the dropped family
         reader.tag, reader.load = self._reads.tag(), _closed
         self._cf[_META_CF].delete(store.encode(), sync)
+        self.wipes += 1
         self._cf[store] = self._handle[store] = None
         self._db.drop_column_family(store)
         self._db.create_column_family(store, self._env.options())

@@ -289,9 +289,9 @@ class EventTime:
         """The tumbling and hopping windows (those a batch keeps), by name."""
         return {n: s for n, s in self._specs.items() if isinstance(s, (Tumbling, Hopping))}
 
-    def session_windows(self) -> list[str]:
-        """The session windows, by name (the console counts their sessions)."""
-        return [n for n, s in self._specs.items() if isinstance(s, Session)]
+    def specs(self) -> dict[str, AnySpec]:
+        """Every window's spec, by name (the console counts what they hold)."""
+        return dict(self._specs)
 
     def window_stores(self, partition: Partition) -> list[WindowStore[Any]]:
         """``partition``'s tumbling and hopping windows, in name order (a batch's: it

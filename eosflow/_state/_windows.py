@@ -201,16 +201,19 @@ def read_time(store: Store[Any]) -> int:
 
 
 def open_windows(
-    first: Callable[[bytes], tuple[bytes, bytes] | None], most: int = 10_000
+    first: Callable[[bytes], tuple[bytes, bytes] | None], most: int, reach: int | None = None
 ) -> tuple[list[int], int | None]:
     """The starts of the windows holding values in a window store's local copy, oldest
     first (at most ``most``), and its stream time (None before a record). ``first``
     gives the first (key, value) at or after a key (``LocalPartition.seeker``), so this
-    costs one seek a window, not a read of every key."""
+    costs one seek a window, not a read of every key; with ``reach`` (ms), from ``reach``
+    before the stream time, not over the deletions of the windows closed before it."""
     found = first(TIME_KEY)
     now = int(_TIME.unpack(found[1])[0]) if found is not None and found[0] == TIME_KEY else None
+    if now == NO_TIME:
+        now = None
     starts: list[int] = []
-    at = _DATA
+    at = _DATA if reach is None or now is None else data_key(now - reach, b"")
     while len(starts) < most:
         found = first(at)
         if found is None or found[0][:1] != _DATA or len(found[0]) < 1 + _START.size:
@@ -220,7 +223,7 @@ def open_windows(
         if shifted == 2**64 - 1:
             break
         at = _DATA + _START.pack(shifted + 1)
-    return starts, None if now == NO_TIME else now
+    return starts, now
 
 
 class WindowStore(Generic[V]):

@@ -35,6 +35,7 @@ import eosflow
 from eosflow._console import Console, Recorder
 from eosflow._observe import Outcome, SparkJobReport, TransactionReport
 from eosflow._ops._http import MetricsServer
+from eosflow._records import StateNow, StoreSize
 from eosflow.testing import FakeCluster
 from eosflow.testing._ladder import Broker
 from examples import clicks, sessions
@@ -323,8 +324,10 @@ async def served_alone(browser: Chromium, console: Console) -> str:
 
 # Dead letters and rebalances, from what the recorder is told (a console served alone):
 # a transaction that dead-lettered 3 records shows them in large type and on the records
-# chart; an assignment and a revocation are dashed marks on the transactions chart.
-# Caught: the marks not drawn (0); the dead letters left out of the chart (one series).
+# chart; an assignment and a revocation are dashed marks on the transactions chart. A
+# window's stream time past what a date can hold (Kafka takes any int64) is shown in ms.
+# Caught: the marks not drawn (0); the dead letters left out of the chart (one series);
+# the time formatted as a date regardless (the page stopped drawing: RangeError).
 async def test_the_console_shows_dead_letters_and_rebalances_on_the_timeline() -> None:
     browser = Chromium.find()
     ago = [3.0]
@@ -337,11 +340,13 @@ async def test_the_console_shows_dead_letters_and_rebalances_on_the_timeline() -
     r.transaction_ended(report)
     ago[0] = 1.5
     r.partitions_revoked(frozenset({("orders", 1)}))
+    r.state_sampled(StateNow([], [StoreSize(("orders", 0), "w", 1, 10, 1, 0, 10**16)]))
     ago[0] = 0.0
     dom = await served_alone(browser, console)
     assert text(element(dom, "fig-dead")) == "3"
     assert attribute(dom, "chart-records", "data-totals") == "10,3"
     assert attribute(dom, "chart-transactions", "data-marks") == "2"
+    assert rows(dom, "stores")[0][6:] == ["1970-01-01 00:00:00 UTC", f"{10**16} ms"]
 
 
 # A PostgresSink's page: the partitions it holds, each with the database's position as

@@ -15,8 +15,9 @@ function clock(t) {
 
 // An event time (ms since the epoch) with its date, in UTC: it may be days from now.
 function eventTime(ms) {
-  if (ms === null || ms === undefined) return "\u2013";
-  return new Date(ms).toISOString().slice(0, 19).replace("T", " ") + " UTC";
+  const at = new Date(ms ?? NaN);
+  if (!Number.isFinite(at.getTime())) return ms === null || ms === undefined ? "\u2013" : `${ms} ms`;
+  return at.toISOString().slice(0, 19).replace("T", " ") + " UTC";
 }
 
 // A size in bytes, in the largest binary unit under 1,024 of it.
