@@ -131,7 +131,7 @@ def tick_cost(rounds: int, state_dir: Path | None) -> float:
                 rows = {f"key-{chunk}-{k:06d}".encode(): b"42" for k in range(10_000)}
                 local.apply({"counts": rows}, {"counts": EMPTY})
         ready = set(copies)
-        state = lambda: StateNow([], sizes.sample(copies, ready, ()))  # noqa: E731
+        state = lambda: StateNow([], sizes.sample(copies, ready, {}))  # noqa: E731
 
     def one() -> None:
         r.offsets_sampled(offsets)
