@@ -62,8 +62,13 @@ class RestoreProgress(NamedTuple):
     seconds: float
 
 
+ALL_PARTITIONS = -1
+"""A ``StoreSize``'s partition number for a global table: one copy of every partition."""
+
+
 class StoreSize(NamedTuple):
-    """A store's (or table's) local copy of one ready partition, as last committed:
+    """A store's (or table's) local copy of one ready partition, as last committed (a
+    global table's: of every partition, ``ALL_PARTITIONS``, as read so far):
     ``keys`` as counted by the last complete walk over it (None before one; eosflow's
     own keys left out), ``bytes`` its files and memtables as RocksDB tells them. For a
     tumbling or hopping window: the ``windows`` holding values, the ``oldest_ms`` one's

@@ -38,6 +38,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
 from .._errors import ConfigError, EosflowError, FatalError, TransientError
+from .._records import ALL_PARTITIONS, Partition
 from .._schemas import Schemaful
 from ._local import Checkpoint, Env, LocalPartition
 from ._settings import StateSettings
@@ -155,6 +156,11 @@ class GlobalTables:
 
     def store(self, name: str) -> GlobalStore[Any] | None:
         return self._stores.get(name)
+
+    def copies(self) -> dict[Partition, LocalPartition]:
+        """Each table's local copy once read, keyed by its topic and partition -1 (every
+        partition of it, in one copy): what the console sizes beside the stores'."""
+        return {(self.specs[n].topic, ALL_PARTITIONS): c for n, c in self._local.items()}
 
     async def start(self, counts: Mapping[str, int]) -> None:
         """Open each table's local copy and read every partition to the topic's end now

@@ -64,7 +64,9 @@ class Reads:
         """Each ready partition's stores and tables as their local copies hold them, as
         last committed (``StoreSize``, from ``_sizes``): keys counted by a bounded walk,
         bytes, and a tumbling, hopping or session window's windows open."""
-        return self._sizes.sample(self._local, self._ready, self._time.specs())
+        tables = self.globals.copies()
+        copies, ready = {**self._local, **tables}, self._ready | tables.keys()
+        return self._sizes.sample(copies, ready, self._time.specs())
 
     def table(self, name: str) -> TableStore[Any] | GlobalStore[Any]:
         """The table ``name``'s partition of the record being processed (its number), or

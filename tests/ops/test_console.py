@@ -18,8 +18,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
+from typing import ClassVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from browser import Chromium, attribute, element, rows, text
@@ -201,6 +202,38 @@ def shown_at(seconds: int) -> str:
     """How the page shows the event time ``seconds`` after ``produce_at``'s first ms."""
     day = time.strftime("%Y-%m-%d", time.gmtime(T0_MS / 1000))
     return f"{day} 00:00:{seconds:02d} UTC"
+
+
+# A global table's local copy is listed beside the stores: one copy of every partition
+# ("all"), its rows counted once read. Caught: the global tables' copies left out of the
+# sizes (no row).
+async def test_the_console_lists_a_global_tables_copy(
+    eosflow_broker: Broker, tmp_path: Path
+) -> None:
+    browser = Chromium.find()
+    b = eosflow_broker
+    bs = b.bootstrap_servers
+    products = b.unique("products")
+    await create_topic(bs, products, 2)
+    p = AIOKafkaProducer(bootstrap_servers=bs)
+    await p.start()
+    try:
+        for i in range(12):
+            await p.send_and_wait(products, b"row", key=f"p{i}".encode(), partition=i % 2)
+    finally:
+        await p.stop()
+
+    class Lookup(eosflow.Processor):
+        tables: ClassVar[Mapping[str, eosflow.Table | eosflow.GlobalTable]] = {
+            "products": eosflow.GlobalTable(products)
+        }
+
+        async def process(self, record: eosflow.Record) -> None:
+            self.table("products").get(record.key or b"")
+
+    async with clicks_through(b, tmp_path, Lookup(), "unused", steady(0, 2, 0.5)) as (_, _, url):
+        stores = await table_rows(browser, url, "stores", lambda t: bool(t) and t[0][3] != "\u2013")
+    assert [r[:4] for r in stores] == [["products", products, "all", "12"]], stores
 
 
 # A pipeline's page draws its graph: the source topic, each stage, an arrow per input

@@ -58,7 +58,7 @@ function render(s) {
     [fmt(r.seconds, 1), "num"]])));
   $("stores-part").hidden = s.stores.length === 0;  // a stateless app
   $("stores").tBodies[0].replaceChildren(...s.stores.map((t) => row([[t.store, ""], [t.topic, ""],
-    [String(t.partition), "num"], [fmt(t.keys), "num"], [bytes(t.bytes), "num"],
+    [t.partition < 0 ? "all" : String(t.partition), "num"], [fmt(t.keys), "num"], [bytes(t.bytes), "num"],
     [fmt(t.windows), "num"], [eventTime(t.oldest_ms), "num"], [eventTime(t.stream_time_ms), "num"]])));
   $("late-part").hidden = s.late.length === 0;  // no window has left a record out
   $("late").tBodies[0].replaceChildren(...s.late.map((w) => row([[w.window, ""], [fmt(w.records), "num"]])));
