@@ -39,7 +39,7 @@ from .._records import Partition, StoreSize
 from ._local import LocalPartition
 from ._sessions import ENDS, Session
 from ._store import RESERVED_KEY
-from ._windows import TIME_KEY, Hopping, Tumbling, data_key, open_windows
+from ._windows import TIME_KEY, Hopping, Tumbling, data_key, open_windows, stream_time
 
 KEYS_PER_SAMPLE = 2_000
 """Keys walked per sample, over all stores together."""
@@ -97,7 +97,7 @@ class Sizes:
             keys, sessions = self._counted.get((p, s), (None, None))
             row = StoreSize(p, s, keys, local.size(s))
             if isinstance(spec, Session):  # its keys: the sessions' values and their ends
-                now = open_windows(local.seeker(s), most=0)[1]
+                now = stream_time(local.seeker(s))
                 values = None if keys is None or sessions is None else keys - sessions
                 row = row._replace(keys=values, windows=sessions, stream_time_ms=now)
             elif isinstance(spec, (Tumbling, Hopping)):
@@ -132,7 +132,7 @@ class Sizes:
                     continue
                 start = None
                 if isinstance(spec, (Tumbling, Hopping)):  # from the oldest open window
-                    now = open_windows(local.seeker(store), most=0)[1]
+                    now = stream_time(local.seeker(store))
                     start = None if now is None else data_key(now - _reach(spec), b"")
                 walk = _Walk(start, last)
             found = local.keys_after(store, walk.after, budget, walk.last)

@@ -200,6 +200,14 @@ def read_time(store: Store[Any]) -> int:
     return NO_TIME if raw is None else int(_TIME.unpack(raw)[0])
 
 
+def stream_time(first: Callable[[bytes], tuple[bytes, bytes] | None]) -> int | None:
+    """A window store's stream time in its local copy (None before a record), ``first``
+    giving the first (key, value) at or after a key (``LocalPartition.seeker``)."""
+    found = first(TIME_KEY)
+    now = int(_TIME.unpack(found[1])[0]) if found is not None and found[0] == TIME_KEY else None
+    return None if now == NO_TIME else now
+
+
 def open_windows(
     first: Callable[[bytes], tuple[bytes, bytes] | None], most: int, reach: int | None = None
 ) -> tuple[list[int], int | None]:
@@ -208,10 +216,7 @@ def open_windows(
     gives the first (key, value) at or after a key (``LocalPartition.seeker``), so this
     costs one seek a window, not a read of every key; with ``reach`` (ms), from ``reach``
     before the stream time, not over the deletions of the windows closed before it."""
-    found = first(TIME_KEY)
-    now = int(_TIME.unpack(found[1])[0]) if found is not None and found[0] == TIME_KEY else None
-    if now == NO_TIME:
-        now = None
+    now = stream_time(first)
     starts: list[int] = []
     at = _DATA if reach is None or now is None else data_key(now - reach, b"")
     while len(starts) < most:
