@@ -176,8 +176,15 @@ def test_the_warm_up_runs_a_python_task_per_slice_of_the_default_parallelism() -
         p._warm_up()
         jobs = sorted(set(tracker.getJobIdsForGroup(None)) - before)
         assert jobs, "the warm-up ran no Spark job"
-        stages = [tracker.getStageInfo(s) for s in tracker.getJobInfo(jobs[-1]).stageIds]
-        tasks = sum(st.numCompletedTasks for st in stages if st is not None)
+        # the tracker hears of tasks through Spark's listener bus, after the job's result
+        # (a standalone run read 0 completed tasks at once): read until it tells, 10 s
+        deadline = time.monotonic() + 10
+        while True:
+            stages = [tracker.getStageInfo(s) for s in tracker.getJobInfo(jobs[-1]).stageIds]
+            tasks = sum(st.numCompletedTasks for st in stages if st is not None)
+            if tasks >= spark.sparkContext.defaultParallelism or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert tasks == spark.sparkContext.defaultParallelism
         if MODE == "local":
             assert tasks >= 2  # local[*] on this 2-core machine: one per core
