@@ -74,15 +74,23 @@ def member_client_id(config: EosConfig, started_us: int) -> str:
     return f"{config.client_id}-{config.transactional_id}-{started_us}"
 
 
+def member_id_parts(client_id: str) -> tuple[str, int] | None:
+    """What precedes the start in a member's client id, and the start (µs), if the id
+    has ``member_client_id``'s shape (``<anything>-<decimal start>``); else None. The
+    head is ``<client_id>-<transactional_id>``, both of which may hold dashes."""
+    head, _, stamp = client_id.rpartition("-")
+    if not (head and stamp.isascii() and stamp.isdecimal()):
+        return None
+    return head, int(stamp)
+
+
 def member_started(config: EosConfig, client_id: str) -> int | None:
     """When the member of ``client_id`` started, if it runs ``config``'s transactional id
     (``member_client_id``, whatever client id it was given); else None."""
-    head, _, stamp = client_id.rpartition("-")
-    if not (stamp.isascii() and stamp.isdecimal()):
+    parts = member_id_parts(client_id)
+    if parts is None or not parts[0].endswith(f"-{config.transactional_id}"):
         return None
-    if not head.endswith(f"-{config.transactional_id}"):
-        return None
-    return int(stamp)
+    return parts[1]
 
 
 def reading_settings(cfg: EosConfig, client_id: str | None = None) -> dict[str, Any]:

@@ -125,9 +125,9 @@ async def member_transactions(
     client, an eosflow instance before its first transaction) is left out."""
     tails: dict[str, list[str]] = {}
     for client in clients:
-        head, _, stamp = client.rpartition("-")
-        if head and stamp.isascii() and stamp.isdecimal():
-            parts = head.split("-")
+        member = ak.member_id_parts(client)
+        if member is not None:
+            parts = member[0].split("-")
             tails[client] = ["-".join(parts[i:]) for i in range(1, len(parts))]
     if not tails:
         return {}

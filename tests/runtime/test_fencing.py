@@ -118,3 +118,5 @@ def test_a_member_client_id_names_its_transactional_id_and_start() -> None:
     assert ak.member_started(mine, "eosflow-c-17") is None  # another transactional id
     assert ak.member_started(mine, "eosflow-b-c-\u00b2") is None  # not a decimal stamp
     assert ak.member_started(mine, "eosflow") is None
+    assert ak.member_id_parts("pod-7-b-c-18") == ("pod-7-b-c", 18)
+    assert ak.member_id_parts("-18") is None and ak.member_id_parts("b-c") is None
