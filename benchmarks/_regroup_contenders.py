@@ -67,6 +67,7 @@ async def run_eosflow(
         async def process(self, record: eosflow.Record) -> eosflow.Regroup:
             if not first:
                 first.append(time.monotonic())
+                EXTRA["cpu0"] = time.process_time()
             value = record.value or b""
             return eosflow.Regroup(key=new_key(value), value=value)
 
@@ -95,7 +96,24 @@ async def run_eosflow(
         commit_interval_s=interval,
         state_dir=state_dir,
     )
-    app = eosflow.EosApp(Regrouped(), config)
+
+    class Phases(eosflow.Observer):
+        """Seconds in transactions, in each commit step and between transactions,
+        summed over the run (where its clock goes when it is not processing)."""
+
+        last_end = 0.0
+
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            if self.last_end:
+                EXTRA["between_s"] = EXTRA.get("between_s", 0.0) + report.started - self.last_end
+            self.last_end = report.ended
+            EXTRA["in_txn_s"] = EXTRA.get("in_txn_s", 0.0) + report.duration_s
+            EXTRA["txn_records"] = EXTRA.get("txn_records", 0) + report.records
+            EXTRA["commits"] = EXTRA.get("commits", 0) + 1
+            for phase, began, ended in report.phases:
+                EXTRA[f"{phase}_s"] = EXTRA.get(f"{phase}_s", 0.0) + ended - began
+
+    app = eosflow.EosApp(Regrouped(), config, observers=[Phases()])
     async with app:
         while not (app.stats.records >= 2 * n and not app.in_transaction):
             if app.failure is not None:
@@ -104,6 +122,7 @@ async def run_eosflow(
                 EXTRA["rss_tenth_mb"] = peak_rss_mb("VmRSS")
             await asyncio.sleep(0.005)
         done = time.monotonic()
+        EXTRA["cpu_s"] = time.process_time() - EXTRA.pop("cpu0")
     return done - first[0]
 
 
