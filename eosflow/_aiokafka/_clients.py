@@ -26,7 +26,7 @@ from .._security import KafkaSecurity
 from .._timeouts import within
 from ._coordinators import forget_client
 from ._errors import map_error, mapped
-from ._fetch import AS_RECORD
+from ._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS
 from ._leaders import refreshes_leaders
 from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
@@ -464,7 +464,7 @@ def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, i
     return int(end), position_now(consumer, tp)
 
 
-PAUSED_FETCH_WAIT_MS = 20  # how long a fetch may wait at the broker while some is paused
+PAUSED_FETCH_WAIT_MS = SHORT_FETCH_WAIT_MS  # a fetch's longest wait while some is paused
 
 
 def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:

@@ -25,6 +25,20 @@ consumer would hand back ``ConsumerRecord``s (its key passed through ``AS_RECORD
 which returns it as is). ``as_records`` converts those, so records are never wrong, only
 slower; ``tests/unit/test_fetch_records.py`` pins that the direct path is the one taken
 with the aiokafka eosflow supports.
+
+**A fetch sent while other partitions still hold records waits briefly at the broker.**
+aiokafka keeps one fetch in flight per broker and leaves out of it every partition whose
+fetched records are not all taken yet. When a partition is read to its end (no new
+input, or the first of several to finish a backlog) while others still hold records,
+the fetch holds that partition alone, and the broker keeps it for the consumer's
+``fetch_max_wait_ms`` (500 ms) for want of data; the busy partitions, once taken, wait
+behind it for their next records. Measured on genuine 4.4.0 (300,000 Avro records over 3
+partitions, ``benchmarks typed``): after the first partition ended, fetches of it alone
+held 500 ms each, and the run took 5.7 s instead of 4.5 s (7.3 s instead of 4.6 s with
+``process_ahead``, which ended partitions further apart). So for the marked consumer
+``_Fetcher`` builds such a fetch with a wait of at most ``SHORT_FETCH_WAIT_MS``; with no
+record held, fetches wait as configured (an idle app long-polls as before). The cost: a
+busy consumer with a partition at its end asks for that partition every 20 ms.
 """
 
 from __future__ import annotations
@@ -32,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from aiokafka.consumer import consumer as _consumer
 from aiokafka.consumer import fetcher as _fetcher
 from aiokafka.errors import CorruptRecordException
 
@@ -109,19 +124,48 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
             self.next_fetch_offset = batch.next_offset
 
 
+SHORT_FETCH_WAIT_MS = 20
+"""How long a fetch may wait at the broker while the consumer has other partitions to
+serve: some hold fetched records not taken yet (``_Fetcher``), or some are paused
+(``_clients.pause``)."""
+
+
+class _Fetcher(_fetcher.Fetcher):  # type: ignore[misc]
+    """aiokafka's ``Fetcher``; for a marked consumer, a fetch built while another
+    partition's fetched records are not all taken waits at most ``SHORT_FETCH_WAIT_MS``
+    at the broker (see the module). aiokafka reads ``_fetch_max_wait_ms`` only to build
+    a fetch; what is set (its ``__init__``, ``_clients.fetch_wait``) is the wait
+    otherwise."""
+
+    @property
+    def _fetch_max_wait_ms(self) -> int:
+        configured: int = self.__dict__["_fetch_max_wait_ms"]
+        if self._key_deserializer is AS_RECORD and self._records:
+            return min(configured, SHORT_FETCH_WAIT_MS)
+        return configured
+
+    @_fetch_max_wait_ms.setter
+    def _fetch_max_wait_ms(self, ms: int) -> None:
+        self.__dict__["_fetch_max_wait_ms"] = ms
+
+
 def install() -> None:
-    """Put the subclass in place (idempotent; on import of the adapter)."""
+    """Put the subclasses in place (idempotent; on import of the adapter)."""
     if _fetcher.PartitionRecords is not _RecordsOrConsumerRecords:
         _fetcher.PartitionRecords = _RecordsOrConsumerRecords
+    if _consumer.Fetcher is not _Fetcher:
+        _consumer.Fetcher = _Fetcher
 
 
 def direct() -> bool:
-    """Whether marked consumers get ``Record``s from aiokafka itself (for the test): the
-    subclass is in place and aiokafka's ``PartitionRecords`` still has the hooks it
-    relies on."""
+    """Whether marked consumers get ``Record``s from aiokafka itself and fetches that
+    wait briefly while records are held (for the tests): the subclasses are in place and
+    aiokafka's ``PartitionRecords`` still has the hooks it relies on."""
     hooks = ("_unpack_records", "_consume_aborted_up_to", "_contains_abort_marker")
-    return _fetcher.PartitionRecords is _RecordsOrConsumerRecords and all(
-        hasattr(_Base, h) for h in hooks
+    return (
+        _fetcher.PartitionRecords is _RecordsOrConsumerRecords
+        and _consumer.Fetcher is _Fetcher
+        and all(hasattr(_Base, h) for h in hooks)
     )
 
 
