@@ -21,7 +21,8 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - transactions v2 (KIP-890 part 2, ``_txn_v2``): Produce v12 and EndTxn v5 in place of
   aiokafka's v1 requests on one producer, the bumped epoch adopted after each EndTxn;
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
-  record instead of aiokafka's ``ConsumerRecord`` and a copy);
+  record instead of aiokafka's ``ConsumerRecord`` and a copy), and no fetch held at the
+  broker while records fetched from it wait to be taken (``_fetch``);
 - outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; ``_partitioner`` keeps ``send``'s choice, murmur2 of the key,
@@ -65,7 +66,10 @@ metadata update: ``_leaders``), and
 ``_tp``, ``_records``, ``_check_crcs``, ``_isolation_level``, ``_aborted_producers``,
 calling ``_consume_aborted_up_to`` and ``_contains_abort_marker``, writing
 ``next_fetch_offset`` -- and whose ``__iter__`` hands over its ``_records_iterator``:
-``_fetch``).
+``_fetch``), and ``aiokafka.consumer.consumer.Fetcher`` (replaced by a subclass whose
+``_get_actions_per_node`` cuts the wait of the group consumer's fetches to a broker whose
+fetched records are held -- reading ``_key_deserializer`` and ``_records``, calling
+``_select_read_replica``, writing a ``FetchRequest``'s ``_max_wait_ms``: ``_fetch``).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree

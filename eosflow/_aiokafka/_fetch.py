@@ -34,16 +34,20 @@ the fetch holds that partition alone, and the broker keeps it for the consumer's
 ``fetch_max_wait_ms`` (500 ms) for want of data; the busy partitions, once taken, wait
 behind it for their next records. Measured on genuine 4.4.0 (300,000 Avro records over 3
 partitions, ``benchmarks typed``): after the first partition ended, fetches of it alone
-held 500 ms each, and the run took 5.7 s instead of 4.5 s (7.3 s instead of 4.6 s with
-``process_ahead``, which ended partitions further apart). So for the marked consumer
-``_Fetcher`` builds such a fetch with a wait of at most ``SHORT_FETCH_WAIT_MS``; with no
-record held, fetches wait as configured (an idle app long-polls as before). The cost: a
-busy consumer with a partition at its end asks for that partition every 20 ms.
+held 500 ms each; with the consumer's wait set to 20 ms the run took 4.5 s instead of
+5.7 s, and 4.6 s instead of 7.3 s with ``process_ahead``, which ended partitions further
+apart (``benchmarks/README.md``). So for the marked consumer
+``_Fetcher`` sends each fetch to a broker from which it holds records not taken with a
+wait of at most ``SHORT_FETCH_WAIT_MS``; other fetches, and all of them once nothing is
+held, wait as configured (an idle app long-polls as before). The cost: while records of
+a broker wait to be taken -- a busy app, or one whose processing has stalled -- its
+partitions read to their end are asked for every 20 ms (after aiokafka's 100 ms
+prefetch backoff).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from aiokafka.consumer import consumer as _consumer
@@ -131,22 +135,24 @@ serve: some hold fetched records not taken yet (``_Fetcher``), or some are pause
 
 
 class _Fetcher(_fetcher.Fetcher):  # type: ignore[misc]
-    """aiokafka's ``Fetcher``; for a marked consumer, a fetch built while another
-    partition's fetched records are not all taken waits at most ``SHORT_FETCH_WAIT_MS``
-    at the broker (see the module). aiokafka reads ``_fetch_max_wait_ms`` only to build
-    a fetch; what is set (its ``__init__``, ``_clients.fetch_wait``) is the wait
-    otherwise."""
+    """aiokafka's ``Fetcher``; for a marked consumer, a fetch built for a broker whose
+    partitions' fetched records are not all taken waits at most ``SHORT_FETCH_WAIT_MS``
+    there (see the module). Fetches to other brokers wait as configured."""
 
-    @property
-    def _fetch_max_wait_ms(self) -> int:
-        configured: int = self.__dict__["_fetch_max_wait_ms"]
+    def _get_actions_per_node(self, assignment: Any) -> Any:
+        actions = super()._get_actions_per_node(assignment)
         if self._key_deserializer is AS_RECORD and self._records:
-            return min(configured, SHORT_FETCH_WAIT_MS)
-        return configured
+            held = {self._select_read_replica(tp) for tp in self._records}
+            shorten(actions[0], held)
+        return actions
 
-    @_fetch_max_wait_ms.setter
-    def _fetch_max_wait_ms(self, ms: int) -> None:
-        self.__dict__["_fetch_max_wait_ms"] = ms
+
+def shorten(requests: Sequence[tuple[int, Any]], held: Collection[int]) -> None:
+    """Cut to ``SHORT_FETCH_WAIT_MS`` the wait at the broker of each of ``requests``
+    (aiokafka's ``(node id, FetchRequest)``) whose broker is in ``held``."""
+    for node_id, request in requests:
+        if node_id in held:
+            request._max_wait_ms = min(request._max_wait_ms, SHORT_FETCH_WAIT_MS)
 
 
 def install() -> None:

@@ -14,13 +14,14 @@ from typing import Any, ClassVar
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.protocol.fetch import FetchRequest
 from kit import T0_MS, create_topic, eventually
 from stateful import state_config, until_committed
 
 import eosflow
 from eosflow import _aiokafka as ak
 from eosflow._aiokafka._clients import PAUSED_FETCH_WAIT_MS
-from eosflow._aiokafka._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS
+from eosflow._aiokafka._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS, shorten
 from eosflow._checks._checker import read_records
 from eosflow._engine._session import TransactSession
 from eosflow.testing import FakeCluster
@@ -84,8 +85,8 @@ async def test_fetches_wait_briefly_while_a_partition_is_paused(cluster: FakeClu
 # 1 not taken yet: the fetches it sends meanwhile, of partition 0 alone (read to its
 # end), wait 20 ms at the broker, so partition 1's next fetch never waits behind one
 # held 500 ms; once every record is taken, fetches of both wait 500 ms again. Another
-# consumer keeps aiokafka's 500 ms. Caught: the brief wait left out (``_Fetcher``'s
-# property returning the configured wait: the marked consumer's fetch of 0 waited 500).
+# consumer keeps aiokafka's 500 ms. Caught: the brief wait left out (``_Fetcher`` not
+# cutting its requests: the marked consumer's fetch of 0 waited 500).
 @pytest.mark.parametrize("marked", [True, False], ids=["group-consumer", "other"])
 async def test_a_fetch_sent_while_records_are_held_waits_briefly(
     cluster: FakeCluster, marked: bool
@@ -114,6 +115,7 @@ async def test_a_fetch_sent_while_records_are_held_waits_briefly(
         assert len(taken[tps[1]]) == 1  # 49 left in the consumer
         brief = SHORT_FETCH_WAIT_MS if marked else 500
         alone = await _seen(rule.bodies, {0}, brief, 0)
+        assert all(b["max_wait_time"] == brief for b in rule.bodies if _fetched(b) == {0})
         left = 49
         while left:
             left -= len((await consumer.getmany(tps[1], timeout_ms=5000)).get(tps[1], []))
@@ -121,6 +123,19 @@ async def test_a_fetch_sent_while_records_are_held_waits_briefly(
     finally:
         cluster.remove_fault(rule)
         await consumer.stop()
+
+
+# The wait is cut per broker: only fetches to a broker whose records are held. Caught:
+# every fetch cut while anything is held (node 2's wait became 20 ms).
+def test_only_fetches_to_a_broker_with_records_held_are_cut() -> None:
+    def fetch(partition: int) -> FetchRequest:
+        return FetchRequest(500, 1, 50 << 20, 1, [("t", [(partition, 0, 1 << 20)])])
+
+    requests = [(1, fetch(0)), (2, fetch(1))]
+    shorten(requests, {1})
+    assert [r._max_wait_ms for _, r in requests] == [SHORT_FETCH_WAIT_MS, 500]
+    shorten(requests, set())
+    assert [r._max_wait_ms for _, r in requests] == [SHORT_FETCH_WAIT_MS, 500]
 
 
 # A paused partition taken away (KIP-848's reassign, as a revocation does) is paused no
