@@ -21,8 +21,9 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
 - transactions v2 (KIP-890 part 2, ``_txn_v2``): Produce v12 and EndTxn v5 in place of
   aiokafka's v1 requests on one producer, the bumped epoch adopted after each EndTxn;
 - consumed records decoded straight into eosflow's ``Record`` (``_fetch``: one object per
-  record instead of aiokafka's ``ConsumerRecord`` and a copy), and no fetch held at the
-  broker while records fetched from it wait to be taken (``_fetch``);
+  record instead of aiokafka's ``ConsumerRecord`` and a copy), and no fetch held long at
+  the broker while records fetched from it wait to be taken or a partition is paused
+  (``_fetch``);
 - outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; ``_partitioner`` keeps ``send``'s choice, murmur2 of the key,
@@ -57,8 +58,7 @@ transaction manager's ``maybe_add_partition_to_txn`` is replaced by one that wri
 ``_txn_partitions``, and a successful EndTxn v5 writes its ``_pid_and_epoch`` and clears
 its ``_sequence_numbers``) and
 ``consumer._fetcher`` (its ``_pending_tasks`` are cancelled and awaited when a consumer
-whose ``stop()`` failed is closed by force; its ``_fetch_max_wait_ms`` is written, and
-the consumer's read, while a partition is paused: ``pause``; its
+whose ``stop()`` failed is closed by force; its
 ``_proc_offset_request`` is wrapped so a ListOffsets refused for leadership forces a
 metadata update: ``_leaders``), and
 ``aiokafka.consumer.fetcher.PartitionRecords`` (replaced by a subclass whose
@@ -68,8 +68,9 @@ calling ``_consume_aborted_up_to`` and ``_contains_abort_marker``, writing
 ``next_fetch_offset`` -- and whose ``__iter__`` hands over its ``_records_iterator``:
 ``_fetch``), and ``aiokafka.consumer.consumer.Fetcher`` (replaced by a subclass whose
 ``_get_actions_per_node`` cuts the wait of the group consumer's fetches to a broker whose
-fetched records are held -- reading ``_key_deserializer`` and ``_records``, calling
-``_select_read_replica``, writing a ``FetchRequest``'s ``_max_wait_ms``: ``_fetch``).
+fetched records are held or whose partitions are paused -- reading ``_key_deserializer``
+and ``_records``, calling ``_select_read_replica``, writing a ``FetchRequest``'s
+``_max_wait_ms``: ``_fetch``).
 
 Errors: this module is eosflow's one error boundary towards aiokafka and Kafka.
 ``map_error`` turns any aiokafka exception or Kafka error code into eosflow's tree
@@ -88,7 +89,6 @@ from ._clients import (
     close_producer,
     commit_offsets,
     consumer_failure,
-    fetch_wait,
     group_identity,
     log_position,
     manual_consumer,
@@ -189,7 +189,6 @@ __all__ = [
     "error_for",
     "error_name",
     "fetch_committed",
-    "fetch_wait",
     "flush",
     "forced_heartbeat",
     "group_heartbeat",

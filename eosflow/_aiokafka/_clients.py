@@ -26,7 +26,7 @@ from .._security import KafkaSecurity
 from .._timeouts import within
 from ._coordinators import forget_client
 from ._errors import map_error, mapped
-from ._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS
+from ._fetch import AS_RECORD
 from ._leaders import refreshes_leaders
 from ._security import DIAGNOSE_TIMEOUT_S, connection_settings, diagnose
 
@@ -464,43 +464,17 @@ def log_position(consumer: AIOKafkaConsumer, tp: TopicPartition) -> tuple[int, i
     return int(end), position_now(consumer, tp)
 
 
-PAUSED_FETCH_WAIT_MS = SHORT_FETCH_WAIT_MS  # a fetch's longest wait while some is paused
-
-
 def pause(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
-    """Pause ``partitions``; while any partition is paused, fetches wait at most
-    ``PAUSED_FETCH_WAIT_MS`` at the broker for data.
-
-    Why: aiokafka keeps one fetch in flight per broker, and a paused partition is left
-    out of it. When every partition in that fetch is read to its end, the broker holds
-    it for the consumer's ``fetch_max_wait_ms`` (500 by default), and a partition
-    resumed meanwhile waits that long for its next records. A join (``_state._sync``
-    pauses a partition whose buffer is full) of 1,000,000 orders on genuine Kafka 4.4.0
-    spent 4.7 to 5.2 s of its ~19 s in polls that returned nothing; with this, 0.9 to
-    1.5 s, and 0.1 to 0.2 s once its polls also took every fetched record
-    (``Sync.drains``). The cost: an idle consumer with a paused partition asks every 20
-    ms instead of every 500."""
+    """Pause ``partitions``. While a partition is paused, the group consumer's fetches to
+    its broker wait at most ``SHORT_FETCH_WAIT_MS`` there (``_fetch._Fetcher``), so it
+    does not wait long behind a fetch held for the others once resumed."""
     consumer.pause(*partitions)
-    fetch_wait(consumer)
 
 
 def resume(consumer: AIOKafkaConsumer, partitions: list[TopicPartition]) -> None:
-    """Resume ``partitions`` that are still assigned; once none is paused, fetches wait
-    at the broker as long as the consumer was made to (``pause``)."""
+    """Resume ``partitions`` that are still assigned."""
     with contextlib.suppress(IllegalStateError):
         consumer.resume(*partitions)
-    fetch_wait(consumer)
-
-
-def fetch_wait(consumer: AIOKafkaConsumer) -> None:
-    """Set the longest wait at the broker of the consumer's next fetches from what is
-    paused now (``pause``); also after the assignment changed (``reassign``,
-    ``Positions.take``), since a paused partition revoked is paused no more."""
-    fetcher = getattr(consumer, "_fetcher", None)
-    if fetcher is not None:
-        configured = consumer._fetch_max_wait_ms
-        paused = bool(consumer.paused())
-        fetcher._fetch_max_wait_ms = min(PAUSED_FETCH_WAIT_MS, configured) if paused else configured
 
 
 def consumer_failure(consumer: AIOKafkaConsumer) -> BaseException | None:

@@ -26,7 +26,7 @@ which returns it as is). ``as_records`` converts those, so records are never wro
 slower; ``tests/unit/test_fetch_records.py`` pins that the direct path is the one taken
 with the aiokafka eosflow supports.
 
-**A fetch sent while other partitions still hold records waits briefly at the broker.**
+**A fetch that leaves out partitions still holding records waits briefly at the broker.**
 aiokafka keeps one fetch in flight per broker and leaves out of it every partition whose
 fetched records are not all taken yet. When a partition is read to its end (no new
 input, or the first of several to finish a backlog) while others still hold records,
@@ -37,12 +37,13 @@ partitions, ``benchmarks typed``): after the first partition ended, fetches of i
 held 500 ms each; with the consumer's wait set to 20 ms the run took 4.5 s instead of
 5.7 s, and 4.6 s instead of 7.3 s with ``process_ahead``, which ended partitions further
 apart (``benchmarks/README.md``). So for the marked consumer
-``_Fetcher`` sends each fetch to a broker from which it holds records not taken with a
-wait of at most ``SHORT_FETCH_WAIT_MS``; other fetches, and all of them once nothing is
-held, wait as configured (an idle app long-polls as before). The cost: while records of
-a broker wait to be taken -- a busy app, or one whose processing has stalled -- its
-partitions read to their end are asked for every 20 ms (after aiokafka's 100 ms
-prefetch backoff).
+``_Fetcher`` sends each fetch to a broker from which it holds records not taken (or
+where a partition is paused, which is left out alike) with a wait of at most
+``SHORT_FETCH_WAIT_MS``; other fetches, and all of them once nothing is held or paused,
+wait as configured (an idle app long-polls as before). The cost: while records of a
+broker wait to be taken -- a busy app, or one whose processing has stalled -- or one of
+its partitions is paused, its partitions read to their end are asked for every 20 ms
+(after aiokafka's 100 ms prefetch backoff for held records).
 """
 
 from __future__ import annotations
@@ -129,21 +130,30 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
 
 
 SHORT_FETCH_WAIT_MS = 20
-"""How long a fetch may wait at the broker while the consumer has other partitions to
-serve: some hold fetched records not taken yet (``_Fetcher``), or some are paused
-(``_clients.pause``)."""
+"""How long the group consumer's fetch to a broker may wait there while the consumer has
+other partitions of that broker to serve: some hold fetched records not taken yet, or
+some are paused (``_Fetcher``)."""
 
 
 class _Fetcher(_fetcher.Fetcher):  # type: ignore[misc]
-    """aiokafka's ``Fetcher``; for a marked consumer, a fetch built for a broker whose
-    partitions' fetched records are not all taken waits at most ``SHORT_FETCH_WAIT_MS``
-    there (see the module). Fetches to other brokers wait as configured."""
+    """aiokafka's ``Fetcher``; for a marked consumer, a fetch to a broker with partitions
+    left out of it -- their fetched records not all taken, or paused -- waits at most
+    ``SHORT_FETCH_WAIT_MS`` there (see the module). Fetches to other brokers wait as
+    configured.
+
+    Paused partitions are left out the same way: a join (``_state._sync`` pauses a
+    partition whose buffer is full) of 1,000,000 orders on genuine Kafka 4.4.0 spent 4.7
+    to 5.2 s of its ~19 s in polls that returned nothing while a resumed partition waited
+    behind a fetch held for the others; with the wait cut, 0.9 to 1.5 s, and 0.1 to 0.2
+    s once its polls also took every fetched record (``Sync.drains``)."""
 
     def _get_actions_per_node(self, assignment: Any) -> Any:
         actions = super()._get_actions_per_node(assignment)
-        if self._key_deserializer is AS_RECORD and self._records:
-            held = {self._select_read_replica(tp) for tp in self._records}
-            shorten(actions[0], held)
+        if self._key_deserializer is AS_RECORD:
+            left_out = set(self._records)
+            left_out.update(tp for tp in assignment.tps if assignment.state_value(tp).paused)
+            if left_out:
+                shorten(actions[0], {self._select_read_replica(tp) for tp in left_out})
         return actions
 
 

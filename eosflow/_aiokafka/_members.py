@@ -18,7 +18,6 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from .._errors import AuthorizationError
 from .._protocol import codes, specs, wire
 from .._timeouts import within
-from ._clients import fetch_wait
 from ._errors import AUTHORIZATION, error_for, error_name, map_error
 from ._requests import GROUP_COORDINATOR, send_retrying
 
@@ -115,4 +114,3 @@ def reassign(consumer: AIOKafkaConsumer, partitions: set[TopicPartition]) -> Non
             consumer.seek(tp, position)
         if paused:
             consumer.pause(tp)
-    fetch_wait(consumer)  # a paused partition may have gone

@@ -139,7 +139,6 @@ class Positions:
         self.identity = identity
         new = [tp for tp in assigned if tp not in self.ready]
         if not new:
-            ak.fetch_wait(consumer)  # what was paused may have been revoked
             return new
         ak.pause(consumer, new)
         held: set[tuple[str, int]] = set()
