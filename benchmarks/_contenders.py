@@ -63,6 +63,29 @@ def peak_rss_mb(field: str = "VmHWM") -> float:
 EXTRA: dict[str, float] = {}  # further measurements for the JSON line
 
 
+def phases() -> Any:
+    """An eosflow observer that sums into ``EXTRA``, over the run, the seconds in
+    transactions (``in_txn_s``), in each commit step (flush, offsets, heartbeat,
+    end_txn: ``TransactionReport.phases``) and between transactions (``between_s``), and
+    the records the transactions took (``txn_records``): where the clock goes when it
+    is not processing."""
+    import eosflow
+
+    class Phases(eosflow.Observer):
+        last_end = 0.0
+
+        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
+            if self.last_end:
+                EXTRA["between_s"] = EXTRA.get("between_s", 0.0) + report.started - self.last_end
+            self.last_end = report.ended
+            EXTRA["in_txn_s"] = EXTRA.get("in_txn_s", 0.0) + report.duration_s
+            EXTRA["txn_records"] = EXTRA.get("txn_records", 0) + report.records
+            for phase, began, ended in report.phases:
+                EXTRA[f"{phase}_s"] = EXTRA.get(f"{phase}_s", 0.0) + ended - began
+
+    return Phases()
+
+
 async def run_eosflow(
     boot: str, src: str, dst: str, n: int, budget: Budget, group: str, ahead: bool | None
 ) -> float:

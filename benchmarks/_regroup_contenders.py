@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks._contenders import EXTRA, peak_rss_mb
+from benchmarks._contenders import EXTRA, peak_rss_mb, phases
 from benchmarks._state_contenders import quix_app
 
 STAGE = "by-product"
@@ -97,23 +97,7 @@ async def run_eosflow(
         state_dir=state_dir,
     )
 
-    class Phases(eosflow.Observer):
-        """Seconds in transactions, in each commit step and between transactions,
-        summed over the run (where its clock goes when it is not processing)."""
-
-        last_end = 0.0
-
-        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
-            if self.last_end:
-                EXTRA["between_s"] = EXTRA.get("between_s", 0.0) + report.started - self.last_end
-            self.last_end = report.ended
-            EXTRA["in_txn_s"] = EXTRA.get("in_txn_s", 0.0) + report.duration_s
-            EXTRA["txn_records"] = EXTRA.get("txn_records", 0) + report.records
-            EXTRA["commits"] = EXTRA.get("commits", 0) + 1
-            for phase, began, ended in report.phases:
-                EXTRA[f"{phase}_s"] = EXTRA.get(f"{phase}_s", 0.0) + ended - began
-
-    app = eosflow.EosApp(Regrouped(), config, observers=[Phases()])
+    app = eosflow.EosApp(Regrouped(), config, observers=[phases()])
     async with app:
         while not (app.stats.records >= 2 * n and not app.in_transaction):
             if app.failure is not None:
@@ -123,6 +107,7 @@ async def run_eosflow(
             await asyncio.sleep(0.005)
         done = time.monotonic()
         EXTRA["cpu_s"] = time.process_time() - EXTRA.pop("cpu0")
+    EXTRA["commits"] = app.stats.committed
     return done - first[0]
 
 

@@ -61,6 +61,7 @@ from benchmarks._contenders import (
     librdkafka_consumer,
     librdkafka_producer,
     peak_rss_mb,
+    phases,
 )
 
 CONTENDERS = [
@@ -160,15 +161,6 @@ async def run_eosflow(
                 EXTRA["cpu0"] = time.process_time()
             return eosflow.Output(dst, record.value, key=record.key, partition=record.partition)
 
-    class Phases(eosflow.Observer):
-        """Seconds in transactions and in each commit step (flush, offsets, heartbeat,
-        end_txn: ``TransactionReport.phases``), summed over the run."""
-
-        def transaction_ended(self, report: eosflow.TransactionReport) -> None:
-            EXTRA["in_txn_s"] = EXTRA.get("in_txn_s", 0.0) + report.duration_s
-            for phase, began, ended in report.phases:
-                EXTRA[f"{phase}_s"] = EXTRA.get(f"{phase}_s", 0.0) + ended - began
-
     config = eosflow.EosConfig(
         bootstrap_servers=boot,
         group_id=group,
@@ -177,7 +169,7 @@ async def run_eosflow(
         **eosflow_settings(budget),
         **({"process_ahead": True} if ahead else {}),  # else eosflow's default
     )
-    app = eosflow.EosApp(Copy(), config, observers=[Phases()])
+    app = eosflow.EosApp(Copy(), config, observers=[phases()])
     progress = _Progress()
     async with app:
         while app.stats.records < n:

@@ -176,8 +176,8 @@ def install() -> None:
 def direct() -> bool:
     """Whether marked consumers get ``Record``s from aiokafka itself and fetches that
     wait briefly while records are held or partitions paused (for the tests): the
-    subclasses are in place and
-    aiokafka's ``PartitionRecords`` still has the hooks it relies on."""
+    subclasses are in place and aiokafka's ``PartitionRecords`` still has the hooks
+    they rely on."""
     hooks = ("_unpack_records", "_consume_aborted_up_to", "_contains_abort_marker")
     return (
         _fetcher.PartitionRecords is _RecordsOrConsumerRecords
