@@ -4,7 +4,8 @@ Three calls, each cached for the life of the app:
 
 - ``register(subject, kind, text)``: ``POST /subjects/{subject}/versions``, the id the
   registry gives (an identical schema gets its existing id back; a schema the subject's
-  compatibility rule refuses is ``IncompatibleSchemaError``, HTTP 409);
+  compatibility rule refuses is ``IncompatibleSchemaError``, HTTP 409, once asked twice:
+  a first 409 may be another instance creating the subject at the same moment);
 - ``lookup(subject, kind, text)``: ``POST /subjects/{subject}``, the id of a schema
   registered already (not there: ``SchemaRegistryError`` saying so -- for
   ``auto_register`` off);
@@ -73,12 +74,21 @@ class Registry:
         key = (subject, kind, text)
         if key not in self._ids:
             path = f"/subjects/{quote(subject, safe='')}/versions"
-            try:
-                body = await self._call("POST", path, _schema_body(kind, text), subject)
-            except _Refused as exc:
-                if exc.status == 409:
-                    raise IncompatibleSchemaError(self.url, subject, exc.message) from None
-                raise self._refused(f"registering a schema under {subject!r}", exc) from None
+            for last in (False, True):
+                try:
+                    body = await self._call("POST", path, _schema_body(kind, text), subject)
+                    break
+                except _Refused as exc:
+                    # A 409 may be a race, not a refusal: instances starting together
+                    # create a new subject at once, and the registry answers all but
+                    # one "already exists" (Apicurio). Asked again, the subject exists
+                    # and the answer is its id, or a true incompatibility.
+                    if exc.status == 409 and last:
+                        raise IncompatibleSchemaError(self.url, subject, exc.message) from None
+                    if exc.status != 409:
+                        raise self._refused(
+                            f"registering a schema under {subject!r}", exc
+                        ) from None
             self._ids[key] = int(body["id"])
         return self._ids[key]
 

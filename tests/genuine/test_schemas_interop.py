@@ -234,3 +234,27 @@ async def test_the_typed_demo_checks_every_order_through_the_registry() -> None:
     )
     assert said in out
     assert "WARNING dead-lettering 1 record(s) from orders[" in out
+
+
+# Instances starting together register their output schema at the same moment. The
+# registry creates the subject for one of them and may answer the others "already
+# exists" (Apicurio: HTTP 409): that is no incompatibility, and every instance gets the
+# one id. Caught: the 409 mapped to IncompatibleSchemaError without asking again.
+async def test_instances_registering_a_new_schema_at_once_all_get_its_id(
+    eosflow_schema_registry: Any,
+) -> None:
+    from eosflow._schemas import Registry
+
+    url = eosflow_schema_registry.url
+    text = json.dumps(
+        {"type": "record", "name": "Total", "fields": [{"name": "id", "type": "long"}]}
+    )
+    for round_ in range(5):
+        subject = f"at-once-{id(text)}-{round_}-value"
+        clients = [Registry(eosflow.SchemaRegistrySettings(url=url)) for _ in range(8)]
+        try:
+            ids = await asyncio.gather(*(c.register(subject, "AVRO", text) for c in clients))
+        finally:
+            for c in clients:
+                await c.close()
+        assert len(set(ids)) == 1, ids
