@@ -24,7 +24,9 @@ aiokafka 0.14 speaks v0 of the transaction APIs. What eosflow adds, it adds here
   record instead of aiokafka's ``ConsumerRecord`` and a copy), and no fetch held long at
   the broker while records fetched from it wait to be taken or a partition is paused
   (``_fetch``);
-- outputs appended to aiokafka's record builder without its Python wrapper (``Batch``);
+- outputs appended to aiokafka's record builder without its Python wrapper (``Batch``),
+  joining a batch still queued for their partition rather than waiting behind it
+  (``_produce``);
 - the producer's partitioner, for outputs produced as whole batches (``send_batch`` needs
   the partition up front; ``_partitioner`` keeps ``send``'s choice, murmur2 of the key,
   with the partition list built once per metadata answer and recent keys' hashes kept).
@@ -47,8 +49,11 @@ error; written: consumer_group_added), ``producer.client._wait_on_metadata``,
 ``cluster._partitions`` (a topic's partition map, replaced whole by each metadata answer),
 ``cluster._last_successful_refresh_ms`` (a metadata answer came),
 ``producer._max_request_size``, a ``BatchBuilder``'s ``_builder.append`` (called
-directly) and ``_relative_offset`` (written: ``Batch``), ``consumer._subscription`` (an
-assigned partition's position and pause, read for lag and by ``reassign``),
+directly), ``_closed`` and ``_relative_offset`` (written: ``Batch``),
+``producer._message_accumulator._batches`` (a partition's queued batches, each
+``MessageBatch``'s ``_builder`` compared: records join a batch still queued,
+``_produce``), ``consumer._subscription`` (an assigned partition's position and pause,
+read for lag and by ``reassign``),
 ``producer._sender`` (its task is cancelled when a stuck producer is closed by force;
 under transactions v2 its ``_send_produce_req`` and ``_do_txn_commit`` are replaced by
 ones that read its ``_acks``, ``_request_timeout_ms``, ``_message_accumulator``,
@@ -140,7 +145,7 @@ from ._groups import (
 from ._log_offsets import log_offsets
 from ._members import HeartbeatAnswer, group_heartbeat, reassign, topic_ids
 from ._partitioner import Partitioner, default_partition
-from ._produce import flush, send_all, send_to_partition
+from ._produce import Sends, flush, send_all, send_to_partition
 from ._requests import (
     Capabilities,
     capabilities,
@@ -172,6 +177,7 @@ __all__ = [
     "LoginWatch",
     "Member",
     "Partitioner",
+    "Sends",
     "TxnView",
     "as_records",
     "capabilities",

@@ -226,11 +226,11 @@ class Batch:
     ``append`` raises ``TypeError`` for a key or value that is not bytes (the caller
     names the output) and returns None when the batch is full."""
 
-    __slots__ = ("_add", "_batch", "count")
+    __slots__ = ("_add", "built", "count")
 
     def __init__(self, producer: AIOKafkaProducer) -> None:
-        self._batch = producer.create_batch()
-        self._add = self._batch._builder.append
+        self.built = producer.create_batch()  # aiokafka's BatchBuilder
+        self._add = self.built._builder.append
         self.count = 0
 
     def append(
@@ -245,12 +245,17 @@ class Batch:
             self.count += 1
         return meta
 
+    def sync(self) -> None:
+        """Write the record count back into the ``BatchBuilder`` (aiokafka's sender reads
+        it for the batch's sequence numbers)."""
+        self.built._relative_offset = self.count
+
     def builder(self, full: bool) -> Any:
         """The ``BatchBuilder`` for ``send_batch``: its record count set, closed if ``full``."""
-        self._batch._relative_offset = self.count
+        self.sync()
         if full:
-            self._batch.close()
-        return self._batch
+            self.built.close()
+        return self.built
 
 
 def producer_failure(producer: AIOKafkaProducer) -> BaseException | None:

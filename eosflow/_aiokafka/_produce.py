@@ -22,14 +22,25 @@ answering, or refuses each new login, would hold the transaction that long. So o
 call's hand-overs share one bound, ``queue_timeout_s`` (the session passes what is left
 of the transaction timeout since the transaction began: a transaction held longer is
 aborted by the broker anyway); past it, a ``TransientError`` dooms the transaction.
+
+Records join a queued batch rather than wait behind it: a call's records for a partition
+whose queue holds a batch this transaction handed over, not yet taken by the sender nor
+closed, are appended to that batch (what aiokafka's own ``send`` does). Without it, each
+call's last, partial batch per partition waited for the previous one to be sent -- a
+produce round trip per call -- and records fetched meanwhile kept a caught-up
+transaction open (issue 55's latency tail). The batches that may take more records are
+kept in ``Sends``, one per transaction; a plain list of futures reuses nothing. A
+queued batch is appended to only between awaits: before each, its record count is
+written back (the sender reads it for the batch's sequence numbers); after each, a batch
+the sender took meanwhile is let go, so a record never lands in a batch already sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Sequence
+from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaProducer
 
@@ -40,7 +51,60 @@ from ._clients import Batch, max_request_bytes
 from ._errors import map_error, mapped
 from ._partitioner import Partitioner
 
+T = TypeVar("T")
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
+
+
+class Sends(list[asyncio.Future[object]]):
+    """One transaction's send futures (a future per batch handed over), and its batches
+    handed over open, by partition: while one is still queued, the next call's records
+    for that partition join it (see the module doc)."""
+
+    __slots__ = ("queued",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued: dict[tuple[str, int], Batch] = {}
+
+
+def _queued_open(producer: AIOKafkaProducer, key: tuple[str, int], batch: Batch) -> bool:
+    """Whether ``batch`` is the last in its partition's queue, not taken by the sender
+    nor closed: records appended to it now are sent with it."""
+    pending = producer._message_accumulator._batches.get(key)  # keyed by TopicPartition
+    return bool(pending) and pending[-1]._builder is batch.built and not batch.built._closed
+
+
+def _joinable(producer: AIOKafkaProducer, sends: list[Any], key: tuple[str, int]) -> Batch | None:
+    """The batch of this transaction still queued, open, for partition ``key``, if any."""
+    if type(sends) is not Sends:
+        return None
+    batch = sends.queued.get(key)
+    if batch is None:
+        return None
+    if _queued_open(producer, key, batch):
+        return batch
+    del sends.queued[key]  # taken by the sender, or closed: it takes no more
+    return None
+
+
+async def _settled(
+    aw: Awaitable[T],
+    producer: AIOKafkaProducer,
+    joined: dict[tuple[str, int], Batch],
+    open_: dict[tuple[str, int], Batch],
+) -> T:
+    """``await aw`` with the queued batches this call appends to made safe for the sender
+    to take meanwhile: their record counts written back first, and any it took let go
+    after (the next record for its partition starts a batch of its own)."""
+    for batch in joined.values():
+        batch.sync()
+    try:
+        return await aw
+    finally:
+        for key, batch in list(joined.items()):
+            if not _queued_open(producer, key, batch):
+                del joined[key]
+                del open_[key]
 
 
 async def send_all(
@@ -52,46 +116,68 @@ async def send_all(
     queue_timeout_s: float,
 ) -> None:
     """Hand ``outputs`` to ``producer`` in order per partition, appending a future per
-    batch to ``sends``; the hand-overs wait at most ``queue_timeout_s`` in all."""
+    batch to ``sends``; the hand-overs wait at most ``queue_timeout_s`` in all. With
+    ``sends`` a ``Sends``, records join this transaction's batch still queued for their
+    partition."""
     max_bytes = max_request_bytes(producer)
     until = asyncio.get_running_loop().time() + queue_timeout_s
     open_: dict[tuple[str, int], Batch] = {}
+    joined: dict[tuple[str, int], Batch] = {}  # of those, batches queued already
     with mapped("producing outputs", "WRITE"):
-        for o in outputs:
-            topic, partition = o.topic, o.partition
-            if partition is None:
-                if topic not in partitioner.known:  # no coroutine per record otherwise
-                    await _ready(partitioner, topic, metadata_timeout_s)
-                partition = partitioner.partition(topic, o.key, o.value)
-            batch = open_.get((topic, partition))
-            if batch is None:  # first output to this partition in this call
-                await _check_partition(partitioner, topic, partition, metadata_timeout_s)
-                batch = open_[(topic, partition)] = Batch(producer)
-            headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
-            try:
-                meta = batch.append(o.key, o.value, headers, o.timestamp)
-            except TypeError as exc:  # the C builder's words for a str or int value
-                raise _not_bytes(o, exc) from None
-            if meta is None:
-                # full: send it. An empty batch takes any record; should that ever change,
-                # stop rather than drop the record.
-                full = batch.builder(full=True)
-                sends.append(await _hand_over(producer, full, topic, partition, until))
-                batch = open_[(topic, partition)] = Batch(producer)
+        try:
+            for o in outputs:
+                topic, partition = o.topic, o.partition
+                if partition is None:
+                    if topic not in partitioner.known:  # no coroutine per record otherwise
+                        await _settled(
+                            _ready(partitioner, topic, metadata_timeout_s), producer, joined, open_
+                        )
+                    partition = partitioner.partition(topic, o.key, o.value)
+                key = (topic, partition)
+                batch = open_.get(key)
+                if batch is None:  # first output to this partition in this call
+                    check = _check_partition(partitioner, topic, partition, metadata_timeout_s)
+                    await _settled(check, producer, joined, open_)
+                    batch = _joinable(producer, sends, key)
+                    if batch is None:
+                        batch = Batch(producer)
+                    else:
+                        joined[key] = batch
+                    open_[key] = batch
+                headers = list(o.headers) if o.headers else _NO_HEADERS  # C builder: a list
                 try:
                     meta = batch.append(o.key, o.value, headers, o.timestamp)
-                except TypeError as exc:
+                except TypeError as exc:  # the C builder's words for a str or int value
                     raise _not_bytes(o, exc) from None
                 if meta is None:
-                    raise FatalError(f"aiokafka refused an output for {topic} into an empty batch")
-            if meta.size > max_bytes:  # send() would refuse it; the broker would too
-                raise FatalError(
-                    f"an output for {topic} is {meta.size} bytes, over the producer's "
-                    f"max request size ({max_bytes}): it can never be produced"
-                )
-        for (topic, partition), batch in open_.items():
-            last = batch.builder(full=False)
-            sends.append(await _hand_over(producer, last, topic, partition, until))
+                    # full: send it (a queued one is closed: the sender takes it as it is).
+                    # An empty batch takes any record; should that ever change, stop rather
+                    # than drop the record.
+                    full = batch.builder(full=True)
+                    if joined.pop(key, None) is None:
+                        handed = _hand_over(producer, full, topic, partition, until)
+                        sends.append(await _settled(handed, producer, joined, open_))
+                    batch = open_[key] = Batch(producer)
+                    try:
+                        meta = batch.append(o.key, o.value, headers, o.timestamp)
+                    except TypeError as exc:
+                        raise _not_bytes(o, exc) from None
+                    if meta is None:
+                        raise FatalError(
+                            f"aiokafka refused an output for {topic} into an empty batch"
+                        )
+                if meta.size > max_bytes:  # send() would refuse it; the broker would too
+                    raise FatalError(
+                        f"an output for {topic} is {meta.size} bytes, over the producer's "
+                        f"max request size ({max_bytes}): it can never be produced"
+                    )
+        finally:  # whatever ends the call, a queued batch's count is written back
+            for batch in joined.values():
+                batch.sync()
+        for key, batch in [(k, b) for k, b in open_.items() if k not in joined]:
+            sends.append(await _hand_over(producer, batch.builder(full=False), *key, until))
+            if type(sends) is Sends:
+                sends.queued[key] = batch
 
 
 def _not_bytes(o: Output, exc: TypeError) -> FatalError:

@@ -23,13 +23,12 @@ skips records; it is a ``FatalError`` (a bug, never a condition to retry).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from .._aiokafka import GroupIdentity
+from .._aiokafka import GroupIdentity, Sends
 from .._errors import FatalError
 from .._observe import Abort, AbortReason, Outcome, TransactionReport
 from .._records import Output, Partition
@@ -42,7 +41,7 @@ class Transaction:
     deadline: float  # time.monotonic() past which it takes no more records
     consumed: dict[Partition, int] = field(default_factory=dict)
     touched: set[Partition] = field(default_factory=set)  # consumed, but no record of them
-    sends: list[asyncio.Future[object]] = field(default_factory=list)
+    sends: Sends = field(default_factory=Sends)  # its batches, some joinable (_produce)
     # outputs of folded topics, the last per (topic, partition, key): sent at ``end``
     held: dict[tuple[str, int | None, object], Output] = field(default_factory=dict)
     doomed: Abort | None = None
