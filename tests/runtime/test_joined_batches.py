@@ -5,23 +5,37 @@ The comment above each test names the mutations that made it fail."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from kit import app_config, eventually, read_all, session_of
 
 import eosflow
 from eosflow import _aiokafka as ak
-from eosflow.testing import FakeCluster
+from eosflow.testing import FakeCluster, FaultRule
 
 
 def _out(value: bytes, partition: int = 0) -> eosflow.Output:
     return eosflow.Output("out", value, partition=partition)
 
 
-async def _producer(c: FakeCluster, name: str) -> AIOKafkaProducer:
+@contextlib.asynccontextmanager
+async def _held(
+    c: FakeCluster, name: str
+) -> AsyncIterator[tuple[AIOKafkaProducer, FaultRule, ak.Partitioner, ak.Sends]]:
+    """A transactional producer whose Produce requests the cluster holds until the rule
+    is released; its partitioner, and the send futures of one transaction."""
     p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers, transactional_id=name)
     await p.start()
-    return p
+    rule = c.intercept("Produce", hold=True, times=None)
+    try:
+        yield p, rule, ak.Partitioner(p), ak.Sends()
+    finally:
+        rule.release()
+        c.remove_fault(rule)
+        await ak.close_producer(p, timeout_s=5.0)
 
 
 def _values(records: list[tuple[int, int, bytes | None]], partition: int) -> list[bytes | None]:
@@ -37,14 +51,11 @@ def _values(records: list[tuple[int, int, bytes | None]], partition: int) -> lis
 async def test_a_call_behind_a_busy_queue_joins_the_queued_batch(cluster: FakeCluster) -> None:
     c = cluster
     c.create_topic("out", 1)
-    p = await _producer(c, "join")
-    rule = c.intercept("Produce", hold=True, times=None)
-    part, sends = ak.Partitioner(p), ak.Sends()
+    async with _held(c, "join") as (p, rule, part, sends):
 
-    async def send(*values: bytes) -> None:
-        await ak.send_all(p, part, [_out(v) for v in values], sends, 5.0, 0.5)
+        async def send(*values: bytes) -> None:
+            await ak.send_all(p, part, [_out(v) for v in values], sends, 5.0, 0.5)
 
-    try:
         await p.begin_transaction()
         await send(b"a")  # handed over, in flight, held
         await rule.matched()
@@ -61,10 +72,6 @@ async def test_a_call_behind_a_busy_queue_joins_the_queued_batch(cluster: FakeCl
         await send(b"f")
         await ak.flush(p, sends, 10.0)
         await p.commit_transaction()
-    finally:
-        rule.release()
-        c.remove_fault(rule)
-        await ak.close_producer(p, timeout_s=5.0)
     values = _values(await read_all(c.bootstrap_servers, "out"), 0)
     assert values == [b"a", b"b", b"c", b"d", b"e", b"f"]
 
@@ -77,15 +84,12 @@ async def test_a_call_behind_a_busy_queue_joins_the_queued_batch(cluster: FakeCl
 async def test_a_queued_batch_taken_during_a_call_takes_no_more(cluster: FakeCluster) -> None:
     c = cluster
     c.create_topic("out", 2)
-    p = await _producer(c, "taken")
-    rule = c.intercept("Produce", hold=True, times=None)
-    part, sends = ak.Partitioner(p), ak.Sends()
     big = [b"%03d" % i + b"x" * 997 for i in range(40)]  # 16 KiB batches: three of them
+    async with _held(c, "taken") as (p, rule, part, sends):
 
-    def queue(partition: int) -> list[object]:
-        return list(p._message_accumulator._batches.get(("out", partition), ()))
+        def queue(partition: int) -> list[Any]:
+            return list(p._message_accumulator._batches.get(("out", partition), ()))
 
-    try:
         await p.begin_transaction()
         await ak.send_all(p, part, [_out(b"a", 0), _out(b"a", 1)], sends, 5.0, 5.0)
         await rule.matched()  # both in one request, in flight, held
@@ -104,10 +108,6 @@ async def test_a_queued_batch_taken_during_a_call_takes_no_more(cluster: FakeClu
         await call
         await ak.flush(p, sends, 10.0)
         await p.commit_transaction()
-    finally:
-        rule.release()
-        c.remove_fault(rule)
-        await ak.close_producer(p, timeout_s=5.0)
     records = await read_all(c.bootstrap_servers, "out")
     assert _values(records, 0) == [b"a", b"b", b"c", b"d"]
     assert _values(records, 1) == [b"a", b"b", *big]
