@@ -190,13 +190,15 @@ class EosConfig(OneLineSettings):
         "allocates a few objects, and collecting every 700 cost ~20% of a pass-through's "
         "CPU; none: leave the collector alone",
     )
-    process_ahead: bool = Field(
-        default=False,
+    process_ahead: bool | None = Field(
+        default=None,
         description="process the next records while the previous transaction commits; "
         "their outputs are held back and sent only once it committed, or dropped and "
         "redone if it did not (processing runs more than once then, as after any abort); "
-        "off by default: measured on genuine Kafka it was slower in every setup tried, "
-        "a broker 3 or 7 ms away included (benchmarks/README.md)",
+        "none (the default): on where the app keeps state (stores, windows, timers or "
+        "tables, a pipeline's stages' included), off for a stateless one; measured on "
+        "genuine Kafka, it made a count, a window and a regroup faster and a stateless "
+        "copy no faster, with ~8 MiB more memory (benchmarks/README.md)",
     )
     group_protocol: Literal["auto", "classic", "consumer"] = Field(
         default="auto",

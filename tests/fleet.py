@@ -95,8 +95,9 @@ class Fleet:
             env={
                 "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests" / "procs")]),
                 "CHAOS_OUT": self.dst,
-                # both processing strategies under the same chaos: odd instances process
-                # the next records while a commit is in flight (process_ahead, off by default)
+                # both processing strategies under the same chaos, whatever the default:
+                # odd instances process the next records while a commit is in flight
+                # (process_ahead), even ones one transaction after the other
                 "EOSFLOW_PROCESS_AHEAD": "true" if i % 2 else "false",
                 **self.env,
             },

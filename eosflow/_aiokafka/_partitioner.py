@@ -118,7 +118,8 @@ class Partitioner:
                 # as aiokafka's _partition lists them (the set's order)
                 listed = self._lists[topic] = (current, list(set(current)))
             partitions = listed[1]
-            return partitions[self._hash(key) % len(partitions)]
+            h = self._new.get(key)  # a key seen lately: no call (``_hash``)
+            return partitions[(self._hash(key) if h is None else h) % len(partitions)]
         return self._aiokafka(topic, key, value)
 
     def _hash(self, key: bytes) -> int:

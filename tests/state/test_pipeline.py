@@ -303,7 +303,17 @@ async def test_a_stage_reads_only_committed_regrouped_records_and_none_is_trimme
         await zombie.stop()
     n = 900
     await seed_orders(b.bootstrap_servers, src, n)
-    cfg = config(b.bootstrap_servers, group, src, b.unique("tx"), tmp_path, max_records_per_txn=200)
+    # serial (process_ahead off): the failure must abort a transaction that regrouped
+    # records -- met in work done ahead, it would only drop that work
+    cfg = config(
+        b.bootstrap_servers,
+        group,
+        src,
+        b.unique("tx"),
+        tmp_path,
+        max_records_per_txn=200,
+        process_ahead=False,
+    )
     app = eosflow.EosApp(by_product_then(src, CountFailingOnce(dst, fail_at=450)), cfg)
     async with app:
         await until_outputs(app, b.bootstrap_servers, dst, n, "every order counted and committed")
