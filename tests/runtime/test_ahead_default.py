@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from aiokafka import AIOKafkaProducer
+from fleet import seed
 from kit import app_config, eventually, read_all
 
 import eosflow
@@ -58,10 +58,7 @@ async def test_the_default_works_ahead_where_the_app_keeps_state(
     c = cluster
     c.create_topic("in", 1)
     c.create_topic("out", 1)
-    p = AIOKafkaProducer(bootstrap_servers=c.bootstrap_servers)
-    await p.start()
-    await asyncio.gather(*[await p.send("in", f"v{i}".encode(), partition=0) for i in range(N)])
-    await p.stop()
+    await seed(c.bootstrap_servers, "in", N)
     proc = processor()
     held = c.intercept("EndTxn", hold=True)
     config = app_config(
