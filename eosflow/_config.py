@@ -197,8 +197,8 @@ class EosConfig(OneLineSettings):
         "redone if it did not (processing runs more than once then, as after any abort); "
         "none (the default): on where the app keeps state (stores, windows, timers or "
         "tables, a pipeline's stages' included), off for a stateless one; measured on "
-        "genuine Kafka, it made a count, a window and a regroup faster and a stateless "
-        "copy no faster, with ~8 MiB more memory (benchmarks/README.md)",
+        "genuine Kafka, it made a count, a window, a join and a regroup 10-14% faster "
+        "and a stateless copy no faster, with 5-12 MiB more memory (benchmarks/README.md)",
     )
     group_protocol: Literal["auto", "classic", "consumer"] = Field(
         default="auto",
