@@ -118,14 +118,12 @@ class Partitioner:
                 # as aiokafka's _partition lists them (the set's order)
                 listed = self._lists[topic] = (current, list(set(current)))
             partitions = listed[1]
-            h = self._new.get(key)  # a key seen lately: no call (``_hash``)
-            return partitions[(self._hash(key) if h is None else h) % len(partitions)]
+            h = self._new.get(key)  # a key seen lately: no call
+            return partitions[(self._hash_missed(key) if h is None else h) % len(partitions)]
         return self._aiokafka(topic, key, value)
 
-    def _hash(self, key: bytes) -> int:
-        h = self._new.get(key)
-        if h is not None:
-            return h
+    def _hash_missed(self, key: bytes) -> int:
+        """The hash of a key the newer generation does not hold (``partition`` looked)."""
         h = self._old.get(key)
         if h is None:
             h = murmur2(key) & 0x7FFFFFFF
