@@ -98,6 +98,7 @@ async def run_eosflow(
         async def process(self, record: eosflow.Record) -> eosflow.Output:
             if not first:
                 first.append(time.monotonic())
+                EXTRA["cpu0"] = time.process_time()
             work(record.value)
             return eosflow.Output(dst, record.value, key=record.key, partition=record.partition)
 
@@ -134,6 +135,7 @@ async def run_eosflow(
             await asyncio.sleep(0.005)
         finish.begin()
         EXTRA["own_s"] = time.monotonic() - first[0]  # its last transaction ended
+        EXTRA["cpu_s"] = time.process_time() - EXTRA.pop("cpu0")  # the process's, all threads
         done = await asyncio.to_thread(finish.at)
     EXTRA["commits"] = app.stats.committed
     for step, ms in steps.items():  # reported with the latency run's (``commits_``)

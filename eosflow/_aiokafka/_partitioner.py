@@ -14,14 +14,18 @@ genuine Kafka (``benchmarks/README.md``). Here, for aiokafka's default partition
 - the topic's partition list is built once per metadata answer (aiokafka replaces its
   per-topic partition map whole on each answer, so the map's identity says whether the
   list is current);
-- murmur2 reads the key four bytes at a time (``struct``) with the Java client's
-  arithmetic, about a third faster;
+- murmur2 is ``_native``'s: compiled (in Python, reading the key four bytes at a time
+  with ``struct``, about a third faster than aiokafka's, where the extension is not
+  built);
 - each key's hash is kept for the keys seen lately: two generations of at most
   ``HASHED`` keys of at most ``HASHED_KEY_BYTES`` bytes each; a key found in the older
   one moves to the newer, and a full newer generation replaces the older. So a key
   space that fits pays a dict lookup per record, a larger one (keys seen once) a lookup
   and an insert more than the hash, and the cache never holds more than 2 x ``HASHED``
   keys: 7.3 MiB for 8-byte keys, 14.8 MiB for 128-byte ones (measured, tracemalloc).
+  With ``_native`` compiled, ``send_all`` partitions most outputs in ``_native.fill``
+  from ``lists`` (murmur2 in C costs less than the lookup), and the cache serves only
+  the outputs it leaves to ``partition``.
 
 A producer with another partitioner (eosflow sets none; a test might) goes through
 aiokafka's call as before. ``tests/unit/test_partitioner.py`` checks the hash against
@@ -30,40 +34,15 @@ aiokafka's over keys of every length up to 70 bytes, and the cache's bound.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
+from .._native import murmur2
+
 HASHED = 32_768  # keys per generation of the hash cache
 HASHED_KEY_BYTES = 128  # longer keys are hashed every time, not kept
-
-_M, _MASK = 0x5BD1E995, 0xFFFFFFFF
-
-
-def murmur2(data: bytes) -> int:
-    """Kafka's murmur2 of ``data`` (``Utils.murmur2`` of the Java client: seed
-    0x9747b28c), an unsigned 32-bit value, as aiokafka's ``murmur2`` gives it."""
-    n = len(data)
-    h = 0x9747B28C ^ n
-    words = n >> 2
-    if words:
-        for k in struct.unpack_from(f"<{words}I", data):
-            k = (k * _M) & _MASK
-            k = ((k ^ (k >> 24)) * _M) & _MASK
-            h = ((h * _M) & _MASK) ^ k
-    tail = n & 3
-    if tail:
-        i = words << 2
-        if tail == 3:
-            h ^= data[i + 2] << 16
-        if tail >= 2:
-            h ^= data[i + 1] << 8
-        h = ((h ^ data[i]) * _M) & _MASK
-    h ^= h >> 13
-    h = (h * _M) & _MASK
-    return h ^ (h >> 15)
 
 
 def default_partition(key: bytes, partitions: int) -> int:
@@ -101,6 +80,25 @@ class Partitioner:
         if topic not in self.known:
             await wait_on_metadata(self._producer.client, topic)
             self.known.add(topic)
+
+    def lists(self) -> dict[str, list[int]]:
+        """The partitions of each topic in ``known`` as ``partition`` indexes them, for
+        the topics its hash decides now (``_native.fill`` partitions outputs with them):
+        none for a producer with another partitioner, nor for a topic the metadata has
+        lost. Valid until the next await (a metadata answer replaces them)."""
+        if not self._default:
+            return {}
+        cluster = self._producer.client.cluster._partitions
+        found: dict[str, list[int]] = {}
+        for topic in self.known:
+            current = cluster.get(topic)
+            listed = self._lists.get(topic)
+            if listed is None or listed[0] is not current:
+                if not current:
+                    continue
+                listed = self._lists[topic] = (current, list(set(current)))
+            found[topic] = listed[1]
+        return found
 
     def answered_since(self, when_ms: float) -> bool:
         """Whether a metadata answer came back since ``when_ms`` (epoch milliseconds)."""

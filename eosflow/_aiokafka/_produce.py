@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from aiokafka import AIOKafkaProducer
 
 from .._errors import FatalError, TransientError
+from .._native import Oversize, bind_batch, fill
 from .._records import Output
 from .._timeouts import within
 from ._clients import Batch, max_request_bytes
@@ -52,6 +53,7 @@ from ._errors import map_error, mapped
 from ._partitioner import Partitioner
 
 T = TypeVar("T")
+bind_batch(Batch)  # _native.fill appends to these
 _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 
 
@@ -123,12 +125,25 @@ async def send_all(
     until = asyncio.get_running_loop().time() + queue_timeout_s
     open_: dict[tuple[str, int], Batch] = {}
     joined: dict[tuple[str, int], Batch] = {}  # of those, batches queued already
+    runs = outputs if type(outputs) is list else list(outputs)
+    at, n = 0, len(runs)
     with mapped("producing outputs", "WRITE"):
         try:
-            for o in outputs:
+            while True:
+                # the runs of outputs that need nothing awaited, in C (``_native``); each
+                # output it leaves -- the first to a partition in this call, one its batch
+                # refuses, one to be named in an error -- is appended here
+                try:
+                    at = fill(runs, at, open_, partitioner.lists(), max_bytes)
+                except Oversize as exc:  # appended: the batch is dropped with the app
+                    raise _oversize(runs[exc.index].topic, exc.size, max_bytes) from None
+                if at >= n:
+                    break
+                o = runs[at]
+                at += 1
                 topic, partition = o.topic, o.partition
                 if partition is None:
-                    if topic not in partitioner.known:  # no coroutine per record otherwise
+                    if topic not in partitioner.known:
                         await _settled(
                             _ready(partitioner, topic, metadata_timeout_s), producer, joined, open_
                         )
@@ -167,10 +182,7 @@ async def send_all(
                             f"aiokafka refused an output for {topic} into an empty batch"
                         )
                 if meta.size > max_bytes:  # send() would refuse it; the broker would too
-                    raise FatalError(
-                        f"an output for {topic} is {meta.size} bytes, over the producer's "
-                        f"max request size ({max_bytes}): it can never be produced"
-                    )
+                    raise _oversize(topic, meta.size, max_bytes)
         finally:  # whatever ends the call, a queued batch's count is written back
             for batch in joined.values():
                 batch.sync()
@@ -178,6 +190,13 @@ async def send_all(
             sends.append(await _hand_over(producer, batch.builder(full=False), *key, until))
             if type(sends) is Sends:
                 sends.queued[key] = batch
+
+
+def _oversize(topic: str, size: int, max_bytes: int) -> FatalError:
+    return FatalError(
+        f"an output for {topic} is {size} bytes, over the producer's max request size "
+        f"({max_bytes}): it can never be produced"
+    )
 
 
 def _not_bytes(o: Output, exc: TypeError) -> FatalError:

@@ -1,0 +1,10 @@
+"""The one thing pyproject.toml does not say: eosflow._native's compiled hot paths.
+
+Optional, so an install without a C compiler still works, on the same steps in Python
+(``eosflow._native.COMPILED`` says which). Cython comes with the build (pyproject.toml's
+build-system).
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension("eosflow._native._hot", ["eosflow/_native/_hot.pyx"], optional=True)])
