@@ -127,14 +127,17 @@ async def send_all(
     joined: dict[tuple[str, int], Batch] = {}  # of those, batches queued already
     runs = outputs if type(outputs) is list else list(outputs)
     at, n = 0, len(runs)
+    lists: dict[str, list[int]] | None = None  # the partitioner's, until the next await
     with mapped("producing outputs", "WRITE"):
         try:
             while True:
                 # the runs of outputs that need nothing awaited, in C (``_native``); each
                 # output it leaves -- the first to a partition in this call, one its batch
                 # refuses, one to be named in an error -- is appended here
+                if lists is None:
+                    lists = partitioner.lists()
                 try:
-                    at = fill(runs, at, open_, partitioner.lists(), max_bytes)
+                    at = fill(runs, at, open_, lists, max_bytes)
                 except Oversize as exc:  # appended: the batch is dropped with the app
                     raise _oversize(runs[exc.index].topic, exc.size, max_bytes) from None
                 if at >= n:
@@ -147,12 +150,14 @@ async def send_all(
                         await _settled(
                             _ready(partitioner, topic, metadata_timeout_s), producer, joined, open_
                         )
+                        lists = None
                     partition = partitioner.partition(topic, o.key, o.value)
                 key = (topic, partition)
                 batch = open_.get(key)
                 if batch is None:  # first output to this partition in this call
                     check = _check_partition(partitioner, topic, partition, metadata_timeout_s)
                     await _settled(check, producer, joined, open_)
+                    lists = None  # a metadata answer may have come meanwhile
                     batch = _joinable(producer, sends, key)
                     if batch is None:
                         batch = Batch(producer)
@@ -172,6 +177,7 @@ async def send_all(
                     if joined.pop(key, None) is None:
                         handed = _hand_over(producer, full, topic, partition, until)
                         sends.append(await _settled(handed, producer, joined, open_))
+                        lists = None
                     batch = open_[key] = Batch(producer)
                     try:
                         meta = batch.append(o.key, o.value, headers, o.timestamp)

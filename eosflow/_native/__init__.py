@@ -26,8 +26,10 @@ the figures above). ``COMPILED`` says which; eosflow's own tests fail when it is
 random inputs. Reading slots by offset
 relies on ``Output`` and ``Record`` being msgspec structs and the adapter's batch a
 ``__slots__`` class: ``_hot`` checks at import and at ``bind_batch`` that each field is
-a slot (else ``TypeError``), and each call checks every object's exact type, leaving
-any other to the caller.
+a slot holding an object (else ``TypeError``), and ``fill`` checks the exact type of
+each output and batch, leaving any other to the caller. Every object it passes to the
+builder is held for the call, and the list's length is read again for each output (the
+Python an output's headers run could change it).
 """
 
 from __future__ import annotations

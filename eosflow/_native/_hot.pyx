@@ -9,29 +9,42 @@ from libc.stdint cimport uint32_t
 
 from .._records import Output, Record
 from ._reference import Oversize
+from ._reference import murmur2 as _reference_murmur2
 
 
 cdef extern from "Python.h":
     ctypedef struct PyMemberDef:
+        int type
         Py_ssize_t offset
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     object PyObject_Vectorcall(object callable, PyObject** args, size_t nargsf, PyObject* kwnames)
+    Py_ssize_t PyList_GET_SIZE(object)
+    PyObject* PyList_GET_ITEM(object, Py_ssize_t)
+
+
+cdef extern from "structmember.h":
+    int T_OBJECT
+    int T_OBJECT_EX
 
 
 cdef list _NO_HEADERS = []  # shared, never mutated
+_MEMBER = type(Output.__dict__["topic"])  # member_descriptor: a slot's descriptor
 
 
 cdef Py_ssize_t _slot(object cls, str name) except -1:
-    """The offset in an instance of ``cls`` of its slot ``name`` (a member descriptor:
-    msgspec's fields and ``__slots__`` are)."""
-    member = cls.__dict__[name]
-    if type(member).__name__ != "member_descriptor":
-        raise TypeError(f"{cls.__name__}.{name} is not a slot")
+    """The offset in an instance of ``cls`` of its slot ``name``, which holds an object
+    (msgspec's fields and ``__slots__`` are such member descriptors); else TypeError."""
+    member = getattr(cls, "__dict__", {}).get(name)
+    if type(member) is not _MEMBER:
+        raise TypeError(f"{cls!r}.{name} is not a slot")
+    kind = (<PyMemberDescrObject*><PyObject*>member).d_member.type
+    if kind != T_OBJECT_EX and kind != T_OBJECT:
+        raise TypeError(f"{cls!r}.{name} is a slot of another kind than an object")
     return (<PyMemberDescrObject*><PyObject*>member).d_member.offset
 
 
-cdef inline PyObject* _at(object o, Py_ssize_t offset):
+cdef inline PyObject* _at(object o, Py_ssize_t offset) noexcept:
     """The slot's object, borrowed (NULL when unset)."""
     return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
 
@@ -79,8 +92,10 @@ cdef inline uint32_t _murmur2(bytes data):
     return h
 
 
-def murmur2(bytes data not None):
-    return _murmur2(data)
+def murmur2(data):
+    if isinstance(data, bytes):
+        return _murmur2(<bytes>data)
+    return _reference_murmur2(data)  # bytearray, memoryview: as the reference takes them
 
 
 def bind_batch(batch_type):
@@ -94,17 +109,21 @@ def fill(list outputs not None, Py_ssize_t start, dict open_ not None, dict list
          Py_ssize_t max_bytes):
     if _Batch is None:
         raise RuntimeError("fill before bind_batch")
-    cdef Py_ssize_t i, n = len(outputs), at, parts
-    cdef object o, topic, partition, key, batch, meta, headers, count
+    if start < 0:
+        raise ValueError(f"fill from {start}")
+    cdef Py_ssize_t i = start, at, parts = 0
+    cdef object o, topic, partition, key, value, timestamp, add, batch, meta, headers, count
     cdef PyObject* slot
     cdef PyObject** count_slot
     cdef PyObject* args[5]
     cdef object run_topic = None, run_partition = None, run_batch = None  # the last output's
     cdef object hashed_topic = None  # the topic of the last partition-less output:
-    cdef list listed = None          # its partitions,
+    cdef tuple listed = None         # its partitions (a copy: nothing else changes it),
     cdef list hashed = None          # and their batches met in this call, by index
-    for i in range(start, n):
-        o = outputs[i]
+    # the length is read every time: the Python that runs here (an output's headers
+    # iterated, a topic compared) could change the list
+    while i < PyList_GET_SIZE(outputs):
+        o = <object>PyList_GET_ITEM(outputs, i)
         if type(o) is not _Output:
             return i
         slot = _at(o, O_TOPIC)
@@ -125,9 +144,9 @@ def fill(list outputs not None, Py_ssize_t start, dict open_ not None, dict list
                 found = lists.get(topic)
                 if type(found) is not list or not found:
                     return i
-                hashed_topic, listed = topic, <list>found
-                hashed = [None] * len(listed)
-            parts = len(listed)
+                hashed_topic, listed = topic, tuple(<list>found)
+                parts = len(listed)
+                hashed = [None] * parts
             at = (_murmur2(<bytes>key) & 0x7FFFFFFF) % parts
             batch = hashed[at]
             if batch is None:
@@ -150,44 +169,60 @@ def fill(list outputs not None, Py_ssize_t start, dict open_ not None, dict list
         if slot is NULL:
             return i
         headers = list(<object>slot) if <object>slot else _NO_HEADERS
-        count_slot = <PyObject**>((<char*><PyObject*>batch) + B_COUNT)
-        if count_slot[0] is NULL or _at(batch, B_ADD) is NULL:
+        # every argument held here for the call: code it runs (a timestamp's __int__)
+        # could replace the fields or the batch's slots meanwhile
+        slot = _at(o, O_TIMESTAMP)
+        if slot is NULL:
             return i
+        timestamp = <object>slot
+        slot = _at(o, O_VALUE)
+        if slot is NULL:
+            return i
+        value = <object>slot
+        count_slot = <PyObject**>((<char*><PyObject*>batch) + B_COUNT)
+        slot = _at(batch, B_ADD)
+        if count_slot[0] is NULL or slot is NULL:
+            return i
+        add = <object>slot
         count = <object>count_slot[0]
         args[0] = <PyObject*>count
-        args[1] = _at(o, O_TIMESTAMP)
+        args[1] = <PyObject*>timestamp
         args[2] = <PyObject*>key
-        args[3] = _at(o, O_VALUE)
+        args[3] = <PyObject*>value
         args[4] = <PyObject*>headers
-        if args[1] is NULL or args[3] is NULL:
-            return i
         try:
-            meta = PyObject_Vectorcall(<object>_at(batch, B_ADD), args, 5, NULL)
+            meta = PyObject_Vectorcall(add, args, 5, NULL)
         except TypeError:
             return i
         if meta is None:
             return i
-        count = count + 1
+        slot = count_slot[0]  # read again, as the reference's ``+=`` does
+        if slot is NULL:
+            return i
+        count = <object>slot + 1
         Py_INCREF(count)
-        slot = count_slot[0]
         count_slot[0] = <PyObject*>count
         Py_XDECREF(slot)
         if meta.size > max_bytes:
             raise Oversize(i, meta.size)
-    return n
+        i += 1
+    return i
+
+
+cdef inline Py_ssize_t _length(PyObject* slot) except -1:
+    """``len(x or b"")`` of a slot's object (NULL: 0)."""
+    if slot is NULL:
+        return 0
+    if type(<object>slot) is bytes:
+        return PyBytes_GET_SIZE(<object>slot)
+    return len(<object>slot or b"")
 
 
 def byte_count(records):
     cdef Py_ssize_t size = 0
-    cdef PyObject* slot
     for r in records:
         if type(r) is not _Record:
             size += len(r.value or b"") + len(r.key or b"")
-            continue
-        slot = _at(r, R_VALUE)
-        if slot is not NULL and <object>slot is not None:
-            size += PyBytes_GET_SIZE(<object>slot) if type(<object>slot) is bytes else len(<object>slot)
-        slot = _at(r, R_KEY)
-        if slot is not NULL and <object>slot is not None:
-            size += PyBytes_GET_SIZE(<object>slot) if type(<object>slot) is bytes else len(<object>slot)
+        else:
+            size += _length(_at(r, R_VALUE)) + _length(_at(r, R_KEY))
     return size

@@ -79,9 +79,13 @@ def fill(
     whose partition has no batch in ``open_``; one its batch refuses (full, or a
     ``TypeError``: nothing is appended then). An output over ``max_bytes`` once appended
     raises ``Oversize``: its batch must never be sent."""
+    if not _batch_type:
+        raise RuntimeError("fill before bind_batch")
+    if start < 0:
+        raise ValueError(f"fill from {start}")
     batch_type = _batch_type[0]
-    n = len(outputs)
-    for i in range(start, n):
+    i = start
+    while i < len(outputs):
         o = outputs[i]
         if type(o) is not Output:
             return i
@@ -90,7 +94,7 @@ def fill(
             if type(key) is not bytes:
                 return i
             listed = lists.get(topic)
-            if listed is None:
+            if type(listed) is not list or not listed:
                 return i
             h = _hashes.get(key)
             if h is None:
@@ -113,7 +117,8 @@ def fill(
         batch.count += 1
         if meta.size > max_bytes:
             raise Oversize(i, meta.size)
-    return n
+        i += 1
+    return i
 
 
 def byte_count(records: Sequence[Record]) -> int:

@@ -184,3 +184,43 @@ async def test_fill_is_the_references(seed: int) -> None:
     assert got[1] == want[1]
     assert sum(len(records) for records in got[1].values()) > 400  # most were appended
     assert {why.split()[0] for _, why in got[0]} >= {"TypeError", "oversize", "no"}
+
+
+# Python that runs inside ``fill`` (an output's headers iterated) may shorten the list
+# it walks: the compiled ``fill`` reads its length every time, as the reference does,
+# and stops where the list now ends. Caught: the length read once (the compiled one read
+# past the list's end: a segfault, found in review).
+async def test_fill_stops_where_a_shortened_list_ends() -> None:
+    producer = AIOKafkaProducer(bootstrap_servers="127.0.0.1:9")
+
+    class Shortening:  # headers that empty the outputs when iterated
+        def __bool__(self) -> bool:
+            return True
+
+        def __iter__(self) -> Any:
+            outputs.clear()
+            return iter([("h", b"1")])
+
+    try:
+        for fill in (_reference.fill, _native.fill):
+            _reference.bind_batch(Batch)
+            outputs: list[Any] = [Output("t", b"v", b"k", Shortening(), 0, 1)]
+            outputs += [Output("t", b"v", b"k", (), 0, 1) for _ in range(3)]
+            assert fill(outputs, 0, {("t", 0): Batch(producer)}, {}, 1 << 20) == 1
+            with pytest.raises(ValueError):
+                fill(outputs, -1, {}, {}, 1 << 20)
+    finally:
+        await producer.stop()
+
+
+# murmur2 takes what the reference takes: bytes, their subclasses, bytearray,
+# memoryview. Caught: the compiled one accepting only exact bytes (a TypeError for a
+# bytearray key through ``default_partition``).
+def test_murmur2_takes_bytes_like_keys() -> None:
+    class Key(bytes):
+        pass
+
+    data = b"a-little-bit-long-string"
+    want = aiokafka_murmur2(data)
+    for key in (data, Key(data), bytearray(data), memoryview(data)):
+        assert _native.murmur2(key) == want == _reference.murmur2(key), type(key)

@@ -54,12 +54,13 @@ def test_murmur2_is_the_java_clients() -> None:
             assert murmur2(data) == aiokafka_murmur2(data), (n, data)
 
 
-# Every key goes to the partition aiokafka's own choice gives, over topics of 1, 3 and
-# 7 partitions, with the hash cache's generations turning over many times (64 keys a
-# generation here) and keys longer than the cache keeps. The cache stays bounded: two
-# generations, no long key. Caught: the hash taken without its low 31 bits, the index
-# taken from the partition count of another topic, long keys kept, generations never
-# dropped.
+# Every key goes to the partition aiokafka's own choice gives, over topics of 1, 3 and 7
+# partitions, with the hash cache's generations turning over many times (64 keys a
+# generation here) and keys longer than the cache keeps; ``lists`` (what
+# ``_native.fill`` partitions by) agrees key by key, and gives none for another
+# partitioner. The cache stays bounded: two generations, no long key. Caught: the hash
+# taken without its low 31 bits, the index taken from the partition count of another
+# topic, long keys kept, generations never dropped, ``lists`` for another partitioner.
 async def test_keys_land_where_aiokafka_puts_them(
     eosflow_broker: Broker, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -79,6 +80,24 @@ async def test_keys_land_where_aiokafka_puts_them(
             for topic in topics:
                 want = producer._partition(topic, None, key, None, key, None)
                 assert part.partition(topic, key, None) == want, (topic, key)
+        # what send_all hands _native.fill: each topic's list, indexed by the same hash
+        lists = part.lists()
+        assert set(lists) == set(topics)
+        for key in keys[:500]:
+            for topic, listed in lists.items():
+                at = (murmur2(key) & 0x7FFFFFFF) % len(listed)
+                assert listed[at] == part.partition(topic, key, None), (topic, key)
+        # another partitioner: no lists, every output through aiokafka's call
+        other = AIOKafkaProducer(
+            bootstrap_servers=b.bootstrap_servers, partitioner=lambda key, every, free: every[0]
+        )
+        await other.start()
+        try:
+            theirs = Partitioner(other)
+            await theirs.ready(topic)
+            assert theirs.known == {topic} and theirs.lists() == {}
+        finally:
+            await other.stop()
         kept = {**part._old, **part._new}
         assert len(part._old) <= 64 and len(part._new) <= 64
         assert kept and all(len(k) <= _partitioner.HASHED_KEY_BYTES for k in kept)
@@ -90,8 +109,9 @@ async def test_keys_land_where_aiokafka_puts_them(
 
 
 # A topic whose partition count changed is partitioned over the new count once the
-# producer's metadata says so (the list is rebuilt per metadata answer). Caught: the
-# list built once per topic (keys kept on the old partitions).
+# producer's metadata says so (the list is rebuilt per metadata answer), by ``partition``
+# and ``lists`` alike. Caught: the list built once per topic (keys kept on the old
+# partitions), in either.
 async def test_a_new_partition_count_is_used_after_the_metadata_says_so(
     cluster: FakeCluster,
 ) -> None:
@@ -114,9 +134,11 @@ async def test_a_new_partition_count_is_used_after_the_metadata_says_so(
             return part.partitions("grows") == set(range(8))
 
         await eventually(eight, what="the producer's metadata shows 8 partitions")
+        listed = part.lists()["grows"]  # asked first: rebuilt for the new answer itself
         got = [part.partition("grows", k, None) for k in keys]
         assert got == [producer._partition("grows", None, k, None, k, None) for k in keys]
         assert max(got) >= 3
+        assert [listed[(murmur2(k) & 0x7FFFFFFF) % len(listed)] for k in keys] == got
     finally:
         await admin.close()
         await producer.stop()
