@@ -1,4 +1,5 @@
-"""Compiled hot paths: the per-record steps of producing outputs and sizing polls, in C.
+"""Compiled hot paths: the per-record steps of decoding fetched records, producing outputs
+and sizing polls, in C.
 
 What is here runs once per record of every app, and in Python each of those steps costs
 more in the interpreter than in the work: reading an ``Output``'s six fields, building
@@ -16,7 +17,10 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
   anything to be named in an error), or raises ``Oversize`` for an output that can never
   be produced; ``_aiokafka``'s ``send_all`` does the rest;
 - ``murmur2``: Kafka's default partitioner's hash;
-- ``byte_count``: key + value bytes of records (``Sizing``).
+- ``byte_count``: key + value bytes of records (``Sizing``);
+- ``decode_batch``: an uncompressed v2 record batch of a fetch answer straight into
+  ``Record``s (``_aiokafka``'s fetch; the Python version is much slower than aiokafka's
+  own decoder, so without the extension the fetch keeps aiokafka's).
 
 **Failure mode and fallback.** The extension is optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
@@ -34,15 +38,24 @@ Python an output's headers run could change it).
 
 from __future__ import annotations
 
-from ._reference import Oversize
+from ._reference import Corrupt, Oversize
 
 try:
-    from ._hot import bind_batch, byte_count, fill, murmur2
+    from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
-    from ._reference import bind_batch, byte_count, fill, murmur2
+    from ._reference import bind_batch, byte_count, decode_batch, fill, murmur2
 
     COMPILED = False
 
-__all__ = ["COMPILED", "Oversize", "bind_batch", "byte_count", "fill", "murmur2"]
+__all__ = [
+    "COMPILED",
+    "Corrupt",
+    "Oversize",
+    "bind_batch",
+    "byte_count",
+    "decode_batch",
+    "fill",
+    "murmur2",
+]

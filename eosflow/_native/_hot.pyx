@@ -5,10 +5,11 @@ CPython's own specialised attribute reads do, instead of through ``getattr``."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from libc.stdint cimport uint32_t
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int64_t, uint32_t, uint64_t
 
 from .._records import Output, Record
-from ._reference import Oversize
+from ._reference import Corrupt, Oversize
 from ._reference import murmur2 as _reference_murmur2
 
 
@@ -226,3 +227,111 @@ def byte_count(records):
         else:
             size += _length(_at(r, R_VALUE)) + _length(_at(r, R_KEY))
     return size
+
+
+# --- consumed record batches ----------------------------------------------------------
+
+cdef inline int64_t _int(const unsigned char* p, int size) noexcept:
+    """A big-endian signed integer of ``size`` bytes (2, 4 or 8)."""
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(size):
+        v = (v << 8) | p[k]
+    if size == 2:
+        return <int64_t><short>v
+    if size == 4:
+        return <int64_t><int>v
+    return <int64_t>v
+
+
+cdef inline int64_t _varint(const unsigned char* data, Py_ssize_t* at, Py_ssize_t end) except? -1:
+    """Kafka's zigzag varint (up to 10 bytes: a varlong) at ``at``, which moves past it."""
+    cdef uint64_t raw = 0
+    cdef int shift = 0
+    cdef unsigned char b
+    while True:
+        if at[0] >= end or shift > 63:
+            raise Corrupt("a varint runs past its record")
+        b = data[at[0]]
+        at[0] += 1
+        raw |= (<uint64_t>(b & 0x7F)) << shift
+        if not (b & 0x80):
+            break
+        shift += 7
+    return <int64_t>(raw >> 1) ^ -(<int64_t>(raw & 1))
+
+
+cdef inline object _bytes(const unsigned char* data, Py_ssize_t* at, Py_ssize_t end):
+    """The length-prefixed bytes at ``at`` (a negative length: None)."""
+    cdef int64_t n = _varint(data, at, end)
+    if n < 0:
+        return None
+    if n > end - at[0]:
+        raise Corrupt("a field runs past its record")
+    out = PyBytes_FromStringAndSize(<const char*>data + at[0], <Py_ssize_t>n)
+    at[0] += <Py_ssize_t>n
+    return out
+
+
+def decode_batch(bytes raw not None, Py_ssize_t pos, object topic, object partition,
+                 int64_t fetch_offset):
+    cdef const unsigned char* data = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(raw), end, at, record_end
+    cdef int64_t length, base_offset, first_ts, max_ts, count, k, record_length, offset, ts_delta
+    cdef int64_t headers_n, h
+    cdef int attributes
+    cdef bint log_append
+    if pos < 0 or pos > size - 61:
+        raise Corrupt("a batch header runs past the fetch")
+    base_offset = _int(data + pos, 8)
+    length = _int(data + pos + 8, 4)
+    end = pos + 12 + <Py_ssize_t>length
+    if length < 49 or end > size:
+        raise Corrupt("a batch runs past the fetch")
+    if data[pos + 16] != 2:
+        raise Corrupt("not a v2 record batch")
+    attributes = <int>_int(data + pos + 21, 2)
+    if attributes & 0x07:
+        raise Corrupt("a compressed batch (decode it through aiokafka)")
+    log_append = (attributes & 0x08) != 0
+    first_ts = _int(data + pos + 27, 8)
+    max_ts = _int(data + pos + 35, 8)
+    count = _int(data + pos + 57, 4)
+    at = pos + 61
+    cdef list out = []
+    cdef object key, value, headers, hkey, hvalue
+    cdef list pairs
+    for k in range(count):
+        record_length = _varint(data, &at, end)
+        if record_length < 0 or record_length > end - at:
+            raise Corrupt("a record runs past its batch")
+        record_end = at + <Py_ssize_t>record_length
+        at += 1  # the record's attributes: unused
+        ts_delta = _varint(data, &at, record_end)
+        offset = base_offset + _varint(data, &at, record_end)
+        key = _bytes(data, &at, record_end)
+        value = _bytes(data, &at, record_end)
+        headers_n = _varint(data, &at, record_end)
+        if headers_n < 0:
+            raise Corrupt("a record with a negative header count")
+        if headers_n > 0:
+            pairs = []
+            for h in range(headers_n):
+                hkey = _bytes(data, &at, record_end)
+                if hkey is None:
+                    raise Corrupt("a header without a key")
+                hvalue = _bytes(data, &at, record_end)
+                pairs.append(((<bytes>hkey).decode("utf-8"), hvalue))
+            headers = tuple(pairs)
+        else:
+            headers = ()
+        if at != record_end:
+            raise Corrupt("a record's fields do not fill its length")
+        if offset < fetch_offset:  # below the fetch offset, or not past the last one kept
+            continue
+        fetch_offset = offset + 1
+        out.append(_Record(topic, partition, offset, key, value, headers,
+                           max_ts if log_append else first_ts + ts_delta))
+    if at != end:
+        raise Corrupt("bytes left in a batch after its records")
+    return out

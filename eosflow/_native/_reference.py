@@ -18,6 +18,11 @@ _NO_HEADERS: list[tuple[str, bytes]] = []  # shared, never mutated
 _batch_type: list[type[Any]] = []  # the adapter's batch class (``bind_batch``)
 
 
+class Corrupt(ValueError):
+    """A record batch ``decode_batch`` cannot read: it runs past its fetch or its fields
+    past its records, or it is not an uncompressed v2 batch."""
+
+
 class Oversize(Exception):
     """``fill`` appended the output at ``index``, and its record is ``size`` bytes, over
     the call's ``max_bytes``: it can never be produced."""
@@ -124,3 +129,83 @@ def fill(
 def byte_count(records: Sequence[Record]) -> int:
     """Key + value bytes of ``records`` (a missing key or value counts 0)."""
     return sum(len(r.value or b"") + len(r.key or b"") for r in records)
+
+
+def _varint(data: bytes, at: int, end: int) -> tuple[int, int]:
+    raw, shift = 0, 0
+    while True:
+        if at >= end or shift > 63:
+            raise Corrupt("a varint runs past its record")
+        b = data[at]
+        at += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+        shift += 7
+
+
+def _bytes(data: bytes, at: int, end: int) -> tuple[bytes | None, int]:
+    n, at = _varint(data, at, end)
+    if n < 0:
+        return None, at
+    if n > end - at:
+        raise Corrupt("a field runs past its record")
+    return data[at : at + n], at + n
+
+
+def decode_batch(
+    raw: bytes, pos: int, topic: str, partition: int, fetch_offset: int
+) -> list[Record]:
+    """The records of the uncompressed v2 record batch at ``pos`` of ``raw`` (a fetch
+    answer's records), as ``Record``s of ``topic``/``partition``, those below
+    ``fetch_offset`` left out. Their timestamps: the batch's first timestamp plus each
+    record's delta, or the batch's max timestamp for a log-append-time batch. Nothing
+    here checks the batch's CRC or transaction: the caller does, per batch. A batch it
+    cannot read raises ``Corrupt``."""
+    if pos < 0 or pos > len(raw) - 61:
+        raise Corrupt("a batch header runs past the fetch")
+    base_offset, length = struct.unpack_from(">qi", raw, pos)
+    end = pos + 12 + length
+    if length < 49 or end > len(raw):
+        raise Corrupt("a batch runs past the fetch")
+    if raw[pos + 16] != 2:
+        raise Corrupt("not a v2 record batch")
+    (attributes,) = struct.unpack_from(">h", raw, pos + 21)
+    if attributes & 0x07:
+        raise Corrupt("a compressed batch (decode it through aiokafka)")
+    first_ts, max_ts = struct.unpack_from(">qq", raw, pos + 27)
+    (count,) = struct.unpack_from(">i", raw, pos + 57)
+    at = pos + 61
+    out: list[Record] = []
+    for _ in range(count):
+        record_length, at = _varint(raw, at, end)
+        if record_length < 0 or record_length > end - at:
+            raise Corrupt("a record runs past its batch")
+        record_end = at + record_length
+        at += 1  # the record's attributes: unused
+        ts_delta, at = _varint(raw, at, record_end)
+        offset_delta, at = _varint(raw, at, record_end)
+        key, at = _bytes(raw, at, record_end)
+        value, at = _bytes(raw, at, record_end)
+        n, at = _varint(raw, at, record_end)
+        if n < 0:
+            raise Corrupt("a record with a negative header count")
+        pairs: list[tuple[str, bytes | None]] = []
+        for _ in range(n):
+            hkey, at = _bytes(raw, at, record_end)
+            if hkey is None:
+                raise Corrupt("a header without a key")
+            hvalue, at = _bytes(raw, at, record_end)
+            pairs.append((hkey.decode("utf-8"), hvalue))
+        if at != record_end:
+            raise Corrupt("a record's fields do not fill its length")
+        offset = base_offset + offset_delta
+        if offset < fetch_offset:  # below the fetch offset, or not past the last one kept
+            continue
+        fetch_offset = offset + 1
+        when = max_ts if attributes & 0x08 else first_ts + ts_delta
+        headers: Any = tuple(pairs)  # a header's value may be null (None), as in aiokafka's
+        out.append(Record(topic, partition, offset, key, value, headers, when))
+    if at != end:
+        raise Corrupt("bytes left in a batch after its records")
+    return out

@@ -3,11 +3,20 @@ every other consumer keeps aiokafka's ``ConsumerRecord``s."""
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.consumer.fetcher import FetchResult
+from aiokafka.record.default_records import DefaultRecordBatchBuilder
+from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
+from aiokafka.record.memory_records import MemoryRecords
+from aiokafka.record.util import calc_crc32c
 from aiokafka.structs import ConsumerRecord
 from kit import create_topic
 
-from eosflow import Record
+from eosflow import Record, _native
 from eosflow._aiokafka import _fetch
 from eosflow.testing._ladder import Broker
 
@@ -66,7 +75,7 @@ async def test_the_marked_consumer_gets_records_and_others_do_not(eosflow_broker
 async def test_the_marked_consumer_skips_aborted_batches_and_markers(
     eosflow_broker: Broker,
 ) -> None:
-    """The direct path decodes batch by batch itself (``_fetch._decode``): under
+    """The direct path decodes batch by batch itself (``_fetch._decoded_batches``): under
     read_committed an aborted transaction's records and every commit/abort marker stay
     out, and the offsets are the log's."""
     b = eosflow_broker
@@ -95,3 +104,203 @@ async def test_the_marked_consumer_skips_aborted_batches_and_markers(
         )
         assert all(type(r) is Record for r in got)
         assert [(r.offset, r.value) for r in got] == want  # type: ignore[attr-defined]
+
+
+def _fetch_bytes(rng: random.Random) -> tuple[bytes, list[tuple[int, int]]]:
+    """A fetch answer's records as a broker could send them, with its aborted
+    transactions: committed and aborted transactions of two producers, their commit and
+    abort markers (control batches), non-transactional batches, gzip batches, compacted
+    gaps between batches and at their ends (a batch's last offset past its last
+    record's), and a partial batch at the end."""
+    out, aborted, offset = bytearray(), [], rng.randrange(0, 1000)
+
+    def batch(
+        records: list[tuple[bytes | None, bytes | None]],
+        pid: int,
+        gzip: bool = False,
+        control: bool = False,
+    ) -> None:
+        nonlocal offset
+        builder = DefaultRecordBatchBuilder(
+            magic=2,
+            compression_type=1 if gzip else 0,
+            is_transactional=int(pid >= 0),
+            producer_id=pid,
+            producer_epoch=0 if pid >= 0 else -1,
+            base_sequence=0 if pid >= 0 else -1,
+            batch_size=1 << 20,
+        )
+        for i, (key, value) in enumerate(records):
+            headers = [("h", b"1")] if rng.random() < 0.2 else []
+            builder.append(
+                i, timestamp=1_700_000_000_000 + offset + i, key=key, value=value, headers=headers
+            )
+        raw = bytearray(builder.build())
+        raw[0:8] = offset.to_bytes(8, "big")
+        tail = 0 if control else rng.choice([0, 0, 0, 3])  # its last records compacted away
+        last = int.from_bytes(raw[23:27], "big") + tail
+        raw[23:27] = last.to_bytes(4, "big")
+        if control:
+            raw[21:23] = (int.from_bytes(raw[21:23], "big") | 0x20).to_bytes(2, "big")
+        raw[17:21] = calc_crc32c(bytes(raw[21:])).to_bytes(4, "big")
+        out.extend(raw)
+        offset += last + 1 + rng.choice([0, 0, 0, 2])  # sometimes a gap between batches
+
+    for _ in range(rng.randrange(3, 12)):
+        n = rng.randrange(1, 40)
+        records = [
+            (rng.choice([None, b"k%d" % i]), rng.randbytes(rng.randrange(0, 90))) for i in range(n)
+        ]
+        kind = rng.choice(["plain", "commit", "abort", "gzip"])
+        if kind == "plain":
+            batch(records, -1)
+        elif kind == "gzip":
+            batch(records, -1, gzip=True)
+        else:
+            pid = rng.choice([7, 8])
+            if kind == "abort":
+                aborted.append((pid, offset))
+            batch(records, pid)
+            marker = b"\x00\x00\x00\x00" if kind == "abort" else b"\x00\x00\x00\x01"
+            batch([(marker, b"\x00\x00\x00\x00\x00\x00")], pid, control=True)
+    whole = bytes(out)
+    return whole + whole[: rng.randrange(0, 61)], aborted  # a partial batch at the end
+
+
+# Over random fetches -- committed and aborted transactions, markers, gzip batches,
+# compacted gaps and batch ends, a fetch offset inside a batch, a partial batch at the
+# end -- taken in random runs (``max_records``), the direct path hands over exactly the
+# records, and leaves exactly the fetch position after each run, that aiokafka's own
+# PartitionRecords gives through its generator; the compiled batch decoder is used. Caught: the
+# batch's end applied before its last record was taken (the position past records not
+# handed over), records below the fetch offset kept, an aborted batch kept.
+@pytest.mark.parametrize("seed", range(20))
+def test_the_direct_path_takes_what_aiokafkas_generator_gives(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = random.Random(seed)
+    raw, aborted = _fetch_bytes(rng)
+    tp = TopicPartition("t", 2)
+    start = int.from_bytes(raw[:8], "big") + rng.randrange(0, 5)  # maybe inside a batch
+    decoded = []
+    monkeypatch.setattr(
+        _fetch, "decode_batch", lambda *a: decoded.append(1) or _native.decode_batch(*a)
+    )
+
+    def theirs_and_ours() -> tuple[Any, Any]:
+        theirs = _fetch._Base(tp, MemoryRecords(raw), list(aborted), start, None, None, True, 1)
+        ours = _fetch._RecordsOrConsumerRecords(
+            tp, _fetch._Kept(raw), list(aborted), start, _fetch.AS_RECORD, None, True, 1
+        )
+        return theirs, ours
+
+    theirs, ours = theirs_and_ours()
+    while True:
+        limit = rng.choice([None, 1, 2, 7, 30])
+        want: list[Any] = []
+        ended = True
+        for msg in theirs:
+            want.append(msg)
+            if limit is not None and len(want) >= limit:
+                ended = False
+                break
+        got = ours.take(limit)
+        assert got == list(_fetch.as_records(want))
+        assert ours.next_fetch_offset == theirs.next_fetch_offset
+        assert ours.ended == ended
+        if ended:
+            break
+    assert decoded, "no batch went through the compiled decoder"
+
+
+def _legacy_fetch(rng: random.Random, magic: int) -> bytes:
+    """A fetch of v0 or v1 message sets (old topics' records), some gzip-wrapped, with
+    gaps, and a partial one at the end."""
+    out, offset = bytearray(), rng.randrange(0, 100)
+    for _ in range(rng.randrange(1, 8)):
+        gzip = rng.random() < 0.3
+        builder = LegacyRecordBatchBuilder(magic, 1 if gzip else 0, 1 << 20)
+        n = rng.randrange(1, 6) if gzip else 1
+        for i in range(n):
+            builder.append(
+                i,
+                timestamp=1000 + i if magic else None,
+                key=rng.choice([None, b"k"]),
+                value=rng.randbytes(rng.randrange(0, 30)),
+            )
+        raw = bytearray(builder.build())
+        raw[0:8] = (offset + n - 1).to_bytes(8, "big")  # a wrapper names its last offset
+        offset += n + rng.choice([0, 0, 3])
+        out += raw
+    whole = bytes(out)
+    return whole + whole[: rng.randrange(0, 30)]
+
+
+class _Assigned:  # what FetchResult reads of aiokafka's assignment: a partition's state
+    active = True
+
+    def __init__(self, position: int) -> None:
+        self.paused, self.position = False, position
+
+    def state_value(self, tp: TopicPartition) -> Any:
+        return self
+
+    def consumed_to(self, position: int) -> None:
+        self.position = position
+
+
+# What getmany and getone take from a fetch, and the position they leave, are aiokafka's
+# own, step by step, over random fetches of v2 batches (the cases above) and of old v0
+# and v1 message sets, under read_committed and read_uncommitted, with CRC checks on and
+# off, a run at a time (``getall``, random ``max_records``) or one by one (``getone``),
+# and one byte of the fetch changed in some (then the same error, or the same records).
+# Caught: the position moved before a run's records were all taken, a partition not
+# ended once its records were (``getall`` kept returning []), an aborted batch kept.
+@pytest.mark.parametrize("seed", range(40))
+def test_fetch_results_are_aiokafkas_own(seed: int) -> None:
+    rng = random.Random(seed)
+    kind = rng.choice(["v2", "v2", "v2", "v0", "v1"])
+    raw, aborted = _fetch_bytes(rng) if kind == "v2" else (_legacy_fetch(rng, int(kind[1])), [])
+    if rng.random() < 0.2:
+        at = rng.randrange(len(raw))
+        raw = raw[:at] + bytes([rng.randrange(256)]) + raw[at + 1 :]
+    start = int.from_bytes(raw[:8], "big") + rng.randrange(0, 5)
+    isolation, crcs = rng.choice([0, 1]), rng.choice([True, False])
+    tp = TopicPartition("t", 2)
+
+    def result(ours: bool) -> tuple[Any, _Assigned]:
+        records = (
+            _fetch._RecordsOrConsumerRecords(
+                tp, _fetch._Kept(raw), list(aborted), start, _fetch.AS_RECORD, None, crcs, isolation
+            )
+            if ours
+            else _fetch._Base(
+                tp, MemoryRecords(raw), list(aborted), start, None, None, crcs, isolation
+            )
+        )
+        assigned = _Assigned(start)
+        return FetchResult(tp, assignment=assigned, partition_records=records, backoff=0), assigned
+
+    sides = [result(False), result(True)]
+    for _ in range(300):
+        limit, one = rng.choice([None, 1, 2, 3, 7, 30]), rng.random() < 0.3
+        steps: list[Any] = []
+        for (fetched, assigned), getall in zip(
+            sides, (_fetch._aiokafka_getall, FetchResult.getall), strict=True
+        ):
+            if not fetched.has_more():
+                steps.append(("ended", assigned.position))
+                continue
+            try:
+                if one:
+                    got = [m] if (m := fetched.getone()) is not None else []
+                else:
+                    got = getall(fetched, limit)
+                steps.append((list(_fetch.as_records(got)), assigned.position, fetched.has_more()))
+            except Exception as exc:
+                steps.append((type(exc), assigned.position))
+        assert steps[0] == steps[1]
+        if steps[0][0] == "ended" or isinstance(steps[0][0], type):
+            break
+    else:
+        pytest.fail("the fetch never ended")
