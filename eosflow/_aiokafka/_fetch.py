@@ -55,7 +55,7 @@ its partitions is paused, its partitions read to their end are asked for every 2
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from aiokafka.consumer import consumer as _consumer
@@ -93,35 +93,38 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
     the iterator aiokafka's own calls use."""
 
     def __iter__(self) -> Any:
-        if self._key_deserializer is AS_RECORD:
-            records = self._records_iterator
-            return records if records is not None else iter(())
         return self
 
+    def __next__(self) -> Any:
+        if self._key_deserializer is not AS_RECORD:
+            return super().__next__()
+        taken = self.take(1)  # aiokafka's getone, or its getall without _getall
+        if not taken:
+            raise StopIteration
+        return taken[0]
+
     def _unpack_records(self) -> Any:
-        # called once, by aiokafka's __init__, for the generator of this fetch's records
+        # called once, by aiokafka's __init__, for the generator of this fetch's records;
+        # a marked consumer's need none: ``take`` keeps its state in plain fields, so
+        # nothing refers back to this object (a generator would, until exhausted: a
+        # cycle holding the fetch's bytes until the collector runs)
         if self._key_deserializer is not AS_RECORD:
             return super()._unpack_records()
         self._decoded: list[Record] = []  # the batch in hand, decoded
         self._at = 0  # of those, how many are handed over
         self._batch_end: int | None = None  # its next offset, once all are handed over
         self._ended = False
-        self._batches = self._decoded_batches()
-        return self._one_by_one()
-
-    def _one_by_one(self) -> Iterator[Record]:
-        while True:
-            taken = self.take(1)
-            if not taken:
-                return
-            yield taken[0]
+        raw = self._records.raw if COMPILED and type(self._records) is _Kept else None
+        self._raw = raw if type(raw) is bytes else None  # decode_batch reads bytes
+        self._pos = 0  # where the next batch starts in it
+        return None
 
     def take(self, limit: int | None) -> list[Record]:
         """Up to ``limit`` records (None: all), in order; ``next_fetch_offset`` follows
         the last one handed over, then its batch's end as the next is begun (as
         aiokafka's generator moves it). ``ended`` once none is left."""
         out: list[Record] = []
-        if limit is not None and limit <= 0:
+        if self._ended or (limit is not None and limit <= 0):
             return out
         while True:
             decoded, at = self._decoded, self._at
@@ -136,7 +139,13 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
             if self._batch_end is not None:  # the batch is all handed over: past its end
                 self.next_fetch_offset = self._batch_end
                 self._batch_end = None
-            records = next(self._batches, None)
+            try:
+                records = self._next_batch()
+            except BaseException:
+                # as aiokafka's generator, closed by the error: nothing more is taken from
+                # this fetch, and what it held is fetched again from the position
+                self._ended = True
+                raise
             if records is None:
                 self._ended = True
                 return out
@@ -146,26 +155,21 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
     def ended(self) -> bool:
         return self._ended
 
-    def _decoded_batches(self) -> Iterator[list[Record]]:
-        """Each batch of the fetch as its records past the fetch offset, batch by batch
-        as aiokafka decodes them: a corrupt batch raises; under read_committed
-        the batches of aborted transactions are skipped (aiokafka's own bookkeeping of
-        the fetch's aborted transactions, ``_consume_aborted_up_to`` and
+    def _next_batch(self) -> list[Record] | None:
+        """The next batch of the fetch as its records past the fetch offset (None at the
+        end), batch by batch as aiokafka decodes them: a corrupt batch raises; under
+        read_committed the batches of aborted transactions are skipped (aiokafka's own
+        bookkeeping of the fetch's aborted transactions, ``_consume_aborted_up_to`` and
         ``_contains_abort_marker``); control batches are skipped. An uncompressed v2
         batch is decoded by ``_native.decode_batch`` from the fetch's bytes; any other
         record by record through aiokafka."""
-        tp, batches = self._tp, self._records
-        topic, partition = tp.topic, tp.partition
+        tp, batches, raw = self._tp, self._records, self._raw
         committed_only = self._isolation_level == _fetcher.READ_COMMITTED
-        raw = batches.raw if COMPILED and type(batches) is _Kept else None
-        if type(raw) is not bytes:  # decode_batch reads bytes; aiokafka's answer is bytes
-            raw = None
-        pos = 0  # where the next batch starts in raw
         while batches.has_next():
             batch = batches.next_batch()
-            start = pos
+            start = self._pos
             if raw is not None:
-                pos += 12 + int.from_bytes(raw[pos + 8 : pos + 12], "big", signed=True)
+                self._pos += 12 + int.from_bytes(raw[start + 8 : start + 12], "big", signed=True)
             if self._check_crcs and not batch.validate_crc():
                 raise CorruptRecordException(f"Invalid CRC - {tp}")
             if committed_only and batch.producer_id is not None:
@@ -181,7 +185,7 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
             floor = self.next_fetch_offset
             if raw is not None and type(batch) is _DefaultBatch and batch.compression_type == 0:
                 try:
-                    records = decode_batch(raw, start, topic, partition, floor)
+                    records = decode_batch(raw, start, tp.topic, tp.partition, floor)
                 except Corrupt as exc:
                     raise CorruptRecordException(f"{exc} - {tp}") from None
             else:
@@ -194,8 +198,8 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
                     headers = record.headers
                     records.append(
                         Record(
-                            topic,
-                            partition,
+                            tp.topic,
+                            tp.partition,
                             offset,
                             record.key,
                             record.value,
@@ -204,7 +208,8 @@ class _RecordsOrConsumerRecords(_Base):  # type: ignore[misc]
                         )
                     )
             self._batch_end = batch.next_offset
-            yield records
+            return records
+        return None
 
 
 _aiokafka_getall = _fetcher.FetchResult.getall

@@ -3,7 +3,9 @@ every other consumer keeps aiokafka's ``ConsumerRecord``s."""
 
 from __future__ import annotations
 
+import gc
 import random
+import weakref
 from typing import Any
 
 import pytest
@@ -253,9 +255,10 @@ class _Assigned:  # what FetchResult reads of aiokafka's assignment: a partition
 # own, step by step, over random fetches of v2 batches (the cases above) and of old v0
 # and v1 message sets, under read_committed and read_uncommitted, with CRC checks on and
 # off, a run at a time (``getall``, random ``max_records``) or one by one (``getone``),
-# and one byte of the fetch changed in some (then the same error, or the same records).
-# Caught: the position moved before a run's records were all taken, a partition not
-# ended once its records were (``getall`` kept returning []), an aborted batch kept.
+# and one byte of the fetch changed in some (then the same error, the same records, and
+# the same after the error). Caught: the position moved before a run's records were all
+# taken, a partition not ended once its records were (``getall`` kept returning []), an
+# aborted batch kept, the batches after a corrupt one taken (aiokafka fetches them again).
 @pytest.mark.parametrize("seed", range(40))
 def test_fetch_results_are_aiokafkas_own(seed: int) -> None:
     rng = random.Random(seed)
@@ -300,7 +303,29 @@ def test_fetch_results_are_aiokafkas_own(seed: int) -> None:
             except Exception as exc:
                 steps.append((type(exc), assigned.position))
         assert steps[0] == steps[1]
-        if steps[0][0] == "ended" or isinstance(steps[0][0], type):
-            break
+        if steps[0][0] == "ended":
+            break  # after an error too: what follows it is compared as well
     else:
         pytest.fail("the fetch never ended")
+
+
+# A partition's fetched records are freed as soon as aiokafka drops them, with the
+# collector off: nothing of the direct path refers back to them, whether they were all
+# taken, some, or none. Caught (in a run on genuine Kafka: peak RSS 92 MiB against 66 for
+# the copy): an iterator generator kept on them, a reference cycle holding every fetch's
+# bytes until the collector ran.
+@pytest.mark.parametrize("taken", [None, 3, 0])
+def test_fetched_records_are_freed_without_the_collector(taken: int | None) -> None:
+    raw, _ = _fetch_bytes(random.Random(2))
+    records = _fetch._RecordsOrConsumerRecords(
+        TopicPartition("t", 0), _fetch._Kept(raw), [], 0, _fetch.AS_RECORD, None, True, 1
+    )
+    if taken != 0:
+        records.take(taken)
+    gone = weakref.ref(records)
+    gc.disable()
+    try:
+        del records
+        assert gone() is None
+    finally:
+        gc.enable()

@@ -227,11 +227,9 @@ def test_murmur2_takes_bytes_like_keys() -> None:
         assert _native.murmur2(key) == want == _reference.murmur2(key), type(key)
 
 
-def _batch(rng: random.Random, base: int, log_append: bool = False) -> bytes:
-    """A v2 record batch as a producer builds it, its records of every shape (keys and
-    values missing, empty or long, headers with missing values), at base offset
-    ``base``; ``log_append``: flagged as the broker's LogAppendTime."""
-    builder = DefaultRecordBatchBuilder(
+def _builder() -> DefaultRecordBatchBuilder:
+    """aiokafka's builder of an uncompressed, non-transactional v2 batch."""
+    return DefaultRecordBatchBuilder(
         magic=2,
         compression_type=0,
         is_transactional=0,
@@ -240,6 +238,13 @@ def _batch(rng: random.Random, base: int, log_append: bool = False) -> bytes:
         base_sequence=-1,
         batch_size=1 << 20,
     )
+
+
+def _batch(rng: random.Random, base: int, log_append: bool = False) -> bytes:
+    """A v2 record batch as a producer builds it, its records of every shape (keys and
+    values missing, empty or long, headers with missing values), at base offset
+    ``base``; ``log_append``: flagged as the broker's LogAppendTime."""
+    builder = _builder()
     first = rng.randrange(1, 1 << 41)
     for i in range(rng.randrange(0, 60)):
 
@@ -314,15 +319,7 @@ def test_decode_batch_refuses_what_it_cannot_read() -> None:
 def _rebuilt(offsets: list[int], count: int | None = None) -> bytes:
     """An uncompressed batch of records at ``offsets`` (deltas as given), its records
     count field set to ``count``, its CRC valid."""
-    builder = DefaultRecordBatchBuilder(
-        magic=2,
-        compression_type=0,
-        is_transactional=0,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
-        batch_size=1 << 20,
-    )
+    builder = _builder()
     for offset in offsets:
         builder.append(offset, timestamp=1, key=None, value=b"v%d" % offset, headers=[])
     raw = bytearray(builder.build())
