@@ -88,17 +88,24 @@ class Partitioner:
         lost. Valid until the next await (a metadata answer replaces them)."""
         if not self._default:
             return {}
-        cluster = self._producer.client.cluster._partitions
         found: dict[str, list[int]] = {}
         for topic in self.known:
-            current = cluster.get(topic)
-            listed = self._lists.get(topic)
-            if listed is None or listed[0] is not current:
-                if not current:
-                    continue
-                listed = self._lists[topic] = (current, list(set(current)))
-            found[topic] = listed[1]
+            listed = self._listed(topic)
+            if listed is not None:
+                found[topic] = listed
         return found
+
+    def _listed(self, topic: str) -> list[int] | None:
+        """The topic's partitions as aiokafka's ``_partition`` indexes them (the set's
+        order), rebuilt when a metadata answer replaced its map; None while the metadata
+        does not know the topic."""
+        current = self._producer.client.cluster._partitions.get(topic)
+        listed = self._lists.get(topic)
+        if listed is None or listed[0] is not current:
+            if not current:
+                return None
+            listed = self._lists[topic] = (current, list(set(current)))
+        return listed[1]
 
     def answered_since(self, when_ms: float) -> bool:
         """Whether a metadata answer came back since ``when_ms`` (epoch milliseconds)."""
@@ -108,14 +115,9 @@ class Partitioner:
     def partition(self, topic: str, key: object, value: object) -> int:
         """The partition of a record of ``topic`` (key and value: bytes, once normalised)."""
         if type(key) is bytes and self._default:
-            current = self._producer.client.cluster._partitions.get(topic)
-            listed = self._lists.get(topic)
-            if listed is None or listed[0] is not current:
-                if not current:  # unknown to the metadata: aiokafka's call says so
-                    return self._aiokafka(topic, key, value)
-                # as aiokafka's _partition lists them (the set's order)
-                listed = self._lists[topic] = (current, list(set(current)))
-            partitions = listed[1]
+            partitions = self._listed(topic)
+            if partitions is None:  # unknown to the metadata: aiokafka's call says so
+                return self._aiokafka(topic, key, value)
             h = self._new.get(key)  # a key seen lately: no call
             return partitions[(self._hash_missed(key) if h is None else h) % len(partitions)]
         return self._aiokafka(topic, key, value)
