@@ -174,13 +174,15 @@ class EosConfig(OneLineSettings):
         default=20_000,
         gt=0,
         description="a transaction holds at most this many records (each costs ~0.8 KiB of "
-        "memory while held, whatever its size)",
+        "memory while held, whatever its size); where the app works ahead (process_ahead) "
+        "and this is not set, twice the default: 40,000",
     )
     max_bytes_per_txn: int | None = Field(
         default=2 * 1024 * 1024,
         gt=0,
         description="and at most about this many key+value bytes (none: no byte cap); with "
-        "max_records_per_txn it keeps memory flat at any rate and record size",
+        "max_records_per_txn it keeps memory flat at any rate and record size; where the "
+        "app works ahead and this is not set, twice the default: 4 MiB",
     )
     gc_threshold: int | None = Field(
         default=20_000,

@@ -2,9 +2,9 @@
 commit -- for one app, on its ``TransactSession``.
 
 One transaction spans at most ``commit_interval_s`` (from its first record),
-``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes, and ends sooner once its
-input has caught up (``_sizing``). It begins lazily when records arrive, so an idle app
-opens no transactions.
+``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes (twice their defaults where
+the app works ahead), and ends sooner once its input has caught up (``_sizing``). It
+begins lazily when records arrive, so an idle app opens no transactions.
 
 Pipelining (``process_ahead``; by default on where the app keeps state -- stores,
 windows, timers or tables, a pipeline's stages' included -- and off for a stateless app):
@@ -138,7 +138,6 @@ class Engine:
         self._stopping = stopping
         self._ending: asyncio.Task[Outcome] | None = None
         self._ahead: _Work | None = None  # adopted by the next transaction
-        self._sizing = Sizing(config)  # poll sizes, caps, the record limit
         self._held = 0  # records taken into the open transaction so far (``_fill``)
         self._failures = Failures(config)
         # The processing strategy, picked once: per record as records arrive (stream), or
@@ -148,6 +147,7 @@ class Engine:
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
         ahead = config.process_ahead  # None: where the app keeps state (the module's doc)
         self._works_ahead = (bool(stores or tables) if ahead is None else ahead) and not batch
+        self._sizing = Sizing(config, self._works_ahead)  # poll sizes, caps, the record limit
         # with state: bound by the session's stores (state() then knows the partition);
         # typed records decoded before them (``typed``)
         self._check = (

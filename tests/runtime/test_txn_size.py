@@ -125,3 +125,39 @@ async def test_processing_lets_the_event_loop_run(cluster: FakeCluster) -> None:
         ticking = False
         await tick
     assert late < 0.5, f"the event loop waited {late:.3f} s for processing"
+
+
+class Counted(eosflow.Processor):
+    """A copy that keeps state, so it works ahead by default (``process_ahead``)."""
+
+    stores = {"n": eosflow.BYTES}
+
+    async def process(self, record: eosflow.Record) -> eosflow.Output:
+        self.state("n").put(b"seen", b"1")
+        return eosflow.Output("out", record.value, key=record.key)
+
+
+# 30,000 records of 10 B waiting, transactions ended by neither the interval nor the
+# caught-up rule (3 s each) while the records are taken: an app that works ahead gets
+# twice the default record cap, so it takes more than 20,000 in one transaction; one that
+# does not, or that sets the cap (even to the default), never does. Drop the doubling
+# (``_sizing.caps``) and the first case holds 20,000 at most.
+@pytest.mark.parametrize(
+    ("processor", "given", "over"),
+    [(Counted, {}, True), (Copy, {}, False), (Counted, {"max_records_per_txn": 20_000}, False)],
+    ids=["stateful", "stateless", "stateful-given"],
+)
+async def test_an_app_working_ahead_gets_twice_the_default_caps(
+    cluster: FakeCluster, processor: type[eosflow.Processor], given: dict[str, int], over: bool
+) -> None:
+    c = cluster
+    await seed(c, 30_000, size=10)
+    config = cfg(c, commit_interval_s=3.0, min_transaction_s=3.0, **given)
+    sizes = Sizes()
+    app = eosflow.EosApp(processor(), config, observers=[sizes])
+    async with app:
+        await eventually(
+            lambda: asyncio.sleep(0, sum(sizes.committed) >= 30_000), timeout_s=60, what="all"
+        )
+    assert sum(sizes.committed) == 30_000
+    assert (max(sizes.committed) > 20_000) is over, sizes.committed

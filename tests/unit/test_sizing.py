@@ -1,0 +1,48 @@
+"""The caps of a transaction (``_engine._sizing.caps``): an app working ahead gets twice
+each default it leaves unset; a cap given, in code or through ``EOSFLOW_*``, is kept."""
+
+from __future__ import annotations
+
+import pytest
+
+import eosflow
+from eosflow._engine._sizing import AHEAD_CAPS, Sizing, caps
+
+DEFAULT_RECORDS = eosflow.EosConfig.model_fields["max_records_per_txn"].default
+DEFAULT_BYTES = eosflow.EosConfig.model_fields["max_bytes_per_txn"].default
+
+
+def config(**kw: object) -> eosflow.EosConfig:
+    return eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:9",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        **kw,
+    )
+
+
+def test_an_app_working_ahead_gets_twice_the_defaults() -> None:
+    assert AHEAD_CAPS == 2
+    assert caps(config(), ahead=True) == (2 * DEFAULT_RECORDS, 2 * DEFAULT_BYTES)
+    assert Sizing(config(), ahead=True).limit == 2 * DEFAULT_RECORDS
+
+
+def test_an_app_not_working_ahead_keeps_the_defaults() -> None:
+    assert caps(config(), ahead=False) == (DEFAULT_RECORDS, DEFAULT_BYTES)
+    assert Sizing(config()).limit == DEFAULT_RECORDS
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_caps_given_are_kept_even_at_the_default_value(ahead: bool) -> None:
+    given = config(max_records_per_txn=DEFAULT_RECORDS, max_bytes_per_txn=DEFAULT_BYTES)
+    assert caps(given, ahead) == (DEFAULT_RECORDS, DEFAULT_BYTES)
+    assert caps(config(max_bytes_per_txn=None), ahead) == (
+        (2 if ahead else 1) * DEFAULT_RECORDS,
+        None,
+    )
+
+
+def test_a_cap_from_the_environment_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EOSFLOW_MAX_RECORDS_PER_TXN", "1000")
+    assert caps(config(), ahead=True) == (1000, 2 * DEFAULT_BYTES)
