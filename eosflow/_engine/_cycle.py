@@ -14,11 +14,12 @@ work only if the commit succeeded and no partition came or went meanwhile; other
 is dropped (an observer event, ``work_dropped``) and its partitions put back at their
 committed offsets. It overlaps processing with the commit's round trips, at the price of
 a second transaction's records and outputs held (5-12 MiB more at 20,000 records of
-100 B). Measured on genuine Kafka 4.4.0 on 2 shared cores (``benchmarks/README.md``), a
-stateful app's commit -- changelog, local store, and for a pipeline twice the records --
-left the serial loop's CPU idle long enough that working ahead made a count and a
-window 1.13x, a regroup 1.14x and a join 1.10x as fast (medians of 3 alternating
-pairs); a stateless copy was no faster, so it stays serial.
+100 B; such an app's caps are twice their defaults, ``_sizing``). Measured on genuine
+Kafka 4.4.0 on 2 shared cores (``benchmarks/README.md``), a stateful app's commit --
+changelog, local store, and for a pipeline twice the records -- left the serial loop's
+CPU idle long enough that working ahead made a count and a window 1.13x, a regroup
+1.14x and a join 1.10x as fast (medians of 3 alternating pairs); a stateless copy was
+no faster, so it stays serial.
 
 Errors: a processor exception aborts the transaction (nothing past the failing record is
 committed) and ends ``run()`` with ``ProcessingError`` (a ``FatalError``: with itself,
