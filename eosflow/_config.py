@@ -200,7 +200,9 @@ class EosConfig(OneLineSettings):
         "none (the default): on where the app keeps state (stores, windows, timers or "
         "tables, a pipeline's stages' included), off for a stateless one; measured on "
         "genuine Kafka, it made a count, a window, a join and a regroup 10-14% faster "
-        "and a stateless copy no faster, with 5-12 MiB more memory (benchmarks/README.md)",
+        "and a stateless copy no faster, with 5-12 MiB more memory; an app working ahead "
+        "also gets twice the default transaction caps it leaves unset, which costs up to "
+        "~20 MiB more (benchmarks/README.md)",
     )
     group_protocol: Literal["auto", "classic", "consumer"] = Field(
         default="auto",

@@ -2,8 +2,8 @@
 commit -- for one app, on its ``TransactSession``.
 
 One transaction spans at most ``commit_interval_s`` (from its first record),
-``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes (twice their defaults where
-the app works ahead), and ends sooner once its input has caught up (``_sizing``). It
+``max_records_per_txn`` records or ``max_bytes_per_txn`` bytes (where the app works ahead,
+twice the defaults of those unset), and ends sooner once its input has caught up. It
 begins lazily when records arrive, so an idle app opens no transactions.
 
 Pipelining (``process_ahead``; by default on where the app keeps state -- stores,
@@ -14,7 +14,7 @@ work only if the commit succeeded and no partition came or went meanwhile; other
 is dropped (an observer event, ``work_dropped``) and its partitions put back at their
 committed offsets. It overlaps processing with the commit's round trips, at the price of
 a second transaction's records and outputs held (5-12 MiB more at 20,000 records of
-100 B; such an app's caps are twice their defaults, ``_sizing``). Measured on genuine
+100 B; such an app's unset caps are twice their defaults, ``_sizing``). Measured on genuine
 Kafka 4.4.0 on 2 shared cores (``benchmarks/README.md``), a stateful app's commit --
 changelog, local store, and for a pipeline twice the records -- left the serial loop's
 CPU idle long enough that working ahead made a count and a window 1.13x, a regroup

@@ -46,7 +46,7 @@ FIRST_CHUNK = 100
 """Records in the first poll, before the processing cost is known."""
 REGROWTH = 1.25
 """After a retriable failure halved the transaction's record limit, each committed
-transaction raises it by a quarter, up to ``max_records_per_txn``: a slow spell (a cold
+transaction raises it by a quarter, up to the record cap: a slow spell (a cold
 executor, a busy cluster) does not shrink the rest of the process's transactions, while
 a limit that is truly too high is approached again slowly (about three commits per
 doubling) rather than failing every other transaction."""

@@ -137,11 +137,12 @@ class Counted(eosflow.Processor):
         return eosflow.Output("out", record.value, key=record.key)
 
 
-# 30,000 records of 10 B waiting, transactions ended by neither the interval nor the
+# 50,000 records of 10 B waiting, transactions ended by neither the interval nor the
 # caught-up rule (3 s each) while the records are taken: an app that works ahead gets
-# twice the default record cap, so it takes more than 20,000 in one transaction; one that
-# does not, or that sets the cap (even to the default), never does. Drop the doubling
-# (``_sizing.caps``) and the first case holds 20,000 at most.
+# twice the default record cap, so it takes more than 20,000 in one transaction but never
+# more than 40,000; one that does not, or that sets the cap (even to the default), never
+# takes more than 20,000. Drop the doubling (``_sizing.caps``) and the first case holds
+# 20,000 at most; drop the cap and it holds all 50,000.
 @pytest.mark.parametrize(
     ("processor", "given", "over"),
     [(Counted, {}, True), (Copy, {}, False), (Counted, {"max_records_per_txn": 20_000}, False)],
@@ -151,13 +152,15 @@ async def test_an_app_working_ahead_gets_twice_the_default_caps(
     cluster: FakeCluster, processor: type[eosflow.Processor], given: dict[str, int], over: bool
 ) -> None:
     c = cluster
-    await seed(c, 30_000, size=10)
+    await seed(c, 50_000, size=10)
     config = cfg(c, commit_interval_s=3.0, min_transaction_s=3.0, **given)
     sizes = Sizes()
     app = eosflow.EosApp(processor(), config, observers=[sizes])
     async with app:
         await eventually(
-            lambda: asyncio.sleep(0, sum(sizes.committed) >= 30_000), timeout_s=60, what="all"
+            lambda: asyncio.sleep(0, sum(sizes.committed) >= 50_000), timeout_s=60, what="all"
         )
-    assert sum(sizes.committed) == 30_000
+    assert sum(sizes.committed) == 50_000
+    cap = 40_000 if over else 20_000
+    assert max(sizes.committed) <= cap, sizes.committed
     assert (max(sizes.committed) > 20_000) is over, sizes.committed

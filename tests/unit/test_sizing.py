@@ -12,6 +12,12 @@ DEFAULT_RECORDS = eosflow.EosConfig.model_fields["max_records_per_txn"].default
 DEFAULT_BYTES = eosflow.EosConfig.model_fields["max_bytes_per_txn"].default
 
 
+@pytest.fixture(autouse=True)
+def no_caps_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EOSFLOW_MAX_RECORDS_PER_TXN", raising=False)
+    monkeypatch.delenv("EOSFLOW_MAX_BYTES_PER_TXN", raising=False)
+
+
 def config(**kw: object) -> eosflow.EosConfig:
     return eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:9",
@@ -25,12 +31,24 @@ def config(**kw: object) -> eosflow.EosConfig:
 def test_an_app_working_ahead_gets_twice_the_defaults() -> None:
     assert AHEAD_CAPS == 2
     assert caps(config(), ahead=True) == (2 * DEFAULT_RECORDS, 2 * DEFAULT_BYTES)
-    assert Sizing(config(), ahead=True).limit == 2 * DEFAULT_RECORDS
+    sizing = Sizing(config(), ahead=True)
+    assert sizing.limit == 2 * DEFAULT_RECORDS
+    assert not sizing.full(2 * DEFAULT_BYTES - 1) and sizing.full(2 * DEFAULT_BYTES)
+
+
+def test_the_limit_grows_back_to_the_doubled_cap_after_a_failure() -> None:
+    sizing = Sizing(config(), ahead=True)
+    assert sizing.failed(100) == 50
+    for _ in range(100):
+        sizing.committed()
+    assert sizing.limit == 2 * DEFAULT_RECORDS
 
 
 def test_an_app_not_working_ahead_keeps_the_defaults() -> None:
     assert caps(config(), ahead=False) == (DEFAULT_RECORDS, DEFAULT_BYTES)
-    assert Sizing(config()).limit == DEFAULT_RECORDS
+    sizing = Sizing(config())
+    assert sizing.limit == DEFAULT_RECORDS
+    assert not sizing.full(DEFAULT_BYTES - 1) and sizing.full(DEFAULT_BYTES)
 
 
 @pytest.mark.parametrize("ahead", [True, False])
