@@ -23,7 +23,7 @@ An app that works ahead (``process_ahead``) gets each cap its config leaves unse
 records while the one before it commits, so the record cap also bounds the work done in
 one commit's time. At 20,000 records and 2 MiB, on genuine Kafka 4.4.0, the regroup's
 work ahead reached the cap before the commit ended in 24 of 40 transactions, and the loop
-then waited with nothing to do. Twice the caps made the regroup 1.10x, the running
+then waited with nothing to do. Twice the caps made the regroup 1.06x, the running
 count 1.23x and the window 1.18x as fast, the count and the window at the same peak RSS
 (the join gained nothing and held 12-14 MiB more). The same change raised the
 stateless copy's peak RSS from 67 to 75 MiB: the copy does not work ahead, so it keeps
