@@ -36,6 +36,7 @@ committed transaction raises it again by ``REGROWTH``, up to the record cap.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from .._config import EosConfig
@@ -54,6 +55,8 @@ AHEAD_CAPS = 2
 """How many times the default caps an app working ahead gets (``caps``)."""
 _WEIGHT = 0.2  # of the newest measurement in the moving averages
 
+log = logging.getLogger("eosflow.app")
+
 
 def caps(config: EosConfig, ahead: bool) -> tuple[int, int | None]:
     """The record and byte caps of a transaction: ``config``'s, each ``AHEAD_CAPS`` times
@@ -71,6 +74,13 @@ def caps(config: EosConfig, ahead: bool) -> tuple[int, int | None]:
 class Sizing:
     def __init__(self, config: EosConfig, ahead: bool = False) -> None:
         self._max_records, self._max_bytes = caps(config, ahead)
+        if (self._max_records, self._max_bytes) != caps(config, False):  # said once
+            log.info(
+                "the app works ahead: transactions hold up to %s records and %s key+value "
+                "bytes (twice the default of each cap the config leaves unset)",
+                f"{self._max_records:,}",
+                "any number of" if self._max_bytes is None else f"{self._max_bytes:,}",
+            )
         self.limit = self._max_records  # halved after a retriable failure
         self._cost_s = 0.0  # moving average of processing time per record
         self._bytes = 0.0  # moving average of key + value bytes per record

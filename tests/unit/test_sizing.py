@@ -36,6 +36,20 @@ def test_an_app_working_ahead_gets_twice_the_defaults() -> None:
     assert not sizing.full(2 * DEFAULT_BYTES - 1) and sizing.full(2 * DEFAULT_BYTES)
 
 
+def test_the_doubled_caps_are_logged_once_and_only_when_doubled(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level("INFO", logger="eosflow.app")
+    Sizing(config(), ahead=True)
+    Sizing(config(), ahead=False)
+    Sizing(config(max_records_per_txn=7, max_bytes_per_txn=None), ahead=True)
+    said = [r.getMessage() for r in caplog.records if "works ahead" in r.getMessage()]
+    assert said == [
+        "the app works ahead: transactions hold up to 40,000 records and 4,194,304 key+value "
+        "bytes (twice the default of each cap the config leaves unset)"
+    ]
+
+
 def test_the_limit_grows_back_to_the_doubled_cap_after_a_failure() -> None:
     sizing = Sizing(config(), ahead=True)
     assert sizing.failed(100) == 50
