@@ -74,7 +74,10 @@ def caps(config: EosConfig, ahead: bool) -> tuple[int, int | None]:
 class Sizing:
     def __init__(self, config: EosConfig, ahead: bool = False) -> None:
         self._max_records, self._max_bytes = caps(config, ahead)
-        if (self._max_records, self._max_bytes) != caps(config, False):  # said once
+        if (self._max_records, self._max_bytes) != (
+            config.max_records_per_txn,
+            config.max_bytes_per_txn,
+        ):  # a cap doubled: said once per engine, as the config does not show it
             log.info(
                 "the app works ahead: transactions hold up to %s records and %s key+value "
                 "bytes (twice the default of each cap the config leaves unset)",
