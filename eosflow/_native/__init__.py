@@ -1,5 +1,5 @@
-"""Compiled hot paths: the per-record steps of decoding fetched records, producing outputs
-and sizing polls, in C.
+"""Compiled hot paths: the per-record steps of decoding fetched records, producing outputs,
+sizing polls and a store's point reads and writes, in C.
 
 What is here runs once per record of every app, and in Python each of those steps costs
 more in the interpreter than in the work: reading an ``Output``'s six fields, building
@@ -21,6 +21,11 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
 - ``decode_batch``: an uncompressed v2 record batch of a fetch answer straight into
   ``Record``s (``_aiokafka``'s fetch; the Python version is much slower than aiokafka's
   own decoder, so without the extension the fetch keeps aiokafka's).
+- ``bind_store``: a store's point reads and writes (``Store``'s ``raw``, ``get``,
+  ``put``, ``_set``), the layers' dicts read in C and a JSON integer read and written
+  in C, put in place of the Python methods by ``eosflow._state``; their reference is
+  those methods (``_reference.bind_store`` leaves them), and any store, layers or
+  writes of another class than the ones bound takes them.
 
 **Failure mode and fallback.** The extension is optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
@@ -41,11 +46,11 @@ from __future__ import annotations
 from ._reference import Corrupt, Oversize
 
 try:
-    from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
+    from ._hot import bind_batch, bind_store, byte_count, decode_batch, fill, murmur2
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
-    from ._reference import bind_batch, byte_count, decode_batch, fill, murmur2
+    from ._reference import bind_batch, bind_store, byte_count, decode_batch, fill, murmur2
 
     COMPILED = False
 
@@ -54,6 +59,7 @@ __all__ = [
     "Corrupt",
     "Oversize",
     "bind_batch",
+    "bind_store",
     "byte_count",
     "decode_batch",
     "fill",

@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._records import Output, Record
@@ -16,3 +16,13 @@ def byte_count(records: Sequence[Record]) -> int: ...
 def decode_batch(
     raw: bytes, pos: int, topic: str, partition: int, fetch_offset: int
 ) -> list[Record]: ...
+def bind_store(
+    store_type: type,
+    layers_type: type,
+    writes_type: type,
+    missing: object,
+    reserved: bytes,
+    store_key: Callable[[Any], bytes],
+    json: object,
+    python: Mapping[str, Callable[..., Any]],
+) -> dict[str, Callable[..., Any]] | None: ...

@@ -6,7 +6,10 @@ CPython's own specialised attribute reads do, instead of through ``getattr``."""
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
 from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdio cimport snprintf
+from libc.string cimport memcmp
 
 from .._records import Output, Record
 from ._reference import Corrupt, Oversize
@@ -335,3 +338,178 @@ def decode_batch(bytes raw not None, Py_ssize_t pos, object topic, object partit
     if at != end:
         raise Corrupt("bytes left in a batch after its records")
     return out
+
+
+# --- a store's point reads and writes --------------------------------------------------
+# ``Store``'s raw/get/put/_set (``eosflow._state._store``), step for step, with the
+# slots of the store, its ``Layers`` and a ``Writes`` read at their offsets, and a JSON
+# integer read and written in C. Any object of another type than the classes bound --
+# a layers stand-in, a serde's odd value -- takes the Python method instead.
+
+cdef object _Store = None
+cdef object _Layers = None
+cdef object _Writes = None
+cdef object _MISSING = None
+cdef bytes _RESERVED = None
+cdef object _store_key = None
+cdef object _JSON = None
+cdef object _py_raw = None, _py_get = None, _py_put = None, _py_set = None
+cdef Py_ssize_t S_LAYERS = -1, S_SLOT = -1, S_READ = -1, S_SERDE = -1
+cdef Py_ssize_t L_OPEN = -1, L_SEALED = -1, L_UNDO = -1, W_INDEX = -1
+
+
+cdef inline object _held(object o, Py_ssize_t offset, str name):
+    """The slot's object; AttributeError, as Python's read, when it is unset."""
+    cdef PyObject* p = _at(o, offset)
+    if p is NULL:
+        raise AttributeError(f"{type(o).__name__!r} object has no attribute {name!r}")
+    return <object>p
+
+
+cdef inline object _layers_of(object store):
+    """The store's layers when every type on the path is the one bound, else None."""
+    if type(store) is not _Store:
+        return None
+    layers = _held(store, S_LAYERS, "_layers")
+    if type(layers) is not _Layers:
+        return None
+    return layers
+
+
+cdef inline object _find(object layer, object slot, object key):
+    """``layer[slot][key]``, or MISSING where either has none (``dict.get`` twice)."""
+    writes = (<dict>layer).get(slot) if type(layer) is dict else layer.get(slot)
+    if writes is None:
+        return _MISSING
+    if type(writes) is _Writes:  # a dict: its own get, no lookup of the method
+        return (<dict>writes).get(key, _MISSING)
+    return writes.get(key, _MISSING)
+
+
+cdef object _raw(object store, object layers, object key):
+    slot = _held(store, S_SLOT, "_slot")
+    value = _find(_held(layers, L_OPEN, "open"), slot, key)
+    if value is not _MISSING:
+        return value
+    sealed = _held(layers, L_SEALED, "sealed")
+    if sealed:  # (empty but while a transaction commits)
+        value = _find(sealed, slot, key)
+        if value is not _MISSING:
+            return value
+    return _held(store, S_READ, "_read")(key)
+
+
+cdef inline bint _plain_key(object key):
+    """A bytes key that is not the reserved one: taken as it is."""
+    return type(key) is bytes and not (
+        PyBytes_GET_SIZE(key) == PyBytes_GET_SIZE(_RESERVED)
+        and memcmp(PyBytes_AS_STRING(key), PyBytes_AS_STRING(_RESERVED), PyBytes_GET_SIZE(key)) == 0
+    )
+
+
+cdef object _json_int(bytes data):
+    """The int of ``data`` when it is at most 18 decimal digits after an optional '-'
+    (what JSON's ``loads`` gives it too, through ``int``), else None: the caller asks
+    the serde."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), i = 0
+    cdef long long v = 0
+    cdef bint negative = n > 0 and p[0] == c'-'
+    if negative:
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return None
+    while i < n:
+        if p[i] < c'0' or p[i] > c'9':
+            return None
+        v = v * 10 + (p[i] - c'0')
+        i += 1
+    return PyLong_FromLongLong(-v if negative else v)
+
+
+def store_raw(self, key):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_raw(self, key)
+    return _raw(self, layers, key)
+
+
+def store_get(self, key, default=None):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_get(self, key, default)
+    raw = _raw(self, layers, key if _plain_key(key) else _store_key(key))
+    if raw is None:
+        return default
+    serde = _held(self, S_SERDE, "_serde")
+    if serde is _JSON and type(raw) is bytes:
+        value = _json_int(<bytes>raw)
+        if value is not None:
+            return value
+    return serde.loads(raw)
+
+
+cdef object _set(object store, object layers, object key, object data):
+    slot = _held(store, S_SLOT, "_slot")
+    open_ = _held(layers, L_OPEN, "open")
+    writes = (<dict>open_).get(slot) if type(open_) is dict else open_.get(slot)
+    if writes is None:
+        writes = _Writes()
+        open_[slot] = writes
+    undo = _held(layers, L_UNDO, "undo")
+    if undo is not None:  # while a record is processed: undone if it fails
+        undo.append((writes, key, writes.get(key, _MISSING)))
+    if type(writes) is _Writes:
+        index = _held(writes, W_INDEX, "index")
+    else:
+        index = writes.index
+    if index is not None and key not in writes:  # ranges were read: kept sorted
+        index.add(key)
+    writes[key] = data
+
+
+def store_set(self, key, data):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_set(self, key, data)
+    _set(self, layers, key, data)
+
+
+def store_put(self, key, value):
+    cdef long long v
+    cdef int overflow = 0
+    cdef char digits[24]
+    cdef int n
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_put(self, key, value)
+    serde = _held(self, S_SERDE, "_serde")
+    data = None
+    if serde is _JSON and type(value) is int:
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if not overflow:
+            n = snprintf(digits, sizeof(digits), "%lld", v)
+            data = PyBytes_FromStringAndSize(digits, n)
+    if data is None:
+        data = serde.dumps(value)
+    _set(self, layers, key if _plain_key(key) else _store_key(key), data)
+
+
+def bind_store(store_type, layers_type, writes_type, missing, reserved, store_key, json, python):
+    global _Store, _Layers, _Writes, _MISSING, _RESERVED, _store_key, _JSON
+    global _py_raw, _py_get, _py_put, _py_set
+    global S_LAYERS, S_SLOT, S_READ, S_SERDE, L_OPEN, L_SEALED, L_UNDO, W_INDEX
+    if type(reserved) is not bytes:
+        raise TypeError("the reserved key is bytes")
+    S_LAYERS = _slot(store_type, "_layers")
+    S_SLOT = _slot(store_type, "_slot")
+    S_READ = _slot(store_type, "_read")
+    S_SERDE = _slot(store_type, "_serde")
+    L_OPEN = _slot(layers_type, "open")
+    L_SEALED = _slot(layers_type, "sealed")
+    L_UNDO = _slot(layers_type, "undo")
+    W_INDEX = _slot(writes_type, "index")
+    _py_raw, _py_get, _py_put, _py_set = python["raw"], python["get"], python["put"], python["_set"]
+    _Store, _Layers, _Writes = store_type, layers_type, writes_type
+    _MISSING, _RESERVED, _store_key, _JSON = missing, reserved, store_key, json
+    return {"raw": store_raw, "get": store_get, "put": store_put, "_set": store_set}

@@ -8,7 +8,7 @@ without installing it, a machine without a C compiler); the differential tests
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .._records import Output, Record
@@ -58,6 +58,22 @@ def murmur2(data: bytes) -> int:
 
 _hashes: dict[bytes, int] = {}  # keys seen lately, up to _HASHED of them: no hashing
 _HASHED, _HASHED_KEY_BYTES = 32_768, 128  # emptied when full; longer keys never kept
+
+
+def bind_store(
+    store_type: type,
+    layers_type: type,
+    writes_type: type,
+    missing: object,
+    reserved: bytes,
+    store_key: Callable[[Any], bytes],
+    json: object,
+    python: Mapping[str, Callable[..., Any]],
+) -> dict[str, Callable[..., Any]] | None:
+    """Compiled versions of ``Store``'s point reads and writes (``raw``, ``get``, ``put``,
+    ``_set``) over ``python``, its methods: here, none -- those methods are the Python
+    steps, and stay."""
+    return None
 
 
 def bind_batch(batch_type: type) -> None:

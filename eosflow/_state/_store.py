@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, run
 
 import pydantic_core
 
-from ._layers import MISSING
+from .._native import bind_store
+from ._layers import MISSING, Layers
 from ._sorted import Writes
 
 if TYPE_CHECKING:
-    from ._layers import Layers
     from ._local import LocalPartition
 
 V = TypeVar("V")
@@ -248,3 +248,28 @@ class Store(Generic[V]):
         for k, v in pending[i:]:
             if v is not None:
                 yield k, loads(v)
+
+
+PYTHON_PATH: dict[str, Callable[..., Any]] = {
+    name: Store.__dict__[name] for name in ("raw", "get", "put", "_set")
+}
+"""``Store``'s point reads and writes in Python: what runs without the compiled
+extension, and what the compiled ones are held to (``tests/unit/test_native.py``)."""
+
+
+def _compile() -> None:
+    """Put the compiled point reads and writes (``eosflow._native``) in place of the
+    methods above, where the extension is built: the same steps with the slots read at
+    their offsets and JSON integers in C (the count's get + put, path alone: see
+    ``benchmarks/README.md``). A store, layers or writes of another type than these
+    takes the Python method."""
+    compiled = bind_store(
+        Store, Layers, Writes, MISSING, RESERVED_KEY, store_key, JSON, PYTHON_PATH
+    )
+    if compiled is not None:
+        for name, function in compiled.items():
+            setattr(Store, name, function)
+        setattr(Store, "put_raw", compiled["_set"])  # noqa: B010 (not a method to mypy)
+
+
+_compile()
