@@ -202,7 +202,8 @@ async def main(args: argparse.Namespace) -> int:
                     out["throughput"].append(r)
                     print(
                         f"  turn {rep + 1} {name}: {r['rate']:,.0f} rec/s, peak RSS "
-                        f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}",
+                        f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}"
+                        + (f", CPU {r['cpu_s']:.2f} s" if "cpu_s" in r else ""),
                         flush=True,
                     )
         if args.restore_keys:
