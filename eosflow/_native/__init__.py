@@ -24,8 +24,9 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
 - ``bind_store``: a store's point reads and writes (``Store``'s ``raw``, ``get``,
   ``put``, ``_set``), the layers' dicts read in C and a JSON integer read and written
   in C, put in place of the Python methods by ``eosflow._state``; their reference is
-  those methods (``_reference.bind_store`` leaves them), and any store, layers or
-  writes of another class than the ones bound takes them.
+  those methods (``_reference.bind_store`` leaves them; ``tests/unit/test_native_store.py``
+  holds the compiled ones to them), and a store or layers of another class than the
+  ones bound takes them.
 
 **Failure mode and fallback.** The extension is optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,

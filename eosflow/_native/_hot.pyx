@@ -343,8 +343,10 @@ def decode_batch(bytes raw not None, Py_ssize_t pos, object topic, object partit
 # --- a store's point reads and writes --------------------------------------------------
 # ``Store``'s raw/get/put/_set (``eosflow._state._store``), step for step, with the
 # slots of the store, its ``Layers`` and a ``Writes`` read at their offsets, and a JSON
-# integer read and written in C. Any object of another type than the classes bound --
-# a layers stand-in, a serde's odd value -- takes the Python method instead.
+# integer read and written in C. A store or layers of another class than the ones bound
+# (a subclass, a stand-in) takes the Python method instead; writes of another class
+# are read through their own methods, and any value but an int in 64 bits goes to the
+# serde.
 
 cdef object _Store = None
 cdef object _Layers = None
@@ -501,15 +503,15 @@ def bind_store(store_type, layers_type, writes_type, missing, reserved, store_ke
     global S_LAYERS, S_SLOT, S_READ, S_SERDE, L_OPEN, L_SEALED, L_UNDO, W_INDEX
     if type(reserved) is not bytes:
         raise TypeError("the reserved key is bytes")
-    S_LAYERS = _slot(store_type, "_layers")
-    S_SLOT = _slot(store_type, "_slot")
-    S_READ = _slot(store_type, "_read")
-    S_SERDE = _slot(store_type, "_serde")
-    L_OPEN = _slot(layers_type, "open")
-    L_SEALED = _slot(layers_type, "sealed")
-    L_UNDO = _slot(layers_type, "undo")
-    W_INDEX = _slot(writes_type, "index")
-    _py_raw, _py_get, _py_put, _py_set = python["raw"], python["get"], python["put"], python["_set"]
+    # every offset found before any is set: a failing bind leaves the last one whole
+    offsets = (
+        _slot(store_type, "_layers"), _slot(store_type, "_slot"), _slot(store_type, "_read"),
+        _slot(store_type, "_serde"), _slot(layers_type, "open"), _slot(layers_type, "sealed"),
+        _slot(layers_type, "undo"), _slot(writes_type, "index"),
+    )
+    methods = (python["raw"], python["get"], python["put"], python["_set"])
+    S_LAYERS, S_SLOT, S_READ, S_SERDE, L_OPEN, L_SEALED, L_UNDO, W_INDEX = offsets
+    _py_raw, _py_get, _py_put, _py_set = methods
     _Store, _Layers, _Writes = store_type, layers_type, writes_type
     _MISSING, _RESERVED, _store_key, _JSON = missing, reserved, store_key, json
     return {"raw": store_raw, "get": store_get, "put": store_put, "_set": store_set}

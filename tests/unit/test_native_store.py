@@ -45,6 +45,7 @@ def test_the_compiled_methods_are_in_use() -> None:
 
 KEYS: list[Any] = [b"a", b"b", b"k1", b"k2", "a", "k1", "\u00e9", b"", bytearray(b"b"), 7, None]
 KEYS += [RESERVED_KEY, RESERVED_KEY.decode(), RESERVED_KEY[:-1], RESERVED_KEY + b"x"]
+KEYS += [type("BytesKind", (bytes,), {})(RESERVED_KEY)]  # not bytes: through store_key
 BYTES_KEYS = [k for k in KEYS if type(k) is bytes and k != RESERVED_KEY]
 VALUES: list[Any] = [0, 1, -1, 41, -(2**63), 2**63 - 1, 2**63, -(2**64), 10**40, True, False]
 VALUES += [None, 1.5, float("nan"), "x", "12", {"n": 1}, [1, "b"], b"raw", object(), 7 + 0j]
@@ -105,6 +106,8 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
         return _outcome(lambda: store.get(key))
     if op == "get_default":
         return _outcome(lambda: store.get(key, -5))
+    if op == "get_keyword":
+        return _outcome(lambda: store.get(key, default=value))
     if op == "put":
         return _outcome(lambda: store.put(key, value))
     if op == "raw":
@@ -135,7 +138,7 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
     return None
 
 
-OPS = ["get"] * 6 + ["get_default"] * 3 + ["put"] * 6 + ["raw", "put_raw"] * 2
+OPS = ["get"] * 6 + ["get_default"] * 3 + ["get_keyword"] + ["put"] * 6 + ["raw", "put_raw"] * 2
 OPS += ["delete", "contains", "range", "seal", "commit", "discard", "undo_start", "undo_end"]
 
 
@@ -184,6 +187,27 @@ def test_compiled_store_paths_are_the_python_ones(tmp_path: Path, seed: int) -> 
     finally:
         compiled.local.close()
         python.local.close()
+
+
+# An exact ``Store`` runs the compiled steps, not the Python methods they fall back to:
+# with ``raw`` and ``_set`` made to fail, the compiled ``get`` and ``put`` (which do not
+# call them) still work. Caught: the exact-type check of the store or its layers never
+# passing (every call handed to the Python methods, which the test above cannot see).
+def test_a_store_takes_the_compiled_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    world = World(tmp_path, Store)
+    world.layers.begin(adopted=False)
+
+    def fails(*_: object) -> None:
+        raise AssertionError("the Python path ran")
+
+    monkeypatch.setattr(Store, "raw", fails)
+    monkeypatch.setattr(Store, "_set", fails)
+    try:
+        store = world.stores["json"]
+        store.put(b"k", 41)
+        assert store.get(b"k") == 41 and store.get(b"z", 0) == 0
+    finally:
+        world.local.close()
 
 
 # The run above reaches every path it is meant to: reads from each layer and from disk,
