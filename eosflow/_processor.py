@@ -6,9 +6,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ._errors import ConfigError
+from ._native import bind_seat
 from ._observe import Observer
 from ._records import Output, Record, Regroup
-from ._state import CURRENT, NOTHING, seat_of
+from ._state import CURRENT, NOTHING, Seat, seat_of
 from ._typed import as_bytes
 
 if TYPE_CHECKING:
@@ -386,3 +387,25 @@ def normalised(o: Output, encode: Encode | None = None) -> Output:
 
 def overrides_batch(processor: Processor) -> bool:
     return type(processor).process_batch is not Processor.process_batch
+
+
+PYTHON_PATH: dict[str, Callable[..., Any]] = {
+    name: Processor.__dict__[name] for name in ("state", "window", "table")
+}
+"""``Processor``'s per-record lookups in Python: what runs without the compiled
+extension, what the compiled ones fall back to, and what they are held to
+(``tests/unit/test_native_seat.py``)."""
+
+
+def _compile() -> None:
+    """Put the compiled lookups (``eosflow._native.bind_seat``) in place of the methods
+    above where the extension is built: the seat read from its context variable and the
+    handle found by name in C, one Python frame fewer a call (``benchmarks/README.md``);
+    any call they do not answer at once goes to the Python method."""
+    compiled = bind_seat(Seat, CURRENT, PYTHON_PATH)
+    if compiled is not None:
+        for name, function in compiled.items():
+            setattr(Processor, name, function)
+
+
+_compile()

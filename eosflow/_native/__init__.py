@@ -27,6 +27,9 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
   those methods (``_reference.bind_store`` leaves them; ``tests/unit/test_native_store.py``
   holds the compiled ones to them), and a store or layers of another class than the
   ones bound takes them.
+- ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
+  (its context variable) is made for the processor and holds the handle by name, in C;
+  any other call takes the Python method, whose first step is that lookup.
 
 **Failure mode and fallback.** The extension is optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
@@ -47,11 +50,19 @@ from __future__ import annotations
 from ._reference import Corrupt, Oversize
 
 try:
-    from ._hot import bind_batch, bind_store, byte_count, decode_batch, fill, murmur2
+    from ._hot import bind_batch, bind_seat, bind_store, byte_count, decode_batch, fill, murmur2
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
-    from ._reference import bind_batch, bind_store, byte_count, decode_batch, fill, murmur2
+    from ._reference import (
+        bind_batch,
+        bind_seat,
+        bind_store,
+        byte_count,
+        decode_batch,
+        fill,
+        murmur2,
+    )
 
     COMPILED = False
 
@@ -60,6 +71,7 @@ __all__ = [
     "Corrupt",
     "Oversize",
     "bind_batch",
+    "bind_seat",
     "bind_store",
     "byte_count",
     "decode_batch",

@@ -26,3 +26,6 @@ def bind_store(
     json: object,
     python: Mapping[str, Callable[..., Any]],
 ) -> dict[str, Callable[..., Any]] | None: ...
+def bind_seat(
+    seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
+) -> dict[str, Callable[..., Any]] | None: ...

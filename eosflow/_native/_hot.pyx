@@ -515,3 +515,92 @@ def bind_store(store_type, layers_type, writes_type, missing, reserved, store_ke
     _Store, _Layers, _Writes = store_type, layers_type, writes_type
     _MISSING, _RESERVED, _store_key, _JSON = missing, reserved, store_key, json
     return {"raw": store_raw, "get": store_get, "put": store_put, "_set": store_set}
+
+
+# --- a processor's per-record lookups ---------------------------------------------------
+# ``Processor.state``, ``window`` and ``table`` (``eosflow._processor``) where they find
+# what they look for at once: the app's seat in its context variable, made for this
+# processor, holding the handle by name. Anything else -- no seat, another processor's
+# (a pipeline's stage), a name not found, not a str -- takes the Python method, which
+# does the same lookup first.
+
+cdef extern from "Python.h":
+    int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
+
+cdef object _Seat = None
+cdef object _CURRENT = None
+cdef object _py_state = None, _py_window = None, _py_table = None
+cdef Py_ssize_t SEAT_PROCESSOR = -1, SEAT_STORES = -1, SEAT_WINDOWS = -1, SEAT_TABLES = -1
+
+
+cdef inline object _seat_for(object processor):
+    """The context's seat when it is of the class bound and made for ``processor``."""
+    cdef PyObject* value = NULL
+    PyContextVar_Get(_CURRENT, NULL, &value)
+    if value is NULL:
+        return None
+    seat = <object>value  # held here; the reference the call gave is let go
+    Py_XDECREF(value)
+    if type(seat) is not _Seat:
+        return None
+    cdef PyObject* p = _at(seat, SEAT_PROCESSOR)
+    if p is NULL or <object>p is not processor:
+        return None
+    return seat
+
+
+cdef inline object _named(object seat, Py_ssize_t offset, object name):
+    """``seat``'s mapping at ``offset`` (a dict) looked up by ``name`` (a str: no Python
+    code runs), or None."""
+    cdef PyObject* p = _at(seat, offset)
+    if p is NULL or type(<object>p) is not dict:
+        return None
+    return (<dict><object>p).get(name)
+
+
+def processor_state(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            stores = _held(seat, SEAT_STORES, "stores")
+            if stores is not None:
+                now = getattr(stores, "now", None)
+                if type(now) is dict:
+                    handle = (<dict>now).get(name)
+                    if handle is not None:
+                        return handle
+    return _py_state(self, name)
+
+
+def processor_window(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            handle = _named(seat, SEAT_WINDOWS, name)
+            if handle is not None:
+                return handle
+    return _py_window(self, name)
+
+
+def processor_table(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            handle = _named(seat, SEAT_TABLES, name)
+            if handle is not None:
+                return handle
+    return _py_table(self, name)
+
+
+def bind_seat(seat_type, current, python):
+    global _Seat, _CURRENT, _py_state, _py_window, _py_table
+    global SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES
+    offsets = (  # every one found before any is set
+        _slot(seat_type, "processor"), _slot(seat_type, "stores"),
+        _slot(seat_type, "windows"), _slot(seat_type, "tables"),
+    )
+    methods = (python["state"], python["window"], python["table"])
+    SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES = offsets
+    _py_state, _py_window, _py_table = methods
+    _Seat, _CURRENT = seat_type, current
+    return {"state": processor_state, "window": processor_window, "table": processor_table}

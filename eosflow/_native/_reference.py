@@ -76,6 +76,14 @@ def bind_store(
     return None
 
 
+def bind_seat(
+    seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
+) -> dict[str, Callable[..., Any]] | None:
+    """Compiled versions of ``Processor``'s per-record lookups (``state``, ``window``,
+    ``table``) over ``python``, its methods: here, none -- those stay."""
+    return None
+
+
 def bind_batch(batch_type: type) -> None:
     """Name the class of the batches ``fill`` appends to: its instances have the slots
     ``_add`` (the record builder's ``append(offset, timestamp, key, value, headers)``,

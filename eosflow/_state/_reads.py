@@ -35,7 +35,7 @@ class Reads:
     tables: dict[str, Table]
     globals: GlobalTables
     current: Partition | None  # the partition of the record in process()
-    _now: dict[str, Store[Any]]  # the stores of ``current``
+    now: dict[str, Store[Any]]  # the stores of ``current`` (``Processor.state`` reads it)
     _handles: dict[Partition, dict[str, Store[Any]]]
     _local: dict[Partition, LocalPartition]
     _layers: Layers
@@ -179,7 +179,7 @@ class Reads:
 
     def store(self, name: str) -> Store[Any]:
         """The store ``name`` of the partition of the record being processed."""
-        handle = self._now.get(name)
+        handle = self.now.get(name)
         if handle is not None:
             return handle
         self._time.refuse(name)
@@ -192,7 +192,7 @@ class Reads:
         handles = self._handles.setdefault(partition, {})
         handles[name] = handle
         if partition == self.current:
-            self._now = handles
+            self.now = handles
         return handle
 
     def _handle(self, table: str, partition: Partition) -> Store[Any]:

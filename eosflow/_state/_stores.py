@@ -131,9 +131,9 @@ class Stores(Reads):
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
         self._held: set[Partition] = set()
-        # per partition: its stores by name (those of ``current`` in ``_now``)
+        # per partition: its stores by name (those of ``current`` in ``now``)
         self._handles: dict[Partition, dict[str, Store[Any]]] = {}
-        self._now: dict[str, Store[Any]] = {}
+        self.now: dict[str, Store[Any]] = {}
         # windows and timers: stream time, closes, firing, late records (``_time``)
         self._time = EventTime(self._open, config.dead_letter_topic, on_late)
         self._env: Env | None = None
@@ -436,7 +436,7 @@ class Stores(Reads):
         a stateful app have no frame of their own around ``process`` to reset what they
         set (one coroutine frame less a record); the others reset on their way out."""
         self.current = None
-        self._now = _NO_HANDLES
+        self.now = _NO_HANDLES
         if self._seat is not None:
             self._seat.tables = NOTHING
 
@@ -460,7 +460,7 @@ class Stores(Reads):
 
         def enter(partition: Partition | None) -> None:
             self.current = partition
-            self._now = empty if partition is None else handles.get(partition, empty)
+            self.now = empty if partition is None else handles.get(partition, empty)
 
         timed = self._time.bind(seat, process, check, has_timers(processor), enter)
         if timed is not process and self.config.dead_letter_topic is None:
@@ -470,7 +470,7 @@ class Stores(Reads):
         tables_at = self._tables_at
         no_tables = NOTHING
 
-        stores = bool(self.specs)  # else state() finds none: ``_now`` stays empty
+        stores = bool(self.specs)  # else state() finds none: ``now`` stays empty
 
         def process_with_tables(record: Record) -> Awaitable[Any]:
             # a join's hot path: no frame of its own around ``process``; what it sets
@@ -481,19 +481,19 @@ class Stores(Reads):
                 return _nothing()
             self.current = partition = (record.topic, record.partition)
             if stores:
-                self._now = handles.get(partition, empty)
+                self.now = handles.get(partition, empty)
             seat.tables = tables_at.get(partition[1], no_tables)
             return process(record)
 
         def process_with_state(record: Record) -> Awaitable[Any]:
             # no frame of its own around ``process`` either: ``idle`` resets what it sets
             self.current = partition = (record.topic, record.partition)
-            self._now = handles.get(partition, empty)
+            self.now = handles.get(partition, empty)
             return process(record)
 
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
-            self._now = handles.get(partition, empty)
+            self.now = handles.get(partition, empty)
             undo = layers.start_undo()
             try:
                 # its outputs checked here too: a record dead-lettered for what it
@@ -504,7 +504,7 @@ class Stores(Reads):
                 raise
             finally:
                 layers.undo = None
-                self.current, self._now = None, empty
+                self.current, self.now = None, empty
 
         if self.config.dead_letter_topic is not None:
             return process_undoing, False
@@ -573,7 +573,7 @@ class Stores(Reads):
         empty: dict[str, Store[Any]] = {}
         out: list[Any] = []
         fired = 0
-        self.current, self._now = partition, self._handles.get(partition, empty)
+        self.current, self.now = partition, self._handles.get(partition, empty)
         try:
             for timer in self._time.due_by_clock(partition, wall_ms(), take=limit):
                 fired += 1
@@ -590,5 +590,5 @@ class Stores(Reads):
                 finally:
                     self._layers.undo = None
         finally:
-            self.current, self._now = None, empty
+            self.current, self.now = None, empty
         return out, fired

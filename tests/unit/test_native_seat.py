@@ -1,0 +1,156 @@
+"""``Processor.state``, ``window`` and ``table`` compiled (``eosflow._native``'s
+``bind_seat``) give what the Python methods give: inside ``process`` and outside it,
+for the processor the app runs and for another, for names declared and not, and names
+that are not a str. A real ``Stores`` over a RocksDB local copy, bound as the engine
+binds it. The comment above each test names the mutations that made it fail."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import eosflow
+from eosflow._native import bind_seat
+from eosflow._processor import PYTHON_PATH
+from eosflow._state import CURRENT, Seat, Stores, declared, seated, state_settings
+from eosflow._state._local import Env, LocalPartition
+
+P = ("in", 0)
+NAMES: list[Any] = ["s", "w", "t", "nope", "", 7, b"s", None, ("s",)]
+LOOKUPS = ("state", "window", "table")
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return ("found", call())  # a handle: compared by identity below
+    except Exception as exc:  # the same error, same words
+        return ("raised", type(exc), str(exc))
+
+
+def _same(got: Any, want: Any) -> bool:
+    if got[0] == "found" and want[0] == "found":
+        return bool(got[1] is want[1])
+    return bool(got == want)
+
+
+class Probe(eosflow.Processor):
+    """Declares a store and a window; each record looks every name up both ways, as
+    itself and as ``other`` (a processor the app does not run)."""
+
+    stores: Any = {"s": eosflow.JSON}
+    windows: Any = {"w": eosflow.Tumbling(size_s=10)}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other: eosflow.Processor | None = None
+        self.seen: list[tuple[str, Any, bool, Any, Any]] = []
+
+    async def process(self, record: eosflow.Record) -> None:
+        self.look()
+
+    def look(self) -> None:
+        for who in (self, self.other):
+            assert who is not None
+            for lookup in LOOKUPS:
+                for name in NAMES:
+                    compiled = getattr(type(who), lookup)
+                    python = PYTHON_PATH[lookup]
+                    got = _outcome(lambda c=compiled, n=name, w=who: c(w, n))
+                    want = _outcome(lambda p=python, n=name, w=who: p(w, n))
+                    self.seen.append((lookup, name, who is self, got, want))
+
+
+# The compiled lookups are the ones in use. Caught: ``_compile`` not called.
+def test_the_compiled_lookups_are_in_use() -> None:
+    for lookup in LOOKUPS:
+        assert getattr(eosflow.Processor, lookup).__module__ == "eosflow._native._hot"
+
+
+# Inside process, for the processor run and for another, and outside process: every
+# name found as the same handle, or refused with the same error in the same words.
+# Caught: the processor's check dropped (another processor got the run one's store);
+# a name not found answered None instead of the Python path's KeyError; the window
+# looked up in the tables.
+def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    probe, other = Probe(), Probe()
+    probe.other = other
+    stores = Stores(state_settings(cfg), declared(probe), lambda p: None, lambda e: None)
+    stores._local[P] = local = LocalPartition(tmp_path, P, ["s", "w"], Env())
+    try:
+        stores._held.add(P)
+        stores._ready.add(P)
+        seat = Seat(probe, eosflow.Observer())
+        process = stores.bind(seat, lambda r: [] if r is None else [r])
+        stores.begin(adopted=False)
+
+        async def run() -> None:
+            with seated(seat):
+                for offset in range(3):  # the first opens the handles, the rest find them
+                    await process(eosflow.Record("in", 0, offset, b"k", b"v", (), 1_000))
+                stores.idle()
+                probe.look()  # seated, no record in process
+
+        asyncio.run(run())
+        probe.look()  # no seat at all
+        assert probe.seen
+        for lookup, name, own, got, want in probe.seen:
+            assert _same(got, want), (lookup, name, own, got, want)
+        found = {(lookup, name) for lookup, name, own, got, _ in probe.seen if got[0] == "found"}
+        assert {("state", "s"), ("window", "w")} <= found  # the fast path's answers
+    finally:
+        local.close()
+
+
+# The compiled path answers a found handle itself: with the Python methods it falls
+# back to made to fail (bound again for this test), state() and window() inside
+# process still find theirs. Caught: the seat's class check never passing (every call
+# handed to the Python methods, which the test above cannot tell apart).
+def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+
+    class Finder(Probe):
+        async def process(self, record: eosflow.Record) -> None:
+            self.seen.append(("", None, True, self.state("s"), self.window("w")))
+
+    def fails(*_: object) -> None:
+        raise AssertionError("the Python path ran")
+
+    finder = Finder()
+    stores = Stores(state_settings(cfg), declared(finder), lambda p: None, lambda e: None)
+    stores._local[P] = local = LocalPartition(tmp_path, P, ["s", "w"], Env())
+    try:
+        stores._held.add(P)
+        stores._ready.add(P)
+        seat = Seat(finder, eosflow.Observer())
+        bound = stores.bind(seat, lambda r: [] if r is None else [r])
+        stores.begin(adopted=False)
+
+        async def run() -> None:
+            with seated(seat):
+                await bound(eosflow.Record("in", 0, 0, b"k", b"v", (), 1_000))  # opens them
+                assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
+                try:
+                    await bound(eosflow.Record("in", 0, 1, b"k", b"v", (), 1_000))
+                finally:
+                    bind_seat(Seat, CURRENT, PYTHON_PATH)
+
+        asyncio.run(run())
+        (_, _, _, s0, w0), (_, _, _, s1, w1) = finder.seen
+        assert s0 is s1 and w0 is w1
+    finally:
+        local.close()
