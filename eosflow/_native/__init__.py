@@ -27,6 +27,9 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
   those methods (``_reference.bind_store`` leaves them; ``tests/unit/test_native_store.py``
   holds the compiled ones to them), and a store or layers of another class than the
   ones bound takes them.
+- ``bind_table``: ``TableStore.get`` (a join's per-record read), the store's read
+  path with the view's own slots; views over layers of another class take the Python
+  method;
 - ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
   (its context variable) is made for the processor and holds the handle by name, in C;
   any other call takes the Python method, whose first step is that lookup.
@@ -50,7 +53,16 @@ from __future__ import annotations
 from ._reference import Corrupt, Oversize
 
 try:
-    from ._hot import bind_batch, bind_seat, bind_store, byte_count, decode_batch, fill, murmur2
+    from ._hot import (
+        bind_batch,
+        bind_seat,
+        bind_store,
+        bind_table,
+        byte_count,
+        decode_batch,
+        fill,
+        murmur2,
+    )
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
@@ -58,6 +70,7 @@ except ImportError:  # not built: the same steps in Python
         bind_batch,
         bind_seat,
         bind_store,
+        bind_table,
         byte_count,
         decode_batch,
         fill,
@@ -73,6 +86,7 @@ __all__ = [
     "bind_batch",
     "bind_seat",
     "bind_store",
+    "bind_table",
     "byte_count",
     "decode_batch",
     "fill",

@@ -389,7 +389,11 @@ cdef inline object _find(object layer, object slot, object key):
 
 
 cdef object _raw(object store, object layers, object key):
-    slot = _held(store, S_SLOT, "_slot")
+    return _through(layers, _held(store, S_SLOT, "_slot"), _held(store, S_READ, "_read"), key)
+
+
+cdef object _through(object layers, object slot, object read, object key):
+    """``key``'s serialized value through the layers, then ``read`` (the local copy)."""
     value = _find(_held(layers, L_OPEN, "open"), slot, key)
     if value is not _MISSING:
         return value
@@ -398,7 +402,7 @@ cdef object _raw(object store, object layers, object key):
         value = _find(sealed, slot, key)
         if value is not _MISSING:
             return value
-    return _held(store, S_READ, "_read")(key)
+    return read(key)
 
 
 cdef inline bint _plain_key(object key):
@@ -604,3 +608,39 @@ def bind_seat(seat_type, current, python):
     _py_state, _py_window, _py_table = methods
     _Seat, _CURRENT = seat_type, current
     return {"state": processor_state, "window": processor_window, "table": processor_table}
+
+
+# --- a table's reads ---------------------------------------------------------------------
+# ``TableStore.get`` (``eosflow._state._tables``): a store's read (``_through``) with the
+# view's own slots; a view whose layers are not ``Layers`` takes the Python method.
+
+cdef object _Table = None
+cdef object _py_table_get = None
+cdef Py_ssize_t T_LAYERS = -1, T_SLOT = -1, T_READ = -1, T_LOADS = -1
+
+
+def table_get(self, key, default=None):
+    if type(self) is not _Table or _Layers is None:
+        return _py_table_get(self, key, default)
+    layers = _held(self, T_LAYERS, "_layers")
+    if type(layers) is not _Layers:
+        return _py_table_get(self, key, default)
+    raw = _through(
+        layers, _held(self, T_SLOT, "_slot"), _held(self, T_READ, "_read"),
+        key if _plain_key(key) else _store_key(key),
+    )
+    if raw is None:
+        return default
+    loads = _held(self, T_LOADS, "_loads")
+    return raw if loads is None else loads(raw)
+
+
+def bind_table(table_type, python_get):
+    global _Table, _py_table_get, T_LAYERS, T_SLOT, T_READ, T_LOADS
+    offsets = (  # every one found before any is set
+        _slot(table_type, "_layers"), _slot(table_type, "_slot"),
+        _slot(table_type, "_read"), _slot(table_type, "_loads"),
+    )
+    T_LAYERS, T_SLOT, T_READ, T_LOADS = offsets
+    _py_table_get, _Table = python_get, table_type
+    return table_get

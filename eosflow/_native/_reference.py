@@ -76,6 +76,11 @@ def bind_store(
     return None
 
 
+def bind_table(table_type: type, python_get: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A compiled ``TableStore.get`` over ``python_get``, the Python one: here, none."""
+    return None
+
+
 def bind_seat(
     seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
 ) -> dict[str, Callable[..., Any]] | None:

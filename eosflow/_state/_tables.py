@@ -29,11 +29,12 @@ another key needs the whole topic on every instance (a global table), which this
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
+from .._native import bind_table
 from .._records import Partition
 from .._schemas import Schemaful
 from ._global import GlobalTable, check_serde
@@ -231,6 +232,22 @@ class TableStore(Generic[V]):
     ) -> Iterator[tuple[bytes, V]]:
         """(key, value) for every key of the partition in ``[start, end)``, byte order."""
         return self._store.range(start, end)
+
+
+PYTHON_GET: Callable[..., Any] = TableStore.__dict__["get"]
+"""``TableStore.get`` in Python: what runs without the compiled extension, and what the
+compiled one is held to (``tests/unit/test_native_store.py``)."""
+
+
+def _compile() -> None:
+    """The compiled ``get`` (``eosflow._native.bind_table``) in place of the Python one,
+    where the extension is built: the store's compiled read path with the view's slots."""
+    compiled = bind_table(TableStore, PYTHON_GET)
+    if compiled is not None:
+        setattr(TableStore, "get", compiled)  # noqa: B010 (not a method to mypy)
+
+
+_compile()
 
 
 def apply(store: Store[Any], record: Record) -> None:

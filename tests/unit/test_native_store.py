@@ -17,6 +17,7 @@ import eosflow
 from eosflow._state._layers import Layers
 from eosflow._state._local import Checkpoint, Env, LocalPartition
 from eosflow._state._store import PYTHON_PATH, RESERVED_KEY, Store
+from eosflow._state._tables import PYTHON_GET, TableStore
 
 P = ("in", 0)
 STORES = {"json": eosflow.JSON, "bytes": eosflow.BYTES, "pickled": pickle}
@@ -33,6 +34,13 @@ class PythonStore(Store[Any]):
     _set = put_raw = PYTHON_PATH["_set"]
 
 
+class PythonTable(TableStore[Any]):
+    """``TableStore`` with its Python ``get``."""
+
+    __slots__ = ()
+    get = PYTHON_GET
+
+
 # The extension's versions are the ones a Store runs. Caught: ``_compile`` not called
 # (the Python methods in use).
 def test_the_compiled_methods_are_in_use() -> None:
@@ -41,6 +49,7 @@ def test_the_compiled_methods_are_in_use() -> None:
     assert _native.COMPILED
     for name in ("raw", "get", "put", "_set", "put_raw"):
         assert getattr(Store, name).__module__ == "eosflow._native._hot", name
+    assert TableStore.get.__module__ == "eosflow._native._hot"
 
 
 KEYS: list[Any] = [b"a", b"b", b"k1", b"k2", "a", "k1", "\u00e9", b"", bytearray(b"b"), 7, None]
@@ -59,13 +68,19 @@ RAW += [b"", b"abc", b'"s"', b"1.5", b"1e3", b"[1]", b"12a", None, pickle.dumps(
 class World:
     """Layers over a local copy with a store of each serde, and the stores' class."""
 
-    def __init__(self, path: Path, store_type: type[Store[Any]]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        store_type: type[Store[Any]],
+        table_type: type[TableStore[Any]] = TableStore,
+    ) -> None:
         self.local = LocalPartition(path, P, list(STORES), Env())
         self.layers = Layers()
         self.stores = {
             name: store_type(name, P, serde, self.layers, self.local)  # type: ignore[arg-type]
             for name, serde in STORES.items()
         }
+        self.tables = {name: table_type(store) for name, store in self.stores.items()}
         self.undo: Any = None
 
     def commit(self) -> None:
@@ -106,6 +121,8 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
         return _outcome(lambda: store.get(key))
     if op == "get_default":
         return _outcome(lambda: store.get(key, -5))
+    if op == "table_get":  # a join's read of a table's row (the views over the stores)
+        return _outcome(lambda: world.tables[name].get(key, value))
     if op == "get_keyword":
         return _outcome(lambda: store.get(key, default=value))
     if op == "put":
@@ -138,7 +155,7 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
     return None
 
 
-OPS = ["get"] * 6 + ["get_default"] * 3 + ["get_keyword"] + ["put"] * 6 + ["raw", "put_raw"] * 2
+OPS = ["get"] * 6 + ["get_default"] * 3 + ["get_keyword"] + ["table_get"] * 3 + ["put"] * 6 + ["raw", "put_raw"] * 2
 OPS += ["delete", "contains", "range", "seal", "commit", "discard", "undo_start", "undo_end"]
 
 
@@ -162,7 +179,7 @@ def _state(world: World) -> Any:
 def test_compiled_store_paths_are_the_python_ones(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     compiled = World(tmp_path / "c", Store)
-    python = World(tmp_path / "p", PythonStore)
+    python = World(tmp_path / "p", PythonStore, PythonTable)
     for world in (compiled, python):
         world.layers.begin(adopted=False)
     try:
