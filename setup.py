@@ -7,4 +7,9 @@ build-system).
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("eosflow._native._hot", ["eosflow/_native/_hot.pyx"], optional=True)])
+setup(
+    ext_modules=[
+        Extension(f"eosflow._native.{name}", [f"eosflow/_native/{name}.pyx"], optional=True)
+        for name in ("_hot", "_stores")
+    ]
+)

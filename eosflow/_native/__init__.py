@@ -21,6 +21,8 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
 - ``decode_batch``: an uncompressed v2 record batch of a fetch answer straight into
   ``Record``s (``_aiokafka``'s fetch; the Python version is much slower than aiokafka's
   own decoder, so without the extension the fetch keeps aiokafka's).
+The state's paths are a second module, ``_stores`` (built with ``_hot``):
+
 - ``bind_store``: a store's point reads and writes (``Store``'s ``raw``, ``get``,
   ``put``, ``_set``), the layers' dicts read in C and a JSON integer read and written
   in C, put in place of the Python methods by ``eosflow._state``; their reference is
@@ -34,7 +36,8 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
   (its context variable) is made for the processor and holds the handle by name, in C;
   any other call takes the Python method, whose first step is that lookup.
 
-**Failure mode and fallback.** The extension is optional at install: without a C
+**Failure mode and fallback.** The extensions are optional at install (``COMPILED``:
+both were built): without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
 runs instead -- about as fast as ``send_all``'s loop was before this room (within ~15%,
 the figures above). ``COMPILED`` says which; eosflow's own tests fail when it is False
@@ -53,16 +56,8 @@ from __future__ import annotations
 from ._reference import Corrupt, Oversize
 
 try:
-    from ._hot import (
-        bind_batch,
-        bind_seat,
-        bind_store,
-        bind_table,
-        byte_count,
-        decode_batch,
-        fill,
-        murmur2,
-    )
+    from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
+    from ._stores import bind_seat, bind_store, bind_table
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python

@@ -1,4 +1,4 @@
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from .._records import Output, Record
@@ -16,17 +16,4 @@ def byte_count(records: Sequence[Record]) -> int: ...
 def decode_batch(
     raw: bytes, pos: int, topic: str, partition: int, fetch_offset: int
 ) -> list[Record]: ...
-def bind_store(
-    store_type: type,
-    layers_type: type,
-    writes_type: type,
-    missing: object,
-    reserved: bytes,
-    store_key: Callable[[Any], bytes],
-    json: object,
-    python: Mapping[str, Callable[..., Any]],
-) -> dict[str, Callable[..., Any]] | None: ...
-def bind_seat(
-    seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
-) -> dict[str, Callable[..., Any]] | None: ...
-def bind_table(table_type: type, python_get: Callable[..., Any]) -> Callable[..., Any] | None: ...
+def slot_offset(cls: type, name: str) -> int: ...

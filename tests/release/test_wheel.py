@@ -45,7 +45,7 @@ INSTALLED = {
     "schemas": ["httpx", "fastavro", "jsonschema", "google.protobuf"],
     "test": ["pytest_asyncio", "testcontainers"],
 }
-BUILT = ("*.so", "_hot.c")  # the extension as the checkout's install builds it in place
+BUILT = ("*.so", "_hot.c", "_stores.c")  # the extensions as the checkout's install builds them
 NO_EXTRA = "does not provide the extra"  # pip only warns about an extra that is not there
 # the modules that need an extra: importing them without it fails, naming the package
 OPTIONAL = {
@@ -131,7 +131,10 @@ def test_the_wheel_holds_every_module_and_py_typed(dist: tuple[Path, Path]) -> N
     # the compiled hot paths, built for this Python and platform (beside their Cython
     # source and the stub type checkers read)
     compiled = {n for n in ours if n.endswith(".so")}
-    assert len(compiled) == 1 and next(iter(compiled)).startswith("eosflow/_native/_hot."), ours
+    assert {n.split(".")[0] for n in compiled} == {
+        "eosflow/_native/_hot",
+        "eosflow/_native/_stores",
+    }, ours
     assert ours - compiled == _package_files()  # nothing missing, nothing from elsewhere
     info = {n.split("/", 1)[0] for n in names - ours}
     assert info == {f"eosflow-{eosflow.__version__}.dist-info"}, info  # no tests/, testbed/
@@ -260,7 +263,7 @@ def test_every_module_imports_from_the_wheel(venv: Path, tmp_path: Path) -> None
         if f.endswith((".py", ".pyx"))
     }
     assert modules == set(imported) | set(failed)  # the walk reached every module
-    assert "eosflow._native._hot" in imported  # the compiled hot paths, built into the wheel
+    assert {"eosflow._native._hot", "eosflow._native._stores"} <= set(imported)  # built in
 
 
 def test_the_public_api_tests_pass_from_the_wheel(venv: Path, tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ class Probe(eosflow.Processor):
 # The compiled lookups are the ones in use. Caught: ``_compile`` not called.
 def test_the_compiled_lookups_are_in_use() -> None:
     for lookup in LOOKUPS:
-        assert getattr(eosflow.Processor, lookup).__module__ == "eosflow._native._hot"
+        assert getattr(eosflow.Processor, lookup).__module__ == "eosflow._native._stores"
 
 
 # Inside process, for the processor run and for another, and outside process: every

@@ -48,8 +48,8 @@ def test_the_compiled_methods_are_in_use() -> None:
 
     assert _native.COMPILED
     for name in ("raw", "get", "put", "_set", "put_raw"):
-        assert getattr(Store, name).__module__ == "eosflow._native._hot", name
-    assert TableStore.get.__module__ == "eosflow._native._hot"
+        assert getattr(Store, name).__module__ == "eosflow._native._stores", name
+    assert TableStore.get.__module__ == "eosflow._native._stores"
 
 
 KEYS: list[Any] = [b"a", b"b", b"k1", b"k2", "a", "k1", "\u00e9", b"", bytearray(b"b"), 7, None]
@@ -155,7 +155,14 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
     return None
 
 
-OPS = ["get"] * 6 + ["get_default"] * 3 + ["get_keyword"] + ["table_get"] * 3 + ["put"] * 6 + ["raw", "put_raw"] * 2
+OPS = (
+    ["get"] * 6
+    + ["get_default"] * 3
+    + ["get_keyword"]
+    + ["table_get"] * 3
+    + ["put"] * 6
+    + ["raw", "put_raw"] * 2
+)
 OPS += ["delete", "contains", "range", "seal", "commit", "discard", "undo_start", "undo_end"]
 
 

@@ -1,0 +1,325 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The state's hot paths compiled (see the face): a store's point reads and writes, a
+table view's read, and a processor's per-record lookups, each in place of the Python
+method it is held to, with the slots of the objects it reads at their offsets (found by
+``_hot.slot_offset`` when it is bound)."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+from cpython.ref cimport PyObject, Py_XDECREF
+from libc.stdio cimport snprintf
+from libc.string cimport memcmp
+
+from ._hot import slot_offset as _slot
+
+
+cdef extern from "Python.h":
+    int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
+
+
+cdef inline PyObject* _at(object o, Py_ssize_t offset) noexcept:
+    """The slot's object, borrowed (NULL when unset)."""
+    return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
+
+
+# --- a store's point reads and writes --------------------------------------------------
+# ``Store``'s raw/get/put/_set (``eosflow._state._store``), step for step, with the
+# slots of the store, its ``Layers`` and a ``Writes`` read at their offsets, and a JSON
+# integer read and written in C. A store or layers of another class than the ones bound
+# (a subclass, a stand-in) takes the Python method instead; writes of another class
+# are read through their own methods, and any value but an int in 64 bits goes to the
+# serde.
+
+cdef object _Store = None
+cdef object _Layers = None
+cdef object _Writes = None
+cdef object _MISSING = None
+cdef bytes _RESERVED = None
+cdef object _store_key = None
+cdef object _JSON = None
+cdef object _py_raw = None, _py_get = None, _py_put = None, _py_set = None
+cdef Py_ssize_t S_LAYERS = -1, S_SLOT = -1, S_READ = -1, S_SERDE = -1
+cdef Py_ssize_t L_OPEN = -1, L_SEALED = -1, L_UNDO = -1, W_INDEX = -1
+
+
+cdef inline object _held(object o, Py_ssize_t offset, str name):
+    """The slot's object; AttributeError, as Python's read, when it is unset."""
+    cdef PyObject* p = _at(o, offset)
+    if p is NULL:
+        raise AttributeError(f"{type(o).__name__!r} object has no attribute {name!r}")
+    return <object>p
+
+
+cdef inline object _layers_of(object store):
+    """The store's layers when every type on the path is the one bound, else None."""
+    if type(store) is not _Store:
+        return None
+    layers = _held(store, S_LAYERS, "_layers")
+    if type(layers) is not _Layers:
+        return None
+    return layers
+
+
+cdef inline object _find(object layer, object slot, object key):
+    """``layer[slot][key]``, or MISSING where either has none (``dict.get`` twice)."""
+    writes = (<dict>layer).get(slot) if type(layer) is dict else layer.get(slot)
+    if writes is None:
+        return _MISSING
+    if type(writes) is _Writes:  # a dict: its own get, no lookup of the method
+        return (<dict>writes).get(key, _MISSING)
+    return writes.get(key, _MISSING)
+
+
+cdef object _raw(object store, object layers, object key):
+    return _through(layers, _held(store, S_SLOT, "_slot"), _held(store, S_READ, "_read"), key)
+
+
+cdef object _through(object layers, object slot, object read, object key):
+    """``key``'s serialized value through the layers, then ``read`` (the local copy)."""
+    value = _find(_held(layers, L_OPEN, "open"), slot, key)
+    if value is not _MISSING:
+        return value
+    sealed = _held(layers, L_SEALED, "sealed")
+    if sealed:  # (empty but while a transaction commits)
+        value = _find(sealed, slot, key)
+        if value is not _MISSING:
+            return value
+    return read(key)
+
+
+cdef inline bint _plain_key(object key):
+    """A bytes key that is not the reserved one: taken as it is."""
+    return type(key) is bytes and not (
+        PyBytes_GET_SIZE(key) == PyBytes_GET_SIZE(_RESERVED)
+        and memcmp(PyBytes_AS_STRING(key), PyBytes_AS_STRING(_RESERVED), PyBytes_GET_SIZE(key)) == 0
+    )
+
+
+cdef object _json_int(bytes data):
+    """The int of ``data`` when it is at most 18 decimal digits after an optional '-'
+    (what JSON's ``loads`` gives it too, through ``int``), else None: the caller asks
+    the serde."""
+    cdef const char* p = PyBytes_AS_STRING(data)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data), i = 0
+    cdef long long v = 0
+    cdef bint negative = n > 0 and p[0] == c'-'
+    if negative:
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return None
+    while i < n:
+        if p[i] < c'0' or p[i] > c'9':
+            return None
+        v = v * 10 + (p[i] - c'0')
+        i += 1
+    return PyLong_FromLongLong(-v if negative else v)
+
+
+def store_raw(self, key):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_raw(self, key)
+    return _raw(self, layers, key)
+
+
+def store_get(self, key, default=None):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_get(self, key, default)
+    raw = _raw(self, layers, key if _plain_key(key) else _store_key(key))
+    if raw is None:
+        return default
+    serde = _held(self, S_SERDE, "_serde")
+    if serde is _JSON and type(raw) is bytes:
+        value = _json_int(<bytes>raw)
+        if value is not None:
+            return value
+    return serde.loads(raw)
+
+
+cdef object _set(object store, object layers, object key, object data):
+    slot = _held(store, S_SLOT, "_slot")
+    open_ = _held(layers, L_OPEN, "open")
+    writes = (<dict>open_).get(slot) if type(open_) is dict else open_.get(slot)
+    if writes is None:
+        writes = _Writes()
+        open_[slot] = writes
+    undo = _held(layers, L_UNDO, "undo")
+    if undo is not None:  # while a record is processed: undone if it fails
+        undo.append((writes, key, writes.get(key, _MISSING)))
+    if type(writes) is _Writes:
+        index = _held(writes, W_INDEX, "index")
+    else:
+        index = writes.index
+    if index is not None and key not in writes:  # ranges were read: kept sorted
+        index.add(key)
+    writes[key] = data
+
+
+def store_set(self, key, data):
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_set(self, key, data)
+    _set(self, layers, key, data)
+
+
+def store_put(self, key, value):
+    cdef long long v
+    cdef int overflow = 0
+    cdef char digits[24]
+    cdef int n
+    layers = _layers_of(self)
+    if layers is None:
+        return _py_put(self, key, value)
+    serde = _held(self, S_SERDE, "_serde")
+    data = None
+    if serde is _JSON and type(value) is int:
+        v = PyLong_AsLongLongAndOverflow(value, &overflow)
+        if not overflow:
+            n = snprintf(digits, sizeof(digits), "%lld", v)
+            data = PyBytes_FromStringAndSize(digits, n)
+    if data is None:
+        data = serde.dumps(value)
+    _set(self, layers, key if _plain_key(key) else _store_key(key), data)
+
+
+def bind_store(store_type, layers_type, writes_type, missing, reserved, store_key, json, python):
+    global _Store, _Layers, _Writes, _MISSING, _RESERVED, _store_key, _JSON
+    global _py_raw, _py_get, _py_put, _py_set
+    global S_LAYERS, S_SLOT, S_READ, S_SERDE, L_OPEN, L_SEALED, L_UNDO, W_INDEX
+    if type(reserved) is not bytes:
+        raise TypeError("the reserved key is bytes")
+    # every offset found before any is set: a failing bind leaves the last one whole
+    offsets = (
+        _slot(store_type, "_layers"), _slot(store_type, "_slot"), _slot(store_type, "_read"),
+        _slot(store_type, "_serde"), _slot(layers_type, "open"), _slot(layers_type, "sealed"),
+        _slot(layers_type, "undo"), _slot(writes_type, "index"),
+    )
+    methods = (python["raw"], python["get"], python["put"], python["_set"])
+    S_LAYERS, S_SLOT, S_READ, S_SERDE, L_OPEN, L_SEALED, L_UNDO, W_INDEX = offsets
+    _py_raw, _py_get, _py_put, _py_set = methods
+    _Store, _Layers, _Writes = store_type, layers_type, writes_type
+    _MISSING, _RESERVED, _store_key, _JSON = missing, reserved, store_key, json
+    return {"raw": store_raw, "get": store_get, "put": store_put, "_set": store_set}
+
+
+# --- a processor's per-record lookups ---------------------------------------------------
+# ``Processor.state``, ``window`` and ``table`` (``eosflow._processor``) where they find
+# what they look for at once: the app's seat in its context variable, made for this
+# processor, holding the handle by name. Anything else -- no seat, another processor's
+# (a pipeline's stage), a name not found, not a str -- takes the Python method, which
+# does the same lookup first.
+
+cdef object _Seat = None
+cdef object _CURRENT = None
+cdef object _py_state = None, _py_window = None, _py_table = None
+cdef Py_ssize_t SEAT_PROCESSOR = -1, SEAT_STORES = -1, SEAT_WINDOWS = -1, SEAT_TABLES = -1
+
+
+cdef inline object _seat_for(object processor):
+    """The context's seat when it is of the class bound and made for ``processor``."""
+    cdef PyObject* value = NULL
+    PyContextVar_Get(_CURRENT, NULL, &value)
+    if value is NULL:
+        return None
+    seat = <object>value  # held here; the reference the call gave is let go
+    Py_XDECREF(value)
+    if type(seat) is not _Seat:
+        return None
+    cdef PyObject* p = _at(seat, SEAT_PROCESSOR)
+    if p is NULL or <object>p is not processor:
+        return None
+    return seat
+
+
+cdef inline object _named(object seat, Py_ssize_t offset, object name):
+    """``seat``'s mapping at ``offset`` (a dict) looked up by ``name`` (a str: no Python
+    code runs), or None."""
+    cdef PyObject* p = _at(seat, offset)
+    if p is NULL or type(<object>p) is not dict:
+        return None
+    return (<dict><object>p).get(name)
+
+
+def processor_state(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            stores = _held(seat, SEAT_STORES, "stores")
+            if stores is not None:
+                now = getattr(stores, "now", None)
+                if type(now) is dict:
+                    handle = (<dict>now).get(name)
+                    if handle is not None:
+                        return handle
+    return _py_state(self, name)
+
+
+def processor_window(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            handle = _named(seat, SEAT_WINDOWS, name)
+            if handle is not None:
+                return handle
+    return _py_window(self, name)
+
+
+def processor_table(self, name):
+    if type(name) is str:
+        seat = _seat_for(self)
+        if seat is not None:
+            handle = _named(seat, SEAT_TABLES, name)
+            if handle is not None:
+                return handle
+    return _py_table(self, name)
+
+
+def bind_seat(seat_type, current, python):
+    global _Seat, _CURRENT, _py_state, _py_window, _py_table
+    global SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES
+    offsets = (  # every one found before any is set
+        _slot(seat_type, "processor"), _slot(seat_type, "stores"),
+        _slot(seat_type, "windows"), _slot(seat_type, "tables"),
+    )
+    methods = (python["state"], python["window"], python["table"])
+    SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES = offsets
+    _py_state, _py_window, _py_table = methods
+    _Seat, _CURRENT = seat_type, current
+    return {"state": processor_state, "window": processor_window, "table": processor_table}
+
+
+# --- a table's reads ---------------------------------------------------------------------
+# ``TableStore.get`` (``eosflow._state._tables``): a store's read (``_through``) with the
+# view's own slots; a view whose layers are not ``Layers`` takes the Python method.
+
+cdef object _Table = None
+cdef object _py_table_get = None
+cdef Py_ssize_t T_LAYERS = -1, T_SLOT = -1, T_READ = -1, T_LOADS = -1
+
+
+def table_get(self, key, default=None):
+    if type(self) is not _Table or _Layers is None:
+        return _py_table_get(self, key, default)
+    layers = _held(self, T_LAYERS, "_layers")
+    if type(layers) is not _Layers:
+        return _py_table_get(self, key, default)
+    raw = _through(
+        layers, _held(self, T_SLOT, "_slot"), _held(self, T_READ, "_read"),
+        key if _plain_key(key) else _store_key(key),
+    )
+    if raw is None:
+        return default
+    loads = _held(self, T_LOADS, "_loads")
+    return raw if loads is None else loads(raw)
+
+
+def bind_table(table_type, python_get):
+    global _Table, _py_table_get, T_LAYERS, T_SLOT, T_READ, T_LOADS
+    offsets = (  # every one found before any is set
+        _slot(table_type, "_layers"), _slot(table_type, "_slot"),
+        _slot(table_type, "_read"), _slot(table_type, "_loads"),
+    )
+    T_LAYERS, T_SLOT, T_READ, T_LOADS = offsets
+    _py_table_get, _Table = python_get, table_type
+    return table_get
