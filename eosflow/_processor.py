@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from ._errors import ConfigError
-from ._native import bind_seat
+from ._native import bind_seat, named_as
 from ._observe import Observer
 from ._records import Output, Record, Regroup
 from ._state import CURRENT, NOTHING, Seat, seat_of
@@ -405,7 +405,7 @@ def _compile() -> None:
     compiled = bind_seat(Seat, CURRENT, PYTHON_PATH)
     if compiled is not None:
         for name, function in compiled.items():
-            setattr(Processor, name, function)
+            setattr(Processor, name, named_as(function, PYTHON_PATH[name]))
 
 
 _compile()

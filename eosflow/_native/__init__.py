@@ -53,6 +53,9 @@ Python an output's headers run could change it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ._reference import Corrupt, Oversize
 
 try:
@@ -74,6 +77,15 @@ except ImportError:  # not built: the same steps in Python
 
     COMPILED = False
 
+
+def named_as(compiled: Callable[..., Any], python: Callable[..., Any]) -> Callable[..., Any]:
+    """``compiled`` under ``python``'s name, qualified name and docstring, so that
+    ``help()``, an IDE and an error about its arguments name the method it replaces."""
+    for attr in ("__name__", "__qualname__", "__doc__"):
+        setattr(compiled, attr, getattr(python, attr))
+    return compiled
+
+
 __all__ = [
     "COMPILED",
     "Corrupt",
@@ -86,4 +98,5 @@ __all__ = [
     "decode_batch",
     "fill",
     "murmur2",
+    "named_as",
 ]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, overload, run
 
 import pydantic_core
 
-from .._native import bind_store
+from .._native import bind_store, named_as
 from ._layers import MISSING, Layers
 from ._sorted import Writes
 
@@ -268,7 +268,7 @@ def _compile() -> None:
     )
     if compiled is not None:
         for name, function in compiled.items():
-            setattr(Store, name, function)
+            setattr(Store, name, named_as(function, PYTHON_PATH[name]))
         setattr(Store, "put_raw", compiled["_set"])  # noqa: B010 (not a method to mypy)
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from .._errors import ConfigError
-from .._native import bind_table
+from .._native import bind_table, named_as
 from .._records import Partition
 from .._schemas import Schemaful
 from ._global import GlobalTable, check_serde
@@ -244,7 +244,7 @@ def _compile() -> None:
     where the extension is built: the store's compiled read path with the view's slots."""
     compiled = bind_table(TableStore, PYTHON_GET)
     if compiled is not None:
-        setattr(TableStore, "get", compiled)  # noqa: B010 (not a method to mypy)
+        setattr(TableStore, "get", named_as(compiled, PYTHON_GET))  # noqa: B010
 
 
 _compile()

@@ -71,8 +71,8 @@ def test_the_compiled_lookups_are_in_use() -> None:
 # Inside process, for the processor run and for another, and outside process: every
 # name found as the same handle, or refused with the same error in the same words.
 # Caught: the processor's check dropped (another processor got the run one's store);
-# a name not found answered None instead of the Python path's KeyError; the window
-# looked up in the tables.
+# a name not found answered None instead of the Python path's KeyError; the table
+# looked up in the windows.
 def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
     cfg = eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:1",
@@ -111,9 +111,10 @@ def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
 
 
 # The compiled path answers a found handle itself: with the Python methods it falls
-# back to made to fail (bound again for this test), state() and window() inside
-# process still find theirs. Caught: the seat's class check never passing (every call
-# handed to the Python methods, which the test above cannot tell apart).
+# back to made to fail (bound again for this test), state(), window() and table()
+# inside process still find theirs. Caught: the seat's class check never passing
+# (every call handed to the Python methods, which the test above cannot tell apart);
+# the table looked up in the windows.
 def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
     cfg = eosflow.EosConfig(
         bootstrap_servers="127.0.0.1:1",
@@ -123,9 +124,12 @@ def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
         state_dir=str(tmp_path),
     )
 
+    view = object()  # what a table's view would be: the seat holds it, by name
+
     class Finder(Probe):
         async def process(self, record: eosflow.Record) -> None:
-            self.seen.append(("", None, True, self.state("s"), self.window("w")))
+            seat.tables = {"t": view}  # as the join's wrapper sets it (no table declared)
+            self.seen.append(("", self.table("t"), True, self.state("s"), self.window("w")))
 
     def fails(*_: object) -> None:
         raise AssertionError("the Python path ran")
@@ -150,7 +154,59 @@ def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
                     bind_seat(Seat, CURRENT, PYTHON_PATH)
 
         asyncio.run(run())
-        (_, _, _, s0, w0), (_, _, _, s1, w1) = finder.seen
-        assert s0 is s1 and w0 is w1
+        (_, t0, _, s0, w0), (_, t1, _, s1, w1) = finder.seen
+        assert s0 is s1 and w0 is w1 and t0 is view and t1 is view
+    finally:
+        local.close()
+
+
+# A pipeline's stage reaches only what it declares, though the record's stores (``now``)
+# hold every stage's: its calls go to the Python method, which says so. Caught: the
+# compiled check widened to the seat's members (stage A got stage B's store).
+def test_a_stage_asking_for_another_stages_store_is_refused_alike(tmp_path: Path) -> None:
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+
+    class StageA(eosflow.Processor):
+        stores: Any = {"a": eosflow.JSON}
+
+    class StageB(eosflow.Processor):
+        stores: Any = {"b": eosflow.JSON}
+
+    a, b = StageA(), StageB()
+    outcomes: list[tuple[Any, Any]] = []
+
+    class Runner(eosflow.Processor):  # what runs the stages: every stage's stores
+        stores: Any = {"a": eosflow.JSON, "b": eosflow.JSON}
+
+        async def process(self, record: eosflow.Record) -> None:
+            for stage, name in ((a, "a"), (b, "b"), (a, "b"), (b, "a")):  # opened, then across
+                got = _outcome(lambda s=stage, n=name: type(s).state(s, n))
+                want = _outcome(lambda s=stage, n=name: PYTHON_PATH["state"](s, n))
+                outcomes.append((got, want))
+
+    runner = Runner()
+    stores = Stores(state_settings(cfg), declared(runner), lambda p: None, lambda e: None)
+    stores._local[P] = local = LocalPartition(tmp_path, P, ["a", "b"], Env())
+    try:
+        stores._held.add(P)
+        stores._ready.add(P)
+        seat = Seat(runner, eosflow.Observer(), members=(a, b))
+        bound = stores.bind(seat, lambda r: [] if r is None else [r])
+        stores.begin(adopted=False)
+
+        async def run() -> None:
+            with seated(seat):
+                await bound(eosflow.Record("in", 0, 0, b"k", b"v", (), 1_000))
+
+        asyncio.run(run())
+        assert [got[0] for got, _ in outcomes] == ["found", "found", "raised", "raised"]
+        for got, want in outcomes:
+            assert _same(got, want), (got, want)
     finally:
         local.close()
