@@ -7,7 +7,8 @@ binds it. The comment above each test names the mutations that made it fail."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,38 @@ class Probe(eosflow.Processor):
                     self.seen.append((lookup, name, who is self, got, want))
 
 
+@contextlib.contextmanager
+def bound(
+    tmp_path: Path, processor: eosflow.Processor, members: tuple[eosflow.Processor, ...] = ()
+) -> Iterator[tuple[Stores, Seat, Callable[[eosflow.Record], Any]]]:
+    """A real ``Stores`` of ``processor``'s declarations over a RocksDB local copy of
+    partition ``P``, its seat, and ``process`` bound as the engine binds it, a
+    transaction open."""
+    cfg = eosflow.EosConfig(
+        bootstrap_servers="127.0.0.1:1",
+        group_id="g",
+        input_topics=("in",),
+        transactional_id="t",
+        state_dir=str(tmp_path),
+    )
+    specs = declared(processor)
+    stores = Stores(state_settings(cfg), specs, lambda p: None, lambda e: None)
+    stores._local[P] = local = LocalPartition(tmp_path, P, sorted(specs), Env())
+    try:
+        stores._held.add(P)
+        stores._ready.add(P)
+        seat = Seat(processor, eosflow.Observer(), members=members)
+        process = stores.bind(seat, lambda r: [] if r is None else [r])
+        stores.begin(adopted=False)
+        yield stores, seat, process
+    finally:
+        local.close()
+
+
+def record(offset: int) -> eosflow.Record:
+    return eosflow.Record("in", 0, offset, b"k", b"v", (), 1_000)
+
+
 # The compiled lookups are the ones in use. Caught: ``_compile`` not called.
 def test_the_compiled_lookups_are_in_use() -> None:
     for lookup in LOOKUPS:
@@ -74,40 +107,24 @@ def test_the_compiled_lookups_are_in_use() -> None:
 # a name not found answered None instead of the Python path's KeyError; the table
 # looked up in the windows.
 def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
-    cfg = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-    probe, other = Probe(), Probe()
-    probe.other = other
-    stores = Stores(state_settings(cfg), declared(probe), lambda p: None, lambda e: None)
-    stores._local[P] = local = LocalPartition(tmp_path, P, ["s", "w"], Env())
-    try:
-        stores._held.add(P)
-        stores._ready.add(P)
-        seat = Seat(probe, eosflow.Observer())
-        process = stores.bind(seat, lambda r: [] if r is None else [r])
-        stores.begin(adopted=False)
+    probe = Probe()
+    probe.other = Probe()
+    with bound(tmp_path, probe) as (stores, seat, process):
 
         async def run() -> None:
             with seated(seat):
                 for offset in range(3):  # the first opens the handles, the rest find them
-                    await process(eosflow.Record("in", 0, offset, b"k", b"v", (), 1_000))
+                    await process(record(offset))
                 stores.idle()
                 probe.look()  # seated, no record in process
 
         asyncio.run(run())
         probe.look()  # no seat at all
-        assert probe.seen
-        for lookup, name, own, got, want in probe.seen:
-            assert _same(got, want), (lookup, name, own, got, want)
-        found = {(lookup, name) for lookup, name, own, got, _ in probe.seen if got[0] == "found"}
-        assert {("state", "s"), ("window", "w")} <= found  # the fast path's answers
-    finally:
-        local.close()
+    assert probe.seen
+    for lookup, name, own, got, want in probe.seen:
+        assert _same(got, want), (lookup, name, own, got, want)
+    found = {(lookup, name) for lookup, name, own, got, _ in probe.seen if got[0] == "found"}
+    assert {("state", "s"), ("window", "w")} <= found  # the fast path's answers
 
 
 # The compiled path answers a found handle itself: with the Python methods it falls
@@ -116,14 +133,6 @@ def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
 # (every call handed to the Python methods, which the test above cannot tell apart);
 # the table looked up in the windows.
 def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
-    cfg = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-
     view = object()  # what a table's view would be: the seat holds it, by name
 
     class Finder(Probe):
@@ -135,43 +144,26 @@ def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
         raise AssertionError("the Python path ran")
 
     finder = Finder()
-    stores = Stores(state_settings(cfg), declared(finder), lambda p: None, lambda e: None)
-    stores._local[P] = local = LocalPartition(tmp_path, P, ["s", "w"], Env())
-    try:
-        stores._held.add(P)
-        stores._ready.add(P)
-        seat = Seat(finder, eosflow.Observer())
-        bound = stores.bind(seat, lambda r: [] if r is None else [r])
-        stores.begin(adopted=False)
+    with bound(tmp_path, finder) as (_, seat, process):
 
         async def run() -> None:
             with seated(seat):
-                await bound(eosflow.Record("in", 0, 0, b"k", b"v", (), 1_000))  # opens them
+                await process(record(0))  # opens them
                 assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
                 try:
-                    await bound(eosflow.Record("in", 0, 1, b"k", b"v", (), 1_000))
+                    await process(record(1))
                 finally:
                     bind_seat(Seat, CURRENT, PYTHON_PATH)
 
         asyncio.run(run())
-        (_, t0, _, s0, w0), (_, t1, _, s1, w1) = finder.seen
-        assert s0 is s1 and w0 is w1 and t0 is view and t1 is view
-    finally:
-        local.close()
+    (_, t0, _, s0, w0), (_, t1, _, s1, w1) = finder.seen
+    assert s0 is s1 and w0 is w1 and t0 is view and t1 is view
 
 
 # A pipeline's stage reaches only what it declares, though the record's stores (``now``)
 # hold every stage's: its calls go to the Python method, which says so. Caught: the
 # compiled check widened to the seat's members (stage A got stage B's store).
 def test_a_stage_asking_for_another_stages_store_is_refused_alike(tmp_path: Path) -> None:
-    cfg = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("in",),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-
     class StageA(eosflow.Processor):
         stores: Any = {"a": eosflow.JSON}
 
@@ -190,23 +182,13 @@ def test_a_stage_asking_for_another_stages_store_is_refused_alike(tmp_path: Path
                 want = _outcome(lambda s=stage, n=name: PYTHON_PATH["state"](s, n))
                 outcomes.append((got, want))
 
-    runner = Runner()
-    stores = Stores(state_settings(cfg), declared(runner), lambda p: None, lambda e: None)
-    stores._local[P] = local = LocalPartition(tmp_path, P, ["a", "b"], Env())
-    try:
-        stores._held.add(P)
-        stores._ready.add(P)
-        seat = Seat(runner, eosflow.Observer(), members=(a, b))
-        bound = stores.bind(seat, lambda r: [] if r is None else [r])
-        stores.begin(adopted=False)
+    with bound(tmp_path, Runner(), members=(a, b)) as (_, seat, process):
 
         async def run() -> None:
             with seated(seat):
-                await bound(eosflow.Record("in", 0, 0, b"k", b"v", (), 1_000))
+                await process(record(0))
 
         asyncio.run(run())
-        assert [got[0] for got, _ in outcomes] == ["found", "found", "raised", "raised"]
-        for got, want in outcomes:
-            assert _same(got, want), (got, want)
-    finally:
-        local.close()
+    assert [got[0] for got, _ in outcomes] == ["found", "found", "raised", "raised"]
+    for got, want in outcomes:
+        assert _same(got, want), (got, want)
