@@ -21,6 +21,7 @@ against 38. Before this room, ``send_all``'s own loop took ~236 and ~300 ns
 - ``decode_batch``: an uncompressed v2 record batch of a fetch answer straight into
   ``Record``s (``_aiokafka``'s fetch; the Python version is much slower than aiokafka's
   own decoder, so without the extension the fetch keeps aiokafka's).
+
 The state's paths are a second module, ``_stores`` (built with ``_hot``):
 
 - ``bind_store``: a store's point reads and writes (``Store``'s ``raw``, ``get``,
@@ -36,11 +37,11 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
   (its context variable) is made for the processor and holds the handle by name, in C;
   any other call takes the Python method, whose first step is that lookup.
 
-**Failure mode and fallback.** The extensions are optional at install (``COMPILED``:
-both were built): without a C
+**Failure mode and fallback.** The extensions are optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
 runs instead -- about as fast as ``send_all``'s loop was before this room (within ~15%,
-the figures above). ``COMPILED`` says which; eosflow's own tests fail when it is False
+the figures above). ``COMPILED`` says which (True: both modules were built); eosflow's
+own tests fail when it is False
 (``tests/unit/test_native.py``), and hold each compiled function to its reference over
 random inputs. Reading slots by offset
 relies on ``Output`` and ``Record`` being msgspec structs and the adapter's batch a
