@@ -232,9 +232,14 @@ cdef inline object _seat_for(object processor):
     return seat
 
 
-cdef inline object _named(object seat, Py_ssize_t offset, object name):
-    """``seat``'s mapping at ``offset`` (a dict) looked up by ``name`` (a str: no Python
-    code runs), or None."""
+cdef inline object _named(object processor, Py_ssize_t offset, object name):
+    """The handle ``name`` (a str: no Python code runs) in the dict at ``offset`` of the
+    seat made for ``processor``, or None."""
+    if type(name) is not str:
+        return None
+    seat = _seat_for(processor)
+    if seat is None:
+        return None
     cdef PyObject* p = _at(seat, offset)
     if p is NULL or type(<object>p) is not dict:
         return None
@@ -256,23 +261,13 @@ def processor_state(self, name):
 
 
 def processor_window(self, name):
-    if type(name) is str:
-        seat = _seat_for(self)
-        if seat is not None:
-            handle = _named(seat, SEAT_WINDOWS, name)
-            if handle is not None:
-                return handle
-    return _py_window(self, name)
+    handle = _named(self, SEAT_WINDOWS, name)
+    return handle if handle is not None else _py_window(self, name)
 
 
 def processor_table(self, name):
-    if type(name) is str:
-        seat = _seat_for(self)
-        if seat is not None:
-            handle = _named(seat, SEAT_TABLES, name)
-            if handle is not None:
-                return handle
-    return _py_table(self, name)
+    handle = _named(self, SEAT_TABLES, name)
+    return handle if handle is not None else _py_table(self, name)
 
 
 def bind_seat(seat_type, current, python):
