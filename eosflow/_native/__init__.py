@@ -34,7 +34,8 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
   path with the view's own slots; views over layers of another class take the Python
   method;
 - ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
-  (its context variable) is made for the processor and holds the handle by name, in C;
+  (its context variable) is made for the processor -- or for the pipeline whose stage
+  it is, and the name is one the stage declares -- and holds the handle by name, in C;
   any other call takes the Python method, whose first step is that lookup.
 
 **Failure mode and fallback.** The extensions are optional at install: without a C

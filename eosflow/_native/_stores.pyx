@@ -5,7 +5,7 @@ method it is held to, with the slots of the objects it reads at their offsets (f
 ``_hot.slot_offset`` when it is bound)."""
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromVoidPtr
 from cpython.ref cimport PyObject, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.string cimport memcmp
@@ -206,18 +206,22 @@ def bind_store(store_type, layers_type, writes_type, missing, reserved, store_ke
 # --- a processor's per-record lookups ---------------------------------------------------
 # ``Processor.state``, ``window`` and ``table`` (``eosflow._processor``) where they find
 # what they look for at once: the app's seat in its context variable, made for this
-# processor, holding the handle by name. Anything else -- no seat, another processor's
-# (a pipeline's stage), a name not found, not a str -- takes the Python method, which
-# does the same lookup first.
+# processor -- or for a pipeline whose stage this processor is, the name among those
+# the stage declares (the seat's ``reach``) -- holding the handle by name. Anything
+# else -- no seat, another processor's, a stage's name it does not declare, a name not
+# found, not a str -- takes the Python method, which does the same lookup first.
 
 cdef object _Seat = None
 cdef object _CURRENT = None
 cdef object _py_state = None, _py_window = None, _py_table = None
 cdef Py_ssize_t SEAT_PROCESSOR = -1, SEAT_STORES = -1, SEAT_WINDOWS = -1, SEAT_TABLES = -1
+cdef Py_ssize_t SEAT_REACH = -1
 
 
-cdef inline object _seat_for(object processor):
-    """The context's seat when it is of the class bound and made for ``processor``."""
+cdef inline object _seat_for(object processor, object name):
+    """The context's seat when it is of the class bound and made for ``processor``, or
+    for the pipeline whose stage ``processor`` is and ``name`` (a str) is among the
+    names that stage declares (``Seat.reach``: its id -> a frozenset)."""
     cdef PyObject* value = NULL
     PyContextVar_Get(_CURRENT, NULL, &value)
     if value is NULL:
@@ -227,7 +231,15 @@ cdef inline object _seat_for(object processor):
     if type(seat) is not _Seat:
         return None
     cdef PyObject* p = _at(seat, SEAT_PROCESSOR)
-    if p is NULL or <object>p is not processor:
+    if p is NULL:
+        return None
+    if <object>p is processor:
+        return seat
+    p = _at(seat, SEAT_REACH)  # a stage's: the names it declares
+    if p is NULL or type(<object>p) is not dict:
+        return None
+    names = (<dict><object>p).get(PyLong_FromVoidPtr(<void*>processor))  # id(processor)
+    if type(names) is not frozenset or name not in <frozenset>names:
         return None
     return seat
 
@@ -237,7 +249,7 @@ cdef inline object _named(object processor, Py_ssize_t offset, object name):
     seat made for ``processor``, or None."""
     if type(name) is not str:
         return None
-    seat = _seat_for(processor)
+    seat = _seat_for(processor, name)
     if seat is None:
         return None
     cdef PyObject* p = _at(seat, offset)
@@ -248,7 +260,7 @@ cdef inline object _named(object processor, Py_ssize_t offset, object name):
 
 def processor_state(self, name):
     if type(name) is str:
-        seat = _seat_for(self)
+        seat = _seat_for(self, name)
         if seat is not None:
             stores = _held(seat, SEAT_STORES, "stores")
             if stores is not None:
@@ -272,13 +284,13 @@ def processor_table(self, name):
 
 def bind_seat(seat_type, current, python):
     global _Seat, _CURRENT, _py_state, _py_window, _py_table
-    global SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES
+    global SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES, SEAT_REACH
     offsets = (  # every one found before any is set
         _slot(seat_type, "processor"), _slot(seat_type, "stores"),
-        _slot(seat_type, "windows"), _slot(seat_type, "tables"),
+        _slot(seat_type, "windows"), _slot(seat_type, "tables"), _slot(seat_type, "reach"),
     )
     methods = (python["state"], python["window"], python["table"])
-    SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES = offsets
+    SEAT_PROCESSOR, SEAT_STORES, SEAT_WINDOWS, SEAT_TABLES, SEAT_REACH = offsets
     _py_state, _py_window, _py_table = methods
     _Seat, _CURRENT = seat_type, current
     return {"state": processor_state, "window": processor_window, "table": processor_table}

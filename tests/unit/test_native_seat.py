@@ -160,35 +160,105 @@ def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
     assert s0 is s1 and w0 is w1 and t0 is view and t1 is view
 
 
-# A pipeline's stage reaches only what it declares, though the record's stores (``now``)
-# hold every stage's: its calls go to the Python method, which says so. Caught: the
-# compiled check widened to the seat's members (stage A got stage B's store).
-def test_a_stage_asking_for_another_stages_store_is_refused_alike(tmp_path: Path) -> None:
-    class StageA(eosflow.Processor):
-        stores: Any = {"a": eosflow.JSON}
+class StageA(eosflow.Processor):
+    stores: Any = {"a": eosflow.JSON}
+    windows: Any = {"wa": eosflow.Tumbling(size_s=10)}
 
-    class StageB(eosflow.Processor):
-        stores: Any = {"b": eosflow.JSON}
 
+class StageB(eosflow.Processor):
+    stores: Any = {"b": eosflow.JSON}
+    windows: Any = {"wb": eosflow.Tumbling(size_s=10)}
+
+
+class Runner(eosflow.Processor):
+    """What runs a pipeline's stages (``_stages.Staged``): every stage's stores and
+    windows, the stages the seat's members; ``process`` calls ``look``."""
+
+    stores: Any = {"a": eosflow.JSON, "b": eosflow.JSON}
+    windows: Any = {"wa": eosflow.Tumbling(size_s=10), "wb": eosflow.Tumbling(size_s=10)}
+
+    def __init__(self, look: Callable[[], None]) -> None:
+        super().__init__()
+        self.look = look
+
+    async def process(self, record: eosflow.Record) -> None:
+        self.look()
+
+
+STAGE_NAMES: list[Any] = ["a", "b", "wa", "wb", "nope", 7, None]
+
+
+# A pipeline's stage reaches what it declares, though the record's stores (``now``) and
+# windows hold every stage's: each stage's lookups, of its own names and the other's,
+# give the Python method's handle or its error in its words. Caught: the compiled check
+# widened to the seat's members (stage A got stage B's store); the stage's names not
+# checked at all (``reach`` read, the name not looked up in it).
+def test_a_stage_finds_its_own_and_is_refused_the_others_alike(tmp_path: Path) -> None:
     a, b = StageA(), StageB()
-    outcomes: list[tuple[Any, Any]] = []
+    outcomes: list[tuple[str, Any, Any, Any, Any]] = []
 
-    class Runner(eosflow.Processor):  # what runs the stages: every stage's stores
-        stores: Any = {"a": eosflow.JSON, "b": eosflow.JSON}
+    def look() -> None:
+        for stage in (a, b):
+            for lookup in LOOKUPS:
+                for name in STAGE_NAMES:
+                    compiled = getattr(type(stage), lookup)
+                    python = PYTHON_PATH[lookup]
+                    got = _outcome(lambda c=compiled, s=stage, n=name: c(s, n))
+                    want = _outcome(lambda p=python, s=stage, n=name: p(s, n))
+                    outcomes.append((type(stage).__name__, lookup, name, got, want))
 
-        async def process(self, record: eosflow.Record) -> None:
-            for stage, name in ((a, "a"), (b, "b"), (a, "b"), (b, "a")):  # opened, then across
-                got = _outcome(lambda s=stage, n=name: type(s).state(s, n))
-                want = _outcome(lambda s=stage, n=name: PYTHON_PATH["state"](s, n))
-                outcomes.append((got, want))
-
-    with bound(tmp_path, Runner(), members=(a, b)) as (_, seat, process):
+    with bound(tmp_path, Runner(look), members=(a, b)) as (_, seat, process):
 
         async def run() -> None:
             with seated(seat):
-                await process(record(0))
+                for offset in range(2):  # the first opens the handles, the second finds them
+                    await process(record(offset))
 
         asyncio.run(run())
-    assert [got[0] for got, _ in outcomes] == ["found", "found", "raised", "raised"]
-    for got, want in outcomes:
-        assert _same(got, want), (got, want)
+    for stage, lookup, name, got, want in outcomes:
+        assert _same(got, want), (stage, lookup, name, got, want)
+    found = {(stage, lookup, name) for stage, lookup, name, got, _ in outcomes if got[0] == "found"}
+    assert found == {
+        ("StageA", "state", "a"),
+        ("StageA", "window", "wa"),
+        ("StageB", "state", "b"),
+        ("StageB", "window", "wb"),
+    }
+
+
+# A stage's own names take the compiled path: with the Python methods made to fail, each
+# stage still finds its store and window, and a table the seat holds by a name it
+# declares. Caught: the stage's lookups handed to the Python methods (``reach`` never
+# read).
+def test_a_stage_finds_its_own_on_the_compiled_path(tmp_path: Path) -> None:
+    a, b = StageA(), StageB()
+    view = object()
+    seen: list[Any] = []
+
+    class Joiner(StageA):
+        tables: Any = {"t": eosflow.Table("rows")}
+
+    j = Joiner()
+
+    def look() -> None:
+        seat.tables = {"t": view}  # as the join's wrapper sets it
+        seen.append((a.state("a"), a.window("wa"), b.state("b"), b.window("wb"), j.table("t")))
+
+    def fails(*_: object) -> None:
+        raise AssertionError("the Python path ran")
+
+    with bound(tmp_path, Runner(look), members=(a, b, j)) as (_, seat, process):
+
+        async def run() -> None:
+            with seated(seat):
+                await process(record(0))  # opens them, on the Python path
+                assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
+                try:
+                    await process(record(1))
+                finally:
+                    bind_seat(Seat, CURRENT, PYTHON_PATH)
+
+        asyncio.run(run())
+    first, second = seen
+    assert all(x is y for x, y in zip(first, second, strict=True))
+    assert second[-1] is view
