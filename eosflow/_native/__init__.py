@@ -33,6 +33,10 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
 - ``bind_table``: ``TableStore.get`` (a join's per-record read), the store's read
   path with the view's own slots; views over layers of another class take the Python
   method;
+- ``bind_window``: ``WindowStore.update`` on a tumbling window's hot path (the record's
+  window the one the last update wrote, outside an undoable unit): the value held or
+  read once, ``fn``'s answer held for the deferred write; any other case takes the
+  Python method, which then does all of it;
 - ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
   (its context variable) is made for the processor -- or for the pipeline whose stage
   it is, and the name is one the stage declares -- and holds the handle by name, in C;
@@ -62,7 +66,7 @@ from ._reference import Corrupt, Oversize
 
 try:
     from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
-    from ._stores import bind_seat, bind_store, bind_table
+    from ._stores import bind_seat, bind_store, bind_table, bind_window
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
@@ -71,6 +75,7 @@ except ImportError:  # not built: the same steps in Python
         bind_seat,
         bind_store,
         bind_table,
+        bind_window,
         byte_count,
         decode_batch,
         fill,
@@ -96,6 +101,7 @@ __all__ = [
     "bind_seat",
     "bind_store",
     "bind_table",
+    "bind_window",
     "byte_count",
     "decode_batch",
     "fill",

@@ -81,6 +81,12 @@ def bind_table(table_type: type, python_get: Callable[..., Any]) -> Callable[...
     return None
 
 
+def bind_window(window_type: type, python_update: Callable[..., Any]) -> Callable[..., Any] | None:
+    """A compiled ``WindowStore.update`` over ``python_update``, the Python one: here,
+    none."""
+    return None
+
+
 def bind_seat(
     seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
 ) -> dict[str, Callable[..., Any]] | None:

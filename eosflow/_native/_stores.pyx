@@ -8,7 +8,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromVoidPtr
 from cpython.ref cimport PyObject, Py_XDECREF
 from libc.stdio cimport snprintf
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
 from ._hot import slot_offset as _slot
 
@@ -330,3 +330,108 @@ def bind_table(table_type, python_get):
     T_LAYERS, T_SLOT, T_READ, T_LOADS = offsets
     _py_table_get, _Table = python_get, table_type
     return table_get
+
+
+# --- a tumbling window's update ----------------------------------------------------------
+# ``WindowStore.update`` (``eosflow._state._windows``) on its hot path only: a tumbling
+# window, the record's window the one the last update wrote (``_at``), outside an
+# undoable unit, the layers of the generation the handle read -- the value held, or read
+# once, then ``fn``'s answer held for the deferred write. Every other case (a str key, a
+# hopping window, a window change, a late record, a negative time, an undoable unit, a
+# moved generation, any type not the one bound) takes the Python method, which then
+# does all of it; none of those checks changes anything first.
+
+cdef object _Window = None
+cdef object _py_update = None
+cdef Py_ssize_t WS_AT = -1, WS_AT_WINDOW = -1, WS_DATA = -1, WS_DEFERRED_IN = -1
+cdef Py_ssize_t WS_EXACT = -1, WS_GENERATION = -1, WS_LAYERS = -1, WS_PREFIX = -1
+cdef Py_ssize_t WS_SERDE = -1, WS_VALUES = -1, WS_CLOSED = -1, WS_TUMBLING = -1, WS_TIME = -1
+cdef Py_ssize_t L_GENERATION = -1, L_DEFERRED = -1
+
+
+cdef inline bint _as_ms(object value, long long* out):
+    """``value`` as a C integer when it is an int in 64 bits (else False)."""
+    cdef int overflow = 0
+    if type(value) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(value, &overflow)
+    return not overflow
+
+
+def window_update(self, key, fn, initial):
+    cdef long long t, step, start, at, closed_ms
+    cdef Py_ssize_t n
+    if type(self) is not _Window or type(key) is not bytes or _Layers is None:
+        return _py_update(self, key, fn, initial)
+    if (
+        not _as_ms(_held(self, WS_TUMBLING, "_tumbling"), &step) or step <= 0
+        or not _as_ms(_held(self, WS_TIME, "time"), &t) or t < 0
+    ):
+        return _py_update(self, key, fn, initial)
+    start = t - t % step  # t >= 0: C's remainder is Python's
+    closed = _held(self, WS_CLOSED, "closed")
+    if closed is not None and (not _as_ms(closed, &closed_ms) or start <= closed_ms):
+        return _py_update(self, key, fn, initial)  # late: the Python method says so
+    if not _as_ms(_held(self, WS_AT, "_at"), &at) or at != start:
+        return _py_update(self, key, fn, initial)  # another window: its prefix is made there
+    layers = _held(self, WS_LAYERS, "_layers")
+    if (
+        type(layers) is not _Layers
+        or _held(layers, L_UNDO, "undo") is not None
+        or _held(self, WS_GENERATION, "_generation") != _held(layers, L_GENERATION, "generation")
+    ):
+        return _py_update(self, key, fn, initial)
+    values = _held(self, WS_VALUES, "_values")
+    prefix = _held(self, WS_PREFIX, "_prefix")
+    exact = _held(self, WS_EXACT, "_exact")
+    if type(values) is not dict or type(prefix) is not bytes or type(exact) is not frozenset:
+        return _py_update(self, key, fn, initial)
+    serde = _held(self, WS_SERDE, "_serde")
+    data = _held(self, WS_DATA, "_data")
+    n = PyBytes_GET_SIZE(prefix)  # prefix + key, without the buffer protocol's steps
+    dk = PyBytes_FromStringAndSize(NULL, n + PyBytes_GET_SIZE(key))
+    memcpy(PyBytes_AS_STRING(dk), PyBytes_AS_STRING(prefix), n)
+    memcpy(PyBytes_AS_STRING(dk) + n, PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+    value = (<dict>values).get(dk, _MISSING)
+    if value is _MISSING:
+        raw = data.raw(dk)
+        if raw is None:
+            value = initial
+        else:
+            value = None
+            if serde is _JSON and type(raw) is bytes:
+                value = _json_int(<bytes>raw)
+            if value is None:
+                value = serde.loads(raw)
+    value = fn(value)
+    if type(value) in <frozenset>exact:
+        (<dict>values)[dk] = value
+        deferred = _held(layers, L_DEFERRED, "deferred")
+        if _held(self, WS_DEFERRED_IN, "_deferred_in") is not deferred:
+            self._deferred_in = deferred
+            layers.defer(self)
+    else:  # (a list, a tuple, ...): serialized now
+        (<dict>values).pop(dk, None)
+        data.put_raw(dk, serde.dumps(value))
+    return [(_held(self, WS_AT_WINDOW, "_at_window"), value)]
+
+
+def bind_window(window_type, python_update):
+    global _Window, _py_update, WS_AT, WS_AT_WINDOW, WS_DATA, WS_DEFERRED_IN, WS_EXACT
+    global WS_GENERATION, WS_LAYERS, WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED, WS_TUMBLING
+    global WS_TIME, L_GENERATION, L_DEFERRED
+    if _Layers is None:
+        raise TypeError("bind_store first: the window's layers are a store's")
+    offsets = tuple(  # every one found before any is set
+        _slot(window_type, name)
+        for name in (
+            "_at", "_at_window", "_data", "_deferred_in", "_exact", "_generation",
+            "_layers", "_prefix", "_serde", "_values", "closed", "_tumbling", "time",
+        )
+    ) + (_slot(_Layers, "generation"), _slot(_Layers, "deferred"))
+    (
+        WS_AT, WS_AT_WINDOW, WS_DATA, WS_DEFERRED_IN, WS_EXACT, WS_GENERATION, WS_LAYERS,
+        WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED, WS_TUMBLING, WS_TIME, L_GENERATION, L_DEFERRED,
+    ) = offsets
+    _py_update, _Window = python_update, window_type
+    return window_update

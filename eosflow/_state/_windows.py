@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from .._errors import ConfigError
+from .._native import bind_window, named_as
 from ._layers import MISSING
 from ._store import BYTES, JSON, Serde, Store, store_key
 
@@ -250,6 +251,7 @@ class WindowStore(Generic[V]):
         "_prefix",
         "_serde",
         "_time_held",
+        "_tumbling",
         "_values",
         "closed",
         "late",
@@ -261,6 +263,8 @@ class WindowStore(Generic[V]):
     def __init__(self, name: str, spec: WindowSpec, data: Store[bytes]) -> None:
         self.name, self.spec = name, spec
         self._serde, self._data = spec.serde, data
+        # the window's size in ms when it is tumbling (``update``'s hot path), else 0
+        self._tumbling = spec.size_ms if spec.advance_ms == spec.size_ms else 0
         self.time = NO_TIME  # the record's event time, set before process()
         self._now = NO_TIME  # the partition's stream time (the record's included)
         # the start of the last window closed at the partition's stream time (None: none
@@ -331,9 +335,8 @@ class WindowStore(Generic[V]):
         final results. None open: the record is late and nothing changes."""
         k = key if type(key) is bytes else store_key(key)
         loads, dumps, data = self._serde.loads, self._serde.dumps, self._data
-        closed, spec = self.closed, self.spec
-        t, step = self.time, spec.advance_ms
-        if step == spec.size_ms:  # tumbling: the one window (the hot path, no range)
+        closed, step, t = self.closed, self._tumbling, self.time
+        if step:  # tumbling: the one window (the hot path, no range)
             start = t - t % step
             if closed is not None and start <= closed:
                 self.late = True
@@ -366,7 +369,7 @@ class WindowStore(Generic[V]):
             data.put_raw(dk, dumps(value))
             return [(self._at_window, value)]
         out = []
-        for start in spec.starts(t):
+        for start in self.spec.starts(t):
             if closed is not None and start <= closed:
                 continue
             dk = _DATA + _START.pack(start + _SHIFT) + k
@@ -478,6 +481,25 @@ class WindowStore(Generic[V]):
             out.append((self.window(shifted - _SHIFT), dk[1 + _START.size :], loads(raw)))
             self._data.delete(dk)
         return out
+
+
+PYTHON_UPDATE: Callable[..., Any] = WindowStore.__dict__["update"]
+"""``WindowStore.update`` in Python: what runs without the compiled extension, what the
+compiled one hands every case but its hot path to, and what it is held to
+(``tests/unit/test_native_window.py``)."""
+
+
+def _compile() -> None:
+    """The compiled ``update`` (``eosflow._native.bind_window``) in place of the Python
+    one, where the extension is built: a tumbling window's update of the window the last
+    one wrote, outside an undoable unit, with the slots read at their offsets; every
+    other case goes to ``PYTHON_UPDATE``."""
+    compiled = bind_window(WindowStore, PYTHON_UPDATE)
+    if compiled is not None:
+        setattr(WindowStore, "update", named_as(compiled, PYTHON_UPDATE))  # noqa: B010
+
+
+_compile()
 
 
 def event_time(processor: Any, record: Record) -> int:
