@@ -431,14 +431,17 @@ class Stores(Reads):
         return process_or_apply
 
     def idle(self) -> None:
-        """No record is in process: ``table()`` and ``state()`` find nothing. The engine
-        calls it before anything else may run: the per-record wrappers of a join and of
-        a stateful app have no frame of their own around ``process`` to reset what they
-        set (one coroutine frame less a record); the others reset on their way out."""
+        """No record is in process: ``table()``, ``state()`` and ``window()`` find
+        nothing. The engine calls it before anything else may run: the per-record
+        wrappers of a join, of a stateful app and of a windowed one's record that closes
+        no window and cannot be late have no frame of their own around ``process`` to
+        reset what they set (one coroutine frame less a record); the others reset on
+        their way out."""
         self.current = None
         self.now = _NO_HANDLES
         if self._seat is not None:
             self._seat.tables = NOTHING
+            self._seat.windows = NOTHING
 
     def _row(self, table: str, record: Record) -> None:
         """A table's record into its partition's copy, in the open transaction."""

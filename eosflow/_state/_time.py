@@ -147,23 +147,29 @@ class EventTime:
         closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
         own_time = overrides(processor, "timestamp")
 
-        async def timed(record: Record) -> Any:
+        def timed(record: Record) -> Awaitable[Any]:
             t = event_time(processor, record) if own_time else record.timestamp
             partition = (record.topic, record.partition)
             handles = lists.get(partition)
             if handles is None:
                 handles = self._windows_of(partition)
+            enter(partition)
             if not handles:  # a pipeline's topic whose stages keep no window
-                enter(partition)
-                try:
-                    return await process(record)
-                finally:
-                    enter(None)
+                return process(record)  # what enter set stays until ``idle``
             h = handles[0]
             before = h.advance(t, record.offset)
-            enter(partition)
+            seat.windows = plain.get(partition, none)
+            if h.closed == before and type(h) is WindowStore and not h.late_at(t):
+                # nothing to do after process: no window closed, none can call it late
+                # (its window is open). What was set stays until ``idle``: no coroutine
+                # frame of its own around process, the commonest record's path
+                return process(record)
+            return finish(record, h, before, t)
+
+        async def finish(record: Record, h: Windowed, before: int | None, t: int) -> Any:
+            """The rest of a record that closed a window, or may be late, or whose
+            window is not a tumbling or hopping one."""
             try:
-                seat.windows = plain.get(partition, none)
                 try:
                     result = await process(record)
                 finally:  # window() outside process() must not find the last record's

@@ -300,6 +300,13 @@ class WindowStore(Generic[V]):
             made = self._made[start_ms] = Window(self.name, start_ms, start_ms + self.spec.size_ms)
         return made
 
+    def late_at(self, t: int) -> bool:
+        """Whether a record at event time ``t`` meets only closed windows: ``update``
+        would call it late. (The window holding ``t`` that starts last is open, or none
+        is.)"""
+        closed = self.closed
+        return closed is not None and t - t % self.spec.advance_ms <= closed
+
     def windows(self) -> list[Window]:
         """The open windows holding the record's event time, in start order."""
         return [self.window(s) for s in self.open_starts()]

@@ -262,3 +262,28 @@ def test_a_stage_finds_its_own_on_the_compiled_path(tmp_path: Path) -> None:
     first, second = seen
     assert all(x is y for x, y in zip(first, second, strict=True))
     assert second[-1] is view
+
+
+# A windowed record that closes no window and cannot be late runs without a frame of its
+# own around ``process`` (``EventTime._one``): its window stays in the seat until the
+# engine says no record is in process (``Stores.idle``), and window() then finds none,
+# compiled or not. Caught: idle leaving the seat's windows in place.
+def test_a_window_is_not_found_once_idle(tmp_path: Path) -> None:
+    class Counter(Probe):
+        async def process(self, record: eosflow.Record) -> None:
+            self.window("w").update(b"k", lambda n: n + 1, 0)
+
+    counter = Counter()
+    with bound(tmp_path, counter) as (stores, seat, process):
+
+        async def run() -> list[Any]:
+            with seated(seat):
+                await process(record(0))
+                await process(record(1))  # the window [0, 10 s) open: the frameless path
+                stores.idle()
+                compiled = _outcome(lambda: counter.window("w"))
+                return [compiled, _outcome(lambda: PYTHON_PATH["window"](counter, "w"))]
+
+        got = asyncio.run(run())
+    for outcome in got:
+        assert outcome[0] == "raised" and outcome[1] is RuntimeError, outcome
