@@ -33,10 +33,10 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
 - ``bind_table``: ``TableStore.get`` (a join's per-record read), the store's read
   path with the view's own slots; views over layers of another class take the Python
   method;
-- ``bind_window``: ``WindowStore.update`` on a tumbling window's hot path (the record's
-  window the one the last update wrote, outside an undoable unit): the value held or
-  read once, ``fn``'s answer held for the deferred write; any other case takes the
-  Python method, which then does all of it;
+- ``bind_window``: ``WindowStore.advance`` and a tumbling window's ``update`` on their
+  hot paths (outside an undoable unit; for ``update``, the record's window the one the
+  last update wrote): the stream time and the value held for the deferred write; any
+  other case takes the Python method, which then does all of it;
 - ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
   (its context variable) is made for the processor -- or for the pipeline whose stage
   it is, and the name is one the stage declares -- and holds the handle by name, in C;

@@ -81,9 +81,11 @@ def bind_table(table_type: type, python_get: Callable[..., Any]) -> Callable[...
     return None
 
 
-def bind_window(window_type: type, python_update: Callable[..., Any]) -> Callable[..., Any] | None:
-    """A compiled ``WindowStore.update`` over ``python_update``, the Python one: here,
-    none."""
+def bind_window(
+    window_type: type, python: Mapping[str, Callable[..., Any]]
+) -> dict[str, Callable[..., Any]] | None:
+    """Compiled versions of ``WindowStore``'s ``update`` and ``advance`` over ``python``,
+    its methods: here, none -- those stay."""
     return None
 
 

@@ -6,7 +6,7 @@ method it is held to, with the slots of the objects it reads at their offsets (f
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyLong_FromVoidPtr
-from cpython.ref cimport PyObject, Py_XDECREF
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy
 
@@ -332,21 +332,75 @@ def bind_table(table_type, python_get):
     return table_get
 
 
-# --- a tumbling window's update ----------------------------------------------------------
-# ``WindowStore.update`` (``eosflow._state._windows``) on its hot path only: a tumbling
-# window, the record's window the one the last update wrote (``_at``), outside an
-# undoable unit, the layers of the generation the handle read -- the value held, or read
-# once, then ``fn``'s answer held for the deferred write. Every other case (a str key, a
-# hopping window, a window change, a late record, a negative time, an undoable unit, a
-# moved generation, any type not the one bound) takes the Python method, which then
-# does all of it; none of those checks changes anything first.
+# --- a window's advance and a tumbling window's update -----------------------------------
+# ``WindowStore.advance`` and ``update`` (``eosflow._state._windows``) on their hot paths
+# only, outside an undoable unit and with the layers of the generation the handle read:
+# ``advance`` takes the record's time and holds the stream time it moved for the
+# deferred write; ``update``, for a tumbling window and the record's window the one the
+# last update wrote (``_at``), holds the value (or reads it once) and then ``fn``'s
+# answer. Every other case (a str key, a hopping window's update, a window change, a
+# late record, a negative time, an undoable unit, a moved generation, any type not the
+# one bound) takes the Python method, which then does all of it; none of those checks
+# changes anything first.
 
 cdef object _Window = None
 cdef object _py_update = None
 cdef Py_ssize_t WS_AT = -1, WS_AT_WINDOW = -1, WS_DATA = -1, WS_DEFERRED_IN = -1
 cdef Py_ssize_t WS_EXACT = -1, WS_GENERATION = -1, WS_LAYERS = -1, WS_PREFIX = -1
 cdef Py_ssize_t WS_SERDE = -1, WS_VALUES = -1, WS_CLOSED = -1, WS_TUMBLING = -1, WS_TIME = -1
+cdef Py_ssize_t WS_LATE = -1, WS_NOW = -1, WS_EDGE = -1, WS_TIME_HELD = -1
 cdef Py_ssize_t L_GENERATION = -1, L_DEFERRED = -1
+cdef object _py_advance = None
+
+
+cdef inline void _put(object o, Py_ssize_t offset, object value):
+    """The slot at ``offset`` set to ``value`` (held), what it held let go."""
+    cdef PyObject** slot = <PyObject**>((<char*><PyObject*>o) + offset)
+    cdef PyObject* old = slot[0]
+    Py_INCREF(value)
+    slot[0] = <PyObject*>value
+    Py_XDECREF(old)
+
+
+cdef inline bint _moved(object self, object layers):
+    """Whether the handle must take the Python path: layers not the class bound, an
+    undoable unit open, or a generation it has not read."""
+    return (
+        type(layers) is not _Layers
+        or _held(layers, L_UNDO, "undo") is not None
+        or _held(self, WS_GENERATION, "_generation") != _held(layers, L_GENERATION, "generation")
+    )
+
+
+cdef inline void _defer(object self, object layers) except *:
+    """The handle registered for the layers' deferred writes, once per list."""
+    deferred = _held(layers, L_DEFERRED, "deferred")
+    if _held(self, WS_DEFERRED_IN, "_deferred_in") is not deferred:
+        _put(self, WS_DEFERRED_IN, deferred)
+        layers.defer(self)
+
+
+def window_advance(self, t, offset=0):
+    cdef long long ms, now, edge
+    if type(self) is not _Window or _Layers is None or not _as_ms(t, &ms):
+        return _py_advance(self, t, offset)
+    layers = _held(self, WS_LAYERS, "_layers")
+    if (
+        _moved(self, layers)
+        or not _as_ms(_held(self, WS_NOW, "_now"), &now)
+        or not _as_ms(_held(self, WS_EDGE, "_edge"), &edge)
+    ):
+        return _py_advance(self, t, offset)
+    _put(self, WS_TIME, t)
+    _put(self, WS_LATE, False)
+    before = _held(self, WS_CLOSED, "closed")
+    if ms > now:
+        _put(self, WS_NOW, t)
+        _put(self, WS_TIME_HELD, True)
+        _defer(self, layers)
+        if ms >= edge:  # a window closes
+            self._close_through(t)
+    return before
 
 
 cdef inline bint _as_ms(object value, long long* out):
@@ -375,11 +429,7 @@ def window_update(self, key, fn, initial):
     if not _as_ms(_held(self, WS_AT, "_at"), &at) or at != start:
         return _py_update(self, key, fn, initial)  # another window: its prefix is made there
     layers = _held(self, WS_LAYERS, "_layers")
-    if (
-        type(layers) is not _Layers
-        or _held(layers, L_UNDO, "undo") is not None
-        or _held(self, WS_GENERATION, "_generation") != _held(layers, L_GENERATION, "generation")
-    ):
+    if _moved(self, layers):
         return _py_update(self, key, fn, initial)
     values = _held(self, WS_VALUES, "_values")
     prefix = _held(self, WS_PREFIX, "_prefix")
@@ -406,20 +456,17 @@ def window_update(self, key, fn, initial):
     value = fn(value)
     if type(value) in <frozenset>exact:
         (<dict>values)[dk] = value
-        deferred = _held(layers, L_DEFERRED, "deferred")
-        if _held(self, WS_DEFERRED_IN, "_deferred_in") is not deferred:
-            self._deferred_in = deferred
-            layers.defer(self)
+        _defer(self, layers)
     else:  # (a list, a tuple, ...): serialized now
         (<dict>values).pop(dk, None)
         data.put_raw(dk, serde.dumps(value))
     return [(_held(self, WS_AT_WINDOW, "_at_window"), value)]
 
 
-def bind_window(window_type, python_update):
-    global _Window, _py_update, WS_AT, WS_AT_WINDOW, WS_DATA, WS_DEFERRED_IN, WS_EXACT
-    global WS_GENERATION, WS_LAYERS, WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED, WS_TUMBLING
-    global WS_TIME, L_GENERATION, L_DEFERRED
+def bind_window(window_type, python):
+    global _Window, _py_update, _py_advance, WS_AT, WS_AT_WINDOW, WS_DATA, WS_DEFERRED_IN
+    global WS_EXACT, WS_GENERATION, WS_LAYERS, WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED
+    global WS_TUMBLING, WS_TIME, WS_LATE, WS_NOW, WS_EDGE, WS_TIME_HELD, L_GENERATION, L_DEFERRED
     if _Layers is None:
         raise TypeError("bind_store first: the window's layers are a store's")
     offsets = tuple(  # every one found before any is set
@@ -427,11 +474,15 @@ def bind_window(window_type, python_update):
         for name in (
             "_at", "_at_window", "_data", "_deferred_in", "_exact", "_generation",
             "_layers", "_prefix", "_serde", "_values", "closed", "_tumbling", "time",
+            "late", "_now", "_edge", "_time_held",
         )
     ) + (_slot(_Layers, "generation"), _slot(_Layers, "deferred"))
+    methods = (python["update"], python["advance"])
     (
         WS_AT, WS_AT_WINDOW, WS_DATA, WS_DEFERRED_IN, WS_EXACT, WS_GENERATION, WS_LAYERS,
-        WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED, WS_TUMBLING, WS_TIME, L_GENERATION, L_DEFERRED,
+        WS_PREFIX, WS_SERDE, WS_VALUES, WS_CLOSED, WS_TUMBLING, WS_TIME, WS_LATE, WS_NOW,
+        WS_EDGE, WS_TIME_HELD, L_GENERATION, L_DEFERRED,
     ) = offsets
-    _py_update, _Window = python_update, window_type
-    return window_update
+    _py_update, _py_advance = methods
+    _Window = window_type
+    return {"update": window_update, "advance": window_advance}

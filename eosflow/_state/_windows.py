@@ -490,20 +490,24 @@ class WindowStore(Generic[V]):
         return out
 
 
-PYTHON_UPDATE: Callable[..., Any] = WindowStore.__dict__["update"]
-"""``WindowStore.update`` in Python: what runs without the compiled extension, what the
-compiled one hands every case but its hot path to, and what it is held to
-(``tests/unit/test_native_window.py``)."""
+PYTHON_PATH: dict[str, Callable[..., Any]] = {
+    name: WindowStore.__dict__[name] for name in ("update", "advance")
+}
+"""``WindowStore.update`` and ``advance`` in Python: what runs without the compiled
+extension, what the compiled ones hand every case but their hot paths to, and what they
+are held to (``tests/unit/test_native_window.py``)."""
 
 
 def _compile() -> None:
-    """The compiled ``update`` (``eosflow._native.bind_window``) in place of the Python
-    one, where the extension is built: a tumbling window's update of the window the last
-    one wrote, outside an undoable unit, with the slots read at their offsets; every
-    other case goes to ``PYTHON_UPDATE``."""
-    compiled = bind_window(WindowStore, PYTHON_UPDATE)
+    """The compiled ``update`` and ``advance`` (``eosflow._native.bind_window``) in place
+    of the Python ones, where the extension is built: their hot paths -- a record's time
+    taken, a tumbling window's update of the window the last one wrote -- outside an
+    undoable unit, with the slots read and written at their offsets; every other case
+    goes to ``PYTHON_PATH``."""
+    compiled = bind_window(WindowStore, PYTHON_PATH)
     if compiled is not None:
-        setattr(WindowStore, "update", named_as(compiled, PYTHON_UPDATE))  # noqa: B010
+        for name, function in compiled.items():
+            setattr(WindowStore, name, named_as(function, PYTHON_PATH[name]))
 
 
 _compile()
