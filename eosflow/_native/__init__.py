@@ -37,6 +37,9 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
   hot paths (outside an undoable unit; for ``update``, the record's window the one the
   last update wrote): the stream time and the value held for the deferred write; any
   other case takes the Python method, which then does all of it;
+- ``bind_reader``: the read cache's ``Reader.get`` (a read the layers did not answer),
+  the newer generation's dict read in C; the older generation and a miss go through
+  the cache's methods;
 - ``bind_seat``: ``Processor.state``, ``window`` and ``table`` where the app's seat
   (its context variable) is made for the processor -- or for the pipeline whose stage
   it is, and the name is one the stage declares -- and holds the handle by name, in C;
@@ -66,12 +69,13 @@ from ._reference import Corrupt, Oversize
 
 try:
     from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
-    from ._stores import bind_seat, bind_store, bind_table, bind_window
+    from ._stores import bind_reader, bind_seat, bind_store, bind_table, bind_window
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
     from ._reference import (
         bind_batch,
+        bind_reader,
         bind_seat,
         bind_store,
         bind_table,
@@ -98,6 +102,7 @@ __all__ = [
     "Corrupt",
     "Oversize",
     "bind_batch",
+    "bind_reader",
     "bind_seat",
     "bind_store",
     "bind_table",

@@ -89,6 +89,13 @@ def bind_window(
     return None
 
 
+def bind_reader(
+    reader_type: type, cache_type: type, missing: object, python_get: Callable[..., Any]
+) -> Callable[..., Any] | None:
+    """A compiled ``Reader.get`` over ``python_get``, the Python one: here, none."""
+    return None
+
+
 def bind_seat(
     seat_type: type, current: object, python: Mapping[str, Callable[..., Any]]
 ) -> dict[str, Callable[..., Any]] | None:

@@ -486,3 +486,48 @@ def bind_window(window_type, python):
     _py_update, _py_advance = methods
     _Window = window_type
     return {"update": window_update, "advance": window_advance}
+
+
+# --- the read cache's reads ---------------------------------------------------------------
+# ``Reader.get`` (``eosflow._state._cache``): a store's read that the layers did not
+# answer, through the read cache -- the newer generation's dict read in C; the older
+# generation, a miss's load (RocksDB) and its keeping go through the cache's own
+# methods, as the Python method's do. A reader or cache of another class than the ones
+# bound takes the Python method.
+
+cdef object _Reader = None, _ReadCache = None, _CACHE_MISSING = None, _py_reader_get = None
+cdef Py_ssize_t R_CACHE = -1, R_LOAD = -1, R_TAG = -1, C_NEW = -1
+
+
+def reader_get(self, key):
+    if type(self) is not _Reader:
+        return _py_reader_get(self, key)
+    cache = _held(self, R_CACHE, "_cache")
+    if type(cache) is not _ReadCache:
+        return _py_reader_get(self, key)
+    tag = _held(self, R_TAG, "tag")
+    new = _held(cache, C_NEW, "_new")
+    kept = (<dict>new).get(tag) if type(new) is dict else new.get(tag)
+    if kept is not None:
+        value = (<dict>kept).get(key, _CACHE_MISSING) if type(kept) is dict else kept.get(
+            key, _CACHE_MISSING
+        )
+        if value is not _CACHE_MISSING:
+            return value
+    value = cache._older(tag, key)
+    if value is _CACHE_MISSING:
+        value = _held(self, R_LOAD, "load")(key)
+        cache.keep(tag, key, value)
+    return value
+
+
+def bind_reader(reader_type, cache_type, missing, python_get):
+    global _Reader, _ReadCache, _CACHE_MISSING, _py_reader_get, R_CACHE, R_LOAD, R_TAG, C_NEW
+    offsets = (  # every one found before any is set
+        _slot(reader_type, "_cache"), _slot(reader_type, "load"), _slot(reader_type, "tag"),
+        _slot(cache_type, "_new"),
+    )
+    R_CACHE, R_LOAD, R_TAG, C_NEW = offsets
+    _py_reader_get, _CACHE_MISSING = python_get, missing
+    _Reader, _ReadCache = reader_type, cache_type
+    return reader_get

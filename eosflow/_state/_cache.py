@@ -42,6 +42,9 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Mapping
+from typing import Any
+
+from .._native import bind_reader, named_as
 
 ENTRY_OVERHEAD = 120  # bytes: two bytes objects' headers (33 each), a dict slot (~52)
 MISSING = object()  # ``get``: not kept (None is kept: the key has no value)
@@ -171,3 +174,19 @@ class Reader:
             value = self.load(key)
             cache.keep(tag, key, value)  # type: ignore[arg-type]
         return value  # type: ignore[return-value]
+
+
+PYTHON_GET: Callable[..., Any] = Reader.__dict__["get"]
+"""``Reader.get`` in Python: what runs without the compiled extension, and what the
+compiled one is held to (``tests/unit/test_read_cache.py``)."""
+
+
+def _compile() -> None:
+    """The compiled ``get`` (``eosflow._native.bind_reader``) in place of the Python one,
+    where the extension is built: the newer generation's dicts read in C."""
+    compiled = bind_reader(Reader, ReadCache, MISSING, PYTHON_GET)
+    if compiled is not None:
+        setattr(Reader, "get", named_as(compiled, PYTHON_GET))  # noqa: B010
+
+
+_compile()

@@ -4,9 +4,13 @@ to its budget. The comment above each test names the mutation that made it fail.
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
+from typing import Any
 
-from eosflow._state._cache import ENTRY_OVERHEAD, MISSING, ReadCache
+import pytest
+
+from eosflow._state._cache import ENTRY_OVERHEAD, MISSING, PYTHON_GET, ReadCache, Reader
 from eosflow._state._local import Checkpoint, Env, LocalPartition
 
 P = ("in", 0)
@@ -135,3 +139,63 @@ def test_rows_updated_in_place_stay_in_one_generation() -> None:
     for _ in range(5):
         cache.written(1, more)
     assert set(cache._old[1]) == {*keys, *more} and set(cache._new[1]) == set(more)
+
+
+class _World:
+    """A read cache of a small budget (its generations turn often), readers of three
+    stores over their "disks" (dicts), and every load counted."""
+
+    def __init__(self, get: Any) -> None:
+        self.cache = ReadCache(budget_bytes=2_000)
+        self.disks: dict[int, dict[bytes, bytes]] = {}
+        self.loads: list[tuple[int, bytes]] = []
+        self.readers = []
+        for _ in range(3):
+            tag = self.cache.tag()
+            disk = self.disks[tag] = {}
+            self.readers.append(Reader(self.cache, tag, self._load(tag, disk)))
+        self.get = get
+
+    def _load(self, tag: int, disk: dict[bytes, bytes]) -> Any:
+        def load(key: bytes) -> bytes | None:
+            self.loads.append((tag, key))
+            return disk.get(key)
+
+        return load
+
+    def state(self) -> Any:
+        cache = self.cache
+        return cache._new, cache._old, cache._new_bytes, len(self.loads)
+
+
+# Over random runs of reads, writes to the disks (told to the cache as a commit tells
+# it) and reads again, the compiled ``Reader.get`` gives what the Python one gives, loads
+# the same keys and leaves the cache's generations as it does. Caught (each alone): the
+# newer generation read under another store's tag; a value found in the older
+# generation not moved to the newer; a miss's load not kept; a kept None (an absent
+# key) taken for a miss.
+@pytest.mark.parametrize("seed", range(6))
+def test_compiled_reader_get_is_the_python_one(seed: int) -> None:
+    assert Reader.get.__module__ == "eosflow._native._stores"
+    rng = random.Random(seed)
+    keys = [b"k%d" % i for i in range(40)]
+    worlds = [_World(Reader.get), _World(PYTHON_GET)]
+    for i in range(4000):
+        op, r, key = rng.random(), rng.randrange(3), rng.choice(keys)
+        value = rng.choice([None, b"v", b"value-%d" % i, b"x" * rng.randrange(300)])
+        writes = {key: value, rng.choice(keys): None}
+        got = []
+        for w in worlds:
+            reader = w.readers[r]
+            if op < 0.7:
+                got.append(w.get(reader, key))
+            else:  # a commit of this store: the disk written, the cache told
+                for k, v in writes.items():
+                    if v is None:
+                        w.disks[reader.tag].pop(k, None)
+                    else:
+                        w.disks[reader.tag][k] = v
+                w.cache.written(reader.tag, writes)
+        assert got[:1] == got[1:], (i, got)
+        assert worlds[0].state() == worlds[1].state(), i
+        assert worlds[0].loads == worlds[1].loads, i
