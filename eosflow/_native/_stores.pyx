@@ -353,7 +353,7 @@ cdef Py_ssize_t L_GENERATION = -1, L_DEFERRED = -1
 cdef object _py_advance = None
 
 
-cdef inline void _put(object o, Py_ssize_t offset, object value):
+cdef inline void _put(object o, Py_ssize_t offset, object value) noexcept:
     """The slot at ``offset`` set to ``value`` (held), what it held let go."""
     cdef PyObject** slot = <PyObject**>((<char*><PyObject*>o) + offset)
     cdef PyObject* old = slot[0]
@@ -454,12 +454,14 @@ def window_update(self, key, fn, initial):
             if value is None:
                 value = serde.loads(raw)
     value = fn(value)
-    if type(value) in <frozenset>exact:
-        (<dict>values)[dk] = value
+    values = _held(self, WS_VALUES, "_values")  # again: an ``fn`` reading this window
+    if type(value) in <frozenset>exact:         # wrote them out
+        values[dk] = value
         _defer(self, layers)
-    else:  # (a list, a tuple, ...): serialized now
-        (<dict>values).pop(dk, None)
-        data.put_raw(dk, serde.dumps(value))
+    else:  # (a list, a tuple, ...): serialized now, first: one it cannot write changes nothing
+        raw = serde.dumps(value)
+        values.pop(dk, None)
+        data.put_raw(dk, raw)
     return [(_held(self, WS_AT_WINDOW, "_at_window"), value)]
 
 

@@ -508,6 +508,7 @@ class Stores(Reads):
             finally:
                 layers.undo = None
                 self.current, self.now = None, empty
+                seat.windows = NOTHING  # (a windowed record's frameless path leaves them)
 
         if self.config.dead_letter_topic is not None:
             return process_undoing, False

@@ -155,6 +155,7 @@ class EventTime:
                 handles = self._windows_of(partition)
             enter(partition)
             if not handles:  # a pipeline's topic whose stages keep no window
+                seat.windows = none
                 return process(record)  # what enter set stays until ``idle``
             h = handles[0]
             before = h.advance(t, record.offset)

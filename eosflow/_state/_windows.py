@@ -362,14 +362,16 @@ class WindowStore(Generic[V]):
                     raw = data.raw(dk)
                     value = initial if raw is None else loads(raw)
                 value = fn(value)
+                # (``self._values`` again: an ``fn`` reading this window wrote them out)
                 if type(value) in self._exact:  # its serialization gives it back as it is
-                    values[dk] = value
+                    self._values[dk] = value
                     if self._deferred_in is not layers.deferred:
                         self._deferred_in = layers.deferred
                         layers.defer(self)
                 else:  # (a list, a tuple, ...): serialized now, as a record at a time
-                    values.pop(dk, None)
-                    data.put_raw(dk, dumps(value))
+                    raw = dumps(value)  # first: a value it cannot write leaves all as was
+                    self._values.pop(dk, None)
+                    data.put_raw(dk, raw)
                 return [(self._at_window, value)]
             raw = data.raw(dk)  # in an undoable unit: written now, so taking back is exact
             value = fn(initial if raw is None else loads(raw))
