@@ -56,13 +56,18 @@ class Probe(eosflow.Processor):
     def look(self) -> None:
         for who in (self, self.other):
             assert who is not None
-            for lookup in LOOKUPS:
-                for name in NAMES:
-                    compiled = getattr(type(who), lookup)
-                    python = PYTHON_PATH[lookup]
-                    got = _outcome(lambda c=compiled, n=name, w=who: c(w, n))
-                    want = _outcome(lambda p=python, n=name, w=who: p(w, n))
-                    self.seen.append((lookup, name, who is self, got, want))
+            for lookup, name, got, want in both_ways(who, NAMES):
+                self.seen.append((lookup, name, who is self, got, want))
+
+
+def both_ways(who: eosflow.Processor, names: list[Any]) -> Iterator[tuple[str, Any, Any, Any]]:
+    """Each lookup of each name by ``who``, compiled and in Python: (lookup, name, what
+    the compiled method gave, what the Python one gave)."""
+    for lookup in LOOKUPS:
+        for name in names:
+            compiled, python = getattr(type(who), lookup), PYTHON_PATH[lookup]
+            got = _outcome(lambda c=compiled, n=name: c(who, n))
+            yield lookup, name, got, _outcome(lambda p=python, n=name: p(who, n))
 
 
 @contextlib.contextmanager
@@ -205,13 +210,8 @@ def test_a_stage_finds_its_own_and_is_refused_the_others_alike(tmp_path: Path) -
 
     def look() -> None:
         for stage in (a, b):
-            for lookup in LOOKUPS:
-                for name in STAGE_NAMES:
-                    compiled = getattr(type(stage), lookup)
-                    python = PYTHON_PATH[lookup]
-                    got = _outcome(lambda c=compiled, s=stage, n=name: c(s, n))
-                    want = _outcome(lambda p=python, s=stage, n=name: p(s, n))
-                    outcomes.append((type(stage).__name__, lookup, name, got, want))
+            for lookup, name, got, want in both_ways(stage, STAGE_NAMES):
+                outcomes.append((type(stage).__name__, lookup, name, got, want))
 
     with bound(tmp_path, Runner(look), members=(a, b)) as (_, seat, process):
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pickle
 import random
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from differential import commit, outcome
 
 import eosflow
 from eosflow._state._layers import Layers
-from eosflow._state._local import Checkpoint, Env, LocalPartition
+from eosflow._state._local import Env, LocalPartition
 from eosflow._state._store import PYTHON_PATH, RESERVED_KEY, Store
 from eosflow._state._tables import PYTHON_GET, TableStore
 
@@ -84,32 +84,7 @@ class World:
         self.undo: Any = None
 
     def commit(self) -> None:
-        sealed = self.layers.seal()
-        changes = {name: dict(w) for (name, _), w in sealed.items()}
-        self.local.apply(changes, {n: Checkpoint(1, 0, 1) for n in changes})
-        self.layers.committed()
-        self.layers.begin(adopted=True)
-
-
-def _comparable(value: Any) -> Any:
-    """``value``, with what never equals itself (NaN, an ``object()`` read back) named."""
-    if isinstance(value, float) and value != value:
-        return ("nan",)
-    if type(value) is object:
-        return ("object",)
-    if type(value) is list:
-        return [_comparable(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_comparable(v) for v in value)
-    return (type(value), value)
-
-
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        value = call()
-    except Exception as exc:  # the same error, same words
-        return ("raised", type(exc), str(exc))
-    return _comparable(value)
+        commit(self.layers, self.local)
 
 
 def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
@@ -118,25 +93,25 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
     store = world.stores[name]
     layers = world.layers
     if op == "get":
-        return _outcome(lambda: store.get(key))
+        return outcome(lambda: store.get(key))
     if op == "get_default":
-        return _outcome(lambda: store.get(key, -5))
+        return outcome(lambda: store.get(key, -5))
     if op == "table_get":  # a join's read of a table's row (the views over the stores)
-        return _outcome(lambda: world.tables[name].get(key, value))
+        return outcome(lambda: world.tables[name].get(key, value))
     if op == "get_keyword":
-        return _outcome(lambda: store.get(key, default=value))
+        return outcome(lambda: store.get(key, default=value))
     if op == "put":
-        return _outcome(lambda: store.put(key, value))
+        return outcome(lambda: store.put(key, value))
     if op == "raw":
-        return _outcome(lambda: store.raw(key))
+        return outcome(lambda: store.raw(key))
     if op == "put_raw":
-        return _outcome(lambda: store.put_raw(key, raw))
+        return outcome(lambda: store.put_raw(key, raw))
     if op == "delete":
-        return _outcome(lambda: store.delete(key))
+        return outcome(lambda: store.delete(key))
     if op == "contains":
-        return _outcome(lambda: key in store)
+        return outcome(lambda: key in store)
     if op == "range":  # the second one builds the writes' sorted index
-        return _outcome(lambda: list(store.range(b"a", b"k2")))
+        return outcome(lambda: list(store.range(b"a", b"k2")))
     if world.undo is not None and op in ("seal", "commit", "discard"):
         return None  # (a record's writes are undone or kept before the transaction moves)
     if op == "seal":

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from differential import commit, outcome
 
 import eosflow
 from eosflow._native import bind_window
 from eosflow._state._layers import Layers
-from eosflow._state._local import Checkpoint, Env, LocalPartition
+from eosflow._state._local import Env, LocalPartition
 from eosflow._state._store import Store
 from eosflow._state._windows import PYTHON_PATH, WindowStore
 
@@ -81,27 +82,7 @@ class World:
         self.undo: Any = None
 
     def commit(self) -> None:
-        sealed = self.layers.seal()
-        changes = {name: dict(w) for (name, _), w in sealed.items()}
-        self.local.apply(changes, {n: Checkpoint(1, 0, 1) for n in changes})
-        self.layers.committed()
-        self.layers.begin(adopted=True)
-
-
-def _comparable(value: Any) -> Any:
-    if type(value) is list:
-        return [_comparable(v) for v in value]
-    if type(value) is tuple:
-        return tuple(_comparable(v) for v in value)
-    return (type(value), value)
-
-
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        value = call()
-    except Exception as exc:  # the same error, same words
-        return ("raised", type(exc), str(exc))
-    return _comparable(value)
+        commit(self.layers, self.local)
 
 
 def _record(
@@ -118,8 +99,8 @@ def _record(
     before = window.advance(t)
     if meanwhile is not None:
         meanwhile()
-    got = _outcome(lambda: window.update(key, fn, initial))
-    finals = _outcome(lambda: window.closing(before)) if window.closed != before else None
+    got = outcome(lambda: window.update(key, fn, initial))
+    finals = outcome(lambda: window.closing(before)) if window.closed != before else None
     return got, window.late, finals
 
 
@@ -133,9 +114,9 @@ def _step(world: World, choice: tuple[Any, ...]) -> Any:
     if op == "record_restored":  # a restore ended while the record's process awaited
         return _record(window, t, key, fn, initial, layers.stores_changed)
     if op == "get":
-        return _outcome(lambda: window.get(key, t - t % 1000))
+        return outcome(lambda: window.get(key, t - t % 1000))
     if op == "fetch":
-        return _outcome(lambda: list(window.fetch(key, t - 3000, t)))
+        return outcome(lambda: list(window.fetch(key, t - 3000, t)))
     if op == "restored":  # a partition restored under the handles: they read again
         layers.stores_changed()
         return None
