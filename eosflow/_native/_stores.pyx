@@ -115,6 +115,15 @@ cdef object _json_int(bytes data):
     return PyLong_FromLongLong(-v if negative else v)
 
 
+cdef object _loads(object serde, object raw):
+    """``serde.loads(raw)``, a JSON integer of at most 18 digits read in C."""
+    if serde is _JSON and type(raw) is bytes:
+        value = _json_int(<bytes>raw)
+        if value is not None:
+            return value
+    return serde.loads(raw)
+
+
 def store_raw(self, key):
     layers = _layers_of(self)
     if layers is None:
@@ -129,12 +138,7 @@ def store_get(self, key, default=None):
     raw = _raw(self, layers, key if _plain_key(key) else _store_key(key))
     if raw is None:
         return default
-    serde = _held(self, S_SERDE, "_serde")
-    if serde is _JSON and type(raw) is bytes:
-        value = _json_int(<bytes>raw)
-        if value is not None:
-            return value
-    return serde.loads(raw)
+    return _loads(_held(self, S_SERDE, "_serde"), raw)
 
 
 cdef object _set(object store, object layers, object key, object data):
@@ -445,14 +449,7 @@ def window_update(self, key, fn, initial):
     value = (<dict>values).get(dk, _MISSING)
     if value is _MISSING:
         raw = data.raw(dk)
-        if raw is None:
-            value = initial
-        else:
-            value = None
-            if serde is _JSON and type(raw) is bytes:
-                value = _json_int(<bytes>raw)
-            if value is None:
-                value = serde.loads(raw)
+        value = initial if raw is None else _loads(serde, raw)
     value = fn(value)
     values = _held(self, WS_VALUES, "_values")  # again: an ``fn`` reading this window
     if type(value) in <frozenset>exact:         # wrote them out
