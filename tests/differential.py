@@ -42,3 +42,26 @@ def commit(layers: Layers, local: LocalPartition) -> None:
     local.apply(changes, {n: Checkpoint(1, 0, 1) for n in changes})
     layers.committed()
     layers.begin(adopted=True)
+
+
+def transaction_move(world: Any, op: str, take_back: bool) -> None:
+    """The transaction move ``op`` names on ``world`` (its ``layers``, its ``undo`` list
+    or None, its ``commit``): seal, commit, discard, an undoable unit started, or ended
+    (``take_back``: its writes taken back, as a dead-lettered record's). Seal, commit
+    and discard wait while a unit is open, as the engine's do."""
+    layers = world.layers
+    if world.undo is not None and op in ("seal", "commit", "discard"):
+        return  # (a record's writes are undone or kept before the transaction moves)
+    if op == "seal":
+        layers.seal()
+    elif op == "commit":
+        world.commit()
+    elif op == "discard":
+        layers.discard()
+        layers.begin(adopted=False)
+    elif op == "undo_start" and world.undo is None:
+        world.undo = layers.start_undo()
+    elif op == "undo_end" and world.undo is not None:
+        if take_back:
+            layers.revert(world.undo)
+        layers.undo, world.undo = None, None

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from differential import commit, outcome
+from differential import commit, outcome, transaction_move
 
 import eosflow
 from eosflow._state._layers import Layers
@@ -91,7 +91,6 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
     """One move of the run ``choice`` names (drawn once, applied to both worlds)."""
     op, name, key, value, raw = choice
     store = world.stores[name]
-    layers = world.layers
     if op == "get":
         return outcome(lambda: store.get(key))
     if op == "get_default":
@@ -112,21 +111,7 @@ def _step(world: World, rng: random.Random, choice: tuple[Any, ...]) -> Any:
         return outcome(lambda: key in store)
     if op == "range":  # the second one builds the writes' sorted index
         return outcome(lambda: list(store.range(b"a", b"k2")))
-    if world.undo is not None and op in ("seal", "commit", "discard"):
-        return None  # (a record's writes are undone or kept before the transaction moves)
-    if op == "seal":
-        layers.seal()
-    elif op == "commit":
-        world.commit()
-    elif op == "discard":
-        layers.discard()
-        layers.begin(adopted=False)
-    elif op == "undo_start" and world.undo is None:
-        world.undo = layers.start_undo()
-    elif op == "undo_end" and world.undo is not None:
-        if value is True:
-            layers.revert(world.undo)
-        layers.undo, world.undo = None, None
+    transaction_move(world, op, take_back=value is True)
     return None
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from differential import commit, outcome
+from differential import commit, outcome, transaction_move
 
 import eosflow
 from eosflow._native import bind_window
@@ -120,21 +120,7 @@ def _step(world: World, choice: tuple[Any, ...]) -> Any:
     if op == "restored":  # a partition restored under the handles: they read again
         layers.stores_changed()
         return None
-    if world.undo is not None and op in ("seal", "commit", "discard"):
-        return None  # (a record's writes are undone or kept before the transaction moves)
-    if op == "seal":
-        layers.seal()
-    elif op == "commit":
-        world.commit()
-    elif op == "discard":
-        layers.discard()
-        layers.begin(adopted=False)
-    elif op == "undo_start" and world.undo is None:
-        world.undo = layers.start_undo()
-    elif op == "undo_end" and world.undo is not None:
-        if fn is _fail:  # a record dead-lettered: its writes taken back
-            layers.revert(world.undo)
-        layers.undo, world.undo = None, None
+    transaction_move(world, op, take_back=fn is _fail)  # (_fail: a record dead-lettered)
     return None
 
 
