@@ -138,6 +138,22 @@ def test_compiled_lookups_are_the_python_ones(tmp_path: Path) -> None:
     assert {("state", "s"), ("window", "w")} <= found  # the fast path's answers
 
 
+async def second_on_the_compiled_path(seat: Seat, process: Callable[[Any], Any]) -> None:
+    """Two records in ``seat``: the first opens the handles; the second runs with the
+    Python lookups the compiled ones fall back to made to fail (bound again here)."""
+
+    def fails(*_: object) -> None:
+        raise AssertionError("the Python path ran")
+
+    with seated(seat):
+        await process(record(0))
+        assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
+        try:
+            await process(record(1))
+        finally:
+            bind_seat(Seat, CURRENT, PYTHON_PATH)
+
+
 # The compiled path answers a found handle itself: with the Python methods it falls
 # back to made to fail (bound again for this test), state(), window() and table()
 # inside process still find theirs. Caught: the seat's class check never passing
@@ -151,22 +167,9 @@ def test_a_found_handle_takes_the_compiled_path(tmp_path: Path) -> None:
             seat.tables = {"t": view}  # as the join's wrapper sets it (no table declared)
             self.seen.append(("", self.table("t"), True, self.state("s"), self.window("w")))
 
-    def fails(*_: object) -> None:
-        raise AssertionError("the Python path ran")
-
     finder = Finder()
     with bound(tmp_path, finder) as (_, seat, process):
-
-        async def run() -> None:
-            with seated(seat):
-                await process(record(0))  # opens them
-                assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
-                try:
-                    await process(record(1))
-                finally:
-                    bind_seat(Seat, CURRENT, PYTHON_PATH)
-
-        asyncio.run(run())
+        asyncio.run(second_on_the_compiled_path(seat, process))
     (_, t0, _, s0, w0), (_, t1, _, s1, w1) = finder.seen
     assert s0 is s1 and w0 is w1 and t0 is view and t1 is view
 
@@ -250,21 +253,8 @@ def test_a_stage_finds_its_own_on_the_compiled_path(tmp_path: Path) -> None:
         seat.tables = {"t": view}  # as the join's wrapper sets it
         seen.append((a.state("a"), a.window("wa"), b.state("b"), b.window("wb"), j.table("t")))
 
-    def fails(*_: object) -> None:
-        raise AssertionError("the Python path ran")
-
     with bound(tmp_path, Runner(look), members=(a, b, j)) as (_, seat, process):
-
-        async def run() -> None:
-            with seated(seat):
-                await process(record(0))  # opens them, on the Python path
-                assert bind_seat(Seat, CURRENT, dict.fromkeys(LOOKUPS, fails)) is not None
-                try:
-                    await process(record(1))
-                finally:
-                    bind_seat(Seat, CURRENT, PYTHON_PATH)
-
-        asyncio.run(run())
+        asyncio.run(second_on_the_compiled_path(seat, process))
     first, second = seen
     assert all(x is y for x, y in zip(first, second, strict=True))
     assert second[-1] is view
