@@ -102,6 +102,7 @@ class EosApp:
             self._seat.scope = runs.scope
             self._seat.tasks = runs.tasks  # a stage's inputs and tables go together
             self._seat.aliases = runs.graph.repartition  # a stage's name for its topic
+            self._seat.route = runs.route  # a stage's Regroup: an output (frameless)
         self.assigned: frozenset[tuple[str, int]] = frozenset()
         self._stopping = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -43,7 +43,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from .._config import EosConfig
@@ -62,6 +61,7 @@ from .._typed import Typing
 from ._failures import Failures, dead_letter
 from ._session import PartitionsHook, TransactSession
 from ._sizing import Sizing
+from ._work import Work
 
 log = logging.getLogger("eosflow.app")
 # While a commit is in flight and the consumer has nothing buffered, look again this
@@ -76,22 +76,6 @@ commit in flight (flush, offsets, heartbeat, EndTxn), the fetcher and the sender
 while records are processed: a step waits at most this long for its turn. By time, not
 by record count: a yield costs ~3.5 us, which every 16 records (the old rule) was a
 fifth of a pass-through's loop; every 0.5 ms it is under 1%."""
-
-
-@dataclass(slots=True)
-class _Work:
-    """Records processed into outputs that are not sent yet: a chunk of the open
-    transaction, or work done ahead of the next one (``Engine._work_ahead``)."""
-
-    epoch: int = 0  # work ahead: the session's epoch when it started
-    records: list[Record] = field(default_factory=list)  # processed
-    outputs: list[Output] = field(default_factory=list)
-    offsets: dict[tuple[str, int], int] = field(default_factory=dict)  # next, per partition
-    pending: list[Record] = field(default_factory=list)  # work ahead: polled, not processed
-    dead_lettered: int = 0  # records among ``records`` whose outputs are dead letters
-    undecodable: int = 0  # of those, records that did not decode (``DecodeError``)
-    failed: TransactionError | None = None  # work ahead: a retry asked, or a poll failed
-    size: int = 0  # key + value bytes of ``records`` (counted under max_bytes_per_txn only)
 
 
 class Engine:
@@ -138,7 +122,7 @@ class Engine:
         self.last_outcome: Outcome | None = None
         self._stopping = stopping
         self._ending: asyncio.Task[Outcome] | None = None
-        self._ahead: _Work | None = None  # adopted by the next transaction
+        self._ahead: Work | None = None  # adopted by the next transaction
         self._held = 0  # records taken into the open transaction so far (``_fill``)
         self._failures = Failures(config)
         # The processing strategy, picked once: per record as records arrive (stream), or
@@ -151,9 +135,14 @@ class Engine:
         self._sizing = Sizing(config, self._works_ahead)  # poll sizes, caps, the record limit
         # with state: bound by the session's stores (state() then knows the partition);
         # typed records decoded before them (``typed``)
-        self._check = (
+        checked = (
             functools.partial(as_outputs, encode=typed.encode) if typed.encodes else as_outputs
         )
+        # a pipeline's (``Seat.route``): what a stage returned routed first, wherever a
+        # result is checked (its stage's process runs without a frame of its own)
+        self._route = route = seat.route
+        self._check = checked if route is None else lambda result: checked(route(result))
+        self._checked = checked  # a result already routed (``_process``)
         self._encode = typed.encode if typed.encodes else normalised  # an Output's to bytes
         self._process_record: Callable[[Record], Awaitable[object]] = typed.decoding(
             self.session.stores.bind(seat, self._check)
@@ -314,7 +303,7 @@ class Engine:
 
     async def _work_ahead(
         self, session: TransactSession, ending: asyncio.Task[Outcome], limit: int
-    ) -> _Work | None:
+    ) -> Work | None:
         """While ``ending`` commits, poll what the consumer has buffered and process it
         into outputs held back for the next transaction (aiokafka runs one transaction
         at a time, so nothing is sent yet). Stops when ``ending`` is done, at the record
@@ -323,7 +312,7 @@ class Engine:
         rebalance happened meanwhile; otherwise it is dropped and repositioned."""
         if not self._works_ahead or self._stopping.is_set():
             return None
-        ahead = _Work(epoch=session.epoch)
+        ahead = Work(epoch=session.epoch)
         sizing = self._sizing
         while not ending.done() and len(ahead.records) < limit and not sizing.full(ahead.size):
             try:
@@ -376,7 +365,7 @@ class Engine:
         record = Record(topic, p, -1, timer.key, timer.payload, (), timer.time_ms)
         return [dead_letter(record, exc, self.config.dead_letter_topic)]
 
-    async def _send(self, session: TransactSession, work: _Work) -> None:
+    async def _send(self, session: TransactSession, work: Work) -> None:
         """Put ``work`` into the open transaction: outputs produced, offsets marked."""
         await session.send_all(work.outputs)
         session.mark_consumed(work.offsets, len(work.records), work.dead_lettered, work.undecodable)
@@ -427,7 +416,7 @@ class Engine:
         records: list[Record],
         deadline: float,
         limit: int,
-        ahead: _Work | None,
+        ahead: Work | None,
     ) -> None:
         """Per-record processing as records arrive (after adopting the work done ahead),
         in chunks sized from the measured cost per record; each chunk's outputs are sent
@@ -439,7 +428,7 @@ class Engine:
 
         async def take(records: list[Record]) -> tuple[int, int]:
             started = time.monotonic()
-            chunk = _Work()
+            chunk = Work()
             done = await self._process(records, chunk, deadline)
             await self._send(session, chunk)
             self._sizing.processed(done, time.monotonic() - started)
@@ -455,7 +444,7 @@ class Engine:
         records: list[Record],
         deadline: float,
         limit: int,
-        ahead: _Work | None,
+        ahead: Work | None,
     ) -> None:
         """Collect one transaction's records, then hand them to ``process_batch`` in one
         call: a batch engine pays per call, not per record (no work is done ahead)."""
@@ -468,7 +457,7 @@ class Engine:
 
         # a batch engine pays per call: its transactions fill to the interval
         await self._fill(session, records, deadline, limit, (0, 0), take, _all_room, deadline)
-        work = _Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
+        work = Work(records=batch, offsets={(r.topic, r.partition): r.offset + 1 for r in batch})
         # typed inputs decoded first, each that does not to the error policy on its own
         given, dead, failed = await self._typed.decode_batch(batch, self._failed)
         # with its stores and windows, if declared (the finals the batch closed follow);
@@ -492,7 +481,7 @@ class Engine:
     async def _process(
         self,
         records: Sequence[Record],
-        work: _Work,
+        work: Work,
         deadline: float,
         ending: asyncio.Future[Outcome] | None = None,
     ) -> int:
@@ -503,12 +492,14 @@ class Engine:
 
         The per-record path of every app, kept lean: one clock read, the processor's
         coroutine, a type check of its result (an ``Output`` of objects encoded by its
-        topic's declaration, ``Typing.encode``, without ``as_outputs``' checks). Offsets
+        topic's declaration, ``Typing.encode``, without ``as_outputs``' checks; a
+        pipeline's other results routed first, ``Seat.route``). Offsets
         are marked per run of records of one partition (poll hands them over in runs), not
         per record. The stores' ``idle`` says no record is in process -- before the loop
         yields, before a result other than an ``Output`` is read, and when the run ends --
         for a join's record has no frame of its own that could (``Stores._bind``)."""
-        process, check, encode = self._process_record, self._check, self._encode
+        process, check, encode = self._process_record, self._checked, self._encode
+        route = self._route  # a pipeline's: a stage's Regroup made an Output, in process
         idle = self.session.stores.idle  # no record in process: state() finds none
         outputs, offsets = work.outputs, work.offsets
         mono = time.monotonic
@@ -527,6 +518,8 @@ class Engine:
                         yield_at = mono() + _YIELD_S
                 try:
                     result = await process(r)
+                    if route is not None and type(result) is not Output and result is not None:
+                        result = route(result)  # read in process, as the stage's frame did
                     if (
                         type(result) is Output  # the common case, without as_outputs' checks
                         and (result.value is None or type(result.value) is bytes)

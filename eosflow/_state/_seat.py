@@ -31,7 +31,11 @@ What the runtime keeps there, and who writes it:
   processor). Set before the stores are bound;
 - ``aliases``: a pipeline's (``_stages``): a stage's name -> its repartition topic, the
   names a stage may give its inputs where eosflow resolves them (``topics``
-  declarations, ``state_of``). Empty for an app of one processor.
+  declarations, ``state_of``). Empty for an app of one processor;
+- ``route``: a pipeline's (``_stages``): what the engine does first with a result
+  that is neither an ``Output`` nor None -- a stage's ``Regroup`` made an ``Output`` to
+  its repartition topic (``Staged.route``). None for an app of one processor. Set
+  before the engine is built.
 
 The trade-off: a context variable costs one ``get`` per call of those methods (tens of
 nanoseconds) and is not seen by a thread started with ``loop.run_in_executor`` (which,
@@ -41,7 +45,7 @@ with nothing of eosflow's written into it, whatever its own attribute names.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import MappingProxyType
@@ -66,6 +70,7 @@ class Seat:
         "observer",
         "processor",
         "reach",
+        "route",
         "scope",
         "stores",
         "tables",
@@ -89,6 +94,7 @@ class Seat:
         self.scope: Mapping[str, frozenset[str]] | None = None  # topic -> names kept there
         self.tasks: tuple[frozenset[str], ...] | None = None  # topics taken together
         self.aliases: Mapping[str, str] = NOTHING  # a stage's name -> its topic
+        self.route: Callable[[object], object] | None = None  # a pipeline's results
         self.stores: Any = None  # _state.Stores, once bound
         self.batch: Any = None  # _state.BatchState, during process_batch
         self.windows: Mapping[str, Any] = NOTHING

@@ -192,7 +192,7 @@ def test_a_topic_two_stages_declare_differently_is_refused() -> None:
 async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time() -> None:
     runner, _ = staged(ProductCounts(), config())
     record = eosflow.Record("orders", 0, 7, b"c1", b'{"product": "p9"}', timestamp=1234)
-    out = await runner.process(record)
+    out = runner.route(await runner.process(record))  # as the engine routes it
     assert out == eosflow.Output(
         "g--by-product--repartition", b'{"product": "p9"}', key="p9", timestamp=1234
     )
@@ -206,7 +206,7 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
         ),
         config(),
     )
-    assert (await explicit.process(record)).timestamp == 99  # type: ignore[union-attr]
+    assert explicit.route(await explicit.process(record)).timestamp == 99  # type: ignore[union-attr]
 
     class Lost(Pass):
         async def process(self, record: eosflow.Record) -> eosflow.Regroup:
@@ -214,7 +214,7 @@ async def test_regroups_become_outputs_to_the_stage_topic_with_the_record_time()
 
     lone, _ = staged(pipeline({"a": eosflow.Stage(Lost(), inputs=("orders",))}), config())
     with pytest.raises(TypeError, match="stage 'a' returned a Regroup, but no stage reads 'a'"):
-        await lone.process(record)
+        lone.route(await lone.process(record))
 
 
 # A pipeline with a batch stage runs the engine's batch strategy (the class overrides
