@@ -10,6 +10,6 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(f"eosflow._native.{name}", [f"eosflow/_native/{name}.pyx"], optional=True)
-        for name in ("_hot", "_stores")
+        for name in ("_hot", "_stores", "_drive")
     ]
 )

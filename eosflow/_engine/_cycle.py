@@ -53,6 +53,7 @@ from .._errors import (
     TransactionError,
     TransientError,
 )
+from .._native import AWAIT, END, RAISED, STOP, UNSTARTED, YIELD, drive, mark_runs, resumed
 from .._observe import AbortReason, Outcome
 from .._processor import Processor, as_outputs, normalised, overrides_batch
 from .._records import Output, Partition, PartitionOffsets, Record, StateNow
@@ -490,38 +491,47 @@ class Engine:
         still makes progress; returns how many were processed. A processor error goes to
         ``_failed`` (dead letter or stop).
 
-        The per-record path of every app, kept lean: one clock read, the processor's
-        coroutine, a type check of its result (an ``Output`` of objects encoded by its
-        topic's declaration, ``Typing.encode``, without ``as_outputs``' checks; a
-        pipeline's other results routed first, ``Seat.route``). Offsets
-        are marked per run of records of one partition (poll hands them over in runs), not
-        per record. The stores' ``idle`` says no record is in process -- before the loop
-        yields, before a result other than an ``Output`` is read, and when the run ends --
-        for a join's record has no frame of its own that could (``Stores._bind``)."""
+        The per-record path of every app: ``_native.drive`` runs records for as long as
+        each one's coroutine finishes without suspending and gives an ``Output`` of bytes
+        (or None) -- compiled, no ``await`` of ours. Here the rest: a coroutine that
+        suspended (finished by ``resumed``), a result other than such an ``Output`` (one
+        of objects encoded by its topic's declaration, ``Typing.encode``; others checked
+        by ``as_outputs``; a pipeline's routed first, ``Seat.route``, in process), an
+        error, and the yields to the event loop. Offsets are marked per run of records
+        of one partition (``mark_runs``), not per record. The stores' ``idle`` says no
+        record is in process -- before the loop yields, before a result other than an
+        ``Output`` is read, and when the run ends -- for a join's record has no frame of
+        its own that could (``Stores._bind``)."""
         process, check, encode = self._process_record, self._checked, self._encode
         route = self._route  # a pipeline's: a stage's Regroup made an Output, in process
         idle = self.session.stores.idle  # no record in process: state() finds none
-        outputs, offsets = work.outputs, work.offsets
-        mono = time.monotonic
-        yield_at = mono() + _YIELD_S
-        done = 0
-        topic, part, last = "", -1, -1  # the current run: its partition, last offset done
+        outputs = work.outputs
+        records = records if type(records) is list else list(records)
+        yield_at = time.monotonic() + _YIELD_S
+        done, n = 0, len(records)
         try:
-            for r in records:
-                if done:
-                    now = mono()
-                    if now >= deadline or (ending is not None and ending.done()):
-                        break
-                    if now >= yield_at:
-                        idle()  # other tasks run now
-                        await asyncio.sleep(0)
-                        yield_at = mono() + _YIELD_S
-                try:
-                    result = await process(r)
-                    if route is not None and type(result) is not Output and result is not None:
-                        result = route(result)  # read in process, as the stage's frame did
+            while done < n:
+                done, why, got = drive(
+                    records, done, process, route, outputs, deadline, ending, yield_at
+                )
+                if why == YIELD:
+                    idle()  # other tasks run now
+                    await asyncio.sleep(0)
+                    yield_at = time.monotonic() + _YIELD_S
+                    continue
+                if why == END or why == STOP:
+                    break
+                try:  # records[done]: what drive left to us
+                    if why == RAISED:
+                        raise got
+                    result = got
+                    if why == AWAIT:
+                        aw, yielded = got
+                        result = await (aw if yielded is UNSTARTED else resumed(aw, yielded))
+                        if route is not None and type(result) is not Output:
+                            result = route(result)  # read in process, as the stage's frame did
                     if (
-                        type(result) is Output  # the common case, without as_outputs' checks
+                        type(result) is Output
                         and (result.value is None or type(result.value) is bytes)
                         and (result.key is None or type(result.key) is bytes)
                     ):
@@ -535,21 +545,15 @@ class Engine:
                     work.records.extend(records[:done])  # processed, now to be dropped
                     raise
                 except Exception as exc:
-                    outputs.extend(self._failed([r], exc))
+                    outputs.extend(self._failed([records[done]], exc))
                     work.dead_lettered += 1
                     if isinstance(exc, DecodeError):
                         work.undecodable += 1
-                if r.partition != part or r.topic != topic:
-                    if last >= 0:
-                        offsets[(topic, part)] = last + 1
-                    topic, part = r.topic, r.partition
-                last = r.offset
                 done += 1
         finally:
             idle()
-        if last >= 0:
-            offsets[(topic, part)] = last + 1
-        processed = records[:done] if done < len(records) else records
+        mark_runs(records, done, work.offsets)
+        processed = records[:done] if done < n else records
         work.records.extend(processed)
         work.size += self._sizing.count(processed)
         return done

@@ -45,10 +45,20 @@ The state's paths are a second module, ``_stores`` (built with ``_hot``):
   it is, and the name is one the stage declares -- and holds the handle by name, in C;
   any other call takes the Python method, whose first step is that lookup.
 
+The engine's per-record loop is a third, ``_drive`` (reference: ``_drive_py``):
+
+- ``drive``: records through ``process`` while each coroutine finishes without
+  suspending, sent into from C, and gives an ``Output`` of bytes or None; everything
+  else -- a suspension, a raise, a result to check, time to yield or to stop -- goes
+  back to ``Engine._process``, which finishes a suspended coroutine with ``resumed``.
+  Path alone (a processor returning its record as an ``Output``, 1,000,000 records):
+  ~285 ns a record against ~500 for the engine's loop in Python;
+- ``mark_runs``: each partition run's next offset, one pass after the loop.
+
 **Failure mode and fallback.** The extensions are optional at install: without a C
 compiler (or from a source tree not installed) ``_reference``, the same steps in Python,
 runs instead -- about as fast as ``send_all``'s loop was before this room (within ~15%,
-the figures above). ``COMPILED`` says which (True: both modules were built); eosflow's
+the figures above). ``COMPILED`` says which (True: the three modules were built); eosflow's
 own tests fail when it is False
 (``tests/unit/test_native.py``), and hold each compiled function to its reference over
 random inputs. Reading slots by offset
@@ -65,14 +75,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ._drive_py import AWAIT, END, RAISED, RESULT, STOP, UNSTARTED, YIELD, resumed
 from ._reference import Corrupt, Oversize
 
 try:
+    from ._drive import drive, mark_runs
     from ._hot import bind_batch, byte_count, decode_batch, fill, murmur2
     from ._stores import bind_reader, bind_seat, bind_store, bind_table, bind_window
 
     COMPILED = True
 except ImportError:  # not built: the same steps in Python
+    from ._drive_py import drive, mark_runs
     from ._reference import (
         bind_batch,
         bind_reader,
@@ -98,7 +111,14 @@ def named_as(compiled: Callable[..., Any], python: Callable[..., Any]) -> Callab
 
 
 __all__ = [
+    "AWAIT",
     "COMPILED",
+    "END",
+    "RAISED",
+    "RESULT",
+    "STOP",
+    "UNSTARTED",
+    "YIELD",
     "Corrupt",
     "Oversize",
     "bind_batch",
@@ -109,7 +129,10 @@ __all__ = [
     "bind_window",
     "byte_count",
     "decode_batch",
+    "drive",
     "fill",
+    "mark_runs",
     "murmur2",
     "named_as",
+    "resumed",
 ]

@@ -45,7 +45,12 @@ INSTALLED = {
     "schemas": ["httpx", "fastavro", "jsonschema", "google.protobuf"],
     "test": ["pytest_asyncio", "testcontainers"],
 }
-BUILT = ("*.so", "_hot.c", "_stores.c")  # the extensions as the checkout's install builds them
+BUILT = (
+    "*.so",
+    "_hot.c",
+    "_stores.c",
+    "_drive.c",
+)  # the extensions as the checkout's install builds them
 NO_EXTRA = "does not provide the extra"  # pip only warns about an extra that is not there
 # the modules that need an extra: importing them without it fails, naming the package
 OPTIONAL = {
@@ -134,6 +139,7 @@ def test_the_wheel_holds_every_module_and_py_typed(dist: tuple[Path, Path]) -> N
     assert {n.split(".")[0] for n in compiled} == {
         "eosflow/_native/_hot",
         "eosflow/_native/_stores",
+        "eosflow/_native/_drive",
     }, ours
     assert ours - compiled == _package_files()  # nothing missing, nothing from elsewhere
     info = {n.split("/", 1)[0] for n in names - ours}
@@ -263,7 +269,9 @@ def test_every_module_imports_from_the_wheel(venv: Path, tmp_path: Path) -> None
         if f.endswith((".py", ".pyx"))
     }
     assert modules == set(imported) | set(failed)  # the walk reached every module
-    assert {"eosflow._native._hot", "eosflow._native._stores"} <= set(imported)  # built in
+    assert {"eosflow._native._hot", "eosflow._native._stores", "eosflow._native._drive"} <= set(
+        imported
+    )  # built in
 
 
 def test_the_public_api_tests_pass_from_the_wheel(venv: Path, tmp_path: Path) -> None:
