@@ -148,6 +148,7 @@ class Engine:
         self._process_record: Callable[[Record], Awaitable[object]] = typed.decoding(
             self.session.stores.bind(seat, self._check)
         )
+        self._enter = self.session.stores.entering  # a stateful app's: per run (drive)
 
     def before_join(self, make: Callable[[Any, int, float], Awaitable[None]]) -> None:
         """``make(producer, replication, timeout_s)`` is awaited at each start of the
@@ -503,7 +504,7 @@ class Engine:
         ``Output`` is read, and when the run ends -- for a join's record has no frame of
         its own that could (``Stores._bind``)."""
         process, check, encode = self._process_record, self._checked, self._encode
-        route = self._route  # a pipeline's: a stage's Regroup made an Output, in process
+        route, enter = self._route, self._enter  # a pipeline's; a stateful app's
         idle = self.session.stores.idle  # no record in process: state() finds none
         outputs = work.outputs
         records = records if type(records) is list else list(records)
@@ -512,7 +513,7 @@ class Engine:
         try:
             while done < n:
                 done, why, got = drive(
-                    records, done, process, route, outputs, deadline, ending, yield_at
+                    records, done, process, route, enter, outputs, deadline, ending, yield_at
                 )
                 if why == YIELD:
                     idle()  # other tasks run now

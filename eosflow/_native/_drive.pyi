@@ -8,6 +8,7 @@ def drive(
     start: int,
     process: Callable[[Record], Awaitable[object]],
     route: Callable[[object], object] | None,
+    enter: Callable[[tuple[str, int]], None] | None,
     outputs: list[Output],
     deadline: float,
     ending: Any,

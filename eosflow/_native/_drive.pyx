@@ -62,9 +62,10 @@ cdef int _raised() except -1:
     return -1
 
 
-def drive(list records not None, Py_ssize_t start, process, route, list outputs not None,
-          double deadline, ending, double yield_at):
+def drive(list records not None, Py_ssize_t start, process, route, enter,
+          list outputs not None, double deadline, ending, double yield_at):
     cdef Py_ssize_t i = start
+    topic, part = None, None  # the run entered last in this call (``enter``)
     cdef PyObject* got
     cdef PySendResult sent
     cdef double now
@@ -76,7 +77,16 @@ def drive(list records not None, Py_ssize_t start, process, route, list outputs 
             if now >= yield_at:
                 return i, _YIELD, None
         try:
-            aw = process(records[i])
+            r = records[i]
+            if enter is not None:
+                if type(r) is _Record:
+                    t, p = <object>_at(r, R_TOPIC), <object>_at(r, R_PARTITION)
+                else:
+                    t, p = r.topic, r.partition
+                if (p is not part and p != part) or (t is not topic and t != topic):
+                    topic, part = t, p
+                    enter((t, p))
+            aw = process(r)
             if not PyCoro_CheckExact(aw):
                 return i, _AWAIT, (aw, _UNSTARTED)
             got = NULL

@@ -3,7 +3,10 @@
 ``drive`` runs records through ``process`` for as long as each one's coroutine finishes
 without suspending and gives an ``Output`` of bytes (or None, or nothing that needs the
 engine): the common case of every app, with no ``await`` of the engine's own. It hands
-the loop back (``Engine._process``) at everything else, saying why and where:
+the loop back (``Engine._process``) at everything else, saying why and where. Where
+``enter`` is given (a stateful app's stores, ``Stores.entering``), it is called with the
+partition before the first record of each run of one partition's records in a call:
+nothing else runs between two records of one call (a coroutine that suspends ends it).
 
 - ``END``: every record is done; ``STOP``: the deadline passed or ``ending`` is done
   (asked from the second record on, ``records[i]`` not started);
@@ -52,6 +55,7 @@ def drive(
     start: int,
     process: Callable[[Record], Awaitable[object]],
     route: Callable[[object], object] | None,
+    enter: Callable[[tuple[str, int]], None] | None,
     outputs: list[Output],
     deadline: float,
     ending: Any,
@@ -60,6 +64,7 @@ def drive(
     """Records from ``start`` through ``process`` into ``outputs`` (the module's doc):
     (the index reached, why it stopped there, what goes with it)."""
     i, n = start, len(records)
+    topic, part = None, None  # the run entered last in this call (``enter``)
     while i < n:
         if i:
             now = time.monotonic()
@@ -68,7 +73,11 @@ def drive(
             if now >= yield_at:
                 return i, YIELD, None
         try:
-            aw = process(records[i])
+            r = records[i]
+            if enter is not None and (r.partition != part or r.topic != topic):
+                topic, part = r.topic, r.partition
+                enter((topic, part))
+            aw = process(r)
             if type(aw) is not types.CoroutineType:
                 return i, AWAIT, (aw, UNSTARTED)
             try:

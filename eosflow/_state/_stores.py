@@ -126,7 +126,9 @@ class Stores(Reads):
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
-        # called by the engine whenever no record is in process() (see ``_bind``)
+        # ``bind``'s: where its process is the processor's own, what the engine's loop
+        # calls at each run of one partition's records, before the first (else None)
+        self.entering: Callable[[Partition | None], None] | None = None
         self._seat: Seat | None = None  # the processor's, once bound
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -433,10 +435,10 @@ class Stores(Reads):
     def idle(self) -> None:
         """No record is in process: ``table()``, ``state()`` and ``window()`` find
         nothing. The engine calls it before anything else may run: the per-record
-        wrappers of a join, of a stateful app and of a windowed one's record that closes
-        no window and cannot be late have no frame of their own around ``process`` to
-        reset what they set (one coroutine frame less a record); the others reset on
-        their way out."""
+        wrappers of a join and of a windowed one's record that closes no window and
+        cannot be late have no frame of their own around ``process`` to reset what they
+        set (one coroutine frame less a record), nor has a stateful app's, entered per
+        run (``entering``); the others reset on their way out."""
         self.current = None
         self.now = _NO_HANDLES
         if self._seat is not None:
@@ -488,12 +490,6 @@ class Stores(Reads):
             seat.tables = tables_at.get(partition[1], no_tables)
             return process(record)
 
-        def process_with_state(record: Record) -> Awaitable[Any]:
-            # no frame of its own around ``process`` either: ``idle`` resets what it sets
-            self.current = partition = (record.topic, record.partition)
-            self.now = handles.get(partition, empty)
-            return process(record)
-
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
             self.now = handles.get(partition, empty)
@@ -514,7 +510,10 @@ class Stores(Reads):
             return process_undoing, False
         if table_of:
             return process_with_tables, True
-        return process_with_state, False
+        # a stateful app's: no wrapper at all; the engine's loop enters each run of one
+        # partition's records (``_native.drive``), and ``idle`` resets what it set
+        self.entering = enter
+        return process, False
 
     async def run_batch(
         self,

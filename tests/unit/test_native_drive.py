@@ -120,13 +120,19 @@ def _summary(why: int, got: Any) -> Any:
     return got
 
 
-async def _driven(fn: Any, recs: list[Any], kinds: list[str], seed: int, routed: bool) -> Any:
+async def _driven(
+    fn: Any, recs: list[Any], kinds: list[str], seed: int, routed: bool, entering: bool = True
+) -> Any:
     """``fn`` driven as the engine drives it, with deadlines, an ``ending`` and yield
     times drawn from ``seed``: every return and the outputs in the end."""
     rng = random.Random(seed)
     process = processor(kinds)
     outputs: list[Output] = []
     seen: list[Any] = []
+
+    def entered(partition: tuple[str, int]) -> None:  # each run's partition, in order
+        seen.append(("enter", partition))
+
     done_future = asyncio.get_running_loop().create_future()
     done_future.set_result(None)
     pending = asyncio.get_running_loop().create_future()
@@ -135,9 +141,9 @@ async def _driven(fn: Any, recs: list[Any], kinds: list[str], seed: int, routed:
         deadline = -INF if rng.random() < 0.05 else INF
         ending = rng.choice([None, None, pending, done_future if rng.random() < 0.1 else None])
         yield_at = -INF if rng.random() < 0.1 else INF
-        i, why, got = fn(
-            recs, i, process, route if routed else None, outputs, deadline, ending, yield_at
-        )
+        routing = route if routed else None
+        enter = entered if entering else None
+        i, why, got = fn(recs, i, process, routing, enter, outputs, deadline, ending, yield_at)
         seen.append((i, why, _summary(why, got)))
         if why in (END, STOP, YIELD):
             continue
@@ -168,9 +174,9 @@ def test_compiled_drive_is_the_reference(seed: int) -> None:
     rng = random.Random(seed)
     recs = records(rng, 300)
     kinds = ["bytes"] * 20 + rng.sample(KINDS, rng.randrange(3, len(KINDS)))
-    routed = bool(seed % 2)
-    want = asyncio.run(_driven(_drive_py.drive, recs, kinds, seed, routed))
-    got = asyncio.run(_driven(_native.drive, recs, kinds, seed, routed))
+    routed, entering = bool(seed % 2), seed % 4 < 2
+    want = asyncio.run(_driven(_drive_py.drive, recs, kinds, seed, routed, entering))
+    got = asyncio.run(_driven(_native.drive, recs, kinds, seed, routed, entering))
     assert got == want
 
 
@@ -182,7 +188,7 @@ def test_the_random_runs_meet_every_reason() -> None:
         recs = records(rng, 300)
         kinds = ["bytes"] * 20 + rng.sample(KINDS, rng.randrange(3, len(KINDS)))
         seen, _ = asyncio.run(_driven(_native.drive, recs, kinds, seed, bool(seed % 2)))
-        reasons |= {why for _i, why, *_ in seen if isinstance(why, int)}
+        reasons |= {step[1] for step in seen if len(step) == 3}
     assert reasons == {END, STOP, YIELD, RESULT, AWAIT, RAISED}
 
 
@@ -231,7 +237,7 @@ def test_resumed_is_await_from_where_drive_left() -> None:
             fut: asyncio.Future[str] = loop.create_future()
             coro = waits(fut, catch=how == "catch")
             i, why, got = _native.drive(
-                [Record("t", 0, 0, None, b"")], 0, _only(coro), None, [], INF, None, INF
+                [Record("t", 0, 0, None, b"")], 0, _only(coro), None, None, [], INF, None, INF
             )
             assert (i, why) == (0, AWAIT) and got[0] is coro
             task = asyncio.ensure_future(_native.resumed(*got))
@@ -250,7 +256,7 @@ def test_resumed_is_await_from_where_drive_left() -> None:
         fut = loop.create_future()
         coro = waits(fut, catch=False)
         _i, _why, got = _native.drive(
-            [Record("t", 0, 0, None, b"")], 0, _only(coro), None, [], INF, None, INF
+            [Record("t", 0, 0, None, b"")], 0, _only(coro), None, None, [], INF, None, INF
         )
         gen = _native.resumed(*got)
         gen.send(None)  # as a task's first step: it yields what drive was given

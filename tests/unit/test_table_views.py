@@ -147,9 +147,10 @@ class _Count(eosflow.Processor):
         self.state("seen").put(record.key or b"", b"1")
 
 
-# A stateful app without tables: its wrapper (process_with_state) has no frame of its own
-# around process either, so the record's stores stay until idle takes them away; state()
-# outside process then finds none. Caught: idle leaving the store handles in place.
+# A stateful app without tables: its records have no wrapper at all (the engine's loop
+# enters each run, ``Stores.entering``), so the record's stores stay until idle takes
+# them away; state() outside process then finds none. Caught: idle leaving the store
+# handles in place.
 def test_idle_takes_a_stateful_apps_stores_away(tmp_path: Path) -> None:
     processor = _Count()
     with (
@@ -157,7 +158,9 @@ def test_idle_takes_a_stateful_apps_stores_away(tmp_path: Path) -> None:
         seat_for(processor) as seat,
     ):
         process = stores.bind(seat, lambda r: r)
+        assert stores.entering is not None and process == processor.process
         stores.begin(adopted=False)
+        stores.entering(("in", 0))  # as the engine's loop enters the run
         asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
         assert processor.state("seen").get(b"k") == b"1"  # still set: the engine idles
         stores.idle()
