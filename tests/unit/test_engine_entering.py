@@ -11,11 +11,9 @@ import random
 from pathlib import Path
 from typing import Any
 
+from engines import engine_of, run
+
 import eosflow
-from eosflow._app import EosApp
-from eosflow._engine._work import Work
-from eosflow._state import seated
-from eosflow._state._local import Env, LocalPartition
 
 
 class Where(eosflow.Processor):
@@ -39,22 +37,8 @@ class Where(eosflow.Processor):
 # the run entered on a topic change only (a partition's records counted in another's
 # store); ``entering`` not set (every record refused: no store open).
 def test_each_run_is_counted_in_its_own_partitions_store(tmp_path: Path) -> None:
-    config = eosflow.EosConfig(
-        bootstrap_servers="127.0.0.1:1",
-        group_id="g",
-        input_topics=("a", "b"),
-        transactional_id="t",
-        state_dir=str(tmp_path),
-    )
-    app = EosApp(Where(), config)
-    engine = app._new_runtime()
-    stores = engine.session.stores
     parts = [("a", 0), ("a", 1), ("b", 0)]
-    for p in parts:
-        stores._local[p] = LocalPartition(tmp_path, p, ["n"], Env())
-        stores._held.add(p)
-        stores._ready.add(p)
-    stores.begin(adopted=False)
+    app, engine = engine_of(tmp_path, Where(), inputs=("a", "b"), partitions=parts)
     rng = random.Random(5)
     records, want = [], []
     offsets = dict.fromkeys(parts, 0)
@@ -69,17 +53,7 @@ def test_each_run_is_counted_in_its_own_partitions_store(tmp_path: Path) -> None
             n = counts[(topic, p, key)] = counts.get((topic, p, key), 0) + 1
             want.append(b"%s[%d]=%d" % (topic.encode(), p, n))
 
-    async def run() -> Work:
-        work = Work()
-        with seated(app._seat):
-            await engine._process(records, work, float("inf"))
-        return work
-
-    try:
-        work = asyncio.run(run())
-    finally:
-        for local in stores._local.values():
-            local.close()
+    work = run(app, engine, records)
     assert [o.value for o in work.outputs] == want
     assert work.offsets == {p: offsets[p] for p in parts}
-    assert stores.current is None  # idle: no record in process once the loop ends
+    assert engine.session.stores.current is None  # idle: no record in process once the loop ends
