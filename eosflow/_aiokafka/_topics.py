@@ -45,8 +45,13 @@ _RETRIABLE = TRANSIENT_CODES | {codes.NOT_CONTROLLER}
 
 
 async def partition_counts(
-    producer: AIOKafkaProducer, topics: list[str], timeout_s: float
+    producer: AIOKafkaProducer, topics: list[str], timeout_s: float, exist: bool = False
 ) -> dict[str, int]:
+    """Each topic's partition count from the producer's metadata, the topic tracked from
+    now on. A topic without metadata after ``timeout_s`` does not exist (``FatalError``),
+    unless it is known to (``exist``: just created or found by ``ensure_topics``): then
+    its metadata is late -- a ZooKeeper broker's cache can lag a creation by seconds --
+    and a start retries it (``TransientError``)."""
     client = producer.client
     out: dict[str, int] = {}
     for topic in topics:
@@ -55,6 +60,10 @@ async def partition_counts(
                 with mapped(f"metadata of topic {topic!r}", "READ"):
                     await wait_on_metadata(client, topic)
         except TimeoutError:
+            if exist:
+                raise TransientError(
+                    f"metadata of topic {topic!r}", f"none yet after {timeout_s:g} s"
+                ) from None
             raise FatalError(
                 f"topic {topic!r} has no metadata after {timeout_s:g} s: it does not exist"
             ) from None
@@ -156,7 +165,7 @@ async def _check(
     ``configs`` and its other configs eosflow relies on (``_MUST``)."""
     wanted_policy = dict(configs).get("cleanup.policy", "delete")
     must = {k: v for k, v in configs if k in _MUST}
-    counts = await partition_counts(producer, sorted(topics), timeout_s)
+    counts = await partition_counts(producer, sorted(topics), timeout_s, exist=True)
     for name, (source, n) in sorted(topics.items()):
         if counts[name] != n and kind == "changelog":
             raise ConfigError(

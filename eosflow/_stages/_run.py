@@ -338,7 +338,7 @@ class Staged(Processor):
                 producer, wanted, replication, timeout_s, "repartition", REPARTITION_CONFIGS
             )
             # their metadata now, tracked: the first regroup and the trimmer's leaders
-            await ak.partition_counts(producer, sorted(wanted), timeout_s)
+            await ak.partition_counts(producer, sorted(wanted), timeout_s, exist=True)
 
     # --- hooks ----------------------------------------------------------------------------
 

@@ -213,7 +213,7 @@ class Stores(Reads):
         await ak.ensure_topics(producer, wanted, cfg.changelog_replication_factor, timeout)
         # their metadata now, tracked: the first commit's changelog produce need not wait
         # for a new topic's leaders under the session lock
-        await ak.partition_counts(producer, sorted(wanted), timeout)
+        await ak.partition_counts(producer, sorted(wanted), timeout, exist=True)
 
     async def stop(self) -> None:
         self._stopped = True
