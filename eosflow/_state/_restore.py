@@ -38,7 +38,13 @@ Per store partition (a **target**):
    one: each update in between lost. A position **ahead** of it stops the app (the
    group's offsets were reset behind the state) -- but only once the committed offset,
    fetched again (``refetch``, which also moves the partition there) every
-   ``_REFETCH_EVERY_S``, stayed behind for ``transaction_timeout_s``. An answer behind
+   ``_REFETCH_EVERY_S``, stayed behind for ``transaction_timeout_s`` **of answers**:
+   counted from the first answer since the wait began, and again from the next one
+   after a refetch that failed (a membership lost, a coordinator not answering) or an
+   answer that took over ``_SLOW_ANSWER_S`` (a coordinator that stalled, then answered,
+   perhaps from its cache). Time without answers is no evidence, and counting it
+   stopped an instance whose group coordinator was SIGSTOPped for 45 s (a CI run's
+   chaos on genuine 4.4.0). An answer behind
    the state need not be the group's last word either: where offset fetches are not
    stable (a broker without KIP-447, or ``require_stable_fetch_offsets`` off), the
    previous owner's offsets may still be pending while its changelog's markers landed
@@ -63,7 +69,7 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from .. import _aiokafka as ak
-from .._errors import FatalError
+from .._errors import FatalError, TransientError
 from .._records import Partition, RestoreProgress
 from ._changelog import decode_position
 from ._local import EMPTY, Checkpoint, LocalPartition
@@ -74,6 +80,7 @@ from ._store import RESERVED_KEY
 log = logging.getLogger("eosflow.state")
 
 _REFETCH_EVERY_S = 0.25  # a store ahead: how often the committed offset is asked again
+_SLOW_ANSWER_S = 1.0  # a refetch answered later than this restarts the wait at its answer
 _POSITIONING = "restoring state (positioning the changelog)"
 _WORDS = Words(
     step="restoring state",
@@ -115,6 +122,9 @@ class Job:
     started: float = field(default_factory=time.monotonic)
     pending_since: float | None = None
     refetch_at: float = 0.0  # the committed offset is fetched again from then on
+    # a store ahead: since when refetches have been answered, promptly and without a
+    # failure in between (None: not since the last failure or slow answer)
+    answered_since: float | None = None
     reported: float = field(default_factory=time.monotonic)
 
 
@@ -303,10 +313,20 @@ class Restorer:
         if ahead and self.refetch is not None:
             if now < job.refetch_at:
                 return False  # asked again at most every _REFETCH_EVERY_S
-            committed, written = await self.refetch(job.partition)
+            asked = time.monotonic()
+            try:
+                committed, written = await self.refetch(job.partition)
+            except TransientError:
+                job.answered_since = None  # no answer: the wait counts from the next one
+                raise
+            answered = time.monotonic()
             if not self._restoring.current(job):
                 return False
-            job.refetch_at = time.monotonic() + _REFETCH_EVERY_S
+            if answered - asked > _SLOW_ANSWER_S:
+                job.answered_since = answered  # after a stall, perhaps from a cache
+            elif job.answered_since is None:
+                job.answered_since = answered
+            job.refetch_at = answered + _REFETCH_EVERY_S
             if committed != job.committed:
                 # a store found done at the old offset is not done at the new one: it
                 # reads on (its changelog's markers may be the ones still in flight)
@@ -338,8 +358,9 @@ class Restorer:
         """Whether ``t``'s store, at a position other than the committed offset with
         nothing pending on its changelog, waits (for at most ``transaction_timeout_s``,
         counted per store from the first check that found it so, and again when it
-        turns from ahead to behind or back) rather than being settled (``_settled``) --
-        and for what: ``"ahead"``, the committed offset fetched again (``refetch``);
+        turns from ahead to behind or back; ahead, counted only from
+        ``Job.answered_since``) rather than being settled (``_settled``) -- and for
+        what: ``"ahead"``, the committed offset fetched again (``refetch``);
         ``"behind"``, the changelog read on.
         Neither answer need be the last word: the offset's may come from a group
         coordinator answering from its cache, the changelog's end from a leader that has
@@ -367,10 +388,19 @@ class Restorer:
                 t.position,
                 waiting,
                 job.committed,
-                "fetching the offset again" if waiting == "ahead" else "reading the changelog on",
+                "fetching the offset again (counting answered time)"
+                if waiting == "ahead"
+                else "reading the changelog on",
                 self.config.transaction_timeout_s,
             )
-        if now - t.unsettled_since <= self.config.transaction_timeout_s:
+            if waiting == "ahead":
+                job.answered_since = None  # counted from the first answer from now on
+        since = t.unsettled_since
+        if waiting == "ahead":
+            if job.answered_since is None:
+                return waiting  # no answer yet since the wait began or last failed
+            since = max(since, job.answered_since)
+        if now - since <= self.config.transaction_timeout_s:
             return waiting
         return None
 
