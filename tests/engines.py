@@ -6,7 +6,7 @@ records through it, seated as the app runs."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +60,18 @@ def run(app: Any, engine: Any, records: list[eosflow.Record]) -> Work:
     finally:
         for local in engine.session.stores._local.values():
             local.close()
+
+
+def entered(stores: Any, process: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Any]:
+    """``process`` as ``stores.bind`` gave it, each record's partition entered first when
+    the stores ask for it (``Stores.entering``), as the engine's loop enters each run of
+    one partition's records: for tests that call ``process`` by hand."""
+    enter = stores.entering
+    if enter is None:
+        return process
+
+    def each(record: Any) -> Awaitable[Any]:
+        enter((record.topic, record.partition))
+        return process(record)
+
+    return each

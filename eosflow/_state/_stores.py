@@ -126,9 +126,9 @@ class Stores(Reads):
         self._table_positions: dict[Partition, int] = {}  # tables: sealed txn's next offsets
         self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
-        # ``bind``'s: where its process is the processor's own, what the engine's loop
-        # calls at each run of one partition's records, before the first (else None)
-        self.entering: Callable[[Partition | None], None] | None = None
+        # ``bind``'s: what the engine's loop calls before each run of one partition's
+        # records (a stateful app's, one window's), else None
+        self.entering: Callable[[Partition], None] | None = None
         self._seat: Seat | None = None  # the processor's, once bound
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -434,11 +434,9 @@ class Stores(Reads):
 
     def idle(self) -> None:
         """No record is in process: ``table()``, ``state()`` and ``window()`` find
-        nothing. The engine calls it before anything else may run: the per-record
-        wrappers of a join and of a windowed one's record that closes no window and
-        cannot be late have no frame of their own around ``process`` to reset what they
-        set (one coroutine frame less a record), nor has a stateful app's, entered per
-        run (``entering``); the others reset on their way out."""
+        nothing. The engine calls it before anything else may run: a join's record, a
+        stateful app's and a window's (entered per run: ``entering``) have no frame of
+        their own around ``process`` to reset what they set; the others reset on exit."""
         self.current = None
         self.now = _NO_HANDLES
         if self._seat is not None:
@@ -467,9 +465,13 @@ class Stores(Reads):
             self.current = partition
             self.now = empty if partition is None else handles.get(partition, empty)
 
-        timed = self._time.bind(seat, process, check, has_timers(processor), enter)
-        if timed is not process and self.config.dead_letter_topic is None:
-            return timed, False  # it says which partition is in process itself (enter)
+        per_run = self.config.dead_letter_topic is None
+        timed, entered = self._time.bind(
+            seat, process, check, has_timers(processor), enter, per_run
+        )
+        if timed is not process and per_run:
+            self.entering = entered  # the loop enters each run (None: each record itself)
+            return timed, False
         process = timed
         table_of = self._table_of
         tables_at = self._tables_at

@@ -111,11 +111,16 @@ class EventTime:
         check: Callable[[Any], Any],
         timers: bool,
         enter: Callable[[Partition | None], None],
-    ) -> Process:
+        per_run: bool = False,
+    ) -> tuple[Process, Callable[[Partition], None] | None]:
         """``process`` with the two steps around it, or as it is when the processor has
         neither windows nor ``timers``; ``check``: a result as a list of outputs;
         ``enter(partition)``: the record's partition is the one in process (None: none
-        is), called around the whole of it, ``closed`` and ``fire`` included.
+        is), called around the whole of it, ``closed`` and ``fire`` included. With
+        ``per_run`` (the engine's loop enters each run of one partition's records, and
+        nothing else runs between two records of one run), the path for one window
+        may give a run's entering too: then the loop must call it before each run, and
+        the records are not entered one by one.
 
         The per-record path of every windowed app, kept lean: the event time read
         without a call when ``timestamp`` is not overridden, the record's tumbling and
@@ -129,11 +134,71 @@ class EventTime:
         self._specs = declared_windows(processor)
         self._has_timers = timers
         if not self._specs and not timers:
-            return process
+            return process, None
         self._fire = processor.fire
         if len(self._specs) == 1 and not timers:
-            return self._one(seat, process, check, enter)
-        return self._many(seat, process, check, timers, enter)
+            if per_run:
+                return self._one_per_run(seat, process, check, enter)
+            return self._one(seat, process, check, enter), None
+        return self._many(seat, process, check, timers, enter), None
+
+    def _one_per_run(
+        self,
+        seat: Seat,
+        process: Process,
+        check: Callable[[Any], Any],
+        enter: Callable[[Partition | None], None],
+    ) -> tuple[Process, Callable[[Partition], None]]:
+        """``_one``'s steps with what is the same for a run of one partition's records
+        -- entering it, its handle, its windows in the seat -- done once a run
+        (``entered``), and the rest once a record (``timed``)."""
+        processor: Any = seat.processor
+        closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
+        own_time = overrides(processor, "timestamp")
+        spec = next(iter(self._specs.values()))
+        # a tumbling or hopping window's: late when its last window holding t is closed
+        step = spec.advance_ms if isinstance(spec, (Tumbling, Hopping)) else 0
+        run: list[Any] = [None, none]  # the run's handle (None: none), its windows
+
+        def entered(partition: Partition) -> None:
+            enter(partition)
+            handles = lists.get(partition)
+            if handles is None:
+                handles = self._windows_of(partition)
+            run[0] = handles[0] if handles else None  # none: a stage keeping no window
+            run[1] = seat.windows = plain.get(partition, none)
+
+        def timed(record: Record) -> Awaitable[Any]:
+            h = run[0]
+            if h is None:
+                return process(record)
+            t = event_time(processor, record) if own_time else record.timestamp
+            before = h.advance(t, record.offset)
+            if h.closed == before and step and (before is None or t - t % step > before):
+                # no window closed, and none can call it late (its window is open):
+                # nothing to do after process, and no frame of its own around it
+                return process(record)
+            return finish(record, h, before, t)
+
+        async def finish(record: Record, h: Windowed, before: int | None, t: int) -> Any:
+            """The rest of a record that closed a window, or may be late, or whose
+            window is not a tumbling or hopping one; the run's windows are the seat's
+            again after it (the next record of the run is not entered)."""
+            try:
+                try:
+                    result = await process(record)
+                finally:  # window() outside process() must not find the last record's
+                    seat.windows = none
+                if h.late:
+                    self._late_record(h, t)
+                if h.closed == before:  # no window closed: closing(before) is empty
+                    return result
+                out = await _finals(h, before, result, None, check, closed)
+                return result if out is None else out
+            finally:
+                seat.windows = run[1]
+
+        return timed, entered
 
     def _one(
         self,

@@ -75,7 +75,7 @@ class Run:
         self.time = EventTime(self.backing, "dlq" if dead_letters else None, None)
         self.seat = Seat(processor, eosflow.Observer())
         self.seat.stores = self  # as Stores is: its window()
-        self.process = self.time.bind(
+        self.process, _entered = self.time.bind(
             self.seat, processor.process, as_outputs, False, lambda partition: None
         )
         self.dead_letters = dead_letters

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import entered
 
 import eosflow
 from eosflow._native import bind_seat
@@ -95,7 +96,7 @@ def bound(
         stores._held.add(P)
         stores._ready.add(P)
         seat = Seat(processor, eosflow.Observer(), members=members)
-        process = stores.bind(seat, lambda r: [] if r is None else [r])
+        process = entered(stores, stores.bind(seat, lambda r: [] if r is None else [r]))
         stores.begin(adopted=False)
         yield stores, seat, process
     finally:
@@ -261,11 +262,11 @@ def test_a_stage_finds_its_own_on_the_compiled_path(tmp_path: Path) -> None:
 
 
 # A windowed record that closes no window and cannot be late runs without a frame of its
-# own around ``process`` (``EventTime._one``): its window stays in the seat until the
-# engine says no record is in process (``Stores.idle``) -- or, with a dead-letter topic,
-# until the wrapper that takes back a failed record's writes ends -- and window() then
-# finds none, compiled or not. Caught: idle leaving the seat's windows in place; the
-# dead-letter wrapper leaving them (window() answered after process).
+# own around ``process`` (``EventTime._one``, ``_one_per_run``): its window stays in the
+# seat until the engine says no record is in process (``Stores.idle``) -- or, with a
+# dead-letter topic, until the wrapper that takes back a failed record's writes ends --
+# and window() then finds none, compiled or not. Caught: idle leaving the seat's windows
+# in place; the dead-letter wrapper leaving them (window() answered after process).
 @pytest.mark.parametrize("dead_letter_topic", [None, "dlq"])
 def test_a_window_is_not_found_once_idle(tmp_path: Path, dead_letter_topic: str | None) -> None:
     class Counter(Probe):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from engines import entered
 
 import eosflow
 from eosflow._state import Seat, Stores, declared, seated, state_settings
@@ -292,7 +293,7 @@ def test_a_partition_restored_under_its_handles_is_read_again(tmp_path: Path) ->
         stores._ready.add(P)
         local.apply({"w": {TIME_KEY: struct.pack(">q", 90_000)}}, {})  # committed before
         seat = Seat(processor, eosflow.Observer())
-        process = stores.bind(seat, lambda r: [] if r is None else [r])
+        process = entered(stores, stores.bind(seat, lambda r: [] if r is None else [r]))
 
         def record(t: int) -> eosflow.Record:
             return eosflow.Record("in", 0, t, b"k", b"v", (), t)
