@@ -9,7 +9,12 @@ from setuptools import Extension, setup
 
 setup(
     ext_modules=[
-        Extension(f"eosflow._native.{name}", [f"eosflow/_native/{name}.pyx"], optional=True)
+        Extension(
+            f"eosflow._native.{name}",
+            [f"eosflow/_native/{name}.pyx"],
+            depends=["eosflow/_native/_slots.pxd"],  # cimported by each: in the sdist too
+            optional=True,
+        )
         for name in ("_hot", "_stores", "_drive")
     ]
 )

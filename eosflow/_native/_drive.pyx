@@ -5,6 +5,7 @@ comes back without a ``StopIteration``) and the fields of ``Output`` and ``Recor
 at their slots' offsets."""
 
 from cpython.ref cimport PyObject, Py_XDECREF
+from ._slots cimport _at
 
 from .._records import Output, Record
 from ._drive_py import AWAIT, END, RAISED, RESULT, STOP, UNSTARTED, YIELD
@@ -39,11 +40,6 @@ cdef Py_ssize_t R_PARTITION = slot_offset(Record, "partition")
 cdef Py_ssize_t R_OFFSET = slot_offset(Record, "offset")
 cdef object _END = END, _STOP = STOP, _YIELD = YIELD, _RESULT = RESULT
 cdef object _AWAIT = AWAIT, _RAISED = RAISED, _UNSTARTED = UNSTARTED
-
-
-cdef inline PyObject* _at(object o, Py_ssize_t offset) noexcept:
-    """The slot's object, borrowed (NULL when unset)."""
-    return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
 
 
 cdef inline bint _bytes_or_none(PyObject* p) noexcept:

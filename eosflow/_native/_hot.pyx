@@ -7,6 +7,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int64_t, uint32_t, uint64_t
+from ._slots cimport _at
 
 from .._records import Output, Record
 from ._reference import Corrupt, Oversize
@@ -43,11 +44,6 @@ cdef Py_ssize_t _slot(object cls, str name) except -1:
     if kind != T_OBJECT_EX and kind != T_OBJECT:
         raise TypeError(f"{cls!r}.{name} is a slot of another kind than an object")
     return (<PyMemberDescrObject*><PyObject*>member).d_member.offset
-
-
-cdef inline PyObject* _at(object o, Py_ssize_t offset) noexcept:
-    """The slot's object, borrowed (NULL when unset)."""
-    return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
 
 
 cdef object _Output = Output

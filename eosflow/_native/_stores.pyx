@@ -9,17 +9,13 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_FromLongLong, PyL
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
 from libc.stdio cimport snprintf
 from libc.string cimport memcmp, memcpy
+from ._slots cimport _at
 
 from ._hot import slot_offset as _slot
 
 
 cdef extern from "Python.h":
     int PyContextVar_Get(object var, PyObject* default_value, PyObject** value) except -1
-
-
-cdef inline PyObject* _at(object o, Py_ssize_t offset) noexcept:
-    """The slot's object, borrowed (NULL when unset)."""
-    return (<PyObject**>((<char*><PyObject*>o) + offset))[0]
 
 
 # --- a store's point reads and writes --------------------------------------------------
