@@ -153,7 +153,7 @@ class EventTime:
         -- entering it, its handle, its windows in the seat -- done once a run
         (``entered``), and the rest once a record (``timed``)."""
         processor: Any = seat.processor
-        closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
+        none, lists, plain = self._none, self._lists, self._plain
         own_time = overrides(processor, "timestamp")
         spec = next(iter(self._specs.values()))
         # a tumbling or hopping window's: late when its last window holding t is closed
@@ -180,23 +180,10 @@ class EventTime:
                 return process(record)
             return finish(record, h, before, t)
 
-        async def finish(record: Record, h: Windowed, before: int | None, t: int) -> Any:
-            """The rest of a record that closed a window, or may be late, or whose
-            window is not a tumbling or hopping one; the run's windows are the seat's
-            again after it (the next record of the run is not entered)."""
-            try:
-                try:
-                    result = await process(record)
-                finally:  # window() outside process() must not find the last record's
-                    seat.windows = none
-                if h.late:
-                    self._late_record(h, t)
-                if h.closed == before:  # no window closed: closing(before) is empty
-                    return result
-                out = await _finals(h, before, result, None, check, closed)
-                return result if out is None else out
-            finally:
-                seat.windows = run[1]
+        def windows_back() -> None:  # the run's next record is not entered
+            seat.windows = run[1]
+
+        finish = self._finisher(seat, process, check, windows_back)
 
         return timed, entered
 
@@ -209,7 +196,7 @@ class EventTime:
     ) -> Process:
         """``bind``'s path for one window and no timers: ``_many``'s steps for one handle."""
         processor: Any = seat.processor
-        closed, none, lists, plain = processor.closed, self._none, self._lists, self._plain
+        none, lists, plain = self._none, self._lists, self._plain
         own_time = overrides(processor, "timestamp")
 
         def timed(record: Record) -> Awaitable[Any]:
@@ -232,9 +219,24 @@ class EventTime:
                 return process(record)
             return finish(record, h, before, t)
 
+        finish = self._finisher(seat, process, check, lambda: enter(None))
+
+        return timed
+
+    def _finisher(
+        self,
+        seat: Seat,
+        process: Process,
+        check: Callable[[Any], Any],
+        after: Callable[[], None],
+    ) -> Callable[[Record, Windowed, int | None, int], Awaitable[Any]]:
+        """The rest of a record of one window that closed a window, or may be late, or
+        whose window is not a tumbling or hopping one (``_one``, ``_one_per_run``):
+        ``process``, lateness, the finals; then ``after``."""
+        processor: Any = seat.processor
+        closed, none = processor.closed, self._none
+
         async def finish(record: Record, h: Windowed, before: int | None, t: int) -> Any:
-            """The rest of a record that closed a window, or may be late, or whose
-            window is not a tumbling or hopping one."""
             try:
                 try:
                     result = await process(record)
@@ -247,9 +249,9 @@ class EventTime:
                 out = await _finals(h, before, result, None, check, closed)
                 return result if out is None else out
             finally:
-                enter(None)
+                after()
 
-        return timed
+        return finish
 
     def _many(
         self,
