@@ -65,13 +65,14 @@ def run(app: Any, engine: Any, records: list[eosflow.Record]) -> Work:
 def entered(stores: Any, process: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Any]:
     """``process`` as ``stores.bind`` gave it, each record's partition entered first when
     the stores ask for it (``Stores.entering``), as the engine's loop enters each run of
-    one partition's records: for tests that call ``process`` by hand."""
+    one partition's records -- the record then taken by what entering returned, if
+    anything (a join's table row) -- for tests that call ``process`` by hand."""
     enter = stores.entering
     if enter is None:
         return process
 
     def each(record: Any) -> Awaitable[Any]:
-        enter((record.topic, record.partition))
-        return process(record)
+        run = enter((record.topic, record.partition))
+        return (process if run is None else run)(record)
 
     return each

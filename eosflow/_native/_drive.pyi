@@ -8,7 +8,7 @@ def drive(
     start: int,
     process: Callable[[Record], Awaitable[object]],
     route: Callable[[object], object] | None,
-    enter: Callable[[tuple[str, int]], None] | None,
+    enter: Callable[[tuple[str, int]], Callable[[Record], Awaitable[object]] | None] | None,
     outputs: list[Output],
     deadline: float,
     ending: Any,

@@ -65,6 +65,7 @@ def drive(list records not None, Py_ssize_t start, process, route, enter,
     cdef PyObject* got
     cdef PySendResult sent
     cdef double now
+    run = process  # what the run entered last takes its records through (``enter``)
     while i < len(records):
         if i:
             now = _monotonic()
@@ -81,8 +82,10 @@ def drive(list records not None, Py_ssize_t start, process, route, enter,
                     t, p = r.topic, r.partition
                 if (p is not part and p != part) or (t is not topic and t != topic):
                     topic, part = t, p
-                    enter((t, p))
-            aw = process(r)
+                    run = enter((t, p))
+                    if run is None:
+                        run = process
+            aw = run(r)
             if not PyCoro_CheckExact(aw):
                 return i, _AWAIT, (aw, _UNSTARTED)
             got = NULL

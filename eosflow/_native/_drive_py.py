@@ -7,6 +7,8 @@ the loop back (``Engine._process``) at everything else, saying why and where. Wh
 ``enter`` is given (a stateful app's stores, ``Stores.entering``), it is called with the
 partition before the first record of each run of one partition's records in a call:
 nothing else runs between two records of one call (a coroutine that suspends ends it).
+What it returns takes that run's records in place of ``process`` (None: ``process``):
+a join's table rows go to the table's copy that way, with no wrapper around the others.
 
 - ``END``: every record is done; ``STOP``: the deadline passed or ``ending`` is done
   (asked from the second record on, ``records[i]`` not started);
@@ -55,7 +57,7 @@ def drive(
     start: int,
     process: Callable[[Record], Awaitable[object]],
     route: Callable[[object], object] | None,
-    enter: Callable[[tuple[str, int]], None] | None,
+    enter: Callable[[tuple[str, int]], Callable[[Record], Awaitable[object]] | None] | None,
     outputs: list[Output],
     deadline: float,
     ending: Any,
@@ -65,6 +67,7 @@ def drive(
     (the index reached, why it stopped there, what goes with it)."""
     i, n = start, len(records)
     topic, part = None, None  # the run entered last in this call (``enter``)
+    run = process  # what that run's records go through (``enter``'s answer, else process)
     while i < n:
         if i:
             now = time.monotonic()
@@ -76,8 +79,8 @@ def drive(
             r = records[i]
             if enter is not None and (r.partition != part or r.topic != topic):
                 topic, part = r.topic, r.partition
-                enter((topic, part))
-            aw = process(r)
+                run = enter((topic, part)) or process
+            aw = run(r)
             if type(aw) is not types.CoroutineType:
                 return i, AWAIT, (aw, UNSTARTED)
             try:

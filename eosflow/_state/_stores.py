@@ -127,8 +127,9 @@ class Stores(Reads):
         self._views, self._tables_at = {}, {}
         self.current: Partition | None = None  # the partition of the record in process()
         # ``bind``'s: what the engine's loop calls before each run of one partition's
-        # records (a stateful app's, one window's), else None
-        self.entering: Callable[[Partition], None] | None = None
+        # records (a stateful app's, one window's, a join's), else None; what it
+        # returns takes the run's records (None: the bound process)
+        self.entering: Callable[[Partition], Process | None] | None = None
         self._seat: Seat | None = None  # the processor's, once bound
         self._layers = Layers()
         self._local: dict[Partition, LocalPartition] = {}
@@ -427,7 +428,7 @@ class Stores(Reads):
             table = table_of.get(record.topic)
             if table is None:
                 return await process(record)
-            self._row(table, record)
+            apply(self._handle(table, (record.topic, record.partition)), record)  # its row
             return None
 
         return process_or_apply
@@ -442,10 +443,6 @@ class Stores(Reads):
         if self._seat is not None:
             self._seat.tables = NOTHING
             self._seat.windows = NOTHING
-
-    def _row(self, table: str, record: Record) -> None:
-        """A table's record into its partition's copy, in the open transaction."""
-        apply(self._handle(table, (record.topic, record.partition)), record)
 
     def _bind(self, seat: Seat, check: Callable[[Any], Any]) -> tuple[Process, bool]:
         """``bind``'s wrapper, and whether it applies tables' records itself."""
@@ -473,24 +470,24 @@ class Stores(Reads):
             self.entering = entered  # the loop enters each run (None: each record itself)
             return timed, False
         process = timed
-        table_of = self._table_of
-        tables_at = self._tables_at
-        no_tables = NOTHING
-
+        table_of, tables_at, no_tables = self._table_of, self._tables_at, NOTHING
         stores = bool(self.specs)  # else state() finds none: ``now`` stays empty
 
-        def process_with_tables(record: Record) -> Awaitable[Any]:
-            # a join's hot path: no frame of its own around ``process``; what it sets
-            # stays until ``idle``, which the engine calls before anything else may run
-            table = table_of.get(record.topic)
-            if table is not None:
-                self._row(table, record)
-                return _nothing()
-            self.current = partition = (record.topic, record.partition)
+        def row(record: Record) -> Awaitable[Any]:  # into the table's copy, in the open txn
+            apply(self._handle(table_of[record.topic], (record.topic, record.partition)), record)
+            return _nothing()
+
+        def enter_run(partition: Partition) -> Process | None:
+            # a join's: a table's rows go to its copy; a stream's run is entered and its
+            # records have no frame of ours -- what this sets stays until ``idle``,
+            # which the engine calls before anything else may run
+            if partition[0] in table_of:
+                return row
+            self.current = partition
             if stores:
                 self.now = handles.get(partition, empty)
             seat.tables = tables_at.get(partition[1], no_tables)
-            return process(record)
+            return None
 
         async def process_undoing(record: Record) -> Any:
             self.current = partition = (record.topic, record.partition)
@@ -511,7 +508,8 @@ class Stores(Reads):
         if self.config.dead_letter_topic is not None:
             return process_undoing, False
         if table_of:
-            return process_with_tables, True
+            self.entering = enter_run  # the loop enters each run (``_native.drive``)
+            return process, True
         # a stateful app's: no wrapper at all; the engine's loop enters each run of one
         # partition's records (``_native.drive``), and ``idle`` resets what it set
         self.entering = enter

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from engines import entered
 from kit import seat_for
 
 import eosflow
@@ -79,7 +80,7 @@ def test_a_record_reads_its_partitions_table_and_none_outside_process(tmp_path: 
         held(tmp_path, processor, {0: b"row of 0", 1: b"row of 1"}) as stores,
         seat_for(processor) as seat,
     ):
-        process = stores.bind(seat, lambda r: r)
+        process = entered(stores, stores.bind(seat, lambda r: r))
         stores.begin(adopted=False)
         got = []
         for p in (0, 1, 0, 1):
@@ -100,7 +101,7 @@ def test_a_table_row_is_read_from_the_open_the_sealed_and_the_committed_writes(
 ) -> None:
     processor = _Join()
     with held(tmp_path, processor, {0: b"on disk"}) as stores, seat_for(processor) as seat:
-        process = stores.bind(seat, lambda r: r)
+        process = entered(stores, stores.bind(seat, lambda r: r))
 
         async def step(topic: str, value: bytes | None) -> bytes | None:
             out = await process(eosflow.Record(topic, 0, 0, b"k", value, (), 1))
@@ -130,7 +131,7 @@ def test_idle_takes_the_stores_away_beside_the_tables(tmp_path: Path) -> None:
         held(tmp_path, processor, {0: b"row"}, {"seen": eosflow.BYTES}) as stores,
         seat_for(processor) as seat,
     ):
-        process = stores.bind(seat, lambda r: r)
+        process = entered(stores, stores.bind(seat, lambda r: r))
         stores.begin(adopted=False)
         out = asyncio.run(process(eosflow.Record("in", 0, 0, b"k", b"v", (), 1)))
         assert out.value == b"row"
