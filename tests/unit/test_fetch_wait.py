@@ -1,10 +1,9 @@
 """While a partition is paused, or fetched records of a partition are not all taken, the
 group consumer's fetches to that broker wait at most ``SHORT_FETCH_WAIT_MS`` there
-(``_aiokafka._fetch``); and with tables a poll takes every record the consumer fetched
-(``Sync.drains``). Both keep a partition
-with records from waiting behind a fetch of partitions read to their end, which the
-broker holds for ``fetch_max_wait_ms``. The comment above each test names the mutation
-that made it fail."""
+(``_aiokafka._fetch``); and with tables a poll takes what the consumer fetched, up to
+``Sync.takes`` records. Both keep a partition with records from waiting behind a fetch
+of partitions read to their end, which the broker holds for ``fetch_max_wait_ms``. The
+comment above each test names the mutation that made it fail."""
 
 from __future__ import annotations
 
@@ -23,6 +22,7 @@ from eosflow import _aiokafka as ak
 from eosflow._aiokafka._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS, shorten
 from eosflow._checks._checker import read_records
 from eosflow._engine._session import TransactSession
+from eosflow._state._sync import Sync
 from eosflow.testing import FakeCluster
 
 
@@ -215,3 +215,51 @@ async def test_a_poll_with_tables_takes_every_fetched_record(
     values = [r.value for r in await read_records(boot, "fw-out")]
     assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
     assert len(left) > 40 and not any(left), left
+
+
+# The same join with the poll's share cut to 300 (the default is 5,000): no poll takes
+# more from the consumer, some take all 300 (the fetch held more), and every order is
+# joined once. Caught: the share ignored (a poll takes the whole fetch).
+async def test_a_poll_with_tables_takes_at_most_its_share(
+    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = cluster.bootstrap_servers
+    for topic in ("fs-orders", "fs-customers", "fs-out"):
+        await create_topic(boot, topic, partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=boot)
+    await producer.start()
+    try:
+        for i in range(20):
+            await producer.send("fs-customers", b"row", key=b"c%d" % i, timestamp_ms=T0_MS + i)
+        for i in range(2000):
+            key = b"c%d" % (i % 20)
+            await producer.send("fs-orders", b"o%d" % i, key=key, timestamp_ms=T0_MS + 100 + i)
+        await producer.flush()
+    finally:
+        await producer.stop()
+    taken: list[int] = []
+    poll = ak.poll
+
+    async def watched(consumer: Any, timeout_s: float, most: int | None) -> Any:
+        batch = await poll(consumer, timeout_s, most)
+        taken.append(sum(len(records) for records in batch.values()))
+        return batch
+
+    monkeypatch.setattr(ak, "poll", watched)
+    monkeypatch.setattr(Sync, "takes", 300)
+
+    class Join(eosflow.Processor):
+        tables: ClassVar[Mapping[str, eosflow.Table]] = {
+            "customers": eosflow.Table("fs-customers", serde=eosflow.BYTES)
+        }
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            row = self.table("customers").get(record.key or b"")
+            return eosflow.Output("fs-out", (record.value or b"") + b"|" + (row or b""))
+
+    cfg = state_config(boot, "fs-g", "fs-orders", "fs-t", tmp_path)
+    async with eosflow.EosApp(Join(), cfg) as app:
+        await until_committed(boot, "fs-orders", 1, "fs-g", 2000, (app,))
+    values = [r.value for r in await read_records(boot, "fs-out")]
+    assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
+    assert max(taken) == 300 and taken.count(300) >= 5, taken
