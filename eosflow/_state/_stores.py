@@ -425,11 +425,9 @@ class Stores(Reads):
 
         async def process_or_apply(record: Record) -> Any:
             """A table's record updates its copy (no ``process``); others go on."""
-            table = table_of.get(record.topic)
-            if table is None:
+            if record.topic not in table_of:
                 return await process(record)
-            apply(self._handle(table, (record.topic, record.partition)), record)  # its row
-            return None
+            return await self._row(record)
 
         return process_or_apply
 
@@ -443,6 +441,11 @@ class Stores(Reads):
         if self._seat is not None:
             self._seat.tables = NOTHING
             self._seat.windows = NOTHING
+
+    def _row(self, record: Record) -> Awaitable[None]:
+        """A table's record into its partition's copy, in the open transaction."""
+        apply(self._handle(self._table_of[record.topic], (record.topic, record.partition)), record)
+        return _nothing()
 
     def _bind(self, seat: Seat, check: Callable[[Any], Any]) -> tuple[Process, bool]:
         """``bind``'s wrapper, and whether it applies tables' records itself."""
@@ -473,9 +476,7 @@ class Stores(Reads):
         table_of, tables_at, no_tables = self._table_of, self._tables_at, NOTHING
         stores = bool(self.specs)  # else state() finds none: ``now`` stays empty
 
-        def row(record: Record) -> Awaitable[Any]:  # into the table's copy, in the open txn
-            apply(self._handle(table_of[record.topic], (record.topic, record.partition)), record)
-            return _nothing()
+        row = self._row
 
         def enter_run(partition: Partition) -> Process | None:
             # a join's: a table's rows go to its copy; a stream's run is entered and its
