@@ -169,6 +169,46 @@ async def test_the_wait_is_restored_when_a_paused_partition_is_reassigned_away(
         await ak.close_consumer(consumer, timeout_s=5.0)
 
 
+async def _seeded(boot: str, prefix: str) -> None:
+    """Topics ``{prefix}-orders``, ``-customers`` and ``-out`` of one partition: 20
+    customers' rows, then 2,000 orders over them, all before the join starts."""
+    for topic in ("orders", "customers", "out"):
+        await create_topic(boot, f"{prefix}-{topic}", partitions=1)
+    producer = AIOKafkaProducer(bootstrap_servers=boot)
+    await producer.start()
+    try:
+        for i in range(20):
+            key = b"c%d" % i
+            await producer.send(f"{prefix}-customers", b"row", key=key, timestamp_ms=T0_MS + i)
+        for i in range(2000):
+            key, t = b"c%d" % (i % 20), T0_MS + 100 + i
+            await producer.send(f"{prefix}-orders", b"o%d" % i, key=key, timestamp_ms=t)
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def _joined(boot: str, prefix: str, tmp_path: Path, **settings: Any) -> None:
+    """Join ``_seeded``'s orders with their customers' rows until every order is
+    committed; every order is in ``{prefix}-out`` once, joined."""
+
+    class Join(eosflow.Processor):
+        tables: ClassVar[Mapping[str, eosflow.Table]] = {
+            "customers": eosflow.Table(f"{prefix}-customers", serde=eosflow.BYTES)
+        }
+
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            row = self.table("customers").get(record.key or b"")
+            return eosflow.Output(f"{prefix}-out", (record.value or b"") + b"|" + (row or b""))
+
+    orders, group = f"{prefix}-orders", f"{prefix}-g"
+    cfg = state_config(boot, group, orders, f"{prefix}-t", tmp_path, **settings)
+    async with eosflow.EosApp(Join(), cfg) as app:
+        await until_committed(boot, orders, 1, group, 2000, (app,))
+    values = [r.value for r in await read_records(boot, f"{prefix}-out")]
+    assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
+
+
 # A join over a backlog, its transactions capped at 50 records: after every poll, the
 # consumer holds no fetched record back (aiokafka fetches nothing more from a broker
 # while it does), and every order is joined once. Caught: the poll asking the consumer
@@ -177,19 +217,7 @@ async def test_a_poll_with_tables_takes_every_fetched_record(
     cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     boot = cluster.bootstrap_servers
-    for topic in ("fw-orders", "fw-customers", "fw-out"):
-        await create_topic(boot, topic, partitions=1)
-    producer = AIOKafkaProducer(bootstrap_servers=boot)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send("fw-customers", b"row", key=b"c%d" % i, timestamp_ms=T0_MS + i)
-        for i in range(2000):
-            key = b"c%d" % (i % 20)
-            await producer.send("fw-orders", b"o%d" % i, key=key, timestamp_ms=T0_MS + 100 + i)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await _seeded(boot, "fw")
     left: list[int] = []
     poll = TransactSession.poll
 
@@ -199,21 +227,7 @@ async def test_a_poll_with_tables_takes_every_fetched_record(
         return records
 
     monkeypatch.setattr(TransactSession, "poll", watched)
-
-    class Join(eosflow.Processor):
-        tables: ClassVar[Mapping[str, eosflow.Table]] = {
-            "customers": eosflow.Table("fw-customers", serde=eosflow.BYTES)
-        }
-
-        async def process(self, record: eosflow.Record) -> eosflow.Output:
-            row = self.table("customers").get(record.key or b"")
-            return eosflow.Output("fw-out", (record.value or b"") + b"|" + (row or b""))
-
-    cfg = state_config(boot, "fw-g", "fw-orders", "fw-t", tmp_path, max_records_per_txn=50)
-    async with eosflow.EosApp(Join(), cfg) as app:
-        await until_committed(boot, "fw-orders", 1, "fw-g", 2000, (app,))
-    values = [r.value for r in await read_records(boot, "fw-out")]
-    assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
+    await _joined(boot, "fw", tmp_path, max_records_per_txn=50)
     assert len(left) > 40 and not any(left), left
 
 
@@ -224,19 +238,7 @@ async def test_a_poll_with_tables_takes_at_most_its_share(
     cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     boot = cluster.bootstrap_servers
-    for topic in ("fs-orders", "fs-customers", "fs-out"):
-        await create_topic(boot, topic, partitions=1)
-    producer = AIOKafkaProducer(bootstrap_servers=boot)
-    await producer.start()
-    try:
-        for i in range(20):
-            await producer.send("fs-customers", b"row", key=b"c%d" % i, timestamp_ms=T0_MS + i)
-        for i in range(2000):
-            key = b"c%d" % (i % 20)
-            await producer.send("fs-orders", b"o%d" % i, key=key, timestamp_ms=T0_MS + 100 + i)
-        await producer.flush()
-    finally:
-        await producer.stop()
+    await _seeded(boot, "fs")
     taken: list[int] = []
     poll = ak.poll
 
@@ -247,19 +249,5 @@ async def test_a_poll_with_tables_takes_at_most_its_share(
 
     monkeypatch.setattr(ak, "poll", watched)
     monkeypatch.setattr(Sync, "takes", 300)
-
-    class Join(eosflow.Processor):
-        tables: ClassVar[Mapping[str, eosflow.Table]] = {
-            "customers": eosflow.Table("fs-customers", serde=eosflow.BYTES)
-        }
-
-        async def process(self, record: eosflow.Record) -> eosflow.Output:
-            row = self.table("customers").get(record.key or b"")
-            return eosflow.Output("fs-out", (record.value or b"") + b"|" + (row or b""))
-
-    cfg = state_config(boot, "fs-g", "fs-orders", "fs-t", tmp_path)
-    async with eosflow.EosApp(Join(), cfg) as app:
-        await until_committed(boot, "fs-orders", 1, "fs-g", 2000, (app,))
-    values = [r.value for r in await read_records(boot, "fs-out")]
-    assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
+    await _joined(boot, "fs", tmp_path)
     assert max(taken) == 300 and taken.count(300) >= 5, taken
