@@ -233,7 +233,7 @@ class TransactSession:
         await self._logins.check(self.config.bootstrap_servers, self.config.security)
         sync = self.stores.sync  # tables: records wait there, in time order
         wait_s = 0.0 if sync.more else timeout_s
-        most = max_records if sync.takes is None else sync.takes  # (tables: ahead of it)
+        most = sync.takes if sync.ahead else min(max_records, sync.takes)
         with ak.mapped("consuming (fetch and group membership)", "READ"):
             batch = await ak.poll(self.consumer, wait_s, most)
         txn = self._txn  # sealed: what is polled is the next one's (re-polled after a rewind)

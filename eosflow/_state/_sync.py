@@ -67,7 +67,7 @@ log = logging.getLogger("eosflow.state")
 
 _WARN_AFTER_S = 10.0  # a task held back this long is logged (then every as long again)
 MAX_BUFFERED = 10_000  # per partition; past it the partition is paused
-TAKES = 5_000  # records a poll takes from the consumer at most (``Sync.takes``)
+TAKES = 5_000  # records a poll takes from the consumer at most (``takes``)
 
 
 def _head_key(entry: tuple[deque[Record], int]) -> tuple[int, int]:
@@ -100,7 +100,9 @@ class Unsynced:
     on as polled, nothing is buffered or given back."""
 
     more = False
-    takes: int | None = None  # the poll asks the consumer for at most what it may process
+    # the poll asks the consumer for at most what it may process, and at most ``TAKES``
+    # (a long decode holds the event loop: ``Sync.takes``)
+    ahead, takes = False, TAKES
 
     def admit(self, runs: Sequence[Sequence[Record]], max_records: int) -> list[Record]:
         out: list[Record] = []
@@ -123,7 +125,7 @@ class Sync:
     # ``throttle``). But at most ``TAKES`` a poll: decoding a whole fetch at once (up
     # to 4 MiB a partition; ~15,000 records a poll on a join) held the event loop for
     # 10-25 ms, and the producer's next request with it.
-    takes: int | None = TAKES
+    ahead, takes = True, TAKES
 
     def __init__(
         self,

@@ -1,9 +1,10 @@
 """While a partition is paused, or fetched records of a partition are not all taken, the
 group consumer's fetches to that broker wait at most ``SHORT_FETCH_WAIT_MS`` there
 (``_aiokafka._fetch``); and with tables a poll takes what the consumer fetched, up to
-``Sync.takes`` records. Both keep a partition with records from waiting behind a fetch
-of partitions read to their end, which the broker holds for ``fetch_max_wait_ms``. The
-comment above each test names the mutation that made it fail."""
+``Sync.takes`` records (without, at most what may be processed and at most as many).
+Both keep a partition with records from waiting behind a fetch of partitions read to
+their end, which the broker holds for ``fetch_max_wait_ms``. The comment above each
+test names the mutation that made it fail."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from eosflow import _aiokafka as ak
 from eosflow._aiokafka._fetch import AS_RECORD, SHORT_FETCH_WAIT_MS, shorten
 from eosflow._checks._checker import read_records
 from eosflow._engine._session import TransactSession
-from eosflow._state._sync import Sync
+from eosflow._state._sync import Sync, Unsynced
 from eosflow.testing import FakeCluster
 
 
@@ -209,6 +210,20 @@ async def _joined(boot: str, prefix: str, tmp_path: Path, **settings: Any) -> No
     assert len(values) == 2000 and all(v and v.endswith(b"|row") for v in values)
 
 
+def _polls_watched(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many records each of the session's polls took from the consumer, in order."""
+    taken: list[int] = []
+    poll = ak.poll
+
+    async def watched(consumer: Any, timeout_s: float, most: int | None) -> Any:
+        batch = await poll(consumer, timeout_s, most)
+        taken.append(sum(len(records) for records in batch.values()))
+        return batch
+
+    monkeypatch.setattr(ak, "poll", watched)
+    return taken
+
+
 # A join over a backlog, its transactions capped at 50 records: after every poll, the
 # consumer holds no fetched record back (aiokafka fetches nothing more from a broker
 # while it does), and every order is joined once. Caught: the poll asking the consumer
@@ -239,15 +254,31 @@ async def test_a_poll_with_tables_takes_at_most_its_share(
 ) -> None:
     boot = cluster.bootstrap_servers
     await _seeded(boot, "fs")
-    taken: list[int] = []
-    poll = ak.poll
-
-    async def watched(consumer: Any, timeout_s: float, most: int | None) -> Any:
-        batch = await poll(consumer, timeout_s, most)
-        taken.append(sum(len(records) for records in batch.values()))
-        return batch
-
-    monkeypatch.setattr(ak, "poll", watched)
+    taken = _polls_watched(monkeypatch)
     monkeypatch.setattr(Sync, "takes", 300)
     await _joined(boot, "fs", tmp_path)
+    assert max(taken) == 300 and taken.count(300) >= 5, taken
+
+
+# An app without tables asks for at most what it may process, and at most its share:
+# with the share cut to 300, a copy of 2,000 records polls no more than 300 at a time,
+# some all 300, and copies each record once. Caught: the share ignored without tables
+# (a poll sized by the transaction's room takes the fetch whole).
+async def test_a_poll_without_tables_takes_at_most_its_share(
+    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    boot = cluster.bootstrap_servers
+    await _seeded(boot, "fc")
+    taken = _polls_watched(monkeypatch)
+    monkeypatch.setattr(Unsynced, "takes", 300)
+
+    class Copy(eosflow.Processor):
+        async def process(self, record: eosflow.Record) -> eosflow.Output:
+            return eosflow.Output("fc-out", record.value)
+
+    cfg = state_config(boot, "fc-g", "fc-orders", "fc-t", tmp_path)
+    async with eosflow.EosApp(Copy(), cfg) as app:
+        await until_committed(boot, "fc-orders", 1, "fc-g", 2000, (app,))
+    values = [r.value for r in await read_records(boot, "fc-out")]
+    assert sorted(values) == sorted(b"o%d" % i for i in range(2000))
     assert max(taken) == 300 and taken.count(300) >= 5, taken
