@@ -246,39 +246,35 @@ async def test_a_poll_with_tables_takes_every_fetched_record(
     assert len(left) > 40 and not any(left), left
 
 
-# The same join with the poll's share cut to 300 (the default is 5,000): no poll takes
-# more from the consumer, some take all 300 (the fetch held more), and every order is
-# joined once. Caught: the share ignored (a poll takes the whole fetch).
-async def test_a_poll_with_tables_takes_at_most_its_share(
-    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    boot = cluster.bootstrap_servers
-    await _seeded(boot, "fs")
-    taken = _polls_watched(monkeypatch)
-    monkeypatch.setattr(Sync, "takes", 300)
-    await _joined(boot, "fs", tmp_path)
-    assert max(taken) == 300 and taken.count(300) >= 5, taken
-
-
-# An app without tables asks for at most what it may process, and at most its share:
-# with the share cut to 300, a copy of 2,000 records polls no more than 300 at a time,
-# some all 300, and copies each record once. Caught: the share ignored without tables
-# (a poll sized by the transaction's room takes the fetch whole).
-async def test_a_poll_without_tables_takes_at_most_its_share(
-    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    boot = cluster.bootstrap_servers
-    await _seeded(boot, "fc")
-    taken = _polls_watched(monkeypatch)
-    monkeypatch.setattr(Unsynced, "takes", 300)
+async def _copied(boot: str, prefix: str, tmp_path: Path) -> None:
+    """Copy ``_seeded``'s orders (an app without tables) until every one is committed;
+    every order is in ``{prefix}-out`` once."""
 
     class Copy(eosflow.Processor):
         async def process(self, record: eosflow.Record) -> eosflow.Output:
-            return eosflow.Output("fc-out", record.value)
+            return eosflow.Output(f"{prefix}-out", record.value)
 
-    cfg = state_config(boot, "fc-g", "fc-orders", "fc-t", tmp_path)
+    orders, group = f"{prefix}-orders", f"{prefix}-g"
+    cfg = state_config(boot, group, orders, f"{prefix}-t", tmp_path)
     async with eosflow.EosApp(Copy(), cfg) as app:
-        await until_committed(boot, "fc-orders", 1, "fc-g", 2000, (app,))
-    values = [r.value for r in await read_records(boot, "fc-out")]
+        await until_committed(boot, orders, 1, group, 2000, (app,))
+    values = [r.value for r in await read_records(boot, f"{prefix}-out")]
     assert sorted(values) == sorted(b"o%d" % i for i in range(2000))
+
+
+# The share cut to 300 (the default is 5,000), for a join (the sync's polls, which take
+# what was fetched) and for a copy (an app without tables, which asks for at most what
+# it may process): no poll takes more from the consumer, some take all 300 (the fetch
+# held more), and every order is joined, or copied, once. Caught: the share ignored,
+# with tables (a poll takes the whole fetch) and without (a poll sized by the
+# transaction's room alone).
+@pytest.mark.parametrize("tables", [True, False], ids=["join", "copy"])
+async def test_a_poll_takes_at_most_its_share(
+    cluster: FakeCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tables: bool
+) -> None:
+    boot, prefix = cluster.bootstrap_servers, "fs" if tables else "fc"
+    await _seeded(boot, prefix)
+    taken = _polls_watched(monkeypatch)
+    monkeypatch.setattr(Sync if tables else Unsynced, "takes", 300)
+    await (_joined if tables else _copied)(boot, prefix, tmp_path)
     assert max(taken) == 300 and taken.count(300) >= 5, taken
