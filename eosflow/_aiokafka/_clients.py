@@ -108,8 +108,9 @@ def reading_settings(cfg: EosConfig, client_id: str | None = None) -> dict[str, 
     )
 
 
-def producer_for(config: EosConfig) -> AIOKafkaProducer:
-    """The transactional producer of ``config``; not started."""
+def producer_for(config: EosConfig, batch_bytes: int | None = None) -> AIOKafkaProducer:
+    """The transactional producer of ``config``, its batches up to ``batch_bytes`` (None:
+    ``max_batch_bytes``); not started."""
     cfg = config
     return AIOKafkaProducer(
         bootstrap_servers=cfg.bootstrap_servers,
@@ -118,7 +119,7 @@ def producer_for(config: EosConfig) -> AIOKafkaProducer:
         transaction_timeout_ms=int(cfg.transaction_timeout_s * 1000),
         retry_backoff_ms=int(cfg.retry_backoff_s * 1000),
         linger_ms=int(cfg.linger_s * 1000),
-        max_batch_size=cfg.max_batch_bytes,
+        max_batch_size=cfg.max_batch_bytes if batch_bytes is None else batch_bytes,
         **connection_settings(cfg.security),
     )
 

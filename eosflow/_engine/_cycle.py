@@ -61,7 +61,7 @@ from .._state import Seat, Timer, copartitioned, declared, declared_tables
 from .._typed import Typing
 from ._failures import Failures, dead_letter
 from ._session import PartitionsHook, TransactSession
-from ._sizing import Sizing
+from ._sizing import Sizing, batch_bytes
 from ._work import Work
 
 log = logging.getLogger("eosflow.app")
@@ -110,6 +110,12 @@ class Engine:
         stores, group = declared(processor), config.group_id
         typed = Typing(name, processor.topics, inputs, tables, registry, stores=stores, group=group)
         self._typed = typed
+        # The processing strategy, picked once: per record as records arrive (stream), or
+        # the whole transaction in one process_batch call (batch engines such as Spark).
+        # Both fill the transaction through one loop (_fill) and share the error policy.
+        batch = overrides_batch(processor)
+        ahead = config.process_ahead  # None: where the app keeps state (the module's doc)
+        self._works_ahead = (bool(stores or tables) if ahead is None else ahead) and not batch
         self.session = TransactSession(
             config,
             on_assigned,
@@ -118,6 +124,7 @@ class Engine:
             observers,
             typed.tables,
             copartitioned(processor),
+            batch_bytes(config, self._works_ahead),
         )
         self.session.folded = frozenset(typed.folded)  # outputs folded per key (Topic.fold)
         self.last_outcome: Outcome | None = None
@@ -126,13 +133,7 @@ class Engine:
         self._ahead: Work | None = None  # adopted by the next transaction
         self._held = 0  # records taken into the open transaction so far (``_fill``)
         self._failures = Failures(config)
-        # The processing strategy, picked once: per record as records arrive (stream), or
-        # the whole transaction in one process_batch call (batch engines such as Spark).
-        # Both fill the transaction through one loop (_fill) and share the error policy.
-        batch = overrides_batch(processor)
         self._fill_transaction = self._batch_transaction if batch else self._stream_transaction
-        ahead = config.process_ahead  # None: where the app keeps state (the module's doc)
-        self._works_ahead = (bool(stores or tables) if ahead is None else ahead) and not batch
         self._sizing = Sizing(config, self._works_ahead)  # poll sizes, caps, the record limit
         # with state: bound by the session's stores (state() then knows the partition);
         # typed records decoded before them (``typed``)

@@ -26,8 +26,9 @@ from ._reinit import IdClaim, reinit
 
 
 class ProducerSlot:
-    def __init__(self, config: EosConfig, claim: IdClaim) -> None:
+    def __init__(self, config: EosConfig, claim: IdClaim, batch_bytes: int) -> None:
         self.config = config
+        self.batch_bytes = batch_bytes  # the producer's batch size limit (``_sizing``)
         self.claim = claim  # our start, as the group shows it (``_reinit``)
         self.producer: AIOKafkaProducer | None = None
         self.partitioner: ak.Partitioner | None = None  # the producer's, for whole batches
@@ -48,7 +49,7 @@ class ProducerSlot:
         is closed; a fencing answer is ``ProducerFencedError``."""
         assert self.producer is None, "the slot holds a producer"
         cfg = self.config
-        producer = ak.producer_for(cfg)
+        producer = ak.producer_for(cfg, self.batch_bytes)
         try:
             # a replacement's servers answered before: failing to reach them is transient
             replacing = self.protocols is not None

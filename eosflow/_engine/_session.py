@@ -63,8 +63,10 @@ class TransactSession:
         observer: Observer | None = None,
         tables: Mapping[str, Table | GlobalTable] | None = None,
         copartitioned: bool = False,
+        batch_bytes: int | None = None,
     ) -> None:
-        # tables: their topics consumed by the group too, assigned co-partitioned
+        # tables: their topics consumed by the group too, assigned co-partitioned;
+        # batch_bytes: the producer's batch size limit (None: the config's, ``_sizing``)
         self.config = config = subscribed(config, tables or {})
         self.observer = observer or Observer()  # told of each transaction, rebalance, recovery
         self._on_assigned = on_assigned
@@ -92,7 +94,7 @@ class TransactSession:
         )
         # the transactional producer and its replacement; our start, in the member's
         # client id (_reinit); the cluster's capabilities and protocols
-        self._producers = ProducerSlot(config, IdClaim())
+        self._producers = ProducerSlot(config, IdClaim(), batch_bytes or config.max_batch_bytes)
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         metadata: dict[TopicPartition, str] = {}  # what each partition's commit wrote last

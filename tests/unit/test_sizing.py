@@ -1,21 +1,25 @@
 """The caps of a transaction (``_engine._sizing.caps``): an app working ahead gets twice
-each default it leaves unset; a cap given, in code or through ``EOSFLOW_*``, is kept."""
+each default it leaves unset; a cap given, in code or through ``EOSFLOW_*``, is kept. The
+producer's batch size limit (``batch_bytes``) alike: ``AHEAD_BATCH_BYTES`` where the app
+works ahead and leaves it unset."""
 
 from __future__ import annotations
 
 import pytest
 
 import eosflow
-from eosflow._engine._sizing import AHEAD_CAPS, Sizing, caps
+from eosflow._engine._sizing import AHEAD_BATCH_BYTES, AHEAD_CAPS, Sizing, batch_bytes, caps
 
 DEFAULT_RECORDS = eosflow.EosConfig.model_fields["max_records_per_txn"].default
 DEFAULT_BYTES = eosflow.EosConfig.model_fields["max_bytes_per_txn"].default
+DEFAULT_BATCH = eosflow.EosConfig.model_fields["max_batch_bytes"].default
 
 
 @pytest.fixture(autouse=True)
 def no_caps_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("EOSFLOW_MAX_RECORDS_PER_TXN", raising=False)
     monkeypatch.delenv("EOSFLOW_MAX_BYTES_PER_TXN", raising=False)
+    monkeypatch.delenv("EOSFLOW_MAX_BATCH_BYTES", raising=False)
 
 
 def config(**kw: object) -> eosflow.EosConfig:
@@ -78,3 +82,14 @@ def test_caps_given_are_kept_even_at_the_default_value(ahead: bool) -> None:
 def test_a_cap_from_the_environment_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EOSFLOW_MAX_RECORDS_PER_TXN", "1000")
     assert caps(config(), ahead=True) == (1000, 2 * DEFAULT_BYTES)
+
+
+def test_the_batch_size_is_raised_only_where_the_app_works_ahead_and_leaves_it_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert AHEAD_BATCH_BYTES > DEFAULT_BATCH
+    assert batch_bytes(config(), ahead=True) == AHEAD_BATCH_BYTES
+    assert batch_bytes(config(), ahead=False) == DEFAULT_BATCH
+    assert batch_bytes(config(max_batch_bytes=DEFAULT_BATCH), ahead=True) == DEFAULT_BATCH
+    monkeypatch.setenv("EOSFLOW_MAX_BATCH_BYTES", "1000")
+    assert batch_bytes(config(), ahead=True) == 1000
