@@ -1,5 +1,6 @@
 """Helpers of the stateful tests: the counting app's config, keyed input, waiting for the
-group's progress, and the count check (``eosflow.testing.check_counts``)."""
+group's progress, the count check (``eosflow.testing.check_counts``), and ``Counting``,
+which gives a processor state."""
 
 from __future__ import annotations
 
@@ -19,6 +20,19 @@ from slow_time import IDLE_MS, SLIDING, WINDOW
 import eosflow
 from eosflow._checks._checker import read_records
 from eosflow.testing import FakeCluster, StateReport, check_counts, check_windows, read_topic
+
+
+class Counting(eosflow.Processor):
+    """Put before a processor's class among a test processor's bases: one count kept in
+    a store per record, then the processor's own ``process`` -- an app with state, which
+    works ahead by default."""
+
+    stores = {"counts": eosflow.JSON}
+
+    async def process(self, record: eosflow.Record) -> object:
+        counts = self.state("counts")
+        counts.put(b"k", counts.get(b"k", 0) + 1)
+        return await super().process(record)
 
 
 def changelog(group: str, src: str, store: str = "counts") -> str:

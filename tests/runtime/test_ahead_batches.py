@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from fleet import seed
 from kit import app_config, eventually, read_all
+from stateful import Counting
 
 import eosflow
 from eosflow._engine._sizing import AHEAD_BATCH_BYTES
@@ -32,15 +33,8 @@ class Copy(eosflow.Processor):
         return eosflow.Output("out", (record.value or b"").ljust(SIZE, b"."), key=record.key)
 
 
-class CountingCopy(Copy):
+class CountingCopy(Counting, Copy):
     """The same, keeping a count: an app with state, which works ahead by default."""
-
-    stores = {"counts": eosflow.JSON}
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        counts = self.state("counts")
-        counts.put(b"k", counts.get(b"k", 0) + 1)
-        return await super().process(record)
 
 
 def _largest_batch(bodies: list[dict[str, Any]], topic: str) -> int:

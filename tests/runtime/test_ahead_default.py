@@ -13,6 +13,7 @@ import asyncio
 import pytest
 from fleet import seed
 from kit import app_config, eventually, read_all
+from stateful import Counting
 
 import eosflow
 from eosflow.testing import FakeCluster
@@ -32,15 +33,8 @@ class Copy(eosflow.Processor):
         return eosflow.Output("out", record.value, key=record.key)
 
 
-class CountingCopy(Copy):
+class CountingCopy(Counting, Copy):
     """The same, keeping a count per key: an app with state."""
-
-    stores = {"counts": eosflow.JSON}
-
-    async def process(self, record: eosflow.Record) -> eosflow.Output:
-        counts = self.state("counts")
-        counts.put(b"k", counts.get(b"k", 0) + 1)
-        return await super().process(record)
 
 
 @pytest.mark.parametrize(
