@@ -57,7 +57,7 @@ AHEAD_CAPS = 2
 AHEAD_BATCH_BYTES = 1_000_000
 """The producer's batch size limit where an app works ahead and its config leaves
 ``max_batch_bytes`` unset (``batch_bytes``), in place of the default 256 KiB: under every
-broker's default ``message.max.bytes`` (1,000,012 on the oldest, 1,048,588 since)."""
+broker's default ``message.max.bytes`` (1,000,012 on Kafka 2.4, 1,048,588 on 4.x)."""
 _WEIGHT = 0.2  # of the newest measurement in the moving averages
 
 log = logging.getLogger("eosflow.app")
