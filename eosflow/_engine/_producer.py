@@ -26,9 +26,10 @@ from ._reinit import IdClaim, reinit
 
 
 class ProducerSlot:
-    def __init__(self, config: EosConfig, claim: IdClaim, batch_bytes: int) -> None:
+    def __init__(self, config: EosConfig, claim: IdClaim, batch_bytes: int | None = None) -> None:
         self.config = config
-        self.batch_bytes = batch_bytes  # the producer's batch size limit (``_sizing``)
+        # the producer's batch size limit (``_sizing``); None: the config's
+        self.batch_bytes = batch_bytes
         self.claim = claim  # our start, as the group shows it (``_reinit``)
         self.producer: AIOKafkaProducer | None = None
         self.partitioner: ak.Partitioner | None = None  # the producer's, for whole batches

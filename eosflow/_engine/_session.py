@@ -94,7 +94,7 @@ class TransactSession:
         )
         # the transactional producer and its replacement; our start, in the member's
         # client id (_reinit); the cluster's capabilities and protocols
-        self._producers = ProducerSlot(config, IdClaim(), batch_bytes or config.max_batch_bytes)
+        self._producers = ProducerSlot(config, IdClaim(), batch_bytes)
         on_late = self.observer.late_records
         # the processor's state stores: restored on assignment, written with each commit
         metadata: dict[TopicPartition, str] = {}  # what each partition's commit wrote last
