@@ -18,6 +18,11 @@
      join (``java/JoinRun.java``: exactly_once_v2, PassThrough's settings, the commit
      interval, ``topology.optimization=all``), warm: its JVM first joins
      ``WARM_RECORDS`` orders of topics seeded alike with an instance of its own;
+   - by name only (``--contenders``), the references that tell the join's costs apart:
+     ``eosflow-copy-wide``, eosflow's pass-through writing each order as ``order|order``
+     (as many bytes as the join writes, no table: what the bytes alone cost), and
+     ``kafka-streams-copy``, ``JoinRun`` without its table (the orders passed through,
+     warm alike: Kafka Streams' own reference for its join);
    - the rate: orders per second, from the first order processed to the group's
      offsets committed at the end of the orders (both joins also read the rows first);
    - every run is checked: each order exactly once in the committed output, joined with
@@ -62,8 +67,13 @@ from benchmarks.compare import STREAMS_FALLBACK
 from eosflow._checks._checker import read_records
 
 STREAMS = "kafka-streams-join"
+STREAMS_COPY = "kafka-streams-copy"
 QUIX = "quixstreams-join"
+WIDE = "eosflow-copy-wide"
 CONTENDERS = ["eosflow-copy", "eosflow-join", STREAMS, QUIX]
+COPIES = ("eosflow-copy", WIDE, STREAMS_COPY)  # the orders alone, no table
+MORE = [WIDE, STREAMS_COPY]  # given by name only
+COPY_MARK = "-"  # JoinRun's CUSTOMERS for its pass-through (JoinRun.COPY)
 TIMEOUT_S = 1800.0
 SIZE = 100  # bytes of an order's and a row's value
 
@@ -136,6 +146,26 @@ async def check(boot: str, dst: str, want: dict[bytes, bytes]) -> str:
     return "ok"
 
 
+async def check_copy(
+    boot: str, dst: str, orders: list[tuple[bytes, int, bytes]], wide: bool
+) -> str:
+    """'ok', or what is wrong with a copy's committed output: each order once, as it is
+    (``wide``: as ``order|order``)."""
+    want = {v: (v + b"|" + v if wide else v) for _k, _t, v in orders}
+    seen: set[bytes] = set()
+    twice = wrong = 0
+    for r in await read_records(boot, dst, timeout_s=600):
+        value = r.value or b""
+        order = value[: len(value) // 2] if wide else value
+        twice += order in seen
+        seen.add(order)
+        wrong += want.get(order) != value
+    missing = len(want.keys() - seen)
+    if twice or wrong or missing:
+        return f"{twice} orders twice, {wrong} copied wrong, {missing} missing"
+    return "ok"
+
+
 def passed(name: str, check: str) -> bool:
     """Whether a run's check passes: all ok, or for quixstreams (no timestamp order
     across the topics) no order twice and none missing, whatever row each joined."""
@@ -150,11 +180,13 @@ async def run(
     n, total = counts
     state_dir = tempfile.mkdtemp(prefix="eosflow-bench-join-")
     group = f"join-g-{uuid.uuid4().hex[:8]}"
-    if name == STREAMS:
+    if name in (STREAMS, STREAMS_COPY):
         streams: JavaContender = args.streams
-        cmd = streams.command(
-            *join_args(boot, topics, n, group, state_dir, args.interval, args.warm)
-        )
+        warm = args.warm
+        if name == STREAMS_COPY:  # JoinRun without the table, warmed as a copy too
+            topics = (topics[0], COPY_MARK, topics[2])
+            warm = (warm[0], COPY_MARK, warm[2], warm[3])
+        cmd = streams.command(*join_args(boot, topics, n, group, state_dir, args.interval, warm))
     else:
         cmd = [sys.executable, "-m", "benchmarks._join_contenders", name, boot, *topics]
         cmd += [str(n), str(total), str(args.interval), group, state_dir]
@@ -170,7 +202,7 @@ async def prepare_jvm(boot: str, args: argparse.Namespace, version: str) -> None
     """When ``kafka-streams-join`` runs: resolve and compile it, and seed the topics its
     JVM joins before each timed run (``WARM_RECORDS`` orders, seeded as the input)."""
     args.streams, args.warm = None, ("", "", "", 0)
-    if STREAMS not in args.contenders:
+    if STREAMS not in args.contenders and STREAMS_COPY not in args.contenders:
         return
     args.streams = kafka_streams_join(version, STREAMS_FALLBACK)
     print("preparing the Kafka Streams contender (Maven, javac; cached) ...", flush=True)
@@ -209,11 +241,10 @@ async def main(args: argparse.Namespace) -> int:
                 for name in args.contenders:
                     dst = f"join-out-{tag}-{name}-{rep}"
                     await create(boot, (dst, args.partitions))
-                    total = args.orders + (len(rows) if name != "eosflow-copy" else 0)
+                    total = args.orders + (len(rows) if name not in COPIES else 0)
                     r = await run(name, boot, (orders, customers, dst), (args.orders, total), args)
-                    if name == "eosflow-copy":
-                        got = sum(1 for _ in await read_records(boot, dst, timeout_s=600))
-                        r["check"] = "ok" if got == args.orders else f"{got} copied"
+                    if name in COPIES:
+                        r["check"] = await check_copy(boot, dst, events, name == WIDE)
                     else:
                         r["check"] = await check(boot, dst, want)
                     r["rep"] = rep
@@ -221,7 +252,8 @@ async def main(args: argparse.Namespace) -> int:
                     out["throughput"].append(r)
                     print(
                         f"  turn {rep + 1} {name}: {r['rate']:,.0f} orders/s, peak RSS "
-                        f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}",
+                        f"{r['rss_peak_mb']:.0f} MiB, check {r['check']}"
+                        + (f", CPU {r['cpu_s']:.2f} s" if "cpu_s" in r else ""),
                         flush=True,
                     )
         if args.restore_rows:
@@ -289,6 +321,9 @@ def report(out: dict[str, Any], args: argparse.Namespace) -> None:
             ("eosflow-join", "eosflow-copy", "0.6x"),
             ("eosflow-join", STREAMS, "1.0x"),
             ("eosflow-join", QUIX, ""),
+            ("eosflow-join", WIDE, ""),
+            (WIDE, "eosflow-copy", ""),
+            (STREAMS, STREAMS_COPY, ""),
         ):
             if by.get(a) and by.get(b):
                 ratio = _median(by[a], "rate") / _median(by[b], "rate")
@@ -312,7 +347,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--interval", type=float, default=0.1, help="commit interval, seconds")
     ap.add_argument("--restore-rows", type=int, default=0, help="the restore run")
-    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS)
+    ap.add_argument("--contenders", nargs="+", default=CONTENDERS, choices=CONTENDERS + MORE)
     args = ap.parse_args(argv)
     args.broker_latency_ms, args.pin = 0.0, False  # the broker's options, unused here
     return args

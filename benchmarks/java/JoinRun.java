@@ -27,6 +27,10 @@
 // forwards each order as it comes). KEY=VALUE pairs are further Streams settings, and
 // override these.
 //
+// CUSTOMERS given as "-" (and WARM_CUSTOMERS with it): the same program without the table,
+// the orders passed through into DST as they are -- Kafka Streams' own reference for its
+// join, as eosflow's pass-through is eosflow's (reported as kafka-streams-copy).
+//
 // Warm: the JVM first joins WARM_RECORDS orders of WARM_ORDERS with WARM_CUSTOMERS into
 // WARM_DST with an instance of its own (APPLICATION_ID-warm), to its last commit, and closes
 // it; only then is the timed instance started.
@@ -46,6 +50,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
 import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
 import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
@@ -53,6 +58,9 @@ import org.apache.kafka.streams.state.KeyValueStore;
 
 public final class JoinRun {
   private JoinRun() {}
+
+  /** CUSTOMERS given as this: no table, the orders passed through as they are. */
+  static final String COPY = "-";
 
   static byte[] joined(byte[] order, byte[] row) {
     byte[] out = new byte[order.length + 1 + row.length];
@@ -62,24 +70,28 @@ public final class JoinRun {
     return out;
   }
 
-  /** Joins orders with customers into dst; returns {first order, offsets committed}. */
+  /** Joins orders with customers into dst (or copies them: customers COPY); returns {first
+   * order, offsets committed}. */
   static long[] join(Properties props, String orders, String customers, String dst, long records)
       throws Exception {
     AtomicLong seen = new AtomicLong();
     AtomicLong firstNanos = new AtomicLong();
     StreamsBuilder builder = new StreamsBuilder();
-    KTable<byte[], byte[]> table = builder.table(
-        customers,
-        Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()),
-        Materialized.<byte[], byte[], KeyValueStore<Bytes, byte[]>>as("customers"));
-    builder.stream(orders, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
+    KStream<byte[], byte[]> stream = builder
+        .stream(orders, Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()))
         .peek((k, v) -> {
           if (seen.getAndIncrement() == 0) {
             firstNanos.set(System.nanoTime());
           }
-        })
-        .join(table, JoinRun::joined)
-        .to(dst, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
+        });
+    if (!customers.equals(COPY)) {
+      KTable<byte[], byte[]> table = builder.table(
+          customers,
+          Consumed.with(Serdes.ByteArray(), Serdes.ByteArray()),
+          Materialized.<byte[], byte[], KeyValueStore<Bytes, byte[]>>as("customers"));
+      stream = stream.join(table, JoinRun::joined);
+    }
+    stream.to(dst, Produced.with(Serdes.ByteArray(), Serdes.ByteArray()));
     KafkaStreams streams = new KafkaStreams(builder.build(props), props);
     streams.setUncaughtExceptionHandler(e -> {
       e.printStackTrace();
@@ -135,7 +147,8 @@ public final class JoinRun {
     }
     Properties props = PassThrough.settings(boot, appId, stateDir, extra);
     long[] t = join(props, orders, customers, dst, records);
-    System.out.println(Bench.result("kafka-streams-join", records, t[0], t[1]));
+    String name = customers.equals(COPY) ? "kafka-streams-copy" : "kafka-streams-join";
+    System.out.println(Bench.result(name, records, t[0], t[1]));
     System.out.flush();
   }
 }
