@@ -199,8 +199,9 @@ async def run(
 
 
 async def prepare_jvm(boot: str, args: argparse.Namespace, version: str) -> None:
-    """When ``kafka-streams-join`` runs: resolve and compile it, and seed the topics its
-    JVM joins before each timed run (``WARM_RECORDS`` orders, seeded as the input)."""
+    """When a Kafka Streams contender runs (its join or its copy): resolve and compile
+    ``JoinRun``, and seed the topics its JVM warms on before each timed run
+    (``WARM_RECORDS`` orders, seeded as the input)."""
     args.streams, args.warm = None, ("", "", "", 0)
     if STREAMS not in args.contenders and STREAMS_COPY not in args.contenders:
         return
