@@ -26,7 +26,7 @@ from ._reinit import IdClaim, reinit
 
 
 class ProducerSlot:
-    def __init__(self, config: EosConfig, claim: IdClaim, batch_bytes: int | None = None) -> None:
+    def __init__(self, config: EosConfig, claim: IdClaim, batch_bytes: int | None) -> None:
         self.config = config
         # the producer's batch size limit (``_sizing``); None: the config's
         self.batch_bytes = batch_bytes
